@@ -1,0 +1,150 @@
+//! The flow-level (fluid) backend: every message is a fluid flow at its
+//! max-min fair rate (strict priority between classes), recomputed whenever
+//! a flow starts or drains. A message's wire bytes (the packet backend's
+//! headers included) drain at that rate; the path's propagation delay is
+//! then added once. It shows no queueing delay, no ECN, no loss, no slow
+//! start and no ACK traffic.
+
+use super::maxmin::{max_min_rates, FlowDemand};
+use super::{Backend, LinkStats};
+use crate::event::EventKey;
+use crate::packet::wire_bytes;
+use crate::sim::{Completion, Ctx, Ev};
+use crate::time::PS_PER_S;
+use crate::topology::Topology;
+
+struct FluidFlow {
+    msg: u32,
+    class: u8,
+    route: Box<[u32]>,
+    remaining_bits: f64,
+    rate_bps: f64,
+    delay_ps: u64,
+}
+
+pub struct FlowNet {
+    capacity_bps: Vec<f64>,
+    delay_ps: Vec<u64>,
+    stats: Vec<LinkStats>,
+    bits_sent: Vec<f64>,
+    active: Vec<FluidFlow>,
+    delivering: usize,
+    last_ps: u64,
+    pending: Option<EventKey>,
+    mss_bytes: u32,
+}
+
+/// Wire bytes of a message cut into MSS-sized segments.
+pub fn message_wire_bytes(size_bytes: u64, mss_bytes: u32) -> u64 {
+    let mss = mss_bytes as u64;
+    let full = size_bytes / mss;
+    let rest = size_bytes % mss;
+    full * wire_bytes(mss_bytes) as u64 + if rest > 0 { wire_bytes(rest as u32) as u64 } else { 0 }
+}
+
+impl FlowNet {
+    pub fn new(topo: &Topology, mss_bytes: u32) -> FlowNet {
+        FlowNet {
+            capacity_bps: topo.ports.iter().map(|p| p.rate_bps as f64).collect(),
+            delay_ps: topo.ports.iter().map(|p| p.delay_ps).collect(),
+            stats: topo
+                .ports
+                .iter()
+                .map(|p| LinkStats { from: p.from, to: p.to, rate_bps: p.rate_bps, ..Default::default() })
+                .collect(),
+            bits_sent: vec![0.0; topo.ports.len()],
+            active: Vec::new(),
+            delivering: 0,
+            last_ps: 0,
+            pending: None,
+            mss_bytes,
+        }
+    }
+
+    /// Drains every flow at its current rate from `last_ps` to `now`.
+    fn advance(&mut self, now: u64) {
+        let dt_s = (now - self.last_ps) as f64 / PS_PER_S as f64;
+        if dt_s > 0.0 {
+            for f in &mut self.active {
+                let bits = (f.rate_bps * dt_s).min(f.remaining_bits);
+                f.remaining_bits -= bits;
+                for &p in f.route.iter() {
+                    self.bits_sent[p as usize] += bits;
+                }
+            }
+        }
+        self.last_ps = now;
+    }
+
+    fn reallocate(&mut self, ctx: &mut Ctx) {
+        let demands: Vec<FlowDemand> = self.active.iter().map(|f| FlowDemand { class: f.class, ports: &f.route }).collect();
+        let rates = max_min_rates(&demands, &self.capacity_bps);
+        for (f, r) in self.active.iter_mut().zip(rates) {
+            f.rate_bps = r;
+        }
+        if let Some(k) = self.pending.take() {
+            ctx.queue.cancel(k);
+        }
+        let next = self
+            .active
+            .iter()
+            .filter(|f| f.rate_bps > 0.0)
+            .map(|f| (f.remaining_bits / f.rate_bps * PS_PER_S as f64).ceil() as u64)
+            .min();
+        if let Some(dt) = next {
+            self.pending = Some(ctx.queue.schedule(ctx.now + dt, Ev::FlowDrain));
+        }
+    }
+
+    fn on_drain(&mut self, ctx: &mut Ctx) {
+        self.pending = None;
+        self.advance(ctx.now);
+        // A flow counts as drained when less than one picosecond of its
+        // rate is left (the event time was rounded up to whole picoseconds).
+        let mut i = 0;
+        while i < self.active.len() {
+            let f = &self.active[i];
+            if f.remaining_bits <= f.rate_bps / PS_PER_S as f64 + 1e-6 {
+                let f = self.active.remove(i);
+                self.delivering += 1;
+                ctx.queue.schedule(ctx.now + f.delay_ps, Ev::FlowDeliver(f.msg));
+            } else {
+                i += 1;
+            }
+        }
+        self.reallocate(ctx);
+    }
+}
+
+impl Backend for FlowNet {
+    fn send(&mut self, ctx: &mut Ctx, msg: u32, size_bytes: u64, class: u8, fwd: Vec<u32>, _rev: Vec<u32>) {
+        self.advance(ctx.now);
+        let delay_ps = fwd.iter().map(|&p| self.delay_ps[p as usize]).sum();
+        let bits = message_wire_bytes(size_bytes, self.mss_bytes) as f64 * 8.0;
+        self.active.push(FluidFlow { msg, class, route: fwd.into_boxed_slice(), remaining_bits: bits, rate_bps: 0.0, delay_ps });
+        self.reallocate(ctx);
+    }
+
+    fn handle(&mut self, ctx: &mut Ctx, ev: Ev) {
+        match ev {
+            Ev::FlowDrain => self.on_drain(ctx),
+            Ev::FlowDeliver(msg) => {
+                self.delivering -= 1;
+                ctx.completions.push(Completion { msg, retransmits: 0 });
+            }
+            other => unreachable!("flow backend got {other:?}"),
+        }
+    }
+
+    fn link_stats(&self, _now_ps: u64) -> Vec<LinkStats> {
+        self.stats
+            .iter()
+            .zip(&self.bits_sent)
+            .map(|(s, &bits)| LinkStats { bytes: (bits / 8.0).round() as u64, ..s.clone() })
+            .collect()
+    }
+
+    fn in_flight(&self) -> usize {
+        self.active.len() + self.delivering
+    }
+}

@@ -1,0 +1,281 @@
+//! The packet-level backend: store-and-forward switches, egress queues,
+//! links with propagation delay, and one transport connection per message.
+//!
+//! Every egress port keeps at most one pending serialization event (its head
+//! packet) and every link at most one pending arrival event (the head packet
+//! on the wire), as in htsim.
+
+use super::{Backend, LinkStats};
+use crate::event::EventKey;
+use crate::packet::{wire_bytes, Packet, FLAG_ACK, FLAG_CE, FLAG_ECE, FLAG_ECT};
+use crate::qdisc::{Enqueued, Qdisc};
+use crate::sim::{Completion, Ctx, Ev};
+use crate::spec::{CcKind, QueueSpec, TransportSpec};
+use crate::time::ser_time_ps;
+use crate::topology::Topology;
+use crate::transport::{CongestionControl, Dctcp, NewReno, Segment, SenderConfig, TcpReceiver, TcpSender};
+use std::collections::VecDeque;
+
+struct Port {
+    rate_bps: u64,
+    delay_ps: u64,
+    qdisc: Qdisc,
+    /// Packet being serialized, if any.
+    tx: Option<Packet>,
+    /// Packets propagating on the wire with their arrival times (non-decreasing).
+    wire: VecDeque<(u64, Packet)>,
+    stats: LinkStats,
+    q_changed_ps: u64,
+}
+
+impl Port {
+    fn account_queue(&mut self, now: u64) {
+        let dt = now - self.q_changed_ps;
+        self.stats.queue_area += self.qdisc.bytes() as u128 * dt as u128;
+        self.q_changed_ps = now;
+    }
+}
+
+struct Conn {
+    fwd: Box<[u32]>,
+    rev: Box<[u32]>,
+    class: u8,
+    sender: TcpSender,
+    receiver: TcpReceiver,
+    timer: Option<(u64, EventKey)>,
+    delivered: bool,
+}
+
+pub struct PacketNet {
+    ports: Vec<Port>,
+    conns: Vec<Option<Box<Conn>>>,
+    live_conns: usize,
+    packets_in_network: usize,
+    sender_cfg: SenderConfig,
+    transport: TransportSpec,
+    scratch: Vec<Segment>,
+}
+
+impl PacketNet {
+    pub fn new(topo: &Topology, queue: &QueueSpec, transport: &TransportSpec) -> PacketNet {
+        let ports = topo
+            .ports
+            .iter()
+            .map(|p| {
+                let host_port = topo.kinds[p.from as usize] == crate::spec::NodeKind::Host;
+                Port {
+                    rate_bps: p.rate_bps,
+                    delay_ps: p.delay_ps,
+                    qdisc: if host_port { Qdisc::unlimited(queue) } else { Qdisc::new(queue) },
+                    tx: None,
+                    wire: VecDeque::new(),
+                    stats: LinkStats { from: p.from, to: p.to, rate_bps: p.rate_bps, ..Default::default() },
+                    q_changed_ps: 0,
+                }
+            })
+            .collect();
+        PacketNet {
+            ports,
+            conns: Vec::new(),
+            live_conns: 0,
+            packets_in_network: 0,
+            sender_cfg: SenderConfig {
+                mss_bytes: transport.mss_bytes,
+                init_cwnd_packets: transport.init_cwnd_packets,
+                min_rto_ps: transport.min_rto_ps,
+                initial_rto_ps: transport.initial_rto_ps,
+                max_rto_ps: transport.max_rto_ps,
+                dupack_threshold: transport.dupack_threshold,
+            },
+            transport: transport.clone(),
+            scratch: Vec::new(),
+        }
+    }
+
+    fn make_cc(&self) -> Box<dyn CongestionControl> {
+        match self.transport.cc {
+            CcKind::Newreno => Box::new(NewReno),
+            CcKind::Dctcp => Box::new(Dctcp::new(self.transport.dctcp_g, self.transport.dctcp_initial_alpha)),
+        }
+    }
+
+    /// Live connections (messages not yet fully acknowledged).
+    pub fn live_connections(&self) -> usize {
+        self.live_conns
+    }
+
+    fn enqueue(&mut self, ctx: &mut Ctx, port: u32, pkt: Packet) {
+        let p = &mut self.ports[port as usize];
+        p.account_queue(ctx.now);
+        match p.qdisc.enqueue(pkt) {
+            Enqueued::Dropped => {
+                p.stats.drops += 1;
+                self.packets_in_network -= 1;
+                return;
+            }
+            Enqueued::Marked => p.stats.ecn_marks += 1,
+            Enqueued::Queued => {}
+        }
+        p.stats.max_queue_bytes = p.stats.max_queue_bytes.max(p.qdisc.bytes());
+        if p.tx.is_none() {
+            self.start_tx(ctx, port);
+        }
+    }
+
+    fn start_tx(&mut self, ctx: &mut Ctx, port: u32) {
+        let p = &mut self.ports[port as usize];
+        p.account_queue(ctx.now);
+        if let Some(pkt) = p.qdisc.dequeue() {
+            let done = ctx.now + ser_time_ps(pkt.wire as u64, p.rate_bps);
+            p.tx = Some(pkt);
+            ctx.queue.schedule(done, Ev::PortTx(port));
+        }
+    }
+
+    fn on_tx_done(&mut self, ctx: &mut Ctx, port: u32) {
+        let p = &mut self.ports[port as usize];
+        let pkt = p.tx.take().expect("PortTx without a packet in serialization");
+        p.stats.bytes += pkt.wire as u64;
+        p.stats.packets += 1;
+        let arrive = ctx.now + p.delay_ps;
+        p.wire.push_back((arrive, pkt));
+        if p.wire.len() == 1 {
+            ctx.queue.schedule(arrive, Ev::WireHead(port));
+        }
+        self.start_tx(ctx, port);
+    }
+
+    fn on_wire_head(&mut self, ctx: &mut Ctx, port: u32) {
+        let p = &mut self.ports[port as usize];
+        let (_, mut pkt) = p.wire.pop_front().expect("WireHead on an empty wire");
+        if let Some(&(next, _)) = p.wire.front() {
+            ctx.queue.schedule(next, Ev::WireHead(port));
+        }
+        let Some(conn) = self.conns[pkt.conn as usize].as_deref() else {
+            // The connection already finished: a late duplicate, discarded.
+            self.packets_in_network -= 1;
+            return;
+        };
+        let route = if pkt.is_ack() { &conn.rev } else { &conn.fwd };
+        let hop = pkt.hop as usize + 1;
+        if hop < route.len() {
+            pkt.hop = hop as u16;
+            let next = route[hop];
+            self.enqueue(ctx, next, pkt);
+        } else {
+            self.packets_in_network -= 1;
+            if pkt.is_ack() {
+                self.ack_arrived(ctx, pkt);
+            } else {
+                self.data_arrived(ctx, pkt);
+            }
+        }
+    }
+
+    fn data_arrived(&mut self, ctx: &mut Ctx, pkt: Packet) {
+        let id = pkt.conn;
+        let conn = self.conns[id as usize].as_deref_mut().expect("checked by caller");
+        let ack_no = conn.receiver.on_segment(pkt.seq, pkt.payload);
+        if conn.receiver.is_complete() && !conn.delivered {
+            conn.delivered = true;
+            ctx.completions.push(Completion { msg: id, retransmits: conn.sender.retransmits });
+        }
+        // One ACK per data segment, echoing its CE mark (RFC 8257 §3.2 with
+        // per-packet acknowledgments).
+        let ece = if pkt.flags & FLAG_CE != 0 { FLAG_ECE } else { 0 };
+        let ack = Packet { conn: id, seq: ack_no, payload: 0, wire: wire_bytes(0), hop: 0, class: conn.class, flags: FLAG_ACK | ece };
+        let first = conn.rev[0];
+        self.packets_in_network += 1;
+        self.enqueue(ctx, first, ack);
+    }
+
+    fn ack_arrived(&mut self, ctx: &mut Ctx, pkt: Packet) {
+        let conn = self.conns[pkt.conn as usize].as_deref_mut().expect("checked by caller");
+        conn.sender.on_ack(ctx.now, pkt.seq, pkt.flags & FLAG_ECE != 0);
+        self.poll_conn(ctx, pkt.conn);
+    }
+
+    /// Polls a connection's sender, queues what it emits and re-arms its
+    /// single timer event.
+    fn poll_conn(&mut self, ctx: &mut Ctx, id: u32) {
+        let mut segs = std::mem::take(&mut self.scratch);
+        let conn = self.conns[id as usize].as_deref_mut().expect("poll of a finished connection");
+        conn.sender.poll(ctx.now, &mut |s| segs.push(s));
+        let ect = if conn.sender.ecn_capable() { FLAG_ECT } else { 0 };
+        let (first, class) = (conn.fwd[0], conn.class);
+        match (conn.sender.poll_at(), conn.timer) {
+            (Some(t), None) => conn.timer = Some((t, ctx.queue.schedule(t, Ev::ConnTimer(id)))),
+            (Some(t), Some((t0, key))) if t < t0 => {
+                ctx.queue.cancel(key);
+                conn.timer = Some((t, ctx.queue.schedule(t, Ev::ConnTimer(id))));
+            }
+            (None, Some((_, key))) => {
+                ctx.queue.cancel(key);
+                conn.timer = None;
+            }
+            _ => {}
+        }
+        let finished = conn.sender.is_done();
+        for s in segs.drain(..) {
+            let pkt = Packet { conn: id, seq: s.seq, payload: s.len, wire: wire_bytes(s.len), hop: 0, class, flags: ect };
+            self.packets_in_network += 1;
+            self.enqueue(ctx, first, pkt);
+        }
+        self.scratch = segs;
+        if finished {
+            self.conns[id as usize] = None;
+            self.live_conns -= 1;
+        }
+    }
+
+    fn on_conn_timer(&mut self, ctx: &mut Ctx, id: u32) {
+        if let Some(conn) = self.conns[id as usize].as_deref_mut() {
+            conn.timer = None;
+            self.poll_conn(ctx, id);
+        }
+    }
+}
+
+impl Backend for PacketNet {
+    fn send(&mut self, ctx: &mut Ctx, msg: u32, size_bytes: u64, class: u8, fwd: Vec<u32>, rev: Vec<u32>) {
+        if self.conns.len() <= msg as usize {
+            self.conns.resize_with(msg as usize + 1, || None);
+        }
+        let sender = TcpSender::new(size_bytes, &self.sender_cfg, self.make_cc());
+        self.conns[msg as usize] = Some(Box::new(Conn {
+            fwd: fwd.into_boxed_slice(),
+            rev: rev.into_boxed_slice(),
+            class,
+            sender,
+            receiver: TcpReceiver::new(size_bytes),
+            timer: None,
+            delivered: false,
+        }));
+        self.live_conns += 1;
+        self.poll_conn(ctx, msg);
+    }
+
+    fn handle(&mut self, ctx: &mut Ctx, ev: Ev) {
+        match ev {
+            Ev::PortTx(p) => self.on_tx_done(ctx, p),
+            Ev::WireHead(p) => self.on_wire_head(ctx, p),
+            Ev::ConnTimer(c) => self.on_conn_timer(ctx, c),
+            other => unreachable!("packet backend got {other:?}"),
+        }
+    }
+
+    fn link_stats(&self, now_ps: u64) -> Vec<LinkStats> {
+        self.ports
+            .iter()
+            .map(|p| {
+                let mut s = p.stats.clone();
+                s.queue_area += p.qdisc.bytes() as u128 * (now_ps.saturating_sub(p.q_changed_ps)) as u128;
+                s
+            })
+            .collect()
+    }
+
+    fn in_flight(&self) -> usize {
+        self.packets_in_network + self.live_conns
+    }
+}

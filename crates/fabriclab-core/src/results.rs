@@ -1,0 +1,68 @@
+//! Column-oriented results of a simulation, ready to become Arrow tables.
+
+use crate::sim::Simulation;
+
+#[derive(Debug, Default, Clone)]
+pub struct FlowColumns {
+    pub flow_id: Vec<u32>,
+    pub src: Vec<u32>,
+    pub dst: Vec<u32>,
+    pub size_bytes: Vec<u64>,
+    pub class: Vec<u8>,
+    pub start_ps: Vec<u64>,
+    /// `None` for messages unfinished when the run stopped.
+    pub end_ps: Vec<Option<u64>>,
+    pub ideal_fct_ps: Vec<u64>,
+    pub retransmits: Vec<u64>,
+    pub tag: Vec<String>,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct LinkColumns {
+    pub link_id: Vec<u32>,
+    pub from: Vec<String>,
+    pub to: Vec<String>,
+    pub rate_bps: Vec<u64>,
+    pub bytes: Vec<u64>,
+    pub packets: Vec<u64>,
+    pub drops: Vec<u64>,
+    pub ecn_marks: Vec<u64>,
+    pub max_queue_bytes: Vec<u64>,
+    pub mean_queue_bytes: Vec<f64>,
+}
+
+pub fn flow_columns(sim: &Simulation) -> FlowColumns {
+    let mut c = FlowColumns::default();
+    for (i, m) in sim.messages().iter().enumerate() {
+        c.flow_id.push(i as u32);
+        c.src.push(m.src);
+        c.dst.push(m.dst);
+        c.size_bytes.push(m.size_bytes);
+        c.class.push(m.class);
+        c.start_ps.push(m.start_ps);
+        c.end_ps.push(m.end_ps);
+        c.ideal_fct_ps.push(m.ideal_fct_ps);
+        c.retransmits.push(m.retransmits);
+        c.tag.push(sim.app_tag(m.app).to_string());
+    }
+    c
+}
+
+pub fn link_columns(sim: &Simulation) -> LinkColumns {
+    let mut c = LinkColumns::default();
+    let now = sim.now_ps();
+    let names = &sim.topology().names;
+    for (i, s) in sim.link_stats().into_iter().enumerate() {
+        c.link_id.push(i as u32);
+        c.from.push(names[s.from as usize].clone());
+        c.to.push(names[s.to as usize].clone());
+        c.rate_bps.push(s.rate_bps);
+        c.bytes.push(s.bytes);
+        c.packets.push(s.packets);
+        c.drops.push(s.drops);
+        c.ecn_marks.push(s.ecn_marks);
+        c.max_queue_bytes.push(s.max_queue_bytes);
+        c.mean_queue_bytes.push(if now > 0 { s.queue_area as f64 / now as f64 } else { 0.0 });
+    }
+    c
+}

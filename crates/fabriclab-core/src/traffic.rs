@@ -1,0 +1,185 @@
+//! Traffic sources: Poisson background flows drawn from an empirical
+//! flow-size CDF, and explicit flow lists. Each source keeps one pending
+//! timer: the next arrival.
+
+use crate::sim::{Api, App, Message};
+use crate::time::PS_PER_S;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// Piecewise-linear empirical CDF over flow sizes in bytes.
+#[derive(Debug, Clone)]
+pub struct Cdf {
+    xs: Vec<f64>,
+    ps: Vec<f64>,
+}
+
+impl Cdf {
+    /// Points `(size_bytes, probability)`: sizes and probabilities
+    /// non-decreasing, sizes positive, probabilities in [0, 1], the last one 1.
+    pub fn new(points: &[(f64, f64)]) -> Result<Cdf, String> {
+        if points.len() < 2 {
+            return Err("cdf: needs at least two points".into());
+        }
+        for (i, w) in points.windows(2).enumerate() {
+            if w[1].0 < w[0].0 {
+                return Err(format!("cdf: sizes must be non-decreasing (point {} after point {i})", i + 1));
+            }
+            if w[1].1 < w[0].1 {
+                return Err(format!("cdf: probabilities must be non-decreasing (point {} after point {i})", i + 1));
+            }
+        }
+        if points.iter().any(|p| !(p.0 > 0.0) || !(0.0..=1.0).contains(&p.1)) {
+            return Err("cdf: sizes must be positive and probabilities within [0, 1]".into());
+        }
+        if (points.last().unwrap().1 - 1.0).abs() > 1e-9 {
+            return Err("cdf: the last probability must be 1".into());
+        }
+        Ok(Cdf { xs: points.iter().map(|p| p.0).collect(), ps: points.iter().map(|p| p.1).collect() })
+    }
+
+    /// Inverse transform with linear interpolation between points; the
+    /// probability of the first point is a point mass at its size.
+    pub fn quantile(&self, u: f64) -> f64 {
+        if u <= self.ps[0] {
+            return self.xs[0];
+        }
+        let i = self.ps.partition_point(|&p| p < u).min(self.ps.len() - 1);
+        let (p0, p1, x0, x1) = (self.ps[i - 1], self.ps[i], self.xs[i - 1], self.xs[i]);
+        if p1 <= p0 {
+            return x1;
+        }
+        x0 + (u - p0) / (p1 - p0) * (x1 - x0)
+    }
+
+    /// The distribution's mean: the first point's mass plus the midpoints of
+    /// the linear pieces weighted by their probability.
+    pub fn mean(&self) -> f64 {
+        let mut m = self.ps[0] * self.xs[0];
+        for i in 1..self.xs.len() {
+            m += (self.ps[i] - self.ps[i - 1]) * (self.xs[i] + self.xs[i - 1]) / 2.0;
+        }
+        m
+    }
+
+    pub fn sample_bytes(&self, rng: &mut impl Rng) -> u64 {
+        (self.quantile(rng.gen::<f64>()).round() as u64).max(1)
+    }
+}
+
+/// Poisson arrivals of flows with sizes from a CDF, between random distinct
+/// hosts of a set, at a rate that offers `load` of the set's host link rate:
+/// `lambda = load * sum(host rates) / (8 * mean size)`.
+pub struct PoissonTraffic {
+    rng: ChaCha8Rng,
+    cdf: Cdf,
+    mean_gap_ps: f64,
+    hosts: Vec<u32>,
+    start_ps: u64,
+    end_ps: u64,
+    class: u8,
+    tag: String,
+}
+
+impl PoissonTraffic {
+    pub fn new(
+        seed: u64,
+        cdf: Cdf,
+        load: f64,
+        hosts: Vec<u32>,
+        host_rate_sum_bps: f64,
+        start_ps: u64,
+        duration_ps: u64,
+        class: u8,
+        tag: String,
+    ) -> PoissonTraffic {
+        let flows_per_s = load * host_rate_sum_bps / (8.0 * cdf.mean());
+        PoissonTraffic {
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            cdf,
+            mean_gap_ps: PS_PER_S as f64 / flows_per_s,
+            hosts,
+            start_ps,
+            end_ps: start_ps.saturating_add(duration_ps),
+            class,
+            tag,
+        }
+    }
+
+    fn gap_ps(&mut self) -> u64 {
+        let u: f64 = self.rng.gen();
+        (-(1.0 - u).ln() * self.mean_gap_ps).round() as u64
+    }
+
+    fn schedule_next(&mut self, api: &mut Api, from_ps: u64) {
+        let t = from_ps.saturating_add(self.gap_ps());
+        if t < self.end_ps {
+            api.schedule(t, 0);
+        }
+    }
+}
+
+impl App for PoissonTraffic {
+    fn start(&mut self, api: &mut Api) {
+        let s = self.start_ps;
+        self.schedule_next(api, s);
+    }
+
+    fn on_timer(&mut self, api: &mut Api, _token: u64) {
+        let n = self.hosts.len();
+        let a = self.rng.gen_range(0..n);
+        let mut b = self.rng.gen_range(0..n - 1);
+        if b >= a {
+            b += 1;
+        }
+        let size = self.cdf.sample_bytes(&mut self.rng);
+        let m = Message { src: self.hosts[a], dst: self.hosts[b], size_bytes: size, class: self.class, path: None };
+        if let Err(e) = api.send(&m) {
+            api.fail(format!("traffic '{}': {e}", self.tag));
+        }
+        let now = api.now();
+        self.schedule_next(api, now);
+    }
+
+    fn tag(&self) -> &str {
+        &self.tag
+    }
+}
+
+/// Explicit flows, started at their given times in list order.
+pub struct FlowList {
+    flows: Vec<(u64, Message)>,
+    next: usize,
+}
+
+impl FlowList {
+    pub fn new(mut flows: Vec<(u64, Message)>) -> FlowList {
+        flows.sort_by_key(|f| f.0); // stable: equal start times keep list order
+        FlowList { flows, next: 0 }
+    }
+}
+
+impl App for FlowList {
+    fn start(&mut self, api: &mut Api) {
+        if let Some(f) = self.flows.first() {
+            api.schedule(f.0, 0);
+        }
+    }
+
+    fn on_timer(&mut self, api: &mut Api, _token: u64) {
+        while self.next < self.flows.len() && self.flows[self.next].0 <= api.now() {
+            let i = self.next;
+            self.next += 1;
+            if let Err(e) = api.send(&self.flows[i].1) {
+                api.fail(format!("flows: {e}"));
+            }
+        }
+        if let Some(f) = self.flows.get(self.next) {
+            api.schedule(f.0, 0);
+        }
+    }
+
+    fn tag(&self) -> &str {
+        "flows"
+    }
+}

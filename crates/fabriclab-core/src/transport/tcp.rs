@@ -1,0 +1,286 @@
+//! A window-based reliable transport for one message, in smoltcp's shape:
+//! the sender is fed ACKs (`on_ack`), emits segments when polled
+//! (`poll(now, emit)`), and says when it next needs a poll (`poll_at`). It
+//! never reads a clock, so the same logic runs on simulated or real time.
+//!
+//! One message is one connection with no handshake: data starts at sequence
+//! number 0. The receiver acknowledges every segment (no delayed ACKs), so
+//! each ACK covers at most one segment in the absence of loss.
+
+use super::cc::{AckInfo, CcState, CongestionControl};
+
+/// A data segment to transmit: bytes `[seq, seq + len)` of the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    pub seq: u64,
+    pub len: u32,
+    pub retransmit: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct SenderConfig {
+    pub mss_bytes: u32,
+    pub init_cwnd_packets: u32,
+    pub min_rto_ps: u64,
+    pub initial_rto_ps: u64,
+    pub max_rto_ps: u64,
+    pub dupack_threshold: u32,
+}
+
+pub struct TcpSender {
+    size: u64,
+    mss: u64,
+    snd_una: u64,
+    snd_nxt: u64,
+    /// Highest sequence number sent so far (RFC 6582's "highest sequence transmitted").
+    high_tx: u64,
+    st: CcState,
+    cc: Box<dyn CongestionControl>,
+    dupacks: u32,
+    dupack_threshold: u32,
+    in_recovery: bool,
+    recover: Option<u64>,
+    retransmit_head: bool,
+    srtt_ps: Option<f64>,
+    rttvar_ps: f64,
+    rto_ps: u64,
+    min_rto_ps: u64,
+    max_rto_ps: u64,
+    rto_deadline: Option<u64>,
+    /// Karn's algorithm: time one segment that is never retransmitted.
+    rtt_probe: Option<(u64, u64)>,
+    pub retransmits: u64,
+    pub timeouts: u64,
+}
+
+impl TcpSender {
+    pub fn new(size_bytes: u64, cfg: &SenderConfig, cc: Box<dyn CongestionControl>) -> TcpSender {
+        let mss = cfg.mss_bytes as f64;
+        TcpSender {
+            size: size_bytes,
+            mss: cfg.mss_bytes as u64,
+            snd_una: 0,
+            snd_nxt: 0,
+            high_tx: 0,
+            st: CcState { cwnd_bytes: mss * cfg.init_cwnd_packets as f64, ssthresh_bytes: f64::INFINITY, mss_bytes: mss },
+            cc,
+            dupacks: 0,
+            dupack_threshold: cfg.dupack_threshold,
+            in_recovery: false,
+            recover: None,
+            retransmit_head: false,
+            srtt_ps: None,
+            rttvar_ps: 0.0,
+            rto_ps: cfg.initial_rto_ps.max(cfg.min_rto_ps),
+            min_rto_ps: cfg.min_rto_ps,
+            max_rto_ps: cfg.max_rto_ps,
+            rto_deadline: None,
+            rtt_probe: None,
+            retransmits: 0,
+            timeouts: 0,
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.snd_una >= self.size
+    }
+    pub fn ecn_capable(&self) -> bool {
+        self.cc.ecn_capable()
+    }
+    pub fn cwnd_bytes(&self) -> f64 {
+        self.st.cwnd_bytes
+    }
+    pub fn alpha(&self) -> Option<f64> {
+        self.cc.alpha()
+    }
+    pub fn snd_una(&self) -> u64 {
+        self.snd_una
+    }
+    fn flight(&self) -> u64 {
+        self.snd_nxt - self.snd_una
+    }
+
+    /// RFC 6298 §2: SRTT, RTTVAR and RTO from one sample; clock granularity
+    /// is taken as zero (simulated time is exact).
+    fn rtt_sample(&mut self, r: f64) {
+        match self.srtt_ps {
+            None => {
+                self.srtt_ps = Some(r);
+                self.rttvar_ps = r / 2.0;
+            }
+            Some(s) => {
+                self.rttvar_ps = 0.75 * self.rttvar_ps + 0.25 * (s - r).abs();
+                self.srtt_ps = Some(0.875 * s + 0.125 * r);
+            }
+        }
+        let rto = self.srtt_ps.unwrap() + 4.0 * self.rttvar_ps;
+        self.rto_ps = (rto as u64).clamp(self.min_rto_ps, self.max_rto_ps);
+    }
+
+    /// Processes a cumulative ACK carrying acknowledgment number `ack`.
+    pub fn on_ack(&mut self, now: u64, ack: u64, ece: bool) {
+        if ack > self.snd_una {
+            let acked = ack - self.snd_una;
+            self.snd_una = ack;
+            if self.snd_nxt < ack {
+                self.snd_nxt = ack; // after a go-back-N timeout the receiver may be ahead
+            }
+            if let Some((end, t0)) = self.rtt_probe {
+                if ack >= end {
+                    self.rtt_sample((now - t0) as f64);
+                    self.rtt_probe = None;
+                }
+            }
+            let info = AckInfo { acked_bytes: acked, ece, snd_una: ack, snd_nxt: self.snd_nxt, in_recovery: self.in_recovery };
+            if self.in_recovery {
+                self.cc.on_ack(&mut self.st, &info);
+                if ack >= self.recover.unwrap_or(0) {
+                    // RFC 6582 §3.2 step 3, full acknowledgment: deflate the window.
+                    let flight = self.flight().max(self.mss) as f64;
+                    self.st.cwnd_bytes = self.st.ssthresh_bytes.min(flight + self.st.mss_bytes);
+                    self.in_recovery = false;
+                    self.dupacks = 0;
+                } else {
+                    // Partial acknowledgment: retransmit the next hole, deflate by
+                    // the amount acknowledged and add back one SMSS.
+                    self.retransmit_head = true;
+                    self.st.cwnd_bytes = (self.st.cwnd_bytes - acked as f64 + self.st.mss_bytes).max(self.st.mss_bytes);
+                }
+            } else {
+                self.dupacks = 0;
+                self.cc.on_ack(&mut self.st, &info);
+            }
+            self.rto_deadline = if self.is_done() { None } else { Some(now + self.rto_ps) };
+        } else if ack == self.snd_una && self.snd_nxt > self.snd_una {
+            self.dupacks += 1;
+            if self.in_recovery {
+                self.st.cwnd_bytes += self.st.mss_bytes; // RFC 6582 §3.2 step 4
+            } else if self.dupacks == self.dupack_threshold && self.recover.map_or(true, |r| self.snd_una > r) {
+                let flight = self.flight();
+                self.st.ssthresh_bytes = self.cc.ssthresh_after_loss(&self.st, flight);
+                self.st.cwnd_bytes = self.st.ssthresh_bytes + 3.0 * self.st.mss_bytes;
+                self.recover = Some(self.high_tx);
+                self.in_recovery = true;
+                self.retransmit_head = true;
+                self.rtt_probe = None;
+            }
+        }
+    }
+
+    fn on_timeout(&mut self, now: u64) {
+        // RFC 5681 §3.1 eq. (4) and RFC 6298 §5.5-5.7: collapse to one
+        // segment, back off the timer, resend from the first unacknowledged byte.
+        let flight = self.flight();
+        self.st.ssthresh_bytes = self.cc.ssthresh_after_loss(&self.st, flight);
+        self.st.cwnd_bytes = self.st.mss_bytes;
+        self.snd_nxt = self.snd_una;
+        self.in_recovery = false;
+        self.dupacks = 0;
+        self.recover = Some(self.high_tx);
+        self.retransmit_head = false;
+        self.rtt_probe = None;
+        self.rto_ps = (self.rto_ps * 2).min(self.max_rto_ps);
+        self.timeouts += 1;
+        self.rto_deadline = Some(now + self.rto_ps);
+    }
+
+    fn seg_len(&self, seq: u64) -> u32 {
+        (self.size - seq).min(self.mss) as u32
+    }
+
+    /// Emits every segment the window allows at `now`.
+    pub fn poll(&mut self, now: u64, emit: &mut impl FnMut(Segment)) {
+        if self.is_done() {
+            return;
+        }
+        if self.rto_deadline.is_some_and(|d| d <= now) {
+            self.on_timeout(now);
+        }
+        if self.retransmit_head {
+            self.retransmit_head = false;
+            let len = self.seg_len(self.snd_una);
+            self.retransmits += 1;
+            emit(Segment { seq: self.snd_una, len, retransmit: true });
+        }
+        while self.snd_nxt < self.size {
+            let len = self.seg_len(self.snd_nxt);
+            if (self.flight() + len as u64) as f64 > self.st.cwnd_bytes && self.flight() > 0 {
+                break;
+            }
+            let retransmit = self.snd_nxt < self.high_tx;
+            if retransmit {
+                self.retransmits += 1;
+            } else if self.rtt_probe.is_none() {
+                self.rtt_probe = Some((self.snd_nxt + len as u64, now));
+            }
+            emit(Segment { seq: self.snd_nxt, len, retransmit });
+            self.snd_nxt += len as u64;
+            self.high_tx = self.high_tx.max(self.snd_nxt);
+        }
+        if self.rto_deadline.is_none() && self.flight() > 0 {
+            self.rto_deadline = Some(now + self.rto_ps);
+        }
+    }
+
+    /// When the sender next needs `poll`, if ever (its retransmission timer).
+    pub fn poll_at(&self) -> Option<u64> {
+        if self.is_done() {
+            None
+        } else {
+            self.rto_deadline
+        }
+    }
+}
+
+/// The receiving side: cumulative acknowledgment with an out-of-order
+/// reassembly list.
+#[derive(Debug, Default)]
+pub struct TcpReceiver {
+    size: u64,
+    rcv_nxt: u64,
+    /// Received ranges above `rcv_nxt`, sorted by start, disjoint.
+    ooo: Vec<(u64, u64)>,
+}
+
+impl TcpReceiver {
+    pub fn new(size_bytes: u64) -> TcpReceiver {
+        TcpReceiver { size: size_bytes, rcv_nxt: 0, ooo: Vec::new() }
+    }
+
+    /// Accepts bytes `[seq, seq+len)`; returns the cumulative ACK number.
+    pub fn on_segment(&mut self, seq: u64, len: u32) -> u64 {
+        let end = seq + len as u64;
+        if seq <= self.rcv_nxt {
+            if end > self.rcv_nxt {
+                self.rcv_nxt = end;
+                while let Some(&(s, e)) = self.ooo.first() {
+                    if s > self.rcv_nxt {
+                        break;
+                    }
+                    self.rcv_nxt = self.rcv_nxt.max(e);
+                    self.ooo.remove(0);
+                }
+            }
+        } else {
+            let i = self.ooo.partition_point(|&(s, _)| s < seq);
+            self.ooo.insert(i, (seq, end));
+            // Merge neighbours so that ranges stay disjoint.
+            let mut merged: Vec<(u64, u64)> = Vec::with_capacity(self.ooo.len());
+            for &(s, e) in &self.ooo {
+                match merged.last_mut() {
+                    Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                    _ => merged.push((s, e)),
+                }
+            }
+            self.ooo = merged;
+        }
+        self.rcv_nxt
+    }
+
+    pub fn rcv_nxt(&self) -> u64 {
+        self.rcv_nxt
+    }
+    pub fn is_complete(&self) -> bool {
+        self.rcv_nxt >= self.size
+    }
+}
