@@ -101,6 +101,8 @@ pub struct TransportSpec {
     pub dupack_threshold: u32,
     pub dctcp_g: f64,
     pub dctcp_initial_alpha: f64,
+    /// TCP Small Queues: payload bytes one connection may hold in its host's NIC queue.
+    pub tsq_limit_bytes: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -17,6 +17,8 @@ use crate::transport::{CongestionControl, Dctcp, NewReno, Segment, SenderConfig,
 use std::collections::VecDeque;
 
 struct Port {
+    /// A host's NIC port: its departures release the sender's TSQ budget.
+    host_port: bool,
     rate_bps: u64,
     delay_ps: u64,
     qdisc: Qdisc,
@@ -44,6 +46,8 @@ struct Conn {
     receiver: TcpReceiver,
     timer: Option<(u64, EventKey)>,
     delivered: bool,
+    /// Payload bytes of this connection waiting in its host's NIC queue.
+    nic_bytes: u64,
 }
 
 pub struct PacketNet {
@@ -53,6 +57,7 @@ pub struct PacketNet {
     packets_in_network: usize,
     sender_cfg: SenderConfig,
     transport: TransportSpec,
+    tsq_limit_bytes: u64,
     scratch: Vec<Segment>,
 }
 
@@ -64,6 +69,7 @@ impl PacketNet {
             .map(|p| {
                 let host_port = topo.kinds[p.from as usize] == crate::spec::NodeKind::Host;
                 Port {
+                    host_port,
                     rate_bps: p.rate_bps,
                     delay_ps: p.delay_ps,
                     qdisc: if host_port { Qdisc::unlimited(queue) } else { Qdisc::new(queue) },
@@ -88,6 +94,7 @@ impl PacketNet {
                 dupack_threshold: transport.dupack_threshold,
             },
             transport: transport.clone(),
+            tsq_limit_bytes: transport.tsq_limit_bytes,
             scratch: Vec::new(),
         }
     }
@@ -142,7 +149,14 @@ impl PacketNet {
         if p.wire.len() == 1 {
             ctx.queue.schedule(arrive, Ev::WireHead(port));
         }
+        let host_data = p.host_port && !pkt.is_ack();
         self.start_tx(ctx, port);
+        if host_data {
+            if let Some(conn) = self.conns[pkt.conn as usize].as_deref_mut() {
+                conn.nic_bytes -= pkt.payload as u64;
+                self.poll_conn(ctx, pkt.conn);
+            }
+        }
     }
 
     fn on_wire_head(&mut self, ctx: &mut Ctx, port: u32) {
@@ -200,7 +214,9 @@ impl PacketNet {
     fn poll_conn(&mut self, ctx: &mut Ctx, id: u32) {
         let mut segs = std::mem::take(&mut self.scratch);
         let conn = self.conns[id as usize].as_deref_mut().expect("poll of a finished connection");
-        conn.sender.poll(ctx.now, &mut |s| segs.push(s));
+        let budget = self.tsq_limit_bytes.saturating_sub(conn.nic_bytes);
+        conn.sender.poll(ctx.now, budget, &mut |s| segs.push(s));
+        conn.nic_bytes += segs.iter().map(|s| s.len as u64).sum::<u64>();
         let ect = if conn.sender.ecn_capable() { FLAG_ECT } else { 0 };
         let (first, class) = (conn.fwd[0], conn.class);
         match (conn.sender.poll_at(), conn.timer) {
@@ -250,6 +266,7 @@ impl Backend for PacketNet {
             receiver: TcpReceiver::new(size_bytes),
             timer: None,
             delivered: false,
+            nic_bytes: 0,
         }));
         self.live_conns += 1;
         self.poll_conn(ctx, msg);

@@ -49,6 +49,11 @@ pub struct TcpSender {
     rto_deadline: Option<u64>,
     /// Karn's algorithm: time one segment that is never retransmitted.
     rtt_probe: Option<(u64, u64)>,
+    /// Whether the window (not the device budget or a lack of data) limited
+    /// the last transmission; the window only grows while it is the limit
+    /// (congestion window validation, RFC 7661 §4.1's spirit, as Linux's
+    /// `tcp_is_cwnd_limited`).
+    cwnd_limited: bool,
     pub retransmits: u64,
     pub timeouts: u64,
 }
@@ -76,6 +81,7 @@ impl TcpSender {
             max_rto_ps: cfg.max_rto_ps,
             rto_deadline: None,
             rtt_probe: None,
+            cwnd_limited: true,
             retransmits: 0,
             timeouts: 0,
         }
@@ -148,7 +154,12 @@ impl TcpSender {
                 }
             } else {
                 self.dupacks = 0;
+                let grow = self.cwnd_limited || (self.st.cwnd_bytes < self.st.ssthresh_bytes && 2.0 * self.flight() as f64 >= self.st.cwnd_bytes);
+                let before = self.st.cwnd_bytes;
                 self.cc.on_ack(&mut self.st, &info);
+                if !grow && self.st.cwnd_bytes > before {
+                    self.st.cwnd_bytes = before;
+                }
             }
             self.rto_deadline = if self.is_done() { None } else { Some(now + self.rto_ps) };
         } else if ack == self.snd_una && self.snd_nxt > self.snd_una {
@@ -188,8 +199,10 @@ impl TcpSender {
         (self.size - seq).min(self.mss) as u32
     }
 
-    /// Emits every segment the window allows at `now`.
-    pub fn poll(&mut self, now: u64, emit: &mut impl FnMut(Segment)) {
+    /// Emits every segment the window allows at `now`, new data only while
+    /// `budget_bytes` of payload remain (the device's room, e.g. TCP Small
+    /// Queues' per-connection limit). Retransmissions ignore the budget.
+    pub fn poll(&mut self, now: u64, mut budget_bytes: u64, emit: &mut impl FnMut(Segment)) {
         if self.is_done() {
             return;
         }
@@ -202,11 +215,17 @@ impl TcpSender {
             self.retransmits += 1;
             emit(Segment { seq: self.snd_una, len, retransmit: true });
         }
+        self.cwnd_limited = false;
         while self.snd_nxt < self.size {
             let len = self.seg_len(self.snd_nxt);
             if (self.flight() + len as u64) as f64 > self.st.cwnd_bytes && self.flight() > 0 {
+                self.cwnd_limited = true;
                 break;
             }
+            if budget_bytes < len as u64 {
+                break;
+            }
+            budget_bytes -= len as u64;
             let retransmit = self.snd_nxt < self.high_tx;
             if retransmit {
                 self.retransmits += 1;

@@ -1,0 +1,163 @@
+"""The command line: ``fabriclab run | validate | topo show``.
+
+Bad input exits with code 2 and one message naming the field and the rule,
+never a traceback."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .results import BUCKETS
+from .scenario import Scenario, ScenarioError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="fabriclab: the network side of distributed ML training.")
+topo_app = typer.Typer(no_args_is_help=True, help="Topologies.")
+app.add_typer(topo_app, name="topo")
+
+err = Console(stderr=True)
+out = Console()
+
+EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3
+
+
+def _fail(msg: str, code: int = EXIT_BAD_INPUT) -> None:
+    err.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _load(path: Optional[Path]) -> Scenario:
+    return Scenario.default() if path is None else Scenario.load(path)
+
+
+def _fmt_us(ps) -> str:
+    return "-" if ps is None else f"{ps / 1e6:,.1f}"
+
+
+def _summary_table(summary: dict) -> Table:
+    t = Table(
+        title=f"FCT (us) — {summary['flows_finished']}/{summary['flows_total']} flows finished",
+        caption="small < 100 KB, medium 100 KB..10 MB, large > 10 MB",
+    )
+    for col in ("bucket", "flows", "mean", "p50", "p99", "p99.9", "mean slowdown"):
+        t.add_column(col, justify="right" if col != "bucket" else "left")
+    for name in ["all"] + [b for b, _ in BUCKETS]:
+        s = summary["fct"][name]
+        if s["finished"] == 0:
+            t.add_row(name, str(s["flows"]), "-", "-", "-", "-", "-")
+            continue
+        t.add_row(
+            name, str(s["finished"]), _fmt_us(s["fct_mean_ps"]), _fmt_us(s["fct_p50_ps"]),
+            _fmt_us(s["fct_p99_ps"]), _fmt_us(s["fct_p999_ps"]), f"{s['slowdown_mean']:.2f}",
+        )
+    return t
+
+
+def _links_table(summary: dict) -> Table:
+    ln = summary["links"]
+    perf = summary["performance"]
+    t = Table(title="Fabric")
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    t.add_row("simulated time (ms)", f"{summary['sim_time_ps'] / 1e9:,.3f}")
+    t.add_row("link utilization mean / max", f"{ln['mean_utilization']:.3f} / {ln['max_utilization']:.3f}")
+    t.add_row("drops", f"{ln['drops']:,}")
+    t.add_row("ECN marks", f"{ln['ecn_marks']:,}")
+    t.add_row("max queue (bytes)", f"{ln['max_queue_bytes']:,}")
+    t.add_row("retransmitted segments", f"{summary['retransmits']:,}")
+    t.add_row("events", f"{summary['events']:,}")
+    t.add_row("wall time (s) / events per s", f"{perf['wall_time_s']:.2f} / {perf['events_per_s'] / 1e6:.2f} M")
+    return t
+
+
+@app.command()
+def run(
+    scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML; the built-in default when omitted."),
+    out_dir: Path = typer.Option(Path("fabriclab-out"), "--out", help="Output folder (must be empty or absent)."),
+    force: bool = typer.Option(False, "--force", help="Replace a non-empty output folder."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Override the scenario's seed."),
+    backend: Optional[str] = typer.Option(None, "--backend", help="Override the backend: packet or flow."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or tables."),
+) -> None:
+    """Run a scenario and write flows.parquet, links.parquet, summary.json and scenario.resolved.toml."""
+    from .engine import simulate
+
+    s = _load(scenario)
+    changes = {}
+    if seed is not None:
+        changes["seed"] = seed
+    if backend is not None:
+        changes["backend"] = backend
+    if changes:
+        s = s.replace(**changes)
+    if out_dir.exists() and (not out_dir.is_dir() or (any(out_dir.iterdir()) and not force)):
+        _fail(f"--out: {out_dir} is not an empty folder (use --force to replace it)")
+    s.to_core()  # resolve everything (files, CDFs, host indices) before running
+    res = simulate(s, progress=not quiet)
+    res.write(out_dir, force=force)
+    if not quiet:
+        out.print(_summary_table(res.summary))
+        out.print(_links_table(res.summary))
+        out.print(f"results in [bold]{out_dir}[/]")
+
+
+@app.command()
+def validate(scenario: Path = typer.Argument(..., help="Scenario TOML to check.")) -> None:
+    """Check a scenario without running it (schema, files, topology)."""
+    from .engine import build_simulator
+
+    s = Scenario.load(scenario)
+    build_simulator(s)
+    t = s.build_topology()
+    out.print(f"{scenario}: ok ({len(t.hosts)} hosts, {len(t.nodes) - len(t.hosts)} switches, "
+              f"{len(t.links)} links, backend {s.backend})")
+
+
+@topo_app.command("show")
+def topo_show(
+    scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML; the built-in default when omitted."),
+    png: Path = typer.Option(Path("topology.png"), "--out", help="PNG file to write."),
+) -> None:
+    """Draw a scenario's topology as a PNG."""
+    from .draw import draw_topology
+
+    s = _load(scenario)
+    t = s.build_topology()
+    draw_topology(t, png, title=f"{s.name}: {s.topology.kind}")
+    out.print(f"wrote {png} ({len(t.hosts)} hosts, {len(t.nodes) - len(t.hosts)} switches, {len(t.links)} links)")
+
+
+def main() -> None:
+    """Entry point: maps every known error to exit code 2 with one clear line."""
+    try:
+        app(standalone_mode=False)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except (ScenarioError, FileExistsError) as e:
+        err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+        sys.exit(EXIT_BAD_INPUT)
+    except Exception as e:  # click usage errors and anything unexpected
+        import click
+
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            sys.exit(EXIT_BAD_INPUT)
+        if isinstance(e, click.exceptions.Abort):
+            sys.exit(130)
+        err.print(f"[bold red]internal error:[/] {type(e).__name__}: {e}", highlight=False)
+        sys.exit(EXIT_INTERNAL)
+    except BaseException as e:  # a Rust panic arrives as pyo3's PanicException (a BaseException)
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise
+        err.print(f"[bold red]internal error (core panic):[/] {e}", highlight=False)
+        sys.exit(EXIT_INTERNAL)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,153 @@
+"""Results of a run: Arrow/pandas tables of flows and links, a summary, and
+atomic writing of the output folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ._toml import tomllib  # noqa: F401  (symmetry with writing)
+
+# Flow-size buckets of the summary: the seeds call flows under 100 KB small
+# and over 10 MB large (DCTCP paper, ETH thesis); the rest is medium.
+SMALL_MAX_BYTES = 100_000
+LARGE_MIN_BYTES = 10_000_000
+BUCKETS = (
+    ("small", lambda s: s < SMALL_MAX_BYTES),
+    ("medium", lambda s: (s >= SMALL_MAX_BYTES) & (s <= LARGE_MIN_BYTES)),
+    ("large", lambda s: s > LARGE_MIN_BYTES),
+)
+
+FLOW_SCHEMA = pa.schema([
+    ("flow_id", pa.uint32()), ("src", pa.uint32()), ("dst", pa.uint32()), ("size_bytes", pa.uint64()),
+    ("class", pa.uint8()), ("tag", pa.string()), ("start_ps", pa.uint64()), ("end_ps", pa.uint64()),
+    ("fct_ps", pa.uint64()), ("ideal_fct_ps", pa.uint64()), ("slowdown", pa.float64()), ("retransmits", pa.uint64()),
+])
+
+LINK_SCHEMA = pa.schema([
+    ("link_id", pa.uint32()), ("src_node", pa.string()), ("dst_node", pa.string()), ("rate_bps", pa.uint64()),
+    ("bytes", pa.uint64()), ("packets", pa.uint64()), ("utilization", pa.float64()), ("drops", pa.uint64()),
+    ("ecn_marks", pa.uint64()), ("max_queue_bytes", pa.uint64()), ("mean_queue_bytes", pa.float64()),
+])
+
+
+def flows_table(cols: dict) -> pa.Table:
+    end = pa.array(cols["end_ps"], pa.uint64())
+    start = np.asarray(cols["start_ps"], dtype=np.uint64)
+    ideal = np.asarray(cols["ideal_fct_ps"], dtype=np.uint64)
+    done = ~np.asarray(end.is_null())
+    end_np = np.where(done, end.fill_null(0).to_numpy(), 0).astype(np.uint64)
+    fct = np.where(done, end_np - start, 0).astype(np.uint64)
+    fct_arr = pa.array(fct, pa.uint64(), mask=~done)
+    slow = pa.array(np.where(done, fct / np.maximum(ideal, 1), np.nan), pa.float64(), mask=~done)
+    return pa.table({
+        "flow_id": pa.array(cols["flow_id"], pa.uint32()),
+        "src": pa.array(cols["src"], pa.uint32()),
+        "dst": pa.array(cols["dst"], pa.uint32()),
+        "size_bytes": pa.array(cols["size_bytes"], pa.uint64()),
+        "class": pa.array(cols["class"], pa.uint8()),
+        "tag": pa.array(cols["tag"], pa.string()),
+        "start_ps": pa.array(start, pa.uint64()),
+        "end_ps": end,
+        "fct_ps": fct_arr,
+        "ideal_fct_ps": pa.array(ideal, pa.uint64()),
+        "slowdown": slow,
+        "retransmits": pa.array(cols["retransmits"], pa.uint64()),
+    }, schema=FLOW_SCHEMA)
+
+
+def links_table(cols: dict, duration_ps: int) -> pa.Table:
+    b = np.asarray(cols["bytes"], dtype=np.float64)
+    r = np.asarray(cols["rate_bps"], dtype=np.float64)
+    util = b * 8 / (r * duration_ps / 1e12) if duration_ps > 0 else np.zeros_like(b)
+    return pa.table({
+        "link_id": pa.array(cols["link_id"], pa.uint32()),
+        "src_node": pa.array(cols["src_node"], pa.string()),
+        "dst_node": pa.array(cols["dst_node"], pa.string()),
+        "rate_bps": pa.array(cols["rate_bps"], pa.uint64()),
+        "bytes": pa.array(cols["bytes"], pa.uint64()),
+        "packets": pa.array(cols["packets"], pa.uint64()),
+        "utilization": pa.array(util, pa.float64()),
+        "drops": pa.array(cols["drops"], pa.uint64()),
+        "ecn_marks": pa.array(cols["ecn_marks"], pa.uint64()),
+        "max_queue_bytes": pa.array(cols["max_queue_bytes"], pa.uint64()),
+        "mean_queue_bytes": pa.array(cols["mean_queue_bytes"], pa.float64()),
+    }, schema=LINK_SCHEMA)
+
+
+def fct_stats(df: pd.DataFrame) -> dict:
+    """FCT statistics of finished flows; percentiles by linear interpolation
+    between order statistics (numpy's default)."""
+    done = df[df["fct_ps"].notna()]
+    out = {"flows": int(len(df)), "finished": int(len(done))}
+    if len(done):
+        fct = done["fct_ps"].to_numpy(dtype=np.float64)
+        out.update({
+            "fct_mean_ps": float(fct.mean()),
+            "fct_p50_ps": float(np.percentile(fct, 50)),
+            "fct_p99_ps": float(np.percentile(fct, 99)),
+            "fct_p999_ps": float(np.percentile(fct, 99.9)),
+            "slowdown_mean": float(done["slowdown"].mean()),
+            "slowdown_p99": float(np.percentile(done["slowdown"].to_numpy(), 99)),
+        })
+    return out
+
+
+@dataclass
+class Results:
+    """What a run produced. ``flows`` and ``links`` are pandas DataFrames."""
+
+    flows_arrow: pa.Table
+    links_arrow: pa.Table
+    summary: dict
+    resolved: dict = field(repr=False, default_factory=dict)
+
+    @property
+    def flows(self) -> pd.DataFrame:
+        return self.flows_arrow.to_pandas()
+
+    @property
+    def links(self) -> pd.DataFrame:
+        return self.links_arrow.to_pandas()
+
+    def write(self, out_dir: str | Path, force: bool = False) -> Path:
+        """Writes flows.parquet, links.parquet, summary.json and
+        scenario.resolved.toml atomically: into a temporary folder beside
+        ``out_dir``, renamed into place only when complete."""
+        import tomli_w
+
+        out = Path(out_dir)
+        if out.exists() and not out.is_dir():
+            raise FileExistsError(f"--out: {out} exists and is not a folder")
+        if out.is_dir() and any(out.iterdir()) and not force:
+            raise FileExistsError(f"--out: {out} is not empty (use --force to replace it)")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+        tmp.chmod(0o755)
+        try:
+            if self.resolved.get("outputs", {}).get("flows", True):
+                pq.write_table(self.flows_arrow, tmp / "flows.parquet")
+            if self.resolved.get("outputs", {}).get("links", True):
+                pq.write_table(self.links_arrow, tmp / "links.parquet")
+            (tmp / "summary.json").write_text(json.dumps(self.summary, indent=2, sort_keys=True) + "\n")
+            (tmp / "scenario.resolved.toml").write_text(tomli_w.dumps(self.resolved))
+            if out.exists():
+                trash = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+                os.replace(out, trash / "old")
+                os.replace(tmp, out)
+                shutil.rmtree(trash, ignore_errors=True)
+            else:
+                os.replace(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return out

@@ -1,0 +1,356 @@
+"""The scenario schema: the one contract between fabriclab's parts.
+
+A scenario is a TOML file (or a :class:`Scenario` built in code) validated
+here field by field; ``docs/scenario.md`` documents every field. Quantities
+carry their unit in their name (``*_ps``, ``*_bytes``, ``*_bps``) and accept
+a plain integer in that unit or a string with an explicit unit (``"10Gbps"``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+from . import topology as topo
+from ._toml import tomllib
+from .cdfs import CdfError, load_cdf
+from .units import RateBps, SizeBytes, TimePs
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be run; the message names the field and the rule."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_default=True)
+
+
+PositiveRate = Annotated[RateBps, Field(gt=0, description="bits per second")]
+Delay = Annotated[TimePs, Field(ge=0)]
+
+
+class StarTopology(_Strict):
+    kind: Literal["star"] = "star"
+    hosts: int = Field(8, ge=2)
+    link_rate_bps: PositiveRate = 10_000_000_000
+    link_delay_ps: Delay = 10_000_000
+
+
+class LeafSpineTopology(_Strict):
+    kind: Literal["leaf_spine"]
+    leaves: int = Field(4, ge=1)
+    hosts_per_leaf: int = Field(8, ge=1)
+    spines: int = Field(4, ge=1)
+    link_rate_bps: PositiveRate = 10_000_000_000
+    link_delay_ps: Delay = 1_000_000
+    oversubscription: float = Field(1.0, gt=0)
+    spine_link_rate_bps: Optional[PositiveRate] = None
+
+
+class FatTreeTopology(_Strict):
+    kind: Literal["fat_tree"]
+    k: int = Field(4, ge=2)
+    link_rate_bps: PositiveRate = 10_000_000_000
+    link_delay_ps: Delay = 1_000_000
+
+    @field_validator("k")
+    @classmethod
+    def _even(cls, v: int) -> int:
+        if v % 2:
+            raise ValueError("must be even")
+        return v
+
+
+class FileTopology(_Strict):
+    kind: Literal["file"]
+    path: str
+
+
+TopologyConfig = Annotated[
+    Union[StarTopology, LeafSpineTopology, FatTreeTopology, FileTopology], Field(discriminator="kind")
+]
+
+
+class QueueConfig(_Strict):
+    discipline: Literal["fifo", "prio"] = "fifo"
+    bands: int = Field(3, ge=1, le=8)
+    priomap: list[int] = Field(default_factory=lambda: [0, 1, 2, 2, 2, 2, 2, 2], min_length=8, max_length=8)
+    limit_bytes: Optional[Annotated[SizeBytes, Field(gt=0)]] = None
+    limit_packets: Optional[int] = Field(1000, gt=0)
+    ecn_threshold_bytes: Optional[Annotated[SizeBytes, Field(ge=0)]] = None
+    ecn_threshold_packets: Optional[int] = Field(65, ge=0)
+
+    @model_validator(mode="after")
+    def _bands(self):
+        bad = [b for b in self.priomap if not 0 <= b < self.bands]
+        if bad:
+            raise ValueError(f"priomap: every band must be within 0..{self.bands - 1} (bands = {self.bands}), got {bad}")
+        return self
+
+
+class TransportConfig(_Strict):
+    cc: Literal["newreno", "dctcp"] = "dctcp"
+    mss_bytes: Annotated[SizeBytes, Field(ge=64, le=9000)] = 1460
+    init_cwnd_packets: int = Field(10, ge=1)
+    min_rto_ps: Annotated[TimePs, Field(gt=0)] = 1_000_000_000
+    initial_rto_ps: Annotated[TimePs, Field(gt=0)] = 1_000_000_000
+    max_rto_ps: Annotated[TimePs, Field(gt=0)] = 1_000_000_000_000
+    dupack_threshold: int = Field(3, ge=1)
+    dctcp_g: float = Field(1 / 16, gt=0, le=1)
+    dctcp_initial_alpha: float = Field(1.0, ge=0, le=1)
+    tsq_limit_bytes: Annotated[SizeBytes, Field(ge=1)] = 131_072
+
+
+class RoutingConfig(_Strict):
+    ecmp_hash_seed: int = Field(0, ge=0, lt=2**64)
+
+
+class PoissonTrafficConfig(_Strict):
+    kind: Literal["poisson"] = "poisson"
+    load: float = Field(..., gt=0, le=1, description="fraction of the hosts' link rate")
+    cdf: str = "websearch"
+    start_ps: Delay = 0
+    duration_ps: Annotated[TimePs, Field(gt=0)] = 1_000_000_000_000
+    hosts: Union[Literal["all"], list[int]] = "all"
+    class_: int = Field(0, ge=0, le=7, alias="class")
+    tag: str = "background"
+
+
+class FlowConfig(_Strict):
+    src: int = Field(..., ge=0)
+    dst: int = Field(..., ge=0)
+    size_bytes: Annotated[SizeBytes, Field(gt=0)]
+    start_ps: Delay = 0
+    class_: int = Field(0, ge=0, le=7, alias="class")
+    path: Optional[list[Union[int, str]]] = None
+
+
+class OutputsConfig(_Strict):
+    flows: bool = True
+    links: bool = True
+
+
+class Scenario(_Strict):
+    name: str = "scenario"
+    seed: int = Field(1, ge=0, lt=2**64)
+    backend: Literal["packet", "flow"] = "packet"
+    stop_ps: Optional[Annotated[TimePs, Field(gt=0)]] = None
+    topology: TopologyConfig = Field(default_factory=StarTopology)
+    queue: QueueConfig = Field(default_factory=QueueConfig)
+    transport: TransportConfig = Field(default_factory=TransportConfig)
+    routing: RoutingConfig = Field(default_factory=RoutingConfig)
+    traffic: list[PoissonTrafficConfig] = Field(default_factory=list)
+    flows: list[FlowConfig] = Field(default_factory=list)
+    flows_csv: Optional[str] = None
+    outputs: OutputsConfig = Field(default_factory=OutputsConfig)
+
+    _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def load(cls, path: str | Path) -> "Scenario":
+        path = Path(path)
+        if not path.is_file():
+            raise ScenarioError(f"{path}: no such scenario file")
+        try:
+            raw = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise ScenarioError(f"{path}: malformed TOML: {e}") from None
+        s = cls.from_dict(raw, source=str(path))
+        s._base_dir = path.parent.resolve()
+        return s
+
+    @classmethod
+    def from_dict(cls, raw: dict, source: str = "scenario") -> "Scenario":
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as e:
+            raise ScenarioError(format_validation_error(e, source)) from None
+
+    @classmethod
+    def default(cls) -> "Scenario":
+        """The built-in default scenario (``fabriclab/data/default.toml``)."""
+        text = resources.files("fabriclab.data").joinpath("default.toml").read_text()
+        return cls.from_dict(tomllib.loads(text), source="default scenario")
+
+    def replace(self, **changes) -> "Scenario":
+        """A copy with top-level fields changed, validated again."""
+        data = self.model_dump(by_alias=True)
+        data.update(changes)
+        s = Scenario.from_dict(data)
+        s._base_dir = self._base_dir
+        return s
+
+    # ------------------------------------------------------------------ resolving
+    def build_topology(self) -> topo.TopologyData:
+        t = self.topology
+        try:
+            if isinstance(t, StarTopology):
+                return topo.star(t.hosts, t.link_rate_bps, t.link_delay_ps)
+            if isinstance(t, LeafSpineTopology):
+                return topo.leaf_spine(
+                    t.leaves, t.hosts_per_leaf, t.spines, t.link_rate_bps, t.link_delay_ps,
+                    t.oversubscription, t.spine_link_rate_bps,
+                )
+            if isinstance(t, FatTreeTopology):
+                return topo.fat_tree(t.k, t.link_rate_bps, t.link_delay_ps)
+            p = Path(t.path)
+            return topo.from_file(p if p.is_absolute() else self._base_dir / p)
+        except topo.TopologyError as e:
+            raise ScenarioError(str(e)) from None
+
+    def _explicit_flows(self, t: topo.TopologyData) -> list[FlowConfig]:
+        flows = list(self.flows)
+        if self.flows_csv:
+            p = Path(self.flows_csv)
+            p = p if p.is_absolute() else self._base_dir / p
+            if not p.is_file():
+                raise ScenarioError(f"flows_csv: no such file: {self.flows_csv}")
+            with p.open(newline="") as f:
+                rows = [r for r in csv.DictReader(line for line in f if not line.lstrip().startswith("#"))]
+            for i, r in enumerate(rows):
+                r = {k.strip(): v.strip() for k, v in r.items() if k is not None and v not in (None, "")}
+                if "path" in r:
+                    r["path"] = r["path"].split()
+                for k in ("src", "dst", "class"):
+                    if k in r and r[k].lstrip("-").isdigit():
+                        r[k] = int(r[k])
+                for k in ("size_bytes", "start_ps"):
+                    if k in r and r[k].isdigit():
+                        r[k] = int(r[k])
+                try:
+                    flows.append(FlowConfig.model_validate(r))
+                except ValidationError as e:
+                    raise ScenarioError(format_validation_error(e, f"flows_csv row {i + 1}")) from None
+        return flows
+
+    def to_core(self) -> dict:
+        """The resolved scenario as the core reads it (every value explicit)."""
+        t = self.build_topology()
+        nh = len(t.hosts)
+        names = {n["name"]: i for i, n in enumerate(t.nodes)}
+        traffic = []
+        for i, tr in enumerate(self.traffic):
+            try:
+                cdf = load_cdf(tr.cdf, self._base_dir)
+            except CdfError as e:
+                raise ScenarioError(f"traffic[{i}].cdf: {e}") from None
+            hosts = list(range(nh)) if tr.hosts == "all" else tr.hosts
+            bad = [h for h in hosts if not 0 <= h < nh]
+            if bad:
+                raise ScenarioError(f"traffic[{i}].hosts: host index {bad[0]} out of range (the topology has hosts 0..{nh - 1})")
+            if len(set(hosts)) < 2:
+                raise ScenarioError(f"traffic[{i}].hosts: needs at least two distinct hosts")
+            traffic.append({
+                "load": tr.load, "cdf": cdf, "start_ps": tr.start_ps, "duration_ps": tr.duration_ps,
+                "hosts": sorted(set(hosts)), "class": tr.class_, "tag": tr.tag,
+            })
+        flows = []
+        for i, f in enumerate(self._explicit_flows(t)):
+            for end in ("src", "dst"):
+                v = getattr(f, end)
+                if v >= nh:
+                    raise ScenarioError(f"flows[{i}].{end}: host index {v} out of range (the topology has hosts 0..{nh - 1})")
+            if f.src == f.dst:
+                raise ScenarioError(f"flows[{i}]: src and dst must differ")
+            path = None
+            if f.path is not None:
+                path = []
+                for hop in f.path:
+                    if isinstance(hop, str):
+                        if hop not in names:
+                            raise ScenarioError(f"flows[{i}].path: unknown node {hop!r}")
+                        hop = names[hop]
+                    path.append(hop)
+            flows.append({"src": f.src, "dst": f.dst, "size_bytes": f.size_bytes,
+                          "start_ps": f.start_ps, "class": f.class_, "path": path})
+        q = self.queue
+        tr = self.transport
+        return {
+            "seed": self.seed,
+            "backend": self.backend,
+            "topology": t.to_core(),
+            "queue": {
+                "discipline": q.discipline, "bands": q.bands, "priomap": q.priomap,
+                "limit_bytes": q.limit_bytes, "limit_packets": q.limit_packets,
+                "ecn_threshold_bytes": q.ecn_threshold_bytes, "ecn_threshold_packets": q.ecn_threshold_packets,
+            },
+            "transport": {
+                "cc": tr.cc, "mss_bytes": tr.mss_bytes, "init_cwnd_packets": tr.init_cwnd_packets,
+                "min_rto_ps": tr.min_rto_ps, "initial_rto_ps": tr.initial_rto_ps, "max_rto_ps": tr.max_rto_ps,
+                "dupack_threshold": tr.dupack_threshold, "dctcp_g": tr.dctcp_g,
+                "dctcp_initial_alpha": tr.dctcp_initial_alpha, "tsq_limit_bytes": tr.tsq_limit_bytes,
+            },
+            "routing": {"ecmp_hash_seed": self.routing.ecmp_hash_seed},
+            "traffic": traffic,
+            "flows": flows,
+            "stop_ps": self.stop_ps,
+        }
+
+    def to_core_json(self) -> str:
+        return json.dumps(self.to_core())
+
+    def resolved_dict(self) -> dict:
+        """Every field with its default filled in (None fields omitted), for
+        ``scenario.resolved.toml``."""
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+    def arrivals_end_ps(self) -> int:
+        """When the last scheduled arrival can happen (progress target)."""
+        ends = [tr.start_ps + tr.duration_ps for tr in self.traffic]
+        ends += [f.start_ps for f in self.flows]
+        end = max(ends, default=0)
+        return min(end, self.stop_ps) if self.stop_ps else end
+
+
+def _allowed_fields(model: type[BaseModel], loc: tuple) -> list[str]:
+    """Names a model at `loc` accepts, for 'unknown field' messages."""
+    cur: type[BaseModel] | None = model
+    for part in loc[:-1]:
+        if cur is None or isinstance(part, int):
+            continue
+        f = cur.model_fields.get(part)
+        if f is None:
+            f = next((x for x in cur.model_fields.values() if x.alias == part), None)
+        if f is None:
+            return []
+        ann = f.annotation
+        cur = None
+        for cand in _model_candidates(ann):
+            cur = cand
+            break
+    if cur is None:
+        return []
+    return [f.alias or n for n, f in cur.model_fields.items()]
+
+
+def _model_candidates(ann):
+    import typing
+
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        yield ann
+        return
+    for a in typing.get_args(ann):
+        yield from _model_candidates(a)
+
+
+def format_validation_error(e: ValidationError, source: str) -> str:
+    lines = []
+    for err in e.errors():
+        loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x in ("star", "leaf_spine", "fat_tree", "file")))
+        where = ".".join(f"[{x}]" if isinstance(x, int) else str(x) for x in loc).replace(".[", "[")
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            allowed = _allowed_fields(Scenario, err["loc"])
+            msg = "unknown field" + (f" (allowed: {', '.join(allowed)})" if allowed else "")
+        elif err["type"] == "missing":
+            msg = "required field is missing"
+        elif msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]
+        lines.append(f"{where or '(top level)'}: {msg}")
+    return f"{source}: " + ("; ".join(lines) if len(lines) == 1 else "\n  " + "\n  ".join(lines))

@@ -1,0 +1,148 @@
+"""Topology builders. Each returns plain data, a :class:`TopologyData`:
+nodes (hosts first, then switches) and full-duplex links with their rate and
+propagation delay. The core reads this data; builders hold no behaviour."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ._toml import tomllib
+
+
+class TopologyError(ValueError):
+    pass
+
+
+@dataclass
+class TopologyData:
+    nodes: list[dict] = field(default_factory=list)  # {"name", "kind": "host"|"switch"}
+    links: list[dict] = field(default_factory=list)  # {"a", "b", "rate_bps", "delay_ps"} (node indices)
+    # Drawing hint: layer of every node (0 = hosts), for `fabriclab topo show`.
+    layers: list[int] = field(default_factory=list)
+
+    def add_node(self, name: str, kind: str, layer: int) -> int:
+        self.nodes.append({"name": name, "kind": kind})
+        self.layers.append(layer)
+        return len(self.nodes) - 1
+
+    def add_link(self, a: int, b: int, rate_bps: int, delay_ps: int) -> None:
+        self.links.append({"a": a, "b": b, "rate_bps": int(rate_bps), "delay_ps": int(delay_ps)})
+
+    @property
+    def hosts(self) -> list[int]:
+        return [i for i, n in enumerate(self.nodes) if n["kind"] == "host"]
+
+    def to_core(self) -> dict:
+        return {"nodes": self.nodes, "links": self.links}
+
+
+def star(hosts: int, link_rate_bps: int, link_delay_ps: int) -> TopologyData:
+    """One switch with ``hosts`` hosts."""
+    t = TopologyData()
+    hs = [t.add_node(f"h{i}", "host", 0) for i in range(hosts)]
+    s = t.add_node("s0", "switch", 1)
+    for h in hs:
+        t.add_link(h, s, link_rate_bps, link_delay_ps)
+    return t
+
+
+def leaf_spine(
+    leaves: int,
+    hosts_per_leaf: int,
+    spines: int,
+    link_rate_bps: int,
+    link_delay_ps: int,
+    oversubscription: float = 1.0,
+    spine_link_rate_bps: int | None = None,
+) -> TopologyData:
+    """Two tiers: every leaf joins every spine. Unless given, the leaf-spine
+    link rate makes the leaf's downlink capacity ``oversubscription`` times
+    its uplink capacity: ``hosts_per_leaf * rate / (spines * oversubscription)``."""
+    if spine_link_rate_bps is None:
+        spine_link_rate_bps = round(hosts_per_leaf * link_rate_bps / (spines * oversubscription))
+    t = TopologyData()
+    hs = [t.add_node(f"h{i}", "host", 0) for i in range(leaves * hosts_per_leaf)]
+    ls = [t.add_node(f"leaf{i}", "switch", 1) for i in range(leaves)]
+    ss = [t.add_node(f"spine{i}", "switch", 2) for i in range(spines)]
+    for i, h in enumerate(hs):
+        t.add_link(h, ls[i // hosts_per_leaf], link_rate_bps, link_delay_ps)
+    for leaf in ls:
+        for sp in ss:
+            t.add_link(leaf, sp, spine_link_rate_bps, link_delay_ps)
+    return t
+
+
+def fat_tree(k: int, link_rate_bps: int, link_delay_ps: int) -> TopologyData:
+    """k-ary three-tier fat-tree (Al-Fares et al., SIGCOMM 2008): k pods of
+    k/2 edge and k/2 aggregation switches, (k/2)^2 cores, k^3/4 hosts."""
+    if k < 2 or k % 2:
+        raise TopologyError("topology.k: must be an even number >= 2")
+    half = k // 2
+    t = TopologyData()
+    hs = [t.add_node(f"h{i}", "host", 0) for i in range(k * half * half)]
+    edges, aggs = [], []
+    for p in range(k):
+        edges.append([t.add_node(f"edge{p}_{e}", "switch", 1) for e in range(half)])
+    for p in range(k):
+        aggs.append([t.add_node(f"agg{p}_{a}", "switch", 2) for a in range(half)])
+    cores = [t.add_node(f"core{c}", "switch", 3) for c in range(half * half)]
+    for i, h in enumerate(hs):
+        pod, rem = divmod(i, half * half)
+        t.add_link(h, edges[pod][rem // half], link_rate_bps, link_delay_ps)
+    for p in range(k):
+        for e in edges[p]:
+            for a in aggs[p]:
+                t.add_link(e, a, link_rate_bps, link_delay_ps)
+        for j, a in enumerate(aggs[p]):
+            for c in range(half):
+                t.add_link(a, cores[j * half + c], link_rate_bps, link_delay_ps)
+    return t
+
+
+def from_file(path: Path) -> TopologyData:
+    """A topology file (TOML or JSON): ``nodes = [{name, kind}]`` and
+    ``links = [{a, b, rate_bps, delay_ps}]`` where ``a``/``b`` are node names."""
+    from pydantic import TypeAdapter
+
+    from .units import RateBps, TimePs
+
+    if not path.is_file():
+        raise TopologyError(f"topology.path: no such file: {path}")
+    try:
+        raw = json.loads(path.read_text()) if path.suffix == ".json" else tomllib.loads(path.read_text())
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as e:
+        raise TopologyError(f"topology.path: cannot parse {path}: {e}") from None
+    nodes, links = raw.get("nodes"), raw.get("links")
+    if not isinstance(nodes, list) or not isinstance(links, list):
+        raise TopologyError(f"{path}: needs lists 'nodes' and 'links'")
+    rate = TypeAdapter(RateBps)
+    delay = TypeAdapter(TimePs)
+    t = TopologyData()
+    index: dict[str, int] = {}
+    for i, n in enumerate(nodes):
+        if not isinstance(n, dict) or set(n) - {"name", "kind", "layer"} or "name" not in n:
+            raise TopologyError(f"{path}: nodes[{i}]: needs 'name' and 'kind' ('host' or 'switch'), optional 'layer'")
+        if n.get("kind") not in ("host", "switch"):
+            raise TopologyError(f"{path}: nodes[{i}].kind: must be 'host' or 'switch', got {n.get('kind')!r}")
+        if n["name"] in index:
+            raise TopologyError(f"{path}: nodes[{i}].name: duplicate name {n['name']!r}")
+        index[n["name"]] = t.add_node(str(n["name"]), n["kind"], int(n.get("layer", 0 if n["kind"] == "host" else 1)))
+    for i, lk in enumerate(links):
+        if not isinstance(lk, dict) or set(lk) != {"a", "b", "rate_bps", "delay_ps"}:
+            raise TopologyError(f"{path}: links[{i}]: needs exactly 'a', 'b', 'rate_bps', 'delay_ps'")
+        for end in ("a", "b"):
+            if lk[end] not in index:
+                raise TopologyError(f"{path}: links[{i}].{end}: unknown node {lk[end]!r}")
+        try:
+            r, d = rate.validate_python(lk["rate_bps"]), delay.validate_python(lk["delay_ps"])
+        except Exception as e:  # pydantic.ValidationError
+            raise TopologyError(f"{path}: links[{i}]: {e.errors()[0]['msg']}") from None
+        if r <= 0:
+            raise TopologyError(f"{path}: links[{i}].rate_bps: must be positive")
+        if d < 0:
+            raise TopologyError(f"{path}: links[{i}].delay_ps: must not be negative")
+        t.add_link(index[lk["a"]], index[lk["b"]], r, d)
+    return t
+
