@@ -141,9 +141,9 @@ impl TcpSender {
             if self.in_recovery {
                 self.cc.on_ack(&mut self.st, &info);
                 if ack >= self.recover.unwrap_or(0) {
-                    // RFC 6582 §3.2 step 3, full acknowledgment: deflate the window.
-                    let flight = self.flight().max(self.mss) as f64;
-                    self.st.cwnd_bytes = self.st.ssthresh_bytes.min(flight + self.st.mss_bytes);
+                    // RFC 6582 §3.2 step 3, full acknowledgment: deflate the
+                    // window to ssthresh (the RFC's option 2, as Linux ends recovery).
+                    self.st.cwnd_bytes = self.st.ssthresh_bytes;
                     self.in_recovery = false;
                     self.dupacks = 0;
                 } else {
