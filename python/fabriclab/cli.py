@@ -136,7 +136,8 @@ def topo_show(
 def main() -> None:
     """Entry point: maps every known error to exit code 2 with one clear line."""
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)  # click returns the code of typer.Exit here
+        sys.exit(rc if isinstance(rc, int) else 0)
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except (ScenarioError, FileExistsError) as e:
