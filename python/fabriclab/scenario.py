@@ -76,6 +76,12 @@ TopologyConfig = Annotated[
 ]
 
 
+def _off_is_none(v):
+    if isinstance(v, str) and v.strip().lower() in ("off", "none"):
+        return None
+    return v
+
+
 class QueueConfig(_Strict):
     discipline: Literal["fifo", "prio"] = "fifo"
     bands: int = Field(3, ge=1, le=8)
@@ -84,6 +90,10 @@ class QueueConfig(_Strict):
     limit_packets: Optional[int] = Field(1000, gt=0)
     ecn_threshold_bytes: Optional[Annotated[SizeBytes, Field(ge=0)]] = None
     ecn_threshold_packets: Optional[int] = Field(65, ge=0)
+
+    _off = field_validator(
+        "limit_bytes", "limit_packets", "ecn_threshold_bytes", "ecn_threshold_packets", mode="before"
+    )(_off_is_none)
 
     @model_validator(mode="after")
     def _bands(self):
@@ -298,7 +308,12 @@ class Scenario(_Strict):
     def resolved_dict(self) -> dict:
         """Every field with its default filled in (None fields omitted), for
         ``scenario.resolved.toml``."""
-        return self.model_dump(by_alias=True, exclude_none=True)
+        d = self.model_dump(by_alias=True, exclude_none=True)
+        # Queue limits and thresholds default to a value, so "none" must be
+        # written explicitly (as "off") for the resolved file to mean the same.
+        for k in ("limit_bytes", "limit_packets", "ecn_threshold_bytes", "ecn_threshold_packets"):
+            d["queue"].setdefault(k, "off")
+        return d
 
     def arrivals_end_ps(self) -> int:
         """When the last scheduled arrival can happen (progress target)."""

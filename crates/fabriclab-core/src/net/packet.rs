@@ -6,7 +6,6 @@
 //! on the wire), as in htsim.
 
 use super::{Backend, LinkStats};
-use crate::event::EventKey;
 use crate::packet::{wire_bytes, Packet, FLAG_ACK, FLAG_CE, FLAG_ECE, FLAG_ECT};
 use crate::qdisc::{Enqueued, Qdisc};
 use crate::sim::{Completion, Ctx, Ev};
@@ -44,7 +43,8 @@ struct Conn {
     class: u8,
     sender: TcpSender,
     receiver: TcpReceiver,
-    timer: Option<(u64, EventKey)>,
+    /// Time of the armed timer event (`ConnTimer`), if any.
+    timer: Option<u64>,
     delivered: bool,
     /// Payload bytes of this connection waiting in its host's NIC queue.
     nic_bytes: u64,
@@ -219,17 +219,14 @@ impl PacketNet {
         conn.nic_bytes += segs.iter().map(|s| s.len as u64).sum::<u64>();
         let ect = if conn.sender.ecn_capable() { FLAG_ECT } else { 0 };
         let (first, class) = (conn.fwd[0], conn.class);
-        match (conn.sender.poll_at(), conn.timer) {
-            (Some(t), None) => conn.timer = Some((t, ctx.queue.schedule(t, Ev::ConnTimer(id)))),
-            (Some(t), Some((t0, key))) if t < t0 => {
-                ctx.queue.cancel(key);
-                conn.timer = Some((t, ctx.queue.schedule(t, Ev::ConnTimer(id))));
+        // One timer per connection. An event whose time no longer matches
+        // the connection's armed time is stale and ignored when it fires
+        // (cheaper than cancelling it in the heap on every ACK).
+        if let Some(t) = conn.sender.poll_at() {
+            if conn.timer.map_or(true, |t0| t < t0) {
+                conn.timer = Some(t);
+                ctx.queue.schedule(t, Ev::ConnTimer(id));
             }
-            (None, Some((_, key))) => {
-                ctx.queue.cancel(key);
-                conn.timer = None;
-            }
-            _ => {}
         }
         let finished = conn.sender.is_done();
         for s in segs.drain(..) {
@@ -246,6 +243,9 @@ impl PacketNet {
 
     fn on_conn_timer(&mut self, ctx: &mut Ctx, id: u32) {
         if let Some(conn) = self.conns[id as usize].as_deref_mut() {
+            if conn.timer != Some(ctx.now) {
+                return; // stale: re-armed earlier and already fired
+            }
             conn.timer = None;
             self.poll_conn(ctx, id);
         }
