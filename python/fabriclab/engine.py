@@ -71,7 +71,7 @@ def _start_bar(target_ps: int):
 
 
 def _collect(scenario: Scenario, sim: Simulator, wall_s: float) -> Results:
-    duration = sim.now_ps
+    duration = sim.last_active_ps
     flows = flows_table(sim.flows())
     links = links_table(sim.links(), duration)
     fdf = flows.to_pandas()

@@ -50,7 +50,7 @@ pub fn flow_columns(sim: &Simulation) -> FlowColumns {
 
 pub fn link_columns(sim: &Simulation) -> LinkColumns {
     let mut c = LinkColumns::default();
-    let now = sim.now_ps();
+    let now = sim.last_active_ps();
     let names = &sim.topology().names;
     for (i, s) in sim.link_stats().into_iter().enumerate() {
         c.link_id.push(i as u32);

@@ -161,6 +161,8 @@ pub struct Simulation {
     msgs: Vec<MsgRecord>,
     completions: Vec<Completion>,
     events: u64,
+    /// Time of the last event that did something (stale timers excluded).
+    last_active_ps: u64,
     started: bool,
     hash_seed: u64,
     mss_bytes: u32,
@@ -178,6 +180,7 @@ impl Simulation {
             msgs: Vec::new(),
             completions: Vec::new(),
             events: 0,
+            last_active_ps: 0,
             started: false,
             hash_seed,
             mss_bytes,
@@ -193,8 +196,13 @@ impl Simulation {
     pub fn now_ps(&self) -> u64 {
         self.now
     }
+    /// Events that did something (stale timer events are not counted).
     pub fn events(&self) -> u64 {
         self.events
+    }
+    /// When the last effective event happened: the end of the simulated activity.
+    pub fn last_active_ps(&self) -> u64 {
+        self.last_active_ps
     }
     pub fn topology(&self) -> &Topology {
         &self.topo
@@ -206,7 +214,7 @@ impl Simulation {
         self.apps[app as usize].tag()
     }
     pub fn link_stats(&self) -> Vec<LinkStats> {
-        self.backend.link_stats(self.now)
+        self.backend.link_stats(self.last_active_ps)
     }
     /// Packets or flows still inside the network.
     pub fn in_flight(&self) -> usize {
@@ -262,13 +270,19 @@ impl Simulation {
             }
             let (t, ev) = self.queue.pop().expect("peeked");
             self.now = t;
-            self.events += 1;
-            match ev {
-                Ev::AppTimer { app, token } => self.with_app(app, |a, api| a.on_timer(api, token)),
+            let effective = match ev {
+                Ev::AppTimer { app, token } => {
+                    self.with_app(app, |a, api| a.on_timer(api, token));
+                    true
+                }
                 net => {
                     let mut ctx = Ctx { now: t, queue: &mut self.queue, completions: &mut self.completions };
-                    self.backend.handle(&mut ctx, net);
+                    self.backend.handle(&mut ctx, net)
                 }
+            };
+            if effective {
+                self.events += 1;
+                self.last_active_ps = t;
             }
             if !self.completions.is_empty() {
                 self.dispatch_completions();

@@ -35,6 +35,12 @@ impl Simulator {
         self.sim.now_ps()
     }
 
+    /// Time of the last effective event (the end of simulated activity).
+    #[getter]
+    fn last_active_ps(&self) -> u64 {
+        self.sim.last_active_ps()
+    }
+
     #[getter]
     fn events(&self) -> u64 {
         self.sim.events()

@@ -125,7 +125,7 @@ impl Backend for FlowNet {
         self.reallocate(ctx);
     }
 
-    fn handle(&mut self, ctx: &mut Ctx, ev: Ev) {
+    fn handle(&mut self, ctx: &mut Ctx, ev: Ev) -> bool {
         match ev {
             Ev::FlowDrain => self.on_drain(ctx),
             Ev::FlowDeliver(msg) => {
@@ -134,6 +134,7 @@ impl Backend for FlowNet {
             }
             other => unreachable!("flow backend got {other:?}"),
         }
+        true
     }
 
     fn link_stats(&self, _now_ps: u64) -> Vec<LinkStats> {

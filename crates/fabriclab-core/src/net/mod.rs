@@ -26,8 +26,9 @@ pub struct LinkStats {
 pub trait Backend: Send + Sync {
     /// Starts moving message `msg` along `fwd` (its ACKs, if any, along `rev`).
     fn send(&mut self, ctx: &mut Ctx, msg: u32, size_bytes: u64, class: u8, fwd: Vec<u32>, rev: Vec<u32>);
-    /// Handles one of this backend's events.
-    fn handle(&mut self, ctx: &mut Ctx, ev: Ev);
+    /// Handles one of this backend's events; returns false when the event
+    /// was stale (a timer re-armed since it was scheduled) and did nothing.
+    fn handle(&mut self, ctx: &mut Ctx, ev: Ev) -> bool;
     /// Per-port counters up to `now_ps`.
     fn link_stats(&self, now_ps: u64) -> Vec<LinkStats>;
     /// Packets (packet backend) or flows (flow backend) still in the network.

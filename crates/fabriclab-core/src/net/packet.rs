@@ -241,13 +241,14 @@ impl PacketNet {
         }
     }
 
-    fn on_conn_timer(&mut self, ctx: &mut Ctx, id: u32) {
-        if let Some(conn) = self.conns[id as usize].as_deref_mut() {
-            if conn.timer != Some(ctx.now) {
-                return; // stale: re-armed earlier and already fired
+    fn on_conn_timer(&mut self, ctx: &mut Ctx, id: u32) -> bool {
+        match self.conns[id as usize].as_deref_mut() {
+            Some(conn) if conn.timer == Some(ctx.now) => {
+                conn.timer = None;
+                self.poll_conn(ctx, id);
+                true
             }
-            conn.timer = None;
-            self.poll_conn(ctx, id);
+            _ => false, // stale: re-armed since, or the connection finished
         }
     }
 }
@@ -272,13 +273,14 @@ impl Backend for PacketNet {
         self.poll_conn(ctx, msg);
     }
 
-    fn handle(&mut self, ctx: &mut Ctx, ev: Ev) {
+    fn handle(&mut self, ctx: &mut Ctx, ev: Ev) -> bool {
         match ev {
             Ev::PortTx(p) => self.on_tx_done(ctx, p),
             Ev::WireHead(p) => self.on_wire_head(ctx, p),
-            Ev::ConnTimer(c) => self.on_conn_timer(ctx, c),
+            Ev::ConnTimer(c) => return self.on_conn_timer(ctx, c),
             other => unreachable!("packet backend got {other:?}"),
         }
+        true
     }
 
     fn link_stats(&self, now_ps: u64) -> Vec<LinkStats> {
