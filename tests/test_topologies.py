@@ -92,3 +92,12 @@ def test_explicit_path_is_followed():
     assert links.loc[("leaf0", "spine1"), "bytes"] > 8_000_000
     assert links.loc[("leaf0", "spine0"), "bytes"] == 0
     assert links.loc[("spine1", "leaf3"), "bytes"] > 8_000_000
+
+
+def test_core_rejects_malformed_spec_with_value_error():
+    import fabriclab._core as core
+
+    with pytest.raises(ValueError, match="scenario"):
+        core.Simulator("{not json")
+    with pytest.raises(ValueError, match="topology"):
+        core.Simulator('{"seed": 1}')

@@ -49,7 +49,8 @@ def simulate(scenario: Scenario, progress: bool = False) -> Results:
             if bar is not None:
                 now = sim.now_ps
                 desc = "simulating" if now < target else f"draining ({sim.in_flight} in flight)"
-                bar.update(task, completed=min(now, target), description=desc)
+                bar.update(task, completed=min(now, target), description=desc,
+                           sim=f"{now / 1e9:,.1f} / {target / 1e9:,.1f} ms simulated")
     finally:
         if bar is not None:
             bar.stop()
@@ -62,11 +63,11 @@ def _start_bar(target_ps: int):
 
     bar = Progress(
         TextColumn("{task.description}"), BarColumn(),
-        TextColumn("{task.completed:,.0f}/{task.total:,.0f} ps simulated"), TimeElapsedColumn(),
+        TextColumn("{task.fields[sim]}"), TimeElapsedColumn(),
         transient=True,
     )
     bar.start()
-    task = bar.add_task("simulating", total=max(target_ps, 1))
+    task = bar.add_task("simulating", total=max(target_ps, 1), sim="")
     return bar, task
 
 
