@@ -99,5 +99,5 @@ def test_core_rejects_malformed_spec_with_value_error():
 
     with pytest.raises(ValueError, match="scenario"):
         core.Simulator("{not json")
-    with pytest.raises(ValueError, match="topology"):
+    with pytest.raises(ValueError, match="missing field"):
         core.Simulator('{"seed": 1}')
