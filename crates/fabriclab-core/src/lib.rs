@@ -2,6 +2,7 @@
 //! fabrics, with a packet-level and a flow-level backend behind one message
 //! interface. Pure Rust; the Python binding lives in `fabriclab-py`.
 
+pub mod collective;
 pub mod event;
 pub mod net;
 pub mod packet;
@@ -85,6 +86,17 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
             list.push((f.start_ps, Message { src: f.src, dst: f.dst, size_bytes: f.size_bytes, class: f.class, path: f.path.clone() }));
         }
         apps.push(Box::new(FlowList::new(list)));
+    }
+    for c in &spec.collectives {
+        for (r, steps) in c.steps.iter().enumerate() {
+            for (i, st) in steps.iter().enumerate() {
+                if let (Some(p), Some(&peer_host)) = (&st.path, c.rank_hosts.get(st.peer as usize)) {
+                    topo.explicit_route(p, c.rank_hosts[r], peer_host)
+                        .map_err(|e| format!("{}: rank {r} step {i}: {e}", c.name))?;
+                }
+            }
+        }
+        apps.push(Box::new(collective::CollectiveApp::new(c.clone(), nh)?));
     }
     let mut sim = Simulation::new(topo, backend, spec.routing.ecmp_hash_seed, t.mss_bytes);
     for a in apps {

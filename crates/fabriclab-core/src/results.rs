@@ -66,3 +66,43 @@ pub fn link_columns(sim: &Simulation) -> LinkColumns {
     }
     c
 }
+
+/// One row per step of every collective.
+#[derive(Debug, Default, Clone)]
+pub struct StepColumns {
+    pub collective: Vec<String>,
+    pub rank: Vec<u32>,
+    pub step: Vec<u32>,
+    pub op: Vec<String>,
+    pub peer: Vec<u32>,
+    pub bytes: Vec<u64>,
+    pub start_ps: Vec<u64>,
+    pub end_ps: Vec<u64>,
+}
+
+/// Collective name, start and end (None when it did not finish).
+pub fn collective_summary(sim: &Simulation) -> Vec<(String, u64, Option<u64>)> {
+    sim.apps()
+        .filter_map(|a| a.as_any().downcast_ref::<crate::collective::CollectiveApp>())
+        .map(|c| (c.name().to_string(), c.start_ps(), c.end_ps()))
+        .collect()
+}
+
+pub fn step_columns(sim: &Simulation) -> StepColumns {
+    let mut c = StepColumns::default();
+    for app in sim.apps().filter_map(|a| a.as_any().downcast_ref::<crate::collective::CollectiveApp>()) {
+        for (r, (times, steps)) in app.step_times().iter().zip(app.steps()).enumerate() {
+            for (i, (t, s)) in times.iter().zip(steps).enumerate() {
+                c.collective.push(app.name().to_string());
+                c.rank.push(r as u32);
+                c.step.push(i as u32);
+                c.op.push(if s.op == crate::collective::Op::Send { "send".into() } else { "recv".into() });
+                c.peer.push(s.peer);
+                c.bytes.push(s.bytes);
+                c.start_ps.push(t.start_ps);
+                c.end_ps.push(t.end_ps);
+            }
+        }
+    }
+    c
+}

@@ -71,6 +71,8 @@ pub trait App: Send + Sync {
     fn on_complete(&mut self, _api: &mut Api, _msg: MsgId) {}
     /// Label written in the flows table's `tag` column.
     fn tag(&self) -> &str;
+    /// For reading an app's own results after a run.
+    fn as_any(&self) -> &dyn std::any::Any;
 }
 
 /// The interface an application sees.
@@ -212,6 +214,9 @@ impl Simulation {
     }
     pub fn app_tag(&self, app: u16) -> &str {
         self.apps[app as usize].tag()
+    }
+    pub fn apps(&self) -> impl Iterator<Item = &dyn App> {
+        self.apps.iter().map(|a| a.as_ref())
     }
     pub fn link_stats(&self) -> Vec<LinkStats> {
         self.backend.link_stats(self.last_active_ps)

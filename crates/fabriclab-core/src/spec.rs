@@ -17,6 +17,8 @@ pub struct SimSpec {
     pub traffic: Vec<PoissonSpec>,
     #[serde(default)]
     pub flows: Vec<FlowSpec>,
+    #[serde(default)]
+    pub collectives: Vec<crate::collective::CollectiveSpec>,
     /// Hard stop of simulated time; `None` runs until no event is left.
     #[serde(default)]
     pub stop_ps: Option<u64>,

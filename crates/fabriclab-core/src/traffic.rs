@@ -144,6 +144,9 @@ impl App for PoissonTraffic {
     fn tag(&self) -> &str {
         &self.tag
     }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }
 
 /// Explicit flows, started at their given times in list order.
@@ -181,5 +184,8 @@ impl App for FlowList {
 
     fn tag(&self) -> &str {
         "flows"
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }

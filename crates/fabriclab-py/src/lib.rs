@@ -2,7 +2,7 @@
 //! Panics inside the core surface as Python exceptions (PyO3 catches them at
 //! the boundary); errors of the scenario become `ValueError`.
 
-use fabriclab_core::results::{flow_columns, link_columns};
+use fabriclab_core::results::{collective_summary, flow_columns, link_columns, step_columns};
 use fabriclab_core::sim::Simulation;
 use fabriclab_core::traffic::Cdf;
 use pyo3::exceptions::PyValueError;
@@ -66,6 +66,26 @@ impl Simulator {
         d.set_item("ideal_fct_ps", c.ideal_fct_ps)?;
         d.set_item("retransmits", c.retransmits)?;
         d.set_item("tag", c.tag)?;
+        Ok(d)
+    }
+
+    /// Collectives: list of (name, start_ps, end_ps or None).
+    fn collectives(&self) -> Vec<(String, u64, Option<u64>)> {
+        collective_summary(&self.sim)
+    }
+
+    /// Every collective step with its start and end times, as a dict of columns.
+    fn steps<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let c = step_columns(&self.sim);
+        let d = PyDict::new(py);
+        d.set_item("collective", c.collective)?;
+        d.set_item("rank", c.rank)?;
+        d.set_item("step", c.step)?;
+        d.set_item("op", c.op)?;
+        d.set_item("peer", c.peer)?;
+        d.set_item("bytes", c.bytes)?;
+        d.set_item("start_ps", c.start_ps)?;
+        d.set_item("end_ps", c.end_ps)?;
         Ok(d)
     }
 
