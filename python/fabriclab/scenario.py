@@ -239,9 +239,11 @@ class Scenario(_Strict):
                     raise ScenarioError(format_validation_error(e, f"flows_csv row {i + 1}")) from None
         return flows
 
-    def to_core(self) -> dict:
-        """The resolved scenario as the core reads it (every value explicit)."""
-        t = self.build_topology()
+    def to_core(self, topology_data: topo.TopologyData | None = None) -> dict:
+        """The resolved scenario as the core reads it (every value explicit);
+        ``topology_data`` replaces the scenario's own topology (GPU servers
+        built in code)."""
+        t = topology_data if topology_data is not None else self.build_topology()
         nh = len(t.hosts)
         names = {n["name"]: i for i, n in enumerate(t.nodes)}
         traffic = []

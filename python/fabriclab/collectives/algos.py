@@ -1,0 +1,347 @@
+"""Topology-aware planning: from an allocation of GPUs and a collective to a
+plan, by algorithm name (ring, tree, trees, halving-doubling, direct,
+hierarchical, hybrid, auto)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..gpus import GpuTopology, nvlink_graph, pcie_path
+from . import rings as R
+from .compose import embed, merge_disjoint
+from .direct import direct_allreduce
+from .halving_doubling import halving_doubling_allreduce
+from .plan import Plan, chunks, weighted_split
+from .treegen import best_root_packing, pack_trees
+from .trees import double_binary_tree_allreduce, tree_collective
+
+ALGOS = ("ring", "tree", "trees", "halving-doubling", "direct", "hierarchical", "hybrid", "auto")
+OPS = ("allreduce", "broadcast", "reduce", "allgather", "reduce_scatter")
+
+
+class PlanningError(ValueError):
+    pass
+
+
+@dataclass
+class Allocation:
+    """The GPUs of a job (global GPU ids, one rank each, in rank order)."""
+
+    topo: GpuTopology
+    gpus: list[int]
+    _pcie: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self):
+        n = len(self.topo.gpus)
+        bad = [g for g in self.gpus if not 0 <= g < n]
+        if bad:
+            raise PlanningError(f"--gpus: unknown GPU id {bad[0]} (this topology has GPUs 0..{n - 1})")
+        if len(set(self.gpus)) != len(self.gpus):
+            raise PlanningError("--gpus: a GPU is listed twice")
+        if len(self.gpus) < 2:
+            raise PlanningError("--gpus: a collective needs at least two GPUs")
+
+    @property
+    def n(self) -> int:
+        return len(self.gpus)
+
+    @property
+    def rank_hosts(self) -> list[int]:
+        return [self.topo.host_index(g) for g in self.gpus]
+
+    def server_of(self, g: int) -> int:
+        return next(s for s, ids in enumerate(self.topo.servers) if g in ids)
+
+    def by_server(self) -> list[list[int]]:
+        """Ranks grouped by server, servers in order."""
+        groups: dict[int, list[int]] = {}
+        for r, g in enumerate(self.gpus):
+            groups.setdefault(self.server_of(g), []).append(r)
+        return [groups[s] for s in sorted(groups)]
+
+    def nvlink(self, ranks=None):
+        ranks = list(range(self.n)) if ranks is None else ranks
+        return nvlink_graph(self.topo, [self.gpus[r] for r in ranks])
+
+    def pcie_paths(self) -> dict:
+        """Pinned PCIe paths between every pair of ranks on one server."""
+        if not self._pcie:
+            for a in range(self.n):
+                for b in range(self.n):
+                    if a != b and self.server_of(self.gpus[a]) == self.server_of(self.gpus[b]):
+                        self._pcie[(a, b)] = pcie_path(self.topo, self.gpus[a], self.gpus[b])
+        return self._pcie
+
+    @property
+    def has_nvswitch(self) -> bool:
+        return any("nvswitch" in n["name"] for n in self.topo.nodes)
+
+
+def nvlink_rings(alloc: Allocation, ranks=None, max_rings: int = 16) -> list[list[int]]:
+    """Directed Hamiltonian cycles over NVLink among ``ranks``, packed
+    greedily: each ring uses one link's worth of every edge it crosses (a
+    doubled link can carry two rings), as NCCL builds one ring per channel."""
+    ranks = list(range(alloc.n)) if ranks is None else ranks
+    g = alloc.nvlink(ranks)
+    n = len(ranks)
+    if n == 1:
+        return [[ranks[0]]]
+    unit = min((d["capacity"] for _, _, d in g.edges(data=True)), default=None)
+    if unit is None:
+        return []
+    left = {(u, v): round(d["capacity"] / unit) for u, v, d in g.edges(data=True)}
+    found = []
+
+    def cycle():
+        path = [0]
+        seen = {0}
+
+        def dfs():
+            if len(path) == n:
+                return left.get((path[-1], 0), 0) > 0
+            for v in sorted(g.successors(path[-1])):
+                if v not in seen and left[(path[-1], v)] > 0:
+                    path.append(v)
+                    seen.add(v)
+                    if dfs():
+                        return True
+                    path.pop()
+                    seen.discard(v)
+            return False
+
+        return list(path) if dfs() else None
+
+    while len(found) < max_rings:
+        c = cycle()
+        if c is None:
+            break
+        for a, b in zip(c, c[1:] + c[:1]):
+            left[(a, b)] -= 1
+        found.append([ranks[i] for i in c])
+    return found
+
+
+def _ring_plan(op, alloc: Allocation, size, chunk, root):
+    rings = nvlink_rings(alloc)
+    paths = None
+    if not rings or alloc.has_nvswitch:
+        rings = [list(range(alloc.n))]
+        if not alloc.has_nvswitch and len(alloc.by_server()) == 1:
+            paths = alloc.pcie_paths()  # NCCL falls back to PCIe when NVLink has no ring
+    if op == "allreduce":
+        return R.ring_allreduce(alloc.n, size, rings, chunk, paths)
+    if op == "reduce_scatter":
+        return R.ring_reduce_scatter(alloc.n, size, rings[0], chunk, paths)
+    if op == "allgather":
+        return R.ring_allgather(alloc.n, size, rings[0], chunk, paths)
+    # Broadcast and reduce: each ring becomes a chain from (to) the root, data split across rings.
+    p = Plan.empty(op, alloc.n, size, root=root, algorithm="ring")
+    for ring, (o, b) in zip(rings, weighted_split(0, size, [1] * len(rings))):
+        if b == 0:
+            continue
+        k = ring.index(root)
+        order = ring[k:] + ring[:k]
+        sub = (R.chain_broadcast(alloc.n, b, root, order, chunk, paths) if op == "broadcast"
+               else R.chain_reduce(alloc.n, b, root, order[1:] + order[:1], chunk, paths))
+        merge_disjoint(p, sub, o)
+    p.meta.update({"rings": rings, "chunk_bytes": chunk})
+    return p
+
+
+def _trees_plan(op, alloc: Allocation, size, chunk, root):
+    if op not in ("allreduce", "broadcast", "reduce"):
+        raise PlanningError(f"--algo trees: supports allreduce, broadcast and reduce, not {op}")
+    if alloc.has_nvswitch:
+        if op == "allreduce":  # one-hop trees (Blink on DGX-2)
+            p = direct_allreduce(alloc.n, size, chunk)
+            p.algorithm = "trees"
+            return p
+        star = {r: (None if r == root else root) for r in range(alloc.n)}
+        return tree_collective(op, alloc.n, size, [star], [1.0], chunk, None, "trees")
+    g = alloc.nvlink()
+    try:
+        packing = pack_trees(g, root) if op != "allreduce" else best_root_packing(g, both_directions=True)
+        paths = None
+    except ValueError:
+        # NVLink does not connect the allocation: one tree over PCIe.
+        import networkx as nx
+
+        packing = None
+        paths = alloc.pcie_paths()
+    if packing is None:
+        # A chain from the root (a star would send every copy through the root's one PCIe link).
+        r0 = root if op != "allreduce" else 0
+        order = [r0] + [r for r in range(alloc.n) if r != r0]
+        chain = {v: (order[i - 1] if i else None) for i, v in enumerate(order)}
+        _ = nx
+        return tree_collective(op, alloc.n, size, [chain], [1.0], chunk, paths, "trees")
+    return tree_collective(op, alloc.n, size, packing.trees, packing.rates_bps, chunk, paths, "trees") | _meta(
+        packing)
+
+
+def _meta(packing):
+    class _M:
+        def __ror__(self, plan):
+            plan.meta.update({"packing_rate_bps": packing.rate_bps, "root": packing.root,
+                              "tree_rates_bps": packing.rates_bps})
+            return plan
+
+    return _M()
+
+
+def hybrid_split(total_bytes: int, pcie_bps: float, nvlink_bps: float, switch_latency_ps: int = 0) -> int:
+    """Bytes sent over PCIe so that PCIe and NVLink finish together, with the
+    PCIe side paying the link-switch latency T_dpa (Blink talk, backup slide):
+    D_pcie = D*B_p/(B_p+B_n) - T_dpa*B_p*B_n/(B_p+B_n), bandwidths in bytes/s."""
+    bp, bn = pcie_bps / 8, nvlink_bps / 8
+    d = total_bytes * bp / (bp + bn) - (switch_latency_ps / 1e12) * bp * bn / (bp + bn)
+    return max(0, min(total_bytes, int(d)))
+
+
+def _hybrid_plan(op, alloc: Allocation, size, chunk, root, switch_latency_ps=0):
+    if op not in ("allreduce", "broadcast"):
+        raise PlanningError("--algo hybrid: supports allreduce and broadcast")
+    nv = _trees_plan(op, alloc, 1, None, root)  # for the NVLink rate
+    nv_rate = nv.meta.get("packing_rate_bps")
+    if not nv_rate:
+        raise PlanningError("--algo hybrid: the allocation has no NVLink spanning tree")
+    from ..gpus import PCIE3_X16_BPS
+
+    d_pcie = hybrid_split(size, PCIE3_X16_BPS, nv_rate, switch_latency_ps)
+    d_nv = size - d_pcie
+    p = Plan.empty(op, alloc.n, size, root=root, algorithm="hybrid")
+    if d_nv:
+        merge_disjoint(p, _trees_plan(op, alloc, d_nv, chunk, root), 0)
+    if d_pcie:
+        paths = alloc.pcie_paths()
+        if op == "allreduce":
+            sub = R.ring_allreduce(alloc.n, d_pcie, None, chunk, paths)
+        else:
+            sub = R.chain_broadcast(alloc.n, d_pcie, root, None, chunk, paths)
+        merge_disjoint(p, sub, d_nv)
+    p.meta.update({"pcie_bytes": d_pcie, "nvlink_bytes": d_nv})
+    return p
+
+
+def _local_trees(alloc: Allocation, ranks: list[int], root: int):
+    """Trees rooted at ``root`` among ``ranks`` (local indices) over NVLink,
+    or one star over PCIe when NVLink does not connect them."""
+    if len(ranks) == 1:
+        return [{0: None}], [1.0], None
+    g = alloc.nvlink(ranks)
+    try:
+        p = pack_trees(g, ranks.index(root))
+        return p.trees, p.rates_bps, None
+    except ValueError:
+        r0 = ranks.index(root)
+        return [{i: None if i == r0 else r0 for i in range(len(ranks))}], [1.0], "pcie"
+
+
+def _hierarchical_plan(op, alloc: Allocation, size, chunk, root):
+    """Blink's three-phase allreduce across servers: every partition of the
+    data has a root on every server; (1) reduce each partition to its local
+    root, (2) allreduce each partition among its roots across servers, (3)
+    broadcast each partition from its local root."""
+    if op != "allreduce":
+        raise PlanningError("--algo hierarchical: supports allreduce")
+    groups = alloc.by_server()
+    parts = max(len(g) for g in groups)
+    plan = Plan.empty("allreduce", alloc.n, size, algorithm="hierarchical")
+    pcie = alloc.pcie_paths()
+    for p_idx, (o, b) in enumerate(weighted_split(0, size, [1] * parts)):
+        if b == 0:
+            continue
+        roots = [g[p_idx % len(g)] for g in groups]
+        after: dict[int, list[int]] = {}
+        for g, rt in zip(groups, roots):  # phase 1
+            if len(g) == 1:
+                continue
+            trees, w, via = _local_trees(alloc, g, rt)
+            sub = tree_collective("reduce", len(g), b, trees, w, chunk, None, "local")
+            path_of = (lambda a, c: pcie[(a, c)]) if via else None
+            after.update(embed(plan, sub, g, o, None, path_of))
+        if len(roots) > 1:  # phase 2
+            sub = R.ring_allreduce(len(roots), b, None, chunk)
+            done = embed(plan, sub, roots, o, after)
+            after.update(done)
+        for g, rt in zip(groups, roots):  # phase 3
+            if len(g) == 1:
+                continue
+            trees, w, via = _local_trees(alloc, g, rt)
+            sub = tree_collective("broadcast", len(g), b, trees, w, chunk, None, "local")
+            path_of = (lambda a, c: pcie[(a, c)]) if via else None
+            embed(plan, sub, g, o, {r: after.get(r, []) for r in g}, path_of)
+    plan.meta.update({"partitions": parts, "chunk_bytes": chunk})
+    return plan
+
+
+def make_plan(algo: str, op: str, alloc: Allocation, size_bytes: int, chunk_bytes: int | None = None,
+              root: int = 0) -> Plan:
+    """A plan for ``op`` over the allocation with the named algorithm."""
+    if op not in OPS:
+        raise PlanningError(f"--op: unknown collective {op!r} (known: {', '.join(OPS)})")
+    if algo not in ALGOS:
+        raise PlanningError(f"--algo: unknown algorithm {algo!r} (known: {', '.join(ALGOS)})")
+    if size_bytes < 1:
+        raise PlanningError("size: must be at least 1 byte")
+    if not 0 <= root < alloc.n:
+        raise PlanningError(f"--root: must be a rank within 0..{alloc.n - 1}")
+    if algo == "ring":
+        return _ring_plan(op, alloc, size_bytes, chunk_bytes, root)
+    if algo == "trees":
+        return _trees_plan(op, alloc, size_bytes, chunk_bytes, root)
+    if algo == "hybrid":
+        return _hybrid_plan(op, alloc, size_bytes, chunk_bytes, root)
+    if algo == "hierarchical":
+        return _hierarchical_plan(op, alloc, size_bytes, chunk_bytes, root)
+    if op != "allreduce":
+        raise PlanningError(f"--algo {algo}: supports allreduce only")
+    if algo == "tree":
+        return double_binary_tree_allreduce(alloc.n, size_bytes, chunk_bytes)
+    if algo == "halving-doubling":
+        return halving_doubling_allreduce(alloc.n, size_bytes)
+    if algo == "direct":
+        return direct_allreduce(alloc.n, size_bytes, chunk_bytes)
+    raise PlanningError("--algo auto: use choose_plan()")
+
+
+def candidates(op: str, alloc: Allocation) -> list[str]:
+    out = ["ring"]
+    if op in ("allreduce", "broadcast", "reduce"):
+        out.append("trees")
+    if op == "allreduce":
+        out += ["tree", "halving-doubling", "direct"]
+        if len(alloc.by_server()) > 1:
+            out.append("hierarchical")
+    return out
+
+
+CHUNK_CHOICES = (None, 64 * 1024, 256 * 1024, 1 << 20, 4 << 20)
+
+
+def choose_plan(op: str, alloc: Allocation, size_bytes: int, root: int = 0, backend: str = "flow",
+                chunk_choices=CHUNK_CHOICES, **run_kw):
+    """``auto``: simulates every candidate algorithm and chunk size on the
+    flow backend and returns (best plan, table of (algo, chunk, time_ps))."""
+    from .run import run_plan
+
+    table = []
+    best = None
+    for algo in candidates(op, alloc):
+        for ch in chunk_choices:
+            if ch is not None and ch >= size_bytes:
+                continue
+            try:
+                plan = make_plan(algo, op, alloc, size_bytes, ch, root)
+            except (PlanningError, ValueError):
+                continue
+            t = run_plan(plan, alloc.topo, alloc.rank_hosts, backend=backend, **run_kw).time_ps
+            table.append((algo, ch, t))
+            if best is None or t < best[0]:
+                best = (t, plan)
+            if algo in ("halving-doubling",):
+                break  # not chunked
+    return best[1], table
+
+
+_ = chunks

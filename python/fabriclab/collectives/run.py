@@ -1,0 +1,91 @@
+"""Running plans in the simulator and nccl-tests' figures of merit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..scenario import Scenario, ScenarioError
+from ..topology import TopologyData
+from .plan import Plan
+
+# Reduction throughput: a GPU sums at memory speed; a V100's HBM2 gives
+# about 900 GB/s, and a reduction streams three operands (two reads, one
+# write), so about 300 GB/s of reduced data (NVIDIA V100 datasheet).
+DEFAULT_REDUCE_BPS = 300 * 8 * 10**9
+# Software overhead per message (kernel launch and synchronisation), an
+# assumption of the order of NCCL's per-step latency on NVLink.
+DEFAULT_SEND_OVERHEAD_PS = 1_000_000
+
+BUSBW_FACTOR = {
+    "allreduce": lambda n: 2 * (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "allgather": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+}
+
+
+@dataclass
+class PlanRun:
+    time_ps: int
+    steps: pd.DataFrame
+    links: pd.DataFrame
+    flows: pd.DataFrame
+
+
+def collective_spec(plan: Plan, topo: TopologyData, rank_hosts: list[int], name: str = "collective",
+                    start_ps: int = 0, traffic_class: int = 0, reduce_bps: int = DEFAULT_REDUCE_BPS,
+                    send_overhead_ps: int = DEFAULT_SEND_OVERHEAD_PS) -> dict:
+    """The core's description of a collective: the plan's steps with node
+    names of pinned paths turned into node indices."""
+    index = {n["name"]: i for i, n in enumerate(topo.nodes)}
+    steps = []
+    for r, rs in enumerate(plan.ranks):
+        out = []
+        for s in rs:
+            d = {"op": s.op, "peer": s.peer, "offset": s.offset, "bytes": s.bytes, "reduce": s.reduce, "deps": s.deps}
+            if s.path is not None:
+                try:
+                    d["path"] = [index[x] if isinstance(x, str) else x for x in s.path]
+                except KeyError as e:
+                    raise ScenarioError(f"plan: rank {r}: unknown node {e.args[0]!r} in a path") from None
+            out.append(d)
+        steps.append(out)
+    return {"name": name, "rank_hosts": list(rank_hosts), "steps": steps, "start_ps": start_ps,
+            "class": traffic_class, "reduce_bps": reduce_bps, "send_overhead_ps": send_overhead_ps}
+
+
+def run_plan(plan: Plan, topo: TopologyData, rank_hosts: list[int], backend: str = "flow",
+             reduce_bps: int = DEFAULT_REDUCE_BPS, send_overhead_ps: int = DEFAULT_SEND_OVERHEAD_PS,
+             scenario: dict | None = None) -> PlanRun:
+    """Runs one collective alone on ``topo`` and returns its completion time
+    (last step's end minus start) with per-step times."""
+    from .._core import Simulator
+
+    base = Scenario.from_dict({"backend": backend, **(scenario or {})})
+    core = base.to_core(topology_data=topo)
+    core["collectives"] = [collective_spec(plan, topo, rank_hosts, reduce_bps=reduce_bps,
+                                           send_overhead_ps=send_overhead_ps)]
+    import json
+
+    try:
+        sim = Simulator(json.dumps(core))
+        sim.run_until(2**63)
+    except ValueError as e:
+        raise ScenarioError(str(e)) from None
+    (_, start, end), = sim.collectives()
+    if end is None:
+        raise ScenarioError("plan: the collective did not finish (a deadlock the verifier should have caught)")
+    from ..results import flows_table, links_table
+
+    return PlanRun(end - start, pd.DataFrame(sim.steps()), links_table(sim.links(), sim.last_active_ps).to_pandas(),
+                   flows_table(sim.flows()).to_pandas())
+
+
+def bus_bandwidth(op: str, nranks: int, size_bytes: int, time_ps: int) -> tuple[float, float]:
+    """nccl-tests' algorithm bandwidth S/t and bus bandwidth algbw * factor(op, n), in bytes per second."""
+    algbw = size_bytes / (time_ps / 1e12)
+    return algbw, algbw * BUSBW_FACTOR[op](nranks)

@@ -1,0 +1,279 @@
+"""Blink's TreeGen: pack spanning arborescences at the maximum total rate,
+then keep as few trees as possible at that rate.
+
+Packing: a linear program over trees, max sum(x_T) subject to, for every
+directed link e, sum(x_T : e in T) <= capacity(e), solved by column
+generation: HiGHS solves the program over the trees found so far; its dual
+prices y_e define the cheapest tree to add, a minimum spanning arborescence
+under weights y_e (Edmonds' algorithm, networkx); the program is optimal when
+no tree costs less than 1. By Edmonds' branching theorem the optimum equals
+min over v of the max flow from the root to v, which the tests check.
+
+Fewer trees: the optimal basic solution already uses at most as many trees as
+there are tight links; then, greedily, each tree (smallest rate first) is
+dropped when the program over the remaining trees still reaches the optimal
+rate (Blink uses an ILP; this greedy is documented in docs/plans.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+from scipy.optimize import linprog
+
+TOL = 1e-9
+INTEGRAL_KEEP = 0.8
+
+
+@dataclass
+class Packing:
+    root: int
+    rate_bps: float
+    trees: list[dict]  # parent maps
+    rates_bps: list[float]
+
+
+def _tree_edges(parent: dict) -> list[tuple[int, int]]:
+    return [(p, v) for v, p in parent.items() if p is not None]
+
+
+def _resource(e, both: bool):
+    """The capacity a tree edge consumes: its directed link, or with
+    ``both`` (allreduce: reduce up, broadcast down the same tree) the pair
+    of directions, which must then share one direction's capacity."""
+    return (min(e), max(e)) if both else e
+
+
+def _solve(trees, edges, cap, both=False):
+    idx = {e: i for i, e in enumerate(edges)}
+    a = np.zeros((len(edges), len(trees)))
+    for j, t in enumerate(trees):
+        for e in _tree_edges(t):
+            a[idx[_resource(e, both)], j] = 1.0
+    res = linprog(-np.ones(len(trees)), A_ub=a, b_ub=cap, bounds=(0, None), method="highs")
+    if res.status != 0:
+        raise RuntimeError(f"tree packing LP failed: {res.message}")
+    return res.x, -res.fun, -res.ineqlin.marginals
+
+
+def _arborescence(g: nx.DiGraph, root: int, weight: dict) -> dict | None:
+    h = nx.DiGraph()
+    h.add_nodes_from(g.nodes)
+    for u, v in g.edges:
+        if v != root:
+            h.add_edge(u, v, w=weight[(u, v)])
+    try:
+        arb = nx.minimum_spanning_arborescence(h, attr="w", preserve_attrs=False)
+    except nx.NetworkXException:
+        return None
+    parent = {root: None}
+    for u, v in arb.edges:
+        parent[v] = u
+    return parent if len(parent) == g.number_of_nodes() else None
+
+
+def pack_trees(g: nx.DiGraph, root: int, minimize_trees: bool = True, both_directions: bool = False) -> Packing:
+    """Maximum-rate packing of spanning arborescences of ``g`` rooted at
+    ``root``; ``g`` has a ``capacity`` (bits per second) on every edge.
+
+    When every capacity is a whole multiple of the smallest (NVLink fabrics:
+    one or two links of one rate), the packing is made of whole trees of one
+    unit of rate each (an integer program, feasible by Edmonds' theorem),
+    which gives few trees; otherwise the fractional column generation.
+
+    With ``both_directions`` every tree is used both ways (allreduce reduces
+    up and broadcasts down the same tree), so a tree edge consumes capacity
+    of both directions of its link: the packing is then of undirected
+    spanning trees (links must have equal capacity both ways)."""
+    if g.number_of_nodes() == 1:
+        return Packing(root, float("inf"), [{root: None}], [float("inf")])
+    both = both_directions
+    if minimize_trees and not both:
+        p = _integral_packing(g, root)
+        if p is not None:
+            return p
+    if both:
+        edges = sorted({_resource(e, True) for e in g.edges})
+    else:
+        edges = sorted(g.edges)
+    scale = max(g.edges[e]["capacity"] for e in g.edges)
+    cap = np.array([g.edges[e]["capacity"] / scale for e in edges])
+    first = _arborescence(g, root, {e: 1.0 for e in g.edges})
+    if first is None:
+        raise ValueError("no spanning tree: some allocated GPU cannot be reached from the root over these links")
+    trees = [first]
+    seen = {tuple(sorted(first.items(), key=lambda kv: kv[0]))}
+    for _ in range(10_000):
+        x, val, y = _solve(trees, edges, cap, both)
+        price = {e: max(float(y[i]), 0.0) for i, e in enumerate(edges)}
+        t = _arborescence(g, root, {e: price[_resource(e, both)] for e in g.edges})
+        cost = sum(price[_resource(e, both)] for e in _tree_edges(t))
+        key = tuple(sorted(t.items(), key=lambda kv: kv[0]))
+        if cost >= 1 - TOL or key in seen:
+            break
+        trees.append(t)
+        seen.add(key)
+    x, best, _ = _solve(trees, edges, cap, both)
+    if minimize_trees and both:
+        # Whole trees of one link's rate each, when they keep at least
+        # INTEGRAL_KEEP of the fractional optimum (far fewer trees pipeline
+        # better than many thin ones).
+        unit = min(g.edges[e]["capacity"] for e in g.edges)
+        k = int(best * scale / unit + 1e-9)
+        if k >= 1 and k * unit >= INTEGRAL_KEEP * best * scale:
+            p = _integral_packing(g, root, both=True, k=k)
+            if p is not None:
+                return p
+    keep = [j for j in range(len(trees)) if x[j] > TOL]
+    trees = [trees[j] for j in keep]
+    if minimize_trees and len(trees) > 1:
+        trees = _fewest_trees(trees, edges, cap, best, both)
+    if minimize_trees and len(trees) > 1:
+        x, _, _ = _solve(trees, edges, cap, both)
+        keep = list(range(len(trees)))
+        order = sorted(range(len(trees)), key=lambda j: x[keep[j]])
+        alive = list(range(len(trees)))
+        for j in order:
+            trial = [k for k in alive if k != j]
+            if not trial:
+                continue
+            _, val, _ = _solve([trees[k] for k in trial], edges, cap, both)
+            if val >= best * (1 - 1e-9):
+                alive = trial
+        trees = [trees[k] for k in alive]
+    x, best, _ = _solve(trees, edges, cap, both)
+    pairs = [(t, r * scale) for t, r in zip(trees, x) if r > TOL]
+    return Packing(root, best * scale, [t for t, _ in pairs], [r for _, r in pairs])
+
+
+def _fewest_trees(trees, edges, cap, best, both=False):
+    """Among the candidate trees, the fewest that still reach the optimal
+    rate: a mixed-integer program (HiGHS): min sum z_T with x_T <= best * z_T,
+    link capacities, and sum x_T >= best."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    m = len(trees)
+    idx = {e: i for i, e in enumerate(edges)}
+    a = np.zeros((len(edges), 2 * m))
+    for j, t in enumerate(trees):
+        for e in _tree_edges(t):
+            a[idx[_resource(e, both)], j] = 1.0
+    cons = [LinearConstraint(a, -np.inf, cap)]
+    total = np.concatenate([np.ones(m), np.zeros(m)])
+    cons.append(LinearConstraint(total[None, :], best * (1 - 1e-7), np.inf))
+    link = np.hstack([np.eye(m), -best * np.eye(m)])
+    cons.append(LinearConstraint(link, -np.inf, 0))
+    c = np.concatenate([np.zeros(m), np.ones(m)])
+    integrality = np.concatenate([np.zeros(m), np.ones(m)])
+    res = milp(c, constraints=cons, integrality=integrality, bounds=Bounds(0, np.concatenate([np.full(m, np.inf), np.ones(m)])),
+               options={"time_limit": 5.0})
+    if res.x is None:
+        return trees
+    chosen = [trees[j] for j in range(m) if res.x[m + j] > 0.5]
+    _, val, _ = _solve(chosen, edges, cap, both)
+    return chosen if val >= best * (1 - 1e-7) else trees
+
+
+def _integral_packing(g: nx.DiGraph, root: int, both: bool = False, k: int | None = None) -> Packing | None:
+    """k edge-disjoint arborescences of the multigraph with c_e/unit parallel
+    links, k = Edmonds' bound / unit: binary edge choices per tree, one
+    incoming edge per non-root node, a single-commodity flow from the root
+    for connectivity, link multiplicities as capacities (HiGHS MILP)."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    edges = [e for e in sorted(g.edges) if e[1] != root]
+    caps = [g.edges[e]["capacity"] for e in edges]
+    unit = min(caps)
+    mult = [c / unit for c in caps]
+    if any(abs(m - round(m)) > 1e-9 for m in mult):
+        return None
+    if k is None:
+        bound = edmonds_bound(g, root)
+        k = round(bound / unit)
+        if k < 1 or abs(k * unit - bound) > 1e-6 * bound:
+            return None
+    bound = k * unit
+    nodes = sorted(g.nodes)
+    n, m = len(nodes), len(edges)
+    nv = 2 * k * m  # y then f for each tree
+    yi = lambda t, j: t * m + j  # noqa: E731
+    fi = lambda t, j: k * m + t * m + j  # noqa: E731
+    rows, lo, hi = [], [], []
+
+    def row(coefs, a, b):
+        r = np.zeros(nv)
+        for i, c in coefs:
+            r[i] += c
+        rows.append(r)
+        lo.append(a)
+        hi.append(b)
+
+    for t in range(k):
+        for v in nodes:
+            if v == root:
+                continue
+            into = [j for j, e in enumerate(edges) if e[1] == v]
+            out = [j for j, e in enumerate(edges) if e[0] == v]
+            row([(yi(t, j), 1.0) for j in into], 1, 1)
+            row([(fi(t, j), 1.0) for j in into] + [(fi(t, j), -1.0) for j in out], 1, 1)
+        for j in range(m):
+            row([(fi(t, j), 1.0), (yi(t, j), -(n - 1))], -np.inf, 0)
+    if both:  # a link's two directions share one direction's capacity
+        pairs: dict = {}
+        for j, e in enumerate(edges):
+            pairs.setdefault(_resource(e, True), []).append(j)
+        for js in pairs.values():
+            row([(yi(t, j), 1.0) for t in range(k) for j in js], -np.inf, round(mult[js[0]]))
+    else:
+        for j in range(m):
+            row([(yi(t, j), 1.0) for t in range(k)], -np.inf, round(mult[j]))
+    integrality = np.concatenate([np.ones(k * m), np.zeros(k * m)])
+    ub = np.concatenate([np.ones(k * m), np.full(k * m, n - 1.0)])
+    res = milp(np.zeros(nv), constraints=[LinearConstraint(np.array(rows), lo, hi)], integrality=integrality,
+               bounds=Bounds(0, ub), options={"time_limit": 10.0})
+    if res.x is None:
+        return None
+    merged: dict[tuple, float] = {}
+    for t in range(k):
+        parent = {root: None}
+        for j, (u, v) in enumerate(edges):
+            if res.x[yi(t, j)] > 0.5:
+                parent[v] = u
+        key = tuple(sorted(parent.items(), key=lambda kv: kv[0]))
+        merged[key] = merged.get(key, 0.0) + unit
+    trees = [dict(key) for key in merged]
+    return Packing(root, bound, trees, list(merged.values()))
+
+
+def edmonds_bound(g: nx.DiGraph, root: int) -> float:
+    """min over v != root of the max flow from root to v."""
+    return min(nx.maximum_flow_value(g, root, v, capacity="capacity") for v in g.nodes if v != root)
+
+
+def depth(parent: dict) -> int:
+    best = 0
+    for v in parent:
+        d = 0
+        while parent[v] is not None:
+            v = parent[v]
+            d += 1
+        best = max(best, d)
+    return best
+
+
+def best_root_packing(g: nx.DiGraph, roots=None, both_directions: bool = False) -> Packing:
+    """The root with the highest packing rate: Edmonds' bound (max flows)
+    ranks every candidate root cheaply, then the lowest-numbered best root
+    is packed."""
+    best = None
+    for r in roots if roots is not None else sorted(g.nodes):
+        if g.number_of_nodes() > 1 and any(not nx.has_path(g, r, v) for v in g.nodes):
+            continue
+        b = edmonds_bound(g, r) if g.number_of_nodes() > 1 else float("inf")
+        if best is None or b > best[0] * (1 + 1e-9):
+            best = (b, r)
+    if best is None:
+        raise ValueError("no spanning tree from any root: the allocation's links are disconnected")
+    return pack_trees(g, best[1], both_directions=both_directions)
