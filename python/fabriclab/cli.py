@@ -133,6 +133,38 @@ def topo_show(
     out.print(f"wrote {png} ({len(t.hosts)} hosts, {len(t.nodes) - len(t.hosts)} switches, {len(t.links)} links)")
 
 
+@app.command()
+def bench(
+    topology: str = typer.Option("dgx1v", "--topology", help="dgx1p, dgx1v, dgx2 or pcie."),
+    gpus: str = typer.Option("all", "--gpus", help="Allocated GPU ids, e.g. 0,1,2 or 0-2,8-12 (servers hold 8 or 16)."),
+    op: str = typer.Option("allreduce", "--op", help="allreduce, broadcast, reduce, allgather, reduce_scatter."),
+    algo: str = typer.Option("ring", "--algo", help="ring, tree, trees, halving-doubling, direct, hierarchical, hybrid, auto."),
+    sizes: str = typer.Option("8:1G", "--sizes", help="MIN:MAX message sizes (K, M, G are powers of 2)."),
+    factor: int = typer.Option(2, "--factor", help="Step factor between sizes."),
+    chunk: str = typer.Option("auto", "--chunk", help="Pipelining chunk: a size, 'none', or 'auto' (simulated search)."),
+    root: int = typer.Option(0, "--root", help="Root rank of broadcast and reduce."),
+    servers: int = typer.Option(1, "--servers", help="Number of servers joined by a top-of-rack switch."),
+    nic: str = typer.Option("100Gbps", "--nic", help="NIC rate between servers."),
+    backend: str = typer.Option("flow", "--backend", help="flow or packet."),
+    csv_out: Optional[Path] = typer.Option(None, "--csv", help="Also write the table as CSV."),
+    check: bool = typer.Option(False, "--verify", help="Verify every plan before running it."),
+) -> None:
+    """A simulated nccl-tests: time one collective over message sizes."""
+    from .collectives.algos import PlanningError
+    from .collectives.bench import run_bench, table_text, write_csv
+
+    if backend not in ("flow", "packet"):
+        _fail(f"--backend: must be 'flow' or 'packet', got {backend!r}")
+    try:
+        rows, alloc = run_bench(topology, gpus, op, algo, sizes, factor, chunk, root, servers, nic, backend, check)
+    except PlanningError as e:
+        _fail(str(e))
+    out.print(f"# {op} on {topology} x{servers}, GPUs {alloc.gpus}, algorithm {algo}, backend {backend}", highlight=False)
+    out.print(table_text(rows, op, root), highlight=False, soft_wrap=True)
+    if csv_out:
+        write_csv(rows, csv_out, op, alloc.n)
+
+
 def main() -> None:
     """Entry point: maps every known error to exit code 2 with one clear line."""
     try:

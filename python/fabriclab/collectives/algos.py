@@ -40,6 +40,23 @@ class Allocation:
             raise PlanningError("--gpus: a GPU is listed twice")
         if len(self.gpus) < 2:
             raise PlanningError("--gpus: a collective needs at least two GPUs")
+        self._check_connected()
+
+    def _check_connected(self):
+        """Every allocated GPU must reach every other one (GPUs do not forward)."""
+        import networkx as nx
+
+        g = nx.Graph()
+        hosts = set(self.topo.hosts)
+        for lk in self.topo.links:
+            g.add_edge(lk["a"], lk["b"])
+        first = self.topo.gpus[self.gpus[0]]
+        for gpu in self.gpus[1:]:
+            node = self.topo.gpus[gpu]
+            sub = g.subgraph([v for v in g if v not in hosts or v in (first, node)])
+            if first not in sub or node not in sub or not nx.has_path(sub, first, node):
+                raise PlanningError(f"--gpus: GPU {gpu} cannot reach GPU {self.gpus[0]} in this topology "
+                                    f"(a disconnected allocation)")
 
     @property
     def n(self) -> int:
@@ -78,9 +95,11 @@ class Allocation:
 
 
 def nvlink_rings(alloc: Allocation, ranks=None, max_rings: int = 16) -> list[list[int]]:
-    """Directed Hamiltonian cycles over NVLink among ``ranks``, packed
-    greedily: each ring uses one link's worth of every edge it crosses (a
-    doubled link can carry two rings), as NCCL builds one ring per channel."""
+    """The most directed Hamiltonian cycles over NVLink among ``ranks`` that
+    the links can carry at once, each using one link's worth of every edge it
+    crosses (a doubled link carries two), as NCCL builds one ring per
+    channel: all cycles are enumerated (small graphs) and a HiGHS integer
+    program picks the largest set within the link multiplicities."""
     ranks = list(range(alloc.n)) if ranks is None else ranks
     g = alloc.nvlink(ranks)
     n = len(ranks)
@@ -89,36 +108,48 @@ def nvlink_rings(alloc: Allocation, ranks=None, max_rings: int = 16) -> list[lis
     unit = min((d["capacity"] for _, _, d in g.edges(data=True)), default=None)
     if unit is None:
         return []
-    left = {(u, v): round(d["capacity"] / unit) for u, v, d in g.edges(data=True)}
-    found = []
+    mult = {(u, v): round(d["capacity"] / unit) for u, v, d in g.edges(data=True)}
+    cycles = []
+    path, seen = [0], {0}
 
-    def cycle():
-        path = [0]
-        seen = {0}
+    def dfs():
+        if len(cycles) >= 20000:
+            return
+        if len(path) == n:
+            if (path[-1], 0) in mult:
+                cycles.append(list(path))
+            return
+        for v in sorted(g.successors(path[-1])):
+            if v not in seen:
+                path.append(v)
+                seen.add(v)
+                dfs()
+                path.pop()
+                seen.discard(v)
 
-        def dfs():
-            if len(path) == n:
-                return left.get((path[-1], 0), 0) > 0
-            for v in sorted(g.successors(path[-1])):
-                if v not in seen and left[(path[-1], v)] > 0:
-                    path.append(v)
-                    seen.add(v)
-                    if dfs():
-                        return True
-                    path.pop()
-                    seen.discard(v)
-            return False
+    dfs()
+    if not cycles:
+        return []
+    import numpy as np
+    from scipy.optimize import Bounds, LinearConstraint, milp
 
-        return list(path) if dfs() else None
-
-    while len(found) < max_rings:
-        c = cycle()
-        if c is None:
-            break
-        for a, b in zip(c, c[1:] + c[:1]):
-            left[(a, b)] -= 1
-        found.append([ranks[i] for i in c])
-    return found
+    edges = sorted(mult)
+    idx = {e: i for i, e in enumerate(edges)}
+    a = np.zeros((len(edges), len(cycles)))
+    for j, c in enumerate(cycles):
+        for e in zip(c, c[1:] + c[:1]):
+            a[idx[e], j] += 1
+    cap = np.array([mult[e] for e in edges], dtype=float)
+    cons = [LinearConstraint(a, -np.inf, cap), LinearConstraint(np.ones((1, len(cycles))), 0, max_rings)]
+    res = milp(-np.ones(len(cycles)), constraints=cons, integrality=np.ones(len(cycles)),
+               bounds=Bounds(0, np.minimum(cap.min(), max_rings)), options={"time_limit": 5.0})
+    if res.x is None:
+        return [[ranks[i] for i in cycles[0]]]
+    out = []
+    for j, c in enumerate(cycles):
+        for _ in range(int(round(res.x[j]))):
+            out.append([ranks[i] for i in c])
+    return out
 
 
 def _ring_plan(op, alloc: Allocation, size, chunk, root):

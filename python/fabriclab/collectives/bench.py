@@ -1,0 +1,187 @@
+"""A simulated nccl-tests: sweep message sizes for one collective on a GPU
+allocation and print nccl-tests' table (size, count, type, time, algbw,
+busbw)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..gpus import KINDS, gpu_cluster, gpu_server
+from ..units import RateBps, SizeBytes
+from .algos import ALGOS, OPS, Allocation, PlanningError, choose_plan, make_plan
+from .run import bus_bandwidth, run_plan
+from .verify import verify
+
+FLOAT_BYTES = 4
+AUTO_CHUNKS = (64 * 1024, 256 * 1024, 1 << 20, 4 << 20, 16 << 20)
+
+
+def parse_size(text: str, what: str) -> int:
+    from pydantic import TypeAdapter, ValidationError
+
+    t = text.strip()
+    if re.fullmatch(r"[0-9]+", t):
+        return int(t)
+    m = re.fullmatch(r"([0-9.]+)\s*([KMG])(i?B?)?", t, re.I)
+    if m:
+        mult = {"k": 1024, "m": 1024**2, "g": 1024**3}[m.group(2).lower()]  # nccl-tests: K/M/G are powers of 2
+        return int(float(m.group(1)) * mult)
+    try:
+        return TypeAdapter(SizeBytes).validate_python(t)
+    except ValidationError:
+        raise PlanningError(f"{what}: cannot read {text!r} as a size (e.g. 8, 64K, 1M, 1G)") from None
+
+
+def parse_sizes(text: str, factor: int) -> list[int]:
+    if ":" in text:
+        lo, hi = (parse_size(x, "--sizes") for x in text.split(":", 1))
+    else:
+        lo = hi = parse_size(text, "--sizes")
+    if lo < 1 or hi < lo:
+        raise PlanningError(f"--sizes: need 1 <= min <= max, got {text!r}")
+    if factor < 2:
+        raise PlanningError("--factor: must be at least 2")
+    out = []
+    s = lo
+    while s <= hi:
+        out.append(s)
+        s *= factor
+    return out
+
+
+def parse_gpus(text: str, total: int) -> list[int]:
+    if text.strip() == "all":
+        return list(range(total))
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not m:
+            raise PlanningError(f"--gpus: cannot read {part!r}; write GPU ids like 0,1,2 or ranges like 0-2,8-12")
+        a, b = int(m.group(1)), int(m.group(2) or m.group(1))
+        out.extend(range(a, b + 1))
+    return out
+
+
+def topology_from_file(path: str):
+    """A GPU topology from a topology file (see docs/scenario.md): its hosts
+    are the GPUs, in order; links between two hosts count as NVLink."""
+    from pathlib import Path
+
+    from ..gpus import GpuTopology
+    from ..topology import TopologyError, from_file
+
+    try:
+        data = from_file(Path(path))
+    except TopologyError as e:
+        raise PlanningError(f"--topology: {e}") from None
+    t = GpuTopology()
+    t.nodes, t.links, t.layers = data.nodes, data.links, data.layers
+    t.gpus = list(data.hosts)
+    gid = {node: g for g, node in enumerate(t.gpus)}
+    for lk in t.links:
+        if lk["a"] in gid and lk["b"] in gid:
+            t.nvlink[(gid[lk["a"]], gid[lk["b"]])] = t.nvlink[(gid[lk["b"]], gid[lk["a"]])] = lk["rate_bps"]
+    t.servers = [list(range(len(t.gpus)))]
+    return t
+
+
+def build_topology(name: str, servers: int, nic: str):
+    if name.endswith((".toml", ".json")):
+        return topology_from_file(name)
+    if name not in KINDS:
+        raise PlanningError(f"--topology: unknown {name!r} (known: {', '.join(KINDS)})")
+    if servers < 1:
+        raise PlanningError("--servers: must be at least 1")
+    if servers == 1:
+        return gpu_server(name)
+    if name == "pcie":
+        raise PlanningError("--topology pcie: only one server")
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        nic_bps = TypeAdapter(RateBps).validate_python(nic)
+    except ValidationError:
+        raise PlanningError(f"--nic: cannot read {nic!r} as a rate (e.g. 40Gbps)") from None
+    if nic_bps <= 0:
+        raise PlanningError("--nic: must be positive")
+    return gpu_cluster(name, servers, nic_bps)
+
+
+@dataclass
+class Row:
+    size: int
+    count: int
+    time_ps: int
+    algbw: float
+    busbw: float
+    algo: str
+    chunk: int | None
+
+
+def run_bench(topology: str, gpus: str, op: str, algo: str, sizes: str, factor: int = 2, chunk: str = "auto",
+              root: int = 0, servers: int = 1, nic: str = "100Gbps", backend: str = "flow",
+              check: bool = False, progress=None) -> tuple[list[Row], Allocation]:
+    if op not in OPS:
+        raise PlanningError(f"--op: unknown collective {op!r} (known: {', '.join(OPS)})")
+    if algo not in ALGOS:
+        raise PlanningError(f"--algo: unknown algorithm {algo!r} (known: {', '.join(ALGOS)})")
+    topo = build_topology(topology, servers, nic)
+    alloc = Allocation(topo, parse_gpus(gpus, len(topo.gpus)))
+    size_list = parse_sizes(sizes, factor)
+    if chunk not in ("auto", "none"):
+        fixed = parse_size(chunk, "--chunk")
+        if fixed < 1:
+            raise PlanningError("--chunk: must be positive")
+    rows = []
+    for size in size_list:
+        if chunk == "none":
+            choices = (None,)
+        elif chunk == "auto":
+            choices = (None,) + tuple(c for c in AUTO_CHUNKS if 4 * c <= size and size // c <= 4096)
+        else:
+            choices = (fixed,)
+        if algo == "auto":
+            plan, _ = choose_plan(op, alloc, size, root, backend, choices)
+            t = run_plan(plan, topo, alloc.rank_hosts, backend).time_ps
+        else:
+            best = None
+            for c in choices:
+                plan = make_plan(algo, op, alloc, size, c, root)
+                if check:
+                    verify(plan)
+                t = run_plan(plan, topo, alloc.rank_hosts, backend).time_ps
+                if best is None or t < best[0]:
+                    best = (t, plan)
+            t, plan = best
+        algbw, busbw = bus_bandwidth(op, alloc.n, size, t)
+        rows.append(Row(size, size // FLOAT_BYTES, t, algbw, busbw, plan.algorithm, plan.meta.get("chunk_bytes")))
+        if progress:
+            progress(size)
+    return rows, alloc
+
+
+def table_text(rows: list[Row], op: str, root: int) -> str:
+    redop = "sum" if op in ("allreduce", "reduce", "reduce_scatter") else "none"
+    r = root if op in ("broadcast", "reduce") else -1
+    lines = [
+        "#       size         count      type   redop    root     time   algbw   busbw  algorithm     chunk",
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)",
+    ]
+    for x in rows:
+        lines.append(f"{x.size:12d}  {x.count:12d}  {'float':>8s}  {redop:>6s}  {r:6d}  {x.time_ps / 1e6:8.2f}  "
+                     f"{x.algbw / 1e9:6.2f}  {x.busbw / 1e9:6.2f}  {x.algo:12s}  {x.chunk if x.chunk else '-'}")
+    return "\n".join(lines)
+
+
+def write_csv(rows: list[Row], path, op: str, nranks: int) -> None:
+    import csv
+
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["op", "nranks", "size_bytes", "count", "type", "time_ps", "time_us", "algbw_GBps", "busbw_GBps",
+                    "algorithm", "chunk_bytes"])
+        for x in rows:
+            w.writerow([op, nranks, x.size, x.count, "float", x.time_ps, f"{x.time_ps / 1e6:.3f}",
+                        f"{x.algbw / 1e9:.4f}", f"{x.busbw / 1e9:.4f}", x.algo, x.chunk or ""])

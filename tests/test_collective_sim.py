@@ -1,0 +1,125 @@
+"""Plans run in the simulator: closed-form ring allreduce time, nccl-tests'
+bus bandwidth, both backends, and the bench command's errors."""
+
+import csv
+
+import pytest
+
+from fabriclab.collectives import rings as R
+from fabriclab.collectives.algos import Allocation, make_plan
+from fabriclab.collectives.run import bus_bandwidth, run_plan
+from fabriclab.gpus import gpu_server
+from fabriclab.topology import TopologyData
+
+B = 100 * 10**9  # 100 Gbit/s ring links
+D = 500_000  # 0.5 us
+O = 1_000_000  # 1 us send overhead
+RED = 2_000 * 10**9  # reduction at 2 Tbit/s
+
+
+def ring_topology(n):
+    t = TopologyData()
+    hosts = [t.add_node(f"g{i}", "host", 0) for i in range(n)]
+    for i in range(n):
+        t.add_link(hosts[i], hosts[(i + 1) % n], B, D)
+    sw = t.add_node("slow", "switch", 1)  # keeps every pair reachable; never on a ring hop
+    for h in hosts:
+        t.add_link(h, sw, 10**9, D)
+    return t
+
+
+def wire_bytes(size):
+    full, rest = divmod(size, 1460)
+    return full * 1538 + (max(rest + 58, 64) + 20 if rest else 0)
+
+
+@pytest.mark.parametrize("n", [2, 4, 8, 16])
+@pytest.mark.parametrize("size", [64 * 2**20, 10**9 + 7])
+def test_ring_allreduce_matches_closed_form(n, size):
+    plan = R.ring_allreduce(n, size)
+    run = run_plan(plan, ring_topology(n), list(range(n)), reduce_bps=RED, send_overhead_ps=O)
+    # 2(n-1) steps; each moves one slice of about S/n bytes over every ring link
+    # at once, after the send overhead, plus propagation; the n-1 reduce-scatter
+    # steps also pay the reduction of a slice. Slices differ by at most one byte:
+    # the largest sets the pace.
+    slice_bytes = -(-size // n)
+    step = O + wire_bytes(slice_bytes) * 8 / B * 1e12 + D
+    expect = 2 * (n - 1) * step + (n - 1) * slice_bytes * 8 / RED * 1e12
+    assert abs(run.time_ps - expect) / expect < 0.03, (run.time_ps, expect)
+    # The bandwidth term alone is the textbook 2(n-1)/n * S / B (headers aside).
+    textbook = 2 * (n - 1) / n * size * 8 / B * 1e12
+    assert run.time_ps > textbook
+
+
+def test_busbw_is_nccl_tests_formula(tmp_path, cli):
+    out = tmp_path / "b.csv"
+    r = cli("bench", "--topology", "dgx1v", "--gpus", "0-3", "--op", "allreduce", "--algo", "ring",
+            "--sizes", "1M:16M", "--factor", "4", "--chunk", "none", "--csv", str(out))
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(out.open()))
+    assert [int(x["size_bytes"]) for x in rows] == [2**20, 2**22, 2**24]
+    for x in rows:
+        n, s, t_ps = int(x["nranks"]), int(x["size_bytes"]), int(x["time_ps"])
+        algbw = s / (t_ps / 1e12)
+        assert float(x["algbw_GBps"]) == pytest.approx(algbw / 1e9, abs=1e-4)
+        assert float(x["busbw_GBps"]) == pytest.approx(algbw * 2 * (n - 1) / n / 1e9, abs=1e-4)
+    assert "busbw" in r.stdout
+
+
+def test_factors_per_collective():
+    assert bus_bandwidth("allreduce", 8, 8, 10**12)[1] == pytest.approx(8 * 2 * 7 / 8)
+    assert bus_bandwidth("allgather", 4, 8, 10**12)[1] == pytest.approx(8 * 3 / 4)
+    assert bus_bandwidth("broadcast", 4, 8, 10**12)[1] == pytest.approx(8)
+
+
+def test_packet_backend_runs_plans_too():
+    t = gpu_server("dgx1v")
+    a = Allocation(t, [0, 1, 2, 3])
+    plan = make_plan("ring", "allreduce", a, 4 << 20, 1 << 20)
+    flow = run_plan(plan, t, a.rank_hosts, backend="flow").time_ps
+    pkt = run_plan(plan, t, a.rank_hosts, backend="packet")
+    assert pkt.flows["fct_ps"].notna().all()
+    # Slow start and queueing can only add time to the fluid model's.
+    assert pkt.time_ps >= flow * 0.98
+
+
+def test_trees_beat_pcie_ring_on_fragmented_allocation():
+    # GPUs 0,1,2,4: GPU 4's only NVLink is to GPU 0, so no NVLink ring exists
+    # and the ring falls back to PCIe (10 GB/s); trees use the NVLinks.
+    t = gpu_server("dgx1v")
+    a = Allocation(t, [0, 1, 2, 4])
+    ring = run_plan(make_plan("ring", "broadcast", a, 64 << 20, 1 << 20), t, a.rank_hosts).time_ps
+    trees = run_plan(make_plan("trees", "broadcast", a, 64 << 20, 1 << 20), t, a.rank_hosts).time_ps
+    assert ring / trees > 2
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--gpus", "0,1,99"], "unknown GPU id 99"),
+    (["--gpus", "0,0,1"], "listed twice"),
+    (["--gpus", "3"], "at least two GPUs"),
+    (["--sizes", "0:8"], "--sizes"),
+    (["--algo", "magic"], "--algo"),
+    (["--op", "alltoallv"], "--op"),
+    (["--topology", "dgx9"], "--topology"),
+    (["--gpus", "a,b"], "--gpus"),
+    (["--algo", "tree", "--op", "broadcast"], "allreduce only"),
+])
+def test_bench_bad_input(cli, args, needle):
+    r = cli("bench", "--sizes", "1K:1K", *args) if "--sizes" not in args else cli("bench", *args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert needle in r.stderr and "Traceback" not in r.stderr
+
+
+def test_bench_on_a_topology_file_and_a_disconnected_allocation(cli, tmp_path):
+    topo = tmp_path / "t.toml"
+    topo.write_text(
+        'nodes = [{name = "a", kind = "host"}, {name = "b", kind = "host"}, {name = "c", kind = "host"},\n'
+        '         {name = "d", kind = "host"}, {name = "sw", kind = "switch"}]\n'
+        'links = [{a = "a", b = "sw", rate_bps = "10Gbps", delay_ps = "1us"},\n'
+        '         {a = "b", b = "sw", rate_bps = "10Gbps", delay_ps = "1us"},\n'
+        '         {a = "c", b = "d", rate_bps = "10Gbps", delay_ps = "1us"}]\n'
+    )
+    ok = cli("bench", "--topology", str(topo), "--gpus", "0,1", "--sizes", "1M:1M")
+    assert ok.returncode == 0, ok.stderr
+    bad = cli("bench", "--topology", str(topo), "--gpus", "0,2", "--sizes", "1M:1M")
+    assert bad.returncode == 2 and "disconnected allocation" in bad.stderr
