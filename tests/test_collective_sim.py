@@ -122,8 +122,9 @@ def test_bench_on_a_topology_file_and_a_disconnected_allocation(cli, tmp_path):
     bad = cli("bench", "--topology", str(topo), "--gpus", "0,2", "--sizes", "1M:1M")
     assert bad.returncode == 2 and "disconnected allocation" in bad.stderr
     joined = tmp_path / "j.toml"
-    joined.write_text(topo.read_text().replace('{a = "c", b = "d"', '{a = "c", b = "sw", rate_bps = "10Gbps", '
-                                                'delay_ps = "1us"},\n {a = "c", b = "d"'))
+    extra = ('{a = "c", b = "sw", rate_bps = "10Gbps", delay_ps = "1us"},\n'
+             '{a = "d", b = "sw", rate_bps = "10Gbps", delay_ps = "1us"},\n{a = "c", b = "d"')
+    joined.write_text(topo.read_text().replace('{a = "c", b = "d"', extra))
     ok = cli("bench", "--topology", str(joined), "--gpus", "0,1,2", "--sizes", "1M:1M")
     assert ok.returncode == 0, ok.stderr
     # The whole file must be connected, as every scenario's topology.
