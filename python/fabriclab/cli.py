@@ -123,10 +123,27 @@ def validate(scenario: Path = typer.Argument(..., help="Scenario TOML to check."
 def topo_show(
     scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML; the built-in default when omitted."),
     png: Path = typer.Option(Path("topology.png"), "--out", help="PNG file to write."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="Draw a GPU server instead: dgx1p, dgx1v, dgx2, pcie."),
+    gpus: str = typer.Option("all", "--gpus", help="With --gpu: the allocated GPUs."),
+    plan: Optional[str] = typer.Option(None, "--plan", help="With --gpu: overlay the rings or trees of ring|trees."),
+    op: str = typer.Option("allreduce", "--op", help="With --plan: the collective."),
 ) -> None:
-    """Draw a scenario's topology as a PNG."""
-    from .draw import draw_topology
+    """Draw a scenario's topology, or a GPU server with a plan's rings or trees, as a PNG."""
+    from .draw import draw_gpu_plan, draw_topology
 
+    if gpu is not None:
+        from .collectives.algos import Allocation, PlanningError, make_plan
+        from .collectives.bench import build_topology, parse_gpus
+
+        try:
+            t = build_topology(gpu, 1, "100Gbps")
+            alloc = Allocation(t, parse_gpus(gpus, len(t.gpus)))
+            p = make_plan(plan, op, alloc, 1 << 20) if plan else None
+        except PlanningError as e:
+            _fail(str(e))
+        draw_gpu_plan(t, alloc.gpus, p, png, title=f"{gpu} GPUs {alloc.gpus}" + (f": {op} {plan}" if plan else ""))
+        out.print(f"wrote {png}")
+        return
     s = _load(scenario)
     t = s.build_topology()
     draw_topology(t, png, title=f"{s.name}: {s.topology.kind}")
