@@ -182,6 +182,25 @@ def bench(
         write_csv(rows, csv_out, op, alloc.n)
 
 
+@app.command()
+def reproduce(
+    what: str = typer.Argument(..., help="Which reproduction: blink."),
+    out_dir: Path = typer.Option(Path("repro-out"), "--out", help="Folder for tables and plots."),
+    quick: bool = typer.Option(False, "--quick", help="A small subset that runs in seconds (for CI)."),
+) -> None:
+    """Run a paper reproduction end to end and print our numbers beside the paper's."""
+    import json
+
+    if what != "blink":
+        _fail(f"reproduce: unknown reproduction {what!r} (known: blink)")
+    from .repro import blink
+
+    summary = blink.run(out_dir, quick=quick)
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    out.print_json(json.dumps(summary))
+    out.print(f"tables and blink.png in {out_dir}")
+
+
 def main() -> None:
     """Entry point: maps every known error to exit code 2 with one clear line."""
     try:

@@ -93,6 +93,52 @@ class Allocation:
     def has_nvswitch(self) -> bool:
         return any("nvswitch" in n["name"] for n in self.topo.nodes)
 
+    def nvswitch_paths(self) -> dict | None:
+        """Pinned paths through the NVSwitch between ranks of one server (hop
+        counts alone would also pick the equally short PCIe switch path)."""
+        if not self.has_nvswitch:
+            return None
+        names = {i: n["name"] for i, n in enumerate(self.topo.nodes)}
+        out = {}
+        for a in range(self.n):
+            for b in range(self.n):
+                sa, sb = self.server_of(self.gpus[a]), self.server_of(self.gpus[b])
+                if a != b and sa == sb:
+                    ga, gb = names[self.topo.gpus[self.gpus[a]]], names[self.topo.gpus[self.gpus[b]]]
+                    prefix = ga[: ga.index("gpu")]
+                    out[(a, b)] = [ga, f"{prefix}nvswitch", gb]
+        return out
+
+    def nvlink_order(self) -> list[int]:
+        """A rank order visiting each server's ranks along NVLink where a
+        Hamiltonian path exists (rank order otherwise), servers one after another."""
+        order = []
+        for ranks in self.by_server():
+            g = self.nvlink(ranks)
+            k = len(ranks)
+            best = None
+            for start in range(k):
+                path, seen = [start], {start}
+
+                def dfs():
+                    if len(path) == k:
+                        return True
+                    for v in sorted(g.successors(path[-1])):
+                        if v not in seen:
+                            path.append(v)
+                            seen.add(v)
+                            if dfs():
+                                return True
+                            path.pop()
+                            seen.discard(v)
+                    return False
+
+                if dfs():
+                    best = list(path)
+                    break
+            order += [ranks[i] for i in best] if best else ranks
+        return order
+
 
 def nvlink_rings(alloc: Allocation, ranks=None, max_rings: int = 16) -> list[list[int]]:
     """The most directed Hamiltonian cycles over NVLink among ``ranks`` that
@@ -153,10 +199,10 @@ def nvlink_rings(alloc: Allocation, ranks=None, max_rings: int = 16) -> list[lis
 
 
 def _ring_plan(op, alloc: Allocation, size, chunk, root):
-    rings = nvlink_rings(alloc)
-    paths = None
-    if not rings or alloc.has_nvswitch:
-        rings = [list(range(alloc.n))]
+    rings = [] if alloc.has_nvswitch else nvlink_rings(alloc)
+    paths = alloc.nvswitch_paths()
+    if not rings:
+        rings = [alloc.nvlink_order()]
         if not alloc.has_nvswitch and len(alloc.by_server()) == 1:
             paths = alloc.pcie_paths()  # NCCL falls back to PCIe when NVLink has no ring
     if op == "allreduce":
@@ -184,11 +230,11 @@ def _trees_plan(op, alloc: Allocation, size, chunk, root):
         raise PlanningError(f"--algo trees: supports allreduce, broadcast and reduce, not {op}")
     if alloc.has_nvswitch:
         if op == "allreduce":  # one-hop trees (Blink on DGX-2)
-            p = direct_allreduce(alloc.n, size, chunk)
+            p = direct_allreduce(alloc.n, size, chunk, alloc.nvswitch_paths())
             p.algorithm = "trees"
             return p
         star = {r: (None if r == root else root) for r in range(alloc.n)}
-        return tree_collective(op, alloc.n, size, [star], [1.0], chunk, None, "trees")
+        return tree_collective(op, alloc.n, size, [star], [1.0], chunk, alloc.nvswitch_paths(), "trees")
     g = alloc.nvlink()
     try:
         packing = pack_trees(g, root) if op != "allreduce" else best_root_packing(g, both_directions=True)
@@ -327,12 +373,13 @@ def make_plan(algo: str, op: str, alloc: Allocation, size_bytes: int, chunk_byte
         return _hierarchical_plan(op, alloc, size_bytes, chunk_bytes, root)
     if op != "allreduce":
         raise PlanningError(f"--algo {algo}: supports allreduce only")
+    paths = alloc.nvswitch_paths()
     if algo == "tree":
-        return double_binary_tree_allreduce(alloc.n, size_bytes, chunk_bytes)
+        return double_binary_tree_allreduce(alloc.n, size_bytes, chunk_bytes, paths)
     if algo == "halving-doubling":
-        return halving_doubling_allreduce(alloc.n, size_bytes)
+        return halving_doubling_allreduce(alloc.n, size_bytes, paths)
     if algo == "direct":
-        return direct_allreduce(alloc.n, size_bytes, chunk_bytes)
+        return direct_allreduce(alloc.n, size_bytes, chunk_bytes, paths)
     raise PlanningError("--algo auto: use choose_plan()")
 
 
