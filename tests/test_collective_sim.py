@@ -130,3 +130,55 @@ def test_bench_on_a_topology_file_and_a_disconnected_allocation(cli, tmp_path):
     # The whole file must be connected, as every scenario's topology.
     whole = cli("bench", "--topology", str(topo), "--gpus", "0,1", "--sizes", "1M:1M")
     assert whole.returncode == 2 and "cannot reach" in whole.stderr
+
+
+def test_hybrid_split_formula_by_hand():
+    from fabriclab.collectives.algos import hybrid_split
+
+    # 10 GB/s PCIe, 40 GB/s NVLink, 100 MB: PCIe takes a fifth, 20 MB.
+    assert hybrid_split(100_000_000, 80 * 10**9, 320 * 10**9) == 20_000_000
+    # A 100 us link-switch latency removes T*Bp*Bn/(Bp+Bn) = 1e-4 * 10e9 * 40e9 / 50e9 = 800 kB.
+    assert hybrid_split(100_000_000, 80 * 10**9, 320 * 10**9, 100_000_000) == 19_200_000
+
+
+def test_hybrid_and_hierarchical_plans_verify_and_run():
+    from fabriclab.collectives.verify import verify
+    from fabriclab.gpus import gpu_cluster
+
+    t = gpu_server("dgx1v")
+    a = Allocation(t, [0, 1, 2, 4])
+    for op in ("allreduce", "broadcast"):
+        p = make_plan("hybrid", op, a, 1 << 20, 64 << 10)
+        verify(p)
+        assert p.meta["pcie_bytes"] > 0 and p.meta["nvlink_bytes"] > 0
+        run_plan(p, t, a.rank_hosts)
+    c = gpu_cluster("dgx1v", 2, 100 * 10**9)
+    alloc = Allocation(c, [0, 1, 2, 8, 9, 10, 11, 12])
+    h = make_plan("hierarchical", "allreduce", alloc, 3 << 20, 256 << 10)
+    verify(h)
+    ring = make_plan("ring", "allreduce", alloc, 3 << 20, 256 << 10)
+    verify(ring)
+    assert run_plan(h, c, alloc.rank_hosts).time_ps < run_plan(ring, c, alloc.rank_hosts).time_ps
+
+
+def test_auto_picks_the_fastest_candidate():
+    from fabriclab.collectives.algos import choose_plan
+
+    t = gpu_server("dgx1v")
+    a = Allocation(t, [0, 1, 2, 4])
+    plan, table = choose_plan("allreduce", a, 8 << 20, chunk_choices=(None, 1 << 20))
+    best = min(table, key=lambda r: r[2])
+    assert plan.algorithm == best[0]
+    assert len({r[0] for r in table}) >= 4
+
+
+def test_reproduce_blink_quick(cli, tmp_path):
+    import json
+
+    out = tmp_path / "b"
+    r = cli("reproduce", "blink", "--quick", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    s = json.loads((out / "summary.json").read_text())
+    # Some fragmented allocations have no NVLink ring: trees then beat the PCIe ring by far.
+    assert s["dgx1v_broadcast"]["max_speedup"] > 2
+    assert (out / "blink.png").read_bytes()[:4] == b"\x89PNG"
