@@ -238,20 +238,16 @@ def _trees_plan(op, alloc: Allocation, size, chunk, root):
     g = alloc.nvlink()
     try:
         packing = pack_trees(g, root) if op != "allreduce" else best_root_packing(g, both_directions=True)
-        paths = None
     except ValueError:
-        # NVLink does not connect the allocation: one tree over PCIe.
-        import networkx as nx
-
         packing = None
-        paths = alloc.pcie_paths()
+    paths = None
     if packing is None:
-        # A chain from the root (a star would send every copy through the root's one PCIe link).
-        r0 = root if op != "allreduce" else 0
-        order = [r0] + [r for r in range(alloc.n) if r != r0]
-        chain = {v: (order[i - 1] if i else None) for i, v in enumerate(order)}
-        _ = nx
-        return tree_collective(op, alloc.n, size, [chain], [1.0], chunk, paths, "trees")
+        # NVLink does not connect the allocation: over PCIe, Blink is no better
+        # than NCCL's PCIe ring, so use that ring (chains for broadcast/reduce).
+        p = _ring_plan(op, alloc, size, chunk, root)
+        p.algorithm = "trees"
+        p.meta["fallback"] = "pcie ring: NVLink does not connect the allocation"
+        return p
     return tree_collective(op, alloc.n, size, packing.trees, packing.rates_bps, chunk, paths, "trees") | _meta(
         packing)
 
