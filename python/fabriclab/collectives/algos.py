@@ -310,6 +310,21 @@ def _local_trees(alloc: Allocation, ranks: list[int], root: int):
         return [{i: None if i == r0 else r0 for i in range(len(ranks))}], [1.0], "pcie"
 
 
+def _local_phase(plan, alloc, op, groups, roots, offset, nbytes, chunk, after) -> dict[int, list[int]]:
+    """Reduce to (or broadcast from) each server's root of a partition, over
+    NVLink trees or a PCIe star; returns the sink steps per rank."""
+    pcie = alloc.pcie_paths()
+    sinks: dict[int, list[int]] = {}
+    for g, rt in zip(groups, roots):
+        if len(g) == 1:
+            continue
+        trees, w, via = _local_trees(alloc, g, rt)
+        sub = tree_collective(op, len(g), nbytes, trees, w, chunk, None, "local")
+        path_of = (lambda a, c: pcie[(a, c)]) if via else None
+        sinks.update(embed(plan, sub, g, offset, {r: after.get(r, []) for r in g}, path_of))
+    return sinks
+
+
 def _hierarchical_plan(op, alloc: Allocation, size, chunk, root):
     """Blink's three-phase allreduce across servers: every partition of the
     data has a root on every server; (1) reduce each partition to its local
@@ -320,30 +335,15 @@ def _hierarchical_plan(op, alloc: Allocation, size, chunk, root):
     groups = alloc.by_server()
     parts = max(len(g) for g in groups)
     plan = Plan.empty("allreduce", alloc.n, size, algorithm="hierarchical")
-    pcie = alloc.pcie_paths()
     for p_idx, (o, b) in enumerate(weighted_split(0, size, [1] * parts)):
         if b == 0:
             continue
         roots = [g[p_idx % len(g)] for g in groups]
-        after: dict[int, list[int]] = {}
-        for g, rt in zip(groups, roots):  # phase 1
-            if len(g) == 1:
-                continue
-            trees, w, via = _local_trees(alloc, g, rt)
-            sub = tree_collective("reduce", len(g), b, trees, w, chunk, None, "local")
-            path_of = (lambda a, c: pcie[(a, c)]) if via else None
-            after.update(embed(plan, sub, g, o, None, path_of))
+        after = _local_phase(plan, alloc, "reduce", groups, roots, o, b, chunk, {})  # phase 1
         if len(roots) > 1:  # phase 2
             sub = R.ring_allreduce(len(roots), b, None, chunk)
-            done = embed(plan, sub, roots, o, after)
-            after.update(done)
-        for g, rt in zip(groups, roots):  # phase 3
-            if len(g) == 1:
-                continue
-            trees, w, via = _local_trees(alloc, g, rt)
-            sub = tree_collective("broadcast", len(g), b, trees, w, chunk, None, "local")
-            path_of = (lambda a, c: pcie[(a, c)]) if via else None
-            embed(plan, sub, g, o, {r: after.get(r, []) for r in g}, path_of)
+            after.update(embed(plan, sub, roots, o, after))
+        _local_phase(plan, alloc, "broadcast", groups, roots, o, b, chunk, after)  # phase 3
     plan.meta.update({"partitions": parts, "chunk_bytes": chunk})
     return plan
 

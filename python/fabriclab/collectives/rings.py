@@ -69,52 +69,43 @@ def ring_allreduce(n: int, size_bytes: int, rings=None, chunk_bytes: int | None 
     return plan
 
 
-def ring_reduce_scatter(n: int, size_bytes: int, ring=None, chunk_bytes: int | None = None, paths=None) -> Plan:
-    """Reduce-scatter: rank r ends with the sum of everyone's shard r."""
-    plan = Plan.empty("reduce_scatter", n, size_bytes, algorithm="ring")
-    ring = _rings_or_default(n, [ring] if ring else None)[0]
+def _ring_pass(plan: Plan, ring, chunk_bytes, paths, reduce: bool, shift: int) -> None:
+    """n-1 steps around ``ring``: at step s, position p sends the slice of
+    position p - s + shift and receives (reducing or copying) that of
+    p - s - 1 + shift; position p's slice is the shard of rank ring[p]."""
+    n = len(ring)
     pos = {r: p for p, r in enumerate(ring)}
-    sh = shards(size_bytes, n)
-    slice_of = lambda p: sh[ring[p % n]]  # noqa: E731  # position p's final slice is its rank's shard
-    for c in range(max(len(chunks(*x, chunk_bytes)) for x in sh) if n > 1 else 0):
-        last_recv = {r: {} for r in ring}
-        for s in range(n - 1):
-            for r in ring:
-                p = pos[r]
-                # Shifted by one so that position p finishes with its own shard.
-                out_p, in_p = (p - s - 1) % n, (p - s - 2) % n
-                nxt, prv = ring[(p + 1) % n], ring[(p - 1) % n]
-                cs = chunks(*slice_of(out_p), chunk_bytes)
-                if c < len(cs):
-                    plan.send(r, nxt, *cs[c], deps=[last_recv[r].get(out_p)], path=_paths(paths, r, nxt))
-                cr = chunks(*slice_of(in_p), chunk_bytes)
-                if c < len(cr):
-                    last_recv[r][in_p] = plan.recv(r, prv, *cr[c], reduce=True, deps=[last_recv[r].get(in_p)])
-    plan.meta.update({"rings": [ring], "chunk_bytes": chunk_bytes})
-    return plan
-
-
-def ring_allgather(n: int, size_bytes: int, ring=None, chunk_bytes: int | None = None, paths=None) -> Plan:
-    """Allgather: every rank ends with every rank's shard."""
-    plan = Plan.empty("allgather", n, size_bytes, algorithm="ring")
-    ring = _rings_or_default(n, [ring] if ring else None)[0]
-    pos = {r: p for p, r in enumerate(ring)}
-    sh = shards(size_bytes, n)
+    sh = shards(plan.size_bytes, n)
     slice_of = lambda p: sh[ring[p % n]]  # noqa: E731
     for c in range(max(len(chunks(*x, chunk_bytes)) for x in sh) if n > 1 else 0):
         last_recv = {r: {} for r in ring}
         for s in range(n - 1):
             for r in ring:
                 p = pos[r]
-                out_p, in_p = (p - s) % n, (p - s - 1) % n
+                out_p, in_p = (p - s + shift) % n, (p - s - 1 + shift) % n
                 nxt, prv = ring[(p + 1) % n], ring[(p - 1) % n]
                 cs = chunks(*slice_of(out_p), chunk_bytes)
                 if c < len(cs):
                     plan.send(r, nxt, *cs[c], deps=[last_recv[r].get(out_p)], path=_paths(paths, r, nxt))
                 cr = chunks(*slice_of(in_p), chunk_bytes)
                 if c < len(cr):
-                    last_recv[r][in_p] = plan.recv(r, prv, *cr[c], reduce=False)
-    plan.meta.update({"rings": [ring], "chunk_bytes": chunk_bytes})
+                    deps = [last_recv[r].get(in_p)] if reduce else []
+                    last_recv[r][in_p] = plan.recv(r, prv, *cr[c], reduce=reduce, deps=deps)
+    plan.meta.update({"rings": [list(ring)], "chunk_bytes": chunk_bytes})
+
+
+def ring_reduce_scatter(n: int, size_bytes: int, ring=None, chunk_bytes: int | None = None, paths=None) -> Plan:
+    """Reduce-scatter: rank r ends with the sum of everyone's shard r (the
+    pass is shifted by one so that each position finishes on its own shard)."""
+    plan = Plan.empty("reduce_scatter", n, size_bytes, algorithm="ring")
+    _ring_pass(plan, _rings_or_default(n, [ring] if ring else None)[0], chunk_bytes, paths, True, -1)
+    return plan
+
+
+def ring_allgather(n: int, size_bytes: int, ring=None, chunk_bytes: int | None = None, paths=None) -> Plan:
+    """Allgather: every rank ends with every rank's shard."""
+    plan = Plan.empty("allgather", n, size_bytes, algorithm="ring")
+    _ring_pass(plan, _rings_or_default(n, [ring] if ring else None)[0], chunk_bytes, paths, False, 0)
     return plan
 
 
