@@ -168,7 +168,7 @@ def bench(
 ) -> None:
     """A simulated nccl-tests: time one collective over message sizes."""
     from .collectives.algos import PlanningError
-    from .collectives.bench import run_bench, table_text, write_csv
+    from .collectives.bench import explain_text, run_bench, table_text, write_csv
 
     if backend not in ("flow", "packet"):
         _fail(f"--backend: must be 'flow' or 'packet', got {backend!r}")
@@ -178,6 +178,8 @@ def bench(
         _fail(str(e))
     out.print(f"# {op} on {topology} x{servers}, GPUs {alloc.gpus}, algorithm {algo}, backend {backend}", highlight=False)
     out.print(table_text(rows, op, root), highlight=False, soft_wrap=True)
+    if algo == "auto":
+        out.print(explain_text(rows), highlight=False, soft_wrap=True)
     if csv_out:
         write_csv(rows, csv_out, op, alloc.n)
 

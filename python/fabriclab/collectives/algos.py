@@ -202,9 +202,13 @@ def _ring_plan(op, alloc: Allocation, size, chunk, root):
     rings = [] if alloc.has_nvswitch else nvlink_rings(alloc)
     paths = alloc.nvswitch_paths()
     if not rings:
-        rings = [alloc.nvlink_order()]
-        if not alloc.has_nvswitch and len(alloc.by_server()) == 1:
-            paths = alloc.pcie_paths()  # NCCL falls back to PCIe when NVLink has no ring
+        if alloc.has_nvswitch or len(alloc.by_server()) > 1:
+            rings = [alloc.nvlink_order()]
+        else:
+            # NCCL falls back to PCIe when NVLink has no ring; GPU-id order keeps
+            # GPUs that share a PCIe switch next to each other.
+            rings = [sorted(range(alloc.n), key=lambda r: alloc.gpus[r])]
+            paths = alloc.pcie_paths()
     if op == "allreduce":
         return R.ring_allreduce(alloc.n, size, rings, chunk, paths)
     if op == "reduce_scatter":

@@ -118,6 +118,7 @@ class Row:
     busbw: float
     algo: str
     chunk: int | None
+    tried: list | None = None  # auto: (algorithm, chunk, time_ps) of every candidate
 
 
 def run_bench(topology: str, gpus: str, op: str, algo: str, sizes: str, factor: int = 2, chunk: str = "auto",
@@ -142,9 +143,10 @@ def run_bench(topology: str, gpus: str, op: str, algo: str, sizes: str, factor: 
             choices = (None,) + tuple(c for c in AUTO_CHUNKS if 4 * c <= size and size // c <= 4096)
         else:
             choices = (fixed,)
+        tried = None
         if algo == "auto":
-            plan, _ = choose_plan(op, alloc, size, root, backend, choices)
-            t = run_plan(plan, topo, alloc.rank_hosts, backend).time_ps
+            plan, tried = choose_plan(op, alloc, size, root, backend, choices)
+            t = min(x[2] for x in tried)
         else:
             best = None
             for c in choices:
@@ -156,7 +158,7 @@ def run_bench(topology: str, gpus: str, op: str, algo: str, sizes: str, factor: 
                     best = (t, plan)
             t, plan = best
         algbw, busbw = bus_bandwidth(op, alloc.n, size, t)
-        rows.append(Row(size, size // FLOAT_BYTES, t, algbw, busbw, plan.algorithm, plan.meta.get("chunk_bytes")))
+        rows.append(Row(size, size // FLOAT_BYTES, t, algbw, busbw, plan.algorithm, plan.meta.get("chunk_bytes"), tried))
         if progress:
             progress(size)
     return rows, alloc
@@ -172,6 +174,20 @@ def table_text(rows: list[Row], op: str, root: int) -> str:
     for x in rows:
         lines.append(f"{x.size:12d}  {x.count:12d}  {'float':>8s}  {redop:>6s}  {r:6d}  {x.time_ps / 1e6:8.2f}  "
                      f"{x.algbw / 1e9:6.2f}  {x.busbw / 1e9:6.2f}  {x.algo:12s}  {x.chunk if x.chunk else '-'}")
+    return "\n".join(lines)
+
+
+def explain_text(rows: list[Row]) -> str:
+    """Why auto chose what it chose: each candidate's best time per size."""
+    lines = ["# auto: best simulated time of each candidate algorithm (us); the fastest is chosen"]
+    for x in rows:
+        if not x.tried:
+            continue
+        best: dict[str, float] = {}
+        for a, _, t in x.tried:
+            best[a] = min(best.get(a, float("inf")), t)
+        cands = "  ".join(f"{a}={t / 1e6:.2f}" for a, t in sorted(best.items(), key=lambda kv: kv[1]))
+        lines.append(f"{x.size:12d}  {cands}")
     return "\n".join(lines)
 
 
