@@ -104,6 +104,60 @@ def _collect(scenario: Scenario, sim: Simulator, wall_s: float) -> Results:
         # Wall-clock figures vary run to run; everything above is deterministic.
         "performance": {"wall_time_s": wall_s, "events_per_s": sim.events / wall_s if wall_s > 0 else 0.0},
     }
+    jobs_arrow, timeline_arrow, job_summary = _jobs(sim)
+    if job_summary:
+        summary["jobs"] = job_summary
     resolved = scenario.resolved_dict()
     resolved = {"fabriclab_version": __version__, **resolved}
-    return Results(flows_arrow=flows, links_arrow=links, summary=summary, resolved=resolved)
+    return Results(flows_arrow=flows, links_arrow=links, summary=summary, resolved=resolved,
+                   jobs_arrow=jobs_arrow, timeline_arrow=timeline_arrow)
+
+
+def _jobs(sim: Simulator):
+    """Tables of the training jobs' iterations and timelines, and their summary.
+    A worker's iteration ends when its backward pass is done and it holds
+    every reduced gradient; iteration time = end - previous end (the first
+    from the job's start)."""
+    import numpy as np
+    import pyarrow as pa
+
+    rows = sim.job_iterations()
+    if not rows:
+        return None, None, {}
+    prev: dict = {}
+    cols = {k: [] for k in ("job", "worker", "iteration", "start_ps", "end_ps", "iteration_time_ps")}
+    for job, w, it, start, end in rows:
+        base = prev.get((job, w), start if it == 0 else None)
+        cols["job"].append(job)
+        cols["worker"].append(w)
+        cols["iteration"].append(it)
+        cols["start_ps"].append(start)
+        cols["end_ps"].append(end)
+        cols["iteration_time_ps"].append(None if end is None or base is None else end - base)
+        prev[(job, w)] = end
+    jobs = pa.table({
+        "job": pa.array(cols["job"], pa.string()), "worker": pa.array(cols["worker"], pa.uint32()),
+        "iteration": pa.array(cols["iteration"], pa.uint32()), "start_ps": pa.array(cols["start_ps"], pa.uint64()),
+        "end_ps": pa.array(cols["end_ps"], pa.uint64()),
+        "iteration_time_ps": pa.array(cols["iteration_time_ps"], pa.uint64()),
+    })
+    tl = sim.timeline()
+    timeline = pa.table({
+        "job": pa.array(tl["job"], pa.string()), "worker": pa.array(tl["worker"], pa.uint32()),
+        "kind": pa.array(tl["kind"], pa.string()), "index": pa.array(tl["index"], pa.uint32()),
+        "iteration": pa.array(tl["iteration"], pa.uint32()), "start_ps": pa.array(tl["start_ps"], pa.uint64()),
+        "end_ps": pa.array(tl["end_ps"], pa.uint64()),
+    })
+    summary = {}
+    df = jobs.to_pandas()
+    for name, g in df.groupby("job"):
+        # Per iteration, the slowest worker's end; the first iteration is warm-up.
+        ends = g.groupby("iteration")["end_ps"].max()
+        times = np.diff(np.concatenate([[g["start_ps"].min()], ends.to_numpy(dtype=float)]))
+        steady = times[1:] if len(times) > 1 else times
+        summary[name] = {
+            "iterations": int(len(ends)), "finished": bool(g["end_ps"].notna().all()),
+            "iteration_times_ps": [float(x) for x in times],
+            "mean_iteration_time_ps": float(np.mean(steady)) if len(steady) else None,
+        }
+    return jobs, timeline, summary

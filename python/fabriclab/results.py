@@ -110,6 +110,8 @@ class Results:
     links_arrow: pa.Table
     summary: dict
     resolved: dict = field(repr=False, default_factory=dict)
+    jobs_arrow: pa.Table | None = None
+    timeline_arrow: pa.Table | None = None
 
     @property
     def flows(self) -> pd.DataFrame:
@@ -118,6 +120,14 @@ class Results:
     @property
     def links(self) -> pd.DataFrame:
         return self.links_arrow.to_pandas()
+
+    @property
+    def jobs(self) -> pd.DataFrame | None:
+        return None if self.jobs_arrow is None else self.jobs_arrow.to_pandas()
+
+    @property
+    def timeline(self) -> pd.DataFrame | None:
+        return None if self.timeline_arrow is None else self.timeline_arrow.to_pandas()
 
     def write(self, out_dir: str | Path, force: bool = False) -> Path:
         """Writes flows.parquet, links.parquet, summary.json and
@@ -138,6 +148,9 @@ class Results:
                 pq.write_table(self.flows_arrow, tmp / "flows.parquet")
             if self.resolved.get("outputs", {}).get("links", True):
                 pq.write_table(self.links_arrow, tmp / "links.parquet")
+            if self.jobs_arrow is not None:
+                pq.write_table(self.jobs_arrow, tmp / "jobs.parquet")
+                pq.write_table(self.timeline_arrow, tmp / "timeline.parquet")
             (tmp / "summary.json").write_text(json.dumps(self.summary, indent=2, sort_keys=True) + "\n")
             (tmp / "scenario.resolved.toml").write_text(tomli_w.dumps(self.resolved))
             if out.exists():

@@ -140,6 +140,29 @@ class FlowConfig(_Strict):
     path: Optional[list[Union[int, str]]] = None
 
 
+class JobConfig(_Strict):
+    """A data-parallel training job (see fabriclab/profiles.py and docs/scenario.md)."""
+
+    name: str = "job"
+    workers: Union[Literal["all"], list[int]] = "all"
+    profile: str = "thesis-resnet50"
+    layers: Optional[int] = Field(None, ge=1)
+    model_bytes: Optional[Annotated[SizeBytes, Field(gt=0)]] = None
+    compute_ps: Optional[Annotated[TimePs, Field(gt=0)]] = None
+    iterations: int = Field(5, ge=1)
+    fusion_bytes: Annotated[SizeBytes, Field(gt=0)] = 64 * 2**20
+    barrier: bool = True
+    queue: Literal["fifo", "priority"] = "fifo"
+    max_inflight: int = Field(1, ge=1)
+    class_: int = Field(0, ge=0, le=7, alias="class")
+    layer_class: Optional[list[int]] = None
+    start_ps: Delay = 0
+    slowdown: dict[str, float] = Field(default_factory=dict)
+    jitter: float = Field(0.0, ge=0, le=1)
+    reduce_bps: Annotated[RateBps, Field(gt=0)] = 300 * 8 * 10**9
+    send_overhead_ps: Delay = 0
+
+
 class OutputsConfig(_Strict):
     flows: bool = True
     links: bool = True
@@ -157,6 +180,7 @@ class Scenario(_Strict):
     traffic: list[PoissonTrafficConfig] = Field(default_factory=list)
     flows: list[FlowConfig] = Field(default_factory=list)
     flows_csv: Optional[str] = None
+    jobs: list[JobConfig] = Field(default_factory=list)
     outputs: OutputsConfig = Field(default_factory=OutputsConfig)
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
@@ -281,9 +305,11 @@ class Scenario(_Strict):
                     path.append(hop)
             flows.append({"src": f.src, "dst": f.dst, "size_bytes": f.size_bytes,
                           "start_ps": f.start_ps, "class": f.class_, "path": path})
+        jobs = [self._job_core(i, j, nh) for i, j in enumerate(self.jobs)]
         q = self.queue
         tr = self.transport
         return {
+            "jobs": jobs,
             "seed": self.seed,
             "backend": self.backend,
             "topology": t.to_core(),
@@ -304,6 +330,35 @@ class Scenario(_Strict):
             "stop_ps": self.stop_ps,
         }
 
+    def _job_core(self, i: int, j: "JobConfig", nh: int) -> dict:
+        from .profiles import ProfileError, build_profile
+
+        workers = list(range(nh)) if j.workers == "all" else list(j.workers)
+        bad = [w for w in workers if not 0 <= w < nh]
+        if bad:
+            raise ScenarioError(f"jobs[{i}].workers: host index {bad[0]} out of range (the topology has hosts 0..{nh - 1})")
+        if len(set(workers)) != len(workers) or not workers:
+            raise ScenarioError(f"jobs[{i}].workers: needs distinct hosts")
+        try:
+            layers = build_profile(j.profile, j.compute_ps, j.model_bytes, j.layers, base_dir=self._base_dir)
+        except ProfileError as e:
+            raise ScenarioError(f"jobs[{i}].{e}") from None
+        slowdown = [1.0] * len(workers)
+        for k, v in j.slowdown.items():
+            if not k.isdigit() or int(k) >= len(workers) or not v > 0:
+                raise ScenarioError(f"jobs[{i}].slowdown: keys are worker positions 0..{len(workers) - 1}, "
+                                    f"values positive factors; got {k!r} = {v!r}")
+            slowdown[int(k)] = v
+        if j.layer_class is not None and len(j.layer_class) != len(layers):
+            raise ScenarioError(f"jobs[{i}].layer_class: needs one class per layer ({len(layers)})")
+        return {
+            "name": j.name, "workers": workers, "layers": layers, "iterations": j.iterations,
+            "fusion_bytes": j.fusion_bytes, "barrier": j.barrier, "priority_queue": j.queue == "priority",
+            "max_inflight": j.max_inflight, "class": j.class_, "layer_class": j.layer_class, "start_ps": j.start_ps,
+            "slowdown": slowdown, "jitter": j.jitter, "seed": (self.seed * 1_000_003 + i) % 2**64,
+            "reduce_bps": j.reduce_bps, "send_overhead_ps": j.send_overhead_ps,
+        }
+
     def to_core_json(self) -> str:
         return json.dumps(self.to_core())
 
@@ -321,6 +376,7 @@ class Scenario(_Strict):
         """When the last scheduled arrival can happen (progress target)."""
         ends = [tr.start_ps + tr.duration_ps for tr in self.traffic]
         ends += [f.start_ps for f in self.flows]
+        ends += [j.start_ps + j.iterations * (j.compute_ps or 0) for j in self.jobs]
         end = max(ends, default=0)
         return min(end, self.stop_ps) if self.stop_ps else end
 

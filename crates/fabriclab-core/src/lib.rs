@@ -4,6 +4,7 @@
 
 pub mod collective;
 pub mod event;
+pub mod job;
 pub mod net;
 pub mod packet;
 pub mod qdisc;
@@ -97,6 +98,9 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
             }
         }
         apps.push(Box::new(collective::CollectiveApp::new(c.clone(), nh)?));
+    }
+    for j in &spec.jobs {
+        apps.push(Box::new(job::TrainingJob::new(j.clone(), nh)?));
     }
     let mut sim = Simulation::new(topo, backend, spec.routing.ecmp_hash_seed, t.mss_bytes);
     for a in apps {

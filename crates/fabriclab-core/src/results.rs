@@ -106,3 +106,44 @@ pub fn step_columns(sim: &Simulation) -> StepColumns {
     }
     c
 }
+
+/// Every job's timeline: one row per compute step and per worker's allreduce.
+#[derive(Debug, Default, Clone)]
+pub struct TimelineColumns {
+    pub job: Vec<String>,
+    pub worker: Vec<u32>,
+    pub kind: Vec<String>,
+    pub index: Vec<u32>,
+    pub iteration: Vec<u32>,
+    pub start_ps: Vec<u64>,
+    pub end_ps: Vec<u64>,
+}
+
+pub fn timeline_columns(sim: &Simulation) -> TimelineColumns {
+    let mut c = TimelineColumns::default();
+    for job in sim.apps().filter_map(|a| a.as_any().downcast_ref::<crate::job::TrainingJob>()) {
+        for r in job.timeline() {
+            c.job.push(job.name().to_string());
+            c.worker.push(r.worker);
+            c.kind.push(["forward", "backward", "allreduce"][r.kind as usize].to_string());
+            c.index.push(r.index);
+            c.iteration.push(r.iteration);
+            c.start_ps.push(r.start_ps);
+            c.end_ps.push(r.end_ps);
+        }
+    }
+    c
+}
+
+/// Per job, worker and iteration: start and end (None when unfinished).
+pub fn job_iterations(sim: &Simulation) -> Vec<(String, u32, u32, u64, Option<u64>)> {
+    let mut out = Vec::new();
+    for job in sim.apps().filter_map(|a| a.as_any().downcast_ref::<crate::job::TrainingJob>()) {
+        for (w, its) in job.iterations().into_iter().enumerate() {
+            for (i, (s, e)) in its.into_iter().enumerate() {
+                out.push((job.name().to_string(), w as u32, i as u32, s, e));
+            }
+        }
+    }
+    out
+}

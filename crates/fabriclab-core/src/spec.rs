@@ -19,6 +19,8 @@ pub struct SimSpec {
     pub flows: Vec<FlowSpec>,
     #[serde(default)]
     pub collectives: Vec<crate::collective::CollectiveSpec>,
+    #[serde(default)]
+    pub jobs: Vec<crate::job::JobSpec>,
     /// Hard stop of simulated time; `None` runs until no event is left.
     #[serde(default)]
     pub stop_ps: Option<u64>,

@@ -2,7 +2,7 @@
 //! Panics inside the core surface as Python exceptions (PyO3 catches them at
 //! the boundary); errors of the scenario become `ValueError`.
 
-use fabriclab_core::results::{collective_summary, flow_columns, link_columns, step_columns};
+use fabriclab_core::results::{collective_summary, flow_columns, job_iterations, link_columns, step_columns, timeline_columns};
 use fabriclab_core::sim::Simulation;
 use fabriclab_core::traffic::Cdf;
 use pyo3::exceptions::PyValueError;
@@ -84,6 +84,25 @@ impl Simulator {
         d.set_item("op", c.op)?;
         d.set_item("peer", c.peer)?;
         d.set_item("bytes", c.bytes)?;
+        d.set_item("start_ps", c.start_ps)?;
+        d.set_item("end_ps", c.end_ps)?;
+        Ok(d)
+    }
+
+    /// Training jobs' iterations: list of (job, worker, iteration, start_ps, end_ps or None).
+    fn job_iterations(&self) -> Vec<(String, u32, u32, u64, Option<u64>)> {
+        job_iterations(&self.sim)
+    }
+
+    /// Training jobs' timelines as a dict of columns.
+    fn timeline<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let c = timeline_columns(&self.sim);
+        let d = PyDict::new(py);
+        d.set_item("job", c.job)?;
+        d.set_item("worker", c.worker)?;
+        d.set_item("kind", c.kind)?;
+        d.set_item("index", c.index)?;
+        d.set_item("iteration", c.iteration)?;
         d.set_item("start_ps", c.start_ps)?;
         d.set_item("end_ps", c.end_ps)?;
         Ok(d)

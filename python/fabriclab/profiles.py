@@ -1,0 +1,145 @@
+"""Model profiles for training jobs: per layer, parameter bytes and forward
+and backward compute times.
+
+- ``resnet50``: the real per-layer parameter counts of ResNet-50 (He et al.,
+  CVPR 2016; torchvision's layout), derived from the architecture: every
+  convolution (weights, no bias) followed by batch norm (2 per channel), the
+  final fully connected layer with bias. Total 25,557,032 parameters, the
+  published count.
+- ``thesis-resnet50``: the ETH thesis's simulator profile (ch. 4, Table 4.1;
+  ch. 5, Table 5.1): ``layers`` layers whose sizes follow ResNet-50's
+  distribution (heavy tail in the last layers), scaled to ``model_bytes``;
+  compute times in arithmetic progression, forward decreasing and backward
+  increasing with the layer index, forward : backward = 1 : 2, summing to
+  ``compute_ps``. The thesis gives no slope; the first forward layer is taken
+  to cost three times the last (``slope_ratio``).
+- ``alexnet``, ``vgg16``, ``resnet152``, ``inception_v3``, ``googlenet``:
+  the parameter counts the PANAMA evaluation uses (seed README), spread over
+  ``layers`` equal layers; PANAMA measured their compute times on P100 GPUs
+  but the text gives no numbers, so ``compute_ps`` must be given.
+- A CSV file with columns ``param_bytes, fwd_ps, bwd_ps`` (one row per layer).
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+FLOAT_BYTES = 4
+
+PARAM_COUNTS = {
+    "alexnet": 61_100_840,
+    "vgg16": 138_357_544,
+    "resnet50": 25_557_032,
+    "resnet152": 60_192_808,
+    "inception_v3": 23_834_568,
+    "googlenet": 6_624_904,
+}
+BUILTIN = ("thesis-resnet50",) + tuple(PARAM_COUNTS)
+
+
+class ProfileError(ValueError):
+    pass
+
+
+def resnet50_layer_params() -> list[int]:
+    """Parameters of each ResNet-50 layer in forward order: conv1, then the
+    16 bottleneck blocks' three convolutions (plus each stage's projection
+    shortcut after its first block's convolutions), then fc."""
+    def conv(cin, cout, k):
+        return cin * cout * k * k + 2 * cout  # weights + batch norm (gamma, beta)
+
+    layers = [conv(3, 64, 7)]
+    cin = 64
+    for width, blocks in ((64, 3), (128, 4), (256, 6), (512, 3)):
+        for b in range(blocks):
+            out = width * 4
+            layers += [conv(cin, width, 1), conv(width, width, 3), conv(width, out, 1)]
+            if b == 0:
+                layers.append(conv(cin, out, 1))  # projection shortcut
+            cin = out
+    layers.append(2048 * 1000 + 1000)  # fc weights + bias
+    return layers
+
+
+def _arith(total: int, n: int, ratio: float, increasing: bool) -> list[int]:
+    """n positive terms in arithmetic progression summing to ``total``, the
+    largest ``ratio`` times the smallest."""
+    if n == 1:
+        return [total]
+    lo = 2 * total / (n * (1 + ratio))
+    hi = lo * ratio
+    step = (hi - lo) / (n - 1)
+    vals = [lo + step * i for i in range(n)]
+    if not increasing:
+        vals.reverse()
+    out = [round(v) for v in vals]
+    out[-1 if increasing else 0] += total - sum(out)
+    return out
+
+
+def _resample(weights: list[int], n: int) -> list[float]:
+    """Splits the cumulative distribution of ``weights`` into n equal-width
+    index buckets (n layers following the same size distribution)."""
+    m = len(weights)
+    out = []
+    for i in range(n):
+        a, b = i * m / n, (i + 1) * m / n
+        s = 0.0
+        for j in range(m):
+            lo, hi = max(a, j), min(b, j + 1)
+            if hi > lo:
+                s += weights[j] * (hi - lo)
+        out.append(s)
+    return out
+
+
+def _scale(weights, total_bytes: int) -> list[int]:
+    t = sum(weights)
+    out = [max(1, round(w * total_bytes / t)) for w in weights]
+    out[-1] += total_bytes - sum(out)
+    return out
+
+
+def build_profile(name: str, compute_ps: int | None = None, model_bytes: int | None = None, layers: int | None = None,
+                  slope_ratio: float = 3.0, base_dir: Path | None = None) -> list[dict]:
+    """Layers as dicts ``{param_bytes, fwd_ps, bwd_ps}``."""
+    if name not in BUILTIN:
+        p = Path(name)
+        if not p.is_absolute() and base_dir is not None:
+            p = base_dir / p
+        if not p.is_file():
+            raise ProfileError(f"profile: {name!r} is neither a built-in ({', '.join(BUILTIN)}) nor a CSV file")
+        rows = []
+        with p.open(newline="") as f:
+            for i, r in enumerate(csv.DictReader(line for line in f if not line.lstrip().startswith("#"))):
+                try:
+                    rows.append({k: int(r[k]) for k in ("param_bytes", "fwd_ps", "bwd_ps")})
+                except (KeyError, ValueError, TypeError):
+                    raise ProfileError(f"profile {name}: row {i + 1}: needs integer param_bytes, fwd_ps, bwd_ps") from None
+                if rows[-1]["param_bytes"] <= 0 or rows[-1]["fwd_ps"] < 0 or rows[-1]["bwd_ps"] < 0:
+                    raise ProfileError(f"profile {name}: row {i + 1}: param_bytes must be positive, times not negative")
+        if not rows:
+            raise ProfileError(f"profile {name}: no layers")
+        return rows
+    if compute_ps is None or compute_ps <= 0:
+        raise ProfileError(f"profile {name}: compute_ps (forward + backward time per iteration) is required")
+    if name == "resnet50" and layers is None:
+        weights = [float(x) for x in resnet50_layer_params()]
+        n = len(weights)
+        total = model_bytes or PARAM_COUNTS["resnet50"] * FLOAT_BYTES
+    elif name in ("thesis-resnet50", "resnet50"):
+        n = layers or 100
+        weights = _resample(resnet50_layer_params(), n)
+        total = model_bytes or PARAM_COUNTS["resnet50"] * FLOAT_BYTES
+    else:
+        n = layers or 50
+        weights = [1.0] * n
+        total = model_bytes or PARAM_COUNTS[name] * FLOAT_BYTES
+    if n < 1:
+        raise ProfileError("profile: layers must be at least 1")
+    sizes = _scale(weights, total)
+    fwd_total = round(compute_ps / 3)
+    fwd = _arith(fwd_total, n, slope_ratio, increasing=False)
+    bwd = _arith(compute_ps - fwd_total, n, slope_ratio, increasing=True)
+    return [{"param_bytes": s, "fwd_ps": f, "bwd_ps": b} for s, f, b in zip(sizes, fwd, bwd)]

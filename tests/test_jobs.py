@@ -1,0 +1,135 @@
+"""Training jobs: iteration times against hand-computed critical paths,
+priority versus FIFO, the fast-network limit, and per-layer dependencies."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fabriclab import Scenario, simulate
+from fabriclab.profiles import PARAM_COUNTS, build_profile, resnet50_layer_params
+
+R = 10 * 10**9  # 10 Gbit/s
+MS = 10**9
+RED = 10**18  # reductions effectively free (one byte costs 8e-6 ps)
+
+
+def wire_bytes(size):
+    full, rest = divmod(size, 1460)
+    return full * 1538 + (max(rest + 58, 64) + 20 if rest else 0)
+
+
+def run_job(tmp_path, layers, workers=2, rate=R, **job):
+    csv = tmp_path / "p.csv"
+    csv.write_text("param_bytes,fwd_ps,bwd_ps\n" + "".join(f"{a},{b},{c}\n" for a, b, c in layers))
+    s = Scenario.from_dict({
+        "backend": "flow",
+        "topology": {"kind": "star", "hosts": workers, "link_rate_bps": rate, "link_delay_ps": 0},
+        "jobs": [{"name": "j", "profile": str(csv), "reduce_bps": RED, "send_overhead_ps": 0, **job}],
+    })
+    return simulate(s)
+
+
+def allreduce_ps(size, n, rate=R):
+    """Ring allreduce alone on a star: 2(n-1) rounds of one partition per link."""
+    part = size // n
+    return 2 * (n - 1) * wire_bytes(part) * 8 / rate * 1e12
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+@pytest.mark.parametrize("barrier", [True, False])
+def test_single_fusion_iteration_is_compute_plus_allreduce(tmp_path, workers, barrier):
+    mb = 1_000_000
+    layers = [(mb, 1 * MS, 2 * MS)] * 3
+    r = run_job(tmp_path, layers, workers, iterations=3, fusion_bytes=10 * mb, barrier=barrier)
+    times = r.summary["jobs"]["j"]["iteration_times_ps"]
+    expect = 3 * MS + 6 * MS + allreduce_ps(3 * mb, workers)
+    for t in times:
+        assert t == pytest.approx(expect, rel=1e-6)
+
+
+def test_priority_queue_lets_forward_start_earlier(tmp_path):
+    # Six 1 MB layers, fusions of 2 MB: A = {5,4}, B = {3,2}, C = {1,0} in
+    # backward order; forward 1 ms and backward 2 ms per layer; the network
+    # is slow enough that B and C queue behind A.
+    mb, f, b = 1_000_000, 1 * MS, 2 * MS
+    layers = [(mb, f, b)] * 6
+    t = allreduce_ps(2 * mb, 2, rate=10**9)
+    assert t > 4 * b  # C is ready while A is still being sent
+    F = 6 * f
+    kw = dict(workers=2, rate=10**9, iterations=2, fusion_bytes=2 * mb, barrier=False)
+    fifo = run_job(tmp_path, layers, queue="fifo", **kw).summary["jobs"]["j"]["iteration_times_ps"]
+    prio = run_job(tmp_path, layers, queue="priority", **kw).summary["jobs"]["j"]["iteration_times_ps"]
+    # Iteration 0 ends when the last fusion is reduced: F + 2b + 3T either way.
+    assert fifo[0] == pytest.approx(F + 2 * b + 3 * t, rel=1e-6)
+    assert prio[0] == pytest.approx(F + 2 * b + 3 * t, rel=1e-6)
+    # FIFO: iteration 1 waits for C (sent last) before any forward: F + 2b + 3T again.
+    assert fifo[1] == pytest.approx(F + 2 * b + 3 * t, rel=1e-6)
+    # Priority: C goes second, so layers 0 and 1 run forward while B is sent;
+    # layer 2 waits for B at F + 2b + 3T, then 4 more forward layers: the
+    # second iteration ends 4f + 2b + 3T after the first.
+    assert prio[1] == pytest.approx(4 * f + 2 * b + 3 * t, rel=1e-6)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.tuples(st.integers(10_000, 3_000_000), st.integers(0, 3), st.integers(1, 6)), min_size=2, max_size=8),
+       st.integers(2, 4), st.booleans(), st.sampled_from([10**9, 10 * 10**9]))
+def test_priority_never_slower_than_fifo_alone(tmp_path_factory, spec, workers, barrier, rate):
+    layers = [(p, f * MS, b * MS) for p, f, b in spec]
+    tmp = tmp_path_factory.mktemp("p")
+    kw = dict(workers=workers, rate=rate, iterations=3, fusion_bytes=3_000_000, barrier=barrier)
+    fifo = run_job(tmp, layers, queue="fifo", **kw).summary["jobs"]["j"]["iteration_times_ps"]
+    prio = run_job(tmp, layers, queue="priority", **kw).summary["jobs"]["j"]["iteration_times_ps"]
+    assert sum(prio) <= sum(fifo) * (1 + 1e-9)
+
+
+def test_fast_network_iteration_equals_compute(tmp_path):
+    layers = build_profile("thesis-resnet50", 900 * MS, 100_000_000, 50)
+    rows = [(x["param_bytes"], x["fwd_ps"], x["bwd_ps"]) for x in layers]
+    r = run_job(tmp_path, rows, workers=4, rate=10**15, iterations=3, fusion_bytes=6_280_000, barrier=False)
+    for t in r.summary["jobs"]["j"]["iteration_times_ps"]:
+        assert t == pytest.approx(900 * MS, rel=0.01)
+
+
+def test_forward_never_starts_before_its_gradient_arrives(tmp_path):
+    layers = build_profile("thesis-resnet50", 300 * MS, 40_000_000, 20)
+    rows = [(x["param_bytes"], x["fwd_ps"], x["bwd_ps"]) for x in layers]
+    r = run_job(tmp_path, rows, workers=3, rate=2 * 10**9, iterations=3, fusion_bytes=4_000_000, barrier=False,
+                queue="priority")
+    tl = r.timeline
+    # The fusion of every layer, by the rule: layers in backward order, a
+    # fusion closed before it would exceed fusion_bytes.
+    fusion, cur, size = {}, -1, None
+    for i in range(len(rows) - 1, -1, -1):
+        if size is None or size + rows[i][0] > 4_000_000:
+            cur, size = cur + 1, 0
+        size += rows[i][0]
+        fusion[i] = cur
+    ar = tl[tl.kind == "allreduce"].set_index(["worker", "index", "iteration"])["end_ps"]
+    fwd = tl[(tl.kind == "forward") & (tl.iteration > 0)]
+    assert len(fwd) == 3 * len(rows) * 2
+    for row in fwd.itertuples():
+        arrived = ar[(row.worker, fusion[row.index], row.iteration - 1)]
+        assert row.start_ps >= arrived
+    # Layer order within a forward pass.
+    for (w, it), g in tl[tl.kind == "forward"].groupby(["worker", "iteration"]):
+        g = g.sort_values("index")
+        assert (np.diff(g.start_ps.to_numpy().astype(np.int64)) > 0).all()
+
+
+def test_straggler_slows_everyone(tmp_path):
+    mb = 1_000_000
+    layers = [(mb, 1 * MS, 2 * MS)] * 3
+    base = run_job(tmp_path, layers, 4, iterations=2, fusion_bytes=10 * mb)
+    slow = run_job(tmp_path, layers, 4, iterations=2, fusion_bytes=10 * mb, slowdown={"2": 2.0})
+    b = base.summary["jobs"]["j"]["iteration_times_ps"][1]
+    s = slow.summary["jobs"]["j"]["iteration_times_ps"][1]
+    # The allreduce waits for the straggler's 9 ms of compute doubled.
+    assert s == pytest.approx(b + 9 * MS, rel=1e-6)
+
+
+def test_resnet50_parameter_count_from_the_architecture():
+    assert sum(resnet50_layer_params()) == PARAM_COUNTS["resnet50"]
+    p = build_profile("resnet50", 300 * MS)
+    assert sum(x["param_bytes"] for x in p) == 4 * 25_557_032
+    assert sum(x["fwd_ps"] for x in p) == 100 * MS and sum(x["bwd_ps"] for x in p) == 200 * MS
