@@ -133,3 +133,19 @@ def test_resnet50_parameter_count_from_the_architecture():
     p = build_profile("resnet50", 300 * MS)
     assert sum(x["param_bytes"] for x in p) == 4 * 25_557_032
     assert sum(x["fwd_ps"] for x in p) == 100 * MS and sum(x["bwd_ps"] for x in p) == 200 * MS
+
+
+def test_thesis_ch4_reproduction_quick(cli, tmp_path):
+    import json
+
+    r = cli("reproduce", "thesis-ch4", "--quick", "--out", str(tmp_path / "c"))
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "c" / "summary.json").read_text())
+    off = s["barrier_off"]
+    # Network-bound at 1 Gbit/s: the priority queue shortens the iteration.
+    assert off["1G"]["priority_change_pct"] < -5
+    # From 2 Gbit/s up the job is compute-bound: no difference, about 900 ms.
+    for rate in ("2G", "5G", "10G", "20G"):
+        assert abs(off[rate]["priority_change_pct"]) < 1
+        assert 900 <= off[rate]["fifo_ms"] < 920
+    assert (tmp_path / "c" / "fig4.9_1G_priority_nobarrier.png").is_file()

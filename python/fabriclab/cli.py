@@ -186,21 +186,26 @@ def bench(
 
 @app.command()
 def reproduce(
-    what: str = typer.Argument(..., help="Which reproduction: blink."),
+    what: str = typer.Argument(..., help="Which reproduction: blink, thesis-ch4."),
     out_dir: Path = typer.Option(Path("repro-out"), "--out", help="Folder for tables and plots."),
     quick: bool = typer.Option(False, "--quick", help="A small subset that runs in seconds (for CI)."),
 ) -> None:
     """Run a paper reproduction end to end and print our numbers beside the paper's."""
     import json
 
-    if what != "blink":
-        _fail(f"reproduce: unknown reproduction {what!r} (known: blink)")
-    from .repro import blink
+    if what == "blink":
+        from .repro import blink
 
-    summary = blink.run(out_dir, quick=quick)
+        summary = blink.run(out_dir, quick=quick)
+    elif what == "thesis-ch4":
+        from .repro import thesis
+
+        summary = thesis.ch4_summary(thesis.ch4(out_dir, quick=quick))
+    else:
+        _fail(f"reproduce: unknown reproduction {what!r} (known: blink, thesis-ch4)")
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     out.print_json(json.dumps(summary))
-    out.print(f"tables and blink.png in {out_dir}")
+    out.print(f"tables and plots in {out_dir}")
 
 
 def main() -> None:

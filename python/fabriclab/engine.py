@@ -107,6 +107,8 @@ def _collect(scenario: Scenario, sim: Simulator, wall_s: float) -> Results:
     jobs_arrow, timeline_arrow, job_summary = _jobs(sim)
     if job_summary:
         summary["jobs"] = job_summary
+        for name, f, low, nbytes in sim.job_fusions():
+            summary["jobs"][name].setdefault("fusions", []).append({"fusion": f, "lowest_layer": low, "bytes": nbytes})
     resolved = scenario.resolved_dict()
     resolved = {"fabriclab_version": __version__, **resolved}
     return Results(flows_arrow=flows, links_arrow=links, summary=summary, resolved=resolved,

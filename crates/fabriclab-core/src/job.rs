@@ -222,6 +222,10 @@ impl TrainingJob {
     pub fn fusion_of(&self) -> &[u32] {
         &self.fusion_of
     }
+    /// Per fusion: its lowest layer index and its bytes.
+    pub fn fusions(&self) -> Vec<(u32, u64)> {
+        self.fusion_min_layer.iter().copied().zip(self.fusion_bytes.iter().copied()).collect()
+    }
     /// Per worker, per iteration: (start, end) where the end is when the worker
     /// has finished its backward pass and holds every reduced gradient.
     pub fn iterations(&self) -> Vec<Vec<(u64, Option<u64>)>> {

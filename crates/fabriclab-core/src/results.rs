@@ -147,3 +147,14 @@ pub fn job_iterations(sim: &Simulation) -> Vec<(String, u32, u32, u64, Option<u6
     }
     out
 }
+
+/// Per job: every fusion's (index, lowest layer, bytes).
+pub fn job_fusions(sim: &Simulation) -> Vec<(String, u32, u32, u64)> {
+    let mut out = Vec::new();
+    for job in sim.apps().filter_map(|a| a.as_any().downcast_ref::<crate::job::TrainingJob>()) {
+        for (f, (low, bytes)) in job.fusions().into_iter().enumerate() {
+            out.push((job.name().to_string(), f as u32, low, bytes));
+        }
+    }
+    out
+}

@@ -2,7 +2,7 @@
 //! Panics inside the core surface as Python exceptions (PyO3 catches them at
 //! the boundary); errors of the scenario become `ValueError`.
 
-use fabriclab_core::results::{collective_summary, flow_columns, job_iterations, link_columns, step_columns, timeline_columns};
+use fabriclab_core::results::{collective_summary, flow_columns, job_fusions, job_iterations, link_columns, step_columns, timeline_columns};
 use fabriclab_core::sim::Simulation;
 use fabriclab_core::traffic::Cdf;
 use pyo3::exceptions::PyValueError;
@@ -92,6 +92,11 @@ impl Simulator {
     /// Training jobs' iterations: list of (job, worker, iteration, start_ps, end_ps or None).
     fn job_iterations(&self) -> Vec<(String, u32, u32, u64, Option<u64>)> {
         job_iterations(&self.sim)
+    }
+
+    /// Training jobs' fusions: list of (job, fusion, lowest layer, bytes).
+    fn job_fusions(&self) -> Vec<(String, u32, u32, u64)> {
+        job_fusions(&self.sim)
     }
 
     /// Training jobs' timelines as a dict of columns.
