@@ -185,6 +185,26 @@ def bench(
 
 
 @app.command()
+def sweep(
+    experiment: Path = typer.Argument(..., help="Experiment TOML: base scenario and [grid]."),
+    out_dir: Path = typer.Option(Path("sweep-out"), "--out", help="Output folder; rerunning resumes it."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Parallel points (default: all cores)."),
+    max_points: Optional[int] = typer.Option(None, "--max-points", help="Run at most this many pending points now."),
+) -> None:
+    """Run a grid of scenarios in parallel, resumable, into one Parquet dataset."""
+    from .sweep import SweepError, run_sweep
+
+    if workers is not None and workers < 1:
+        _fail("--workers: must be at least 1")
+    try:
+        run_sweep(experiment, out_dir, workers, max_points)
+    except SweepError as e:
+        _fail(str(e))
+    done = (out_dir / "points.parquet").is_file()
+    out.print(f"sweep {'complete' if done else 'partial (run again to resume)'}: {out_dir}")
+
+
+@app.command()
 def reproduce(
     what: str = typer.Argument(..., help="Which reproduction: blink, thesis-ch4."),
     out_dir: Path = typer.Option(Path("repro-out"), "--out", help="Folder for tables and plots."),

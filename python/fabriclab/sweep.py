@@ -1,0 +1,197 @@
+"""Sweeps: a grid over scenario fields, run in parallel on local cores,
+resumable, with every point's results combined into one Parquet dataset.
+
+An experiment file (TOML)::
+
+    base = "scenario.toml"          # or an inline [base] table
+    [grid]
+    "topology.link_rate_bps" = ["1Gbps", "10Gbps"]
+    "traffic.0.load" = [0.2, 0.4]
+    "seed" = [1, 2, 3]
+
+Each point is the base with the grid's values set (dotted paths; list items
+by index), validated like any scenario. Point i's results go to
+``DIR/points/<id>/`` (id: a hash of its values) and a point whose folder is
+complete is skipped when the sweep runs again. At the end the points are
+combined in grid order into ``DIR/points.parquet`` (one row per point: its
+values and summary figures), ``DIR/flows.parquet`` and, with jobs,
+``DIR/jobs.parquet`` (all rows with a ``point`` column), so an interrupted
+and resumed sweep gives the same dataset as one uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+import os
+import shutil
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ._toml import tomllib
+from .scenario import Scenario, ScenarioError
+
+
+class SweepError(ValueError):
+    pass
+
+
+def _set_path(d: dict, path: str, value, where: str) -> None:
+    parts = path.split(".")
+    cur = d
+    for i, p in enumerate(parts):
+        last = i == len(parts) - 1
+        if isinstance(cur, list):
+            if not p.isdigit() or int(p) >= len(cur):
+                raise SweepError(f"{where}: {path!r}: {'.'.join(parts[:i]) or 'top level'} is a list of "
+                                 f"{len(cur)}; {p!r} is not an index within it")
+            if last:
+                cur[int(p)] = value
+            else:
+                cur = cur[int(p)]
+        else:
+            if last:
+                cur[p] = value
+            else:
+                if p not in cur or not isinstance(cur[p], (dict, list)):
+                    raise SweepError(f"{where}: {path!r}: no table or list {'.'.join(parts[:i + 1])!r} in the base scenario")
+                cur = cur[p]
+
+
+def load_experiment(path: Path) -> tuple[dict, list[dict]]:
+    """The base scenario (as a dict, every default filled in) and the list
+    of points (each a dict path -> value), in grid order."""
+    if not path.is_file():
+        raise SweepError(f"{path}: no such experiment file")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise SweepError(f"{path}: malformed TOML: {e}") from None
+    unknown = set(raw) - {"base", "grid"}
+    if unknown:
+        raise SweepError(f"{path}: unknown field(s) {sorted(unknown)} (allowed: base, grid)")
+    base = raw.get("base")
+    if isinstance(base, str):
+        s = Scenario.load(path.parent / base)
+    elif isinstance(base, dict):
+        s = Scenario.from_dict(base, source=f"{path}: base")
+        s._base_dir = path.parent.resolve()
+    else:
+        raise SweepError(f"{path}: base: give a scenario file name or a [base] table")
+    grid = raw.get("grid")
+    if not isinstance(grid, dict) or not grid:
+        raise SweepError(f"{path}: grid: needs at least one field with a list of values")
+    for k, v in grid.items():
+        if not isinstance(v, list) or not v:
+            raise SweepError(f"{path}: grid.{k}: must be a non-empty list of values")
+    keys = list(grid)
+    points = [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
+    base_dict = s.model_dump(by_alias=True, exclude_none=True)
+    base_dict["__base_dir"] = str(s._base_dir)
+    for i, p in enumerate(points):  # validate every point before running any
+        point_scenario(base_dict, p, f"{path}: point {i}")
+    return base_dict, points
+
+
+def point_id(point: dict) -> str:
+    return hashlib.sha256(json.dumps(point, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def point_scenario(base: dict, point: dict, where: str) -> Scenario:
+    d = copy.deepcopy(base)
+    base_dir = d.pop("__base_dir")
+    for k, v in point.items():
+        _set_path(d, k, v, where)
+    try:
+        s = Scenario.from_dict(d, source=where)
+        s._base_dir = Path(base_dir)
+        s.to_core()  # files, CDFs and host indices
+    except ScenarioError as e:
+        raise SweepError(str(e)) from None
+    return s
+
+
+def _run_point(base: dict, point: dict, out: str) -> str:
+    from .engine import simulate
+
+    s = point_scenario(base, point, f"point {point_id(point)}")
+    res = simulate(s)
+    res.summary.pop("performance", None)  # keep the dataset deterministic
+    res.write(out, force=True)
+    Path(out, "point.json").write_text(json.dumps(point, sort_keys=True, default=str) + "\n")
+    return out
+
+
+def run_sweep(experiment: Path, out_dir: Path, workers: int | None = None, max_points: int | None = None,
+              progress: bool = True) -> Path:
+    base, points = load_experiment(experiment)
+    pdir = out_dir / "points"
+    pdir.mkdir(parents=True, exist_ok=True)
+    todo = [(i, p) for i, p in enumerate(points) if not (pdir / point_id(p) / "point.json").is_file()]
+    if max_points is not None:
+        todo = todo[:max_points]
+    workers = workers or os.cpu_count() or 1
+    bar = task = None
+    if progress and todo:
+        from rich.progress import Progress
+
+        bar = Progress(transient=True)
+        bar.start()
+        task = bar.add_task(f"sweep ({len(points) - len(todo)} of {len(points)} already done)", total=len(todo))
+    try:
+        with ProcessPoolExecutor(max_workers=workers) as ex:
+            futs = [ex.submit(_run_point, base, p, str(pdir / point_id(p))) for _, p in todo]
+            for f in as_completed(futs):
+                f.result()
+                if bar:
+                    bar.advance(task)
+    finally:
+        if bar:
+            bar.stop()
+    if all((pdir / point_id(p) / "point.json").is_file() for p in points):
+        combine(points, out_dir)
+    return out_dir
+
+
+def _flat(prefix: str, d, out: dict) -> None:
+    if isinstance(d, dict):
+        for k, v in d.items():
+            _flat(f"{prefix}.{k}" if prefix else str(k), v, out)
+    elif isinstance(d, (int, float, str, bool)) or d is None:
+        out[prefix] = d
+
+
+def combine(points: list[dict], out_dir: Path) -> None:
+    rows, flows, jobs = [], [], []
+    for i, p in enumerate(points):
+        pid = point_id(p)
+        d = out_dir / "points" / pid
+        summary = json.loads((d / "summary.json").read_text())
+        row = {"point": i, "point_id": pid}
+        row.update({f"param.{k}": (json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in p.items()})
+        flat: dict = {}
+        _flat("", {k: v for k, v in summary.items() if k not in ("jobs",)}, flat)
+        for name, j in summary.get("jobs", {}).items():
+            flat[f"jobs.{name}.mean_iteration_time_ps"] = j.get("mean_iteration_time_ps")
+        row.update(flat)
+        rows.append(row)
+        for name, bucket in (("flows.parquet", flows), ("jobs.parquet", jobs)):
+            if (d / name).is_file():
+                t = pq.read_table(d / name)
+                bucket.append(t.append_column("point", pa.array([i] * t.num_rows, pa.uint32())))
+    tmp = out_dir / ".combine.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    pq.write_table(pa.Table.from_pylist(rows), tmp / "points.parquet")
+    if flows:
+        pq.write_table(pa.concat_tables(flows), tmp / "flows.parquet")
+    if jobs:
+        pq.write_table(pa.concat_tables(jobs), tmp / "jobs.parquet")
+    for f in tmp.iterdir():
+        os.replace(f, out_dir / f.name)
+    tmp.rmdir()
