@@ -206,7 +206,7 @@ def sweep(
 
 @app.command()
 def reproduce(
-    what: str = typer.Argument(..., help="Which reproduction: blink, thesis-ch4."),
+    what: str = typer.Argument(..., help="Which reproduction: blink, thesis-ch4, thesis-ch5."),
     out_dir: Path = typer.Option(Path("repro-out"), "--out", help="Folder for tables and plots."),
     quick: bool = typer.Option(False, "--quick", help="A small subset that runs in seconds (for CI)."),
 ) -> None:
@@ -221,8 +221,13 @@ def reproduce(
         from .repro import thesis
 
         summary = thesis.ch4_summary(thesis.ch4(out_dir, quick=quick))
+    elif what == "thesis-ch5":
+        from .repro import thesis
+
+        summary = thesis.ch5_summary(thesis.ch5(out_dir, quick=quick))
+        thesis.plot_ch5(summary, out_dir / "fig5.19_heatmaps.png")
     else:
-        _fail(f"reproduce: unknown reproduction {what!r} (known: blink, thesis-ch4)")
+        _fail(f"reproduce: unknown reproduction {what!r} (known: blink, thesis-ch4, thesis-ch5)")
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     out.print_json(json.dumps(summary))
     out.print(f"tables and plots in {out_dir}")

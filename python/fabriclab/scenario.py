@@ -122,13 +122,20 @@ class RoutingConfig(_Strict):
 
 class PoissonTrafficConfig(_Strict):
     kind: Literal["poisson"] = "poisson"
-    load: float = Field(..., gt=0, le=1, description="fraction of the hosts' link rate")
+    load: Optional[float] = Field(None, gt=0, le=1, description="fraction of the hosts' link rate")
+    flows_per_s: Optional[float] = Field(None, gt=0, description="arrival rate over the whole host set")
     cdf: str = "websearch"
     start_ps: Delay = 0
     duration_ps: Annotated[TimePs, Field(gt=0)] = 1_000_000_000_000
     hosts: Union[Literal["all"], list[int]] = "all"
     class_: int = Field(0, ge=0, le=7, alias="class")
     tag: str = "background"
+
+    @model_validator(mode="after")
+    def _one_rate(self):
+        if (self.load is None) == (self.flows_per_s is None):
+            raise ValueError("give exactly one of load (fraction of link rate) and flows_per_s")
+        return self
 
 
 class FlowConfig(_Strict):
@@ -282,8 +289,18 @@ class Scenario(_Strict):
                 raise ScenarioError(f"traffic[{i}].hosts: host index {bad[0]} out of range (the topology has hosts 0..{nh - 1})")
             if len(set(hosts)) < 2:
                 raise ScenarioError(f"traffic[{i}].hosts: needs at least two distinct hosts")
+            load = tr.load
+            if load is None:
+                from ._core import cdf_mean
+
+                rate_sum = sum(sum(lk["rate_bps"] for lk in t.links if t.hosts[h] in (lk["a"], lk["b"]))
+                               for h in sorted(set(hosts)))
+                load = tr.flows_per_s * cdf_mean(cdf) * 8 / rate_sum
+                if not 0 < load <= 1:
+                    raise ScenarioError(f"traffic[{i}].flows_per_s: {tr.flows_per_s} flows/s offers {load:.2f} of "
+                                        f"the hosts' link rate; must be within (0, 1]")
             traffic.append({
-                "load": tr.load, "cdf": cdf, "start_ps": tr.start_ps, "duration_ps": tr.duration_ps,
+                "load": load, "cdf": cdf, "start_ps": tr.start_ps, "duration_ps": tr.duration_ps,
                 "hosts": sorted(set(hosts)), "class": tr.class_, "tag": tr.tag,
             })
         flows = []

@@ -128,3 +128,155 @@ def plot_timeline(res, png: Path, title: str = "", worker: int = 0, iteration: i
     fig.tight_layout()
     fig.savefig(png, dpi=110)
     plt.close(fig)
+
+
+# ---------------------------------------------------------------- chapter 5
+# Table 5.3: compute-to-network ratio -> iteration (compute) time, 100 MB, 8 workers, 10 Gbit/s.
+CH5_RATIOS = {16: 2240, 8: 1120, 4: 560, 2: 280}
+CH5_FLOW_RATES = (23, 46, 92, 184)  # flows/s per host (U_pfabric = rate * 1.7 MB * 8 / 10 Gbit/s)
+PAPER_CH5 = ("small-flow mean FCT -40..70% at low background load without slowing Horovod; "
+             "Horovod slowed >= 29% at 184 flows/s (Fig. 5.19)")
+
+
+def ch5_base(duration_s: float) -> dict:
+    """Single switch, 8 hosts at 10 Gbit/s with 10 us links, pfifo_fast-like
+    three bands of 1000-packet drop-tail FIFOs (Table 5.2), NewReno (ns-3's
+    default), web-search flows at class 0 (band 0) between all hosts."""
+    return {
+        "name": "thesis-ch5", "backend": "packet",
+        "topology": {"kind": "star", "hosts": 8, "link_rate_bps": "10Gbps", "link_delay_ps": "10us"},
+        "queue": {"discipline": "prio", "bands": 3, "priomap": [0, 1, 2, 2, 2, 2, 2, 2], "limit_packets": 1000,
+                  "ecn_threshold_packets": "off"},
+        "transport": {"cc": "newreno"},
+        "traffic": [{"flows_per_s": 8 * 23, "cdf": "websearch", "duration_ps": int(duration_s * 1e12), "tag": "websearch"}],
+        "jobs": [{"name": "horovod", "profile": "thesis-resnet50", "layers": 50, "model_bytes": 100_000_000,
+                  "compute_ps": 2240 * MS, "iterations": 6, "fusion_bytes": 5_333_329, "barrier": False,
+                  "queue": "priority", "class": 0, "send_overhead_ps": 0}],
+    }
+
+
+def ch5_experiment(duration_s: float, ratios, rates, seeds) -> dict:
+    points_grid = {
+        "jobs.0.compute_ps": [CH5_RATIOS[r] * MS for r in ratios],
+        "traffic.0.flows_per_s": [8 * x for x in rates],
+        "jobs.0.class": [0, 1],
+        "seed": list(seeds),
+    }
+    return {"base": ch5_base(duration_s), "grid": points_grid}
+
+
+def ch5(out_dir: Path, quick: bool = False, workers: int | None = None) -> pd.DataFrame:
+    import tomli_w
+
+    from ..sweep import run_sweep
+
+    duration = 3.0 if quick else 12.0
+    ratios = (4,) if quick else tuple(CH5_RATIOS)
+    rates = (46, 184) if quick else CH5_FLOW_RATES
+    seeds = (1,) if quick else (1, 2, 3)
+    exp = ch5_experiment(duration, ratios, rates, seeds)
+    # Enough iterations to cover the run: duration / iteration time, plus one.
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for ratio in ratios:
+        e = {"base": dict(exp["base"]), "grid": dict(exp["grid"])}
+        e["base"]["jobs"] = [dict(exp["base"]["jobs"][0], iterations=int(duration * 1000 / CH5_RATIOS[ratio]) + 1)]
+        e["grid"]["jobs.0.compute_ps"] = [CH5_RATIOS[ratio] * MS]
+        path = out_dir / f"ratio{ratio}.toml"
+        path.write_text(tomli_w.dumps(e))
+        sweep_dir = out_dir / f"ratio{ratio}"
+        run_sweep(path, sweep_dir, workers=workers)
+        rows.append(_ch5_metrics(sweep_dir, ratio, duration))
+    df = pd.concat(rows, ignore_index=True)
+    df.to_csv(out_dir / "ch5_points.csv", index=False)
+    return df
+
+
+def _ch5_metrics(sweep_dir: Path, ratio: int, duration_s: float) -> pd.DataFrame:
+    """Per point: Horovod's mean iteration time (start to start of worker 0's
+    forward pass, the first iteration excluded), and mean and p99 FCT of small
+    (< 100 KB) and large (> 10 MB) web-search flows started after the warm-up
+    and before the cool-down (1 s each; 0.5 s in quick runs)."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    pts = pq.read_table(sweep_dir / "points.parquet").to_pandas()
+    flows = pq.read_table(sweep_dir / "flows.parquet").to_pandas()
+    jobs = pq.read_table(sweep_dir / "jobs.parquet").to_pandas()
+    out = []
+    edge = min(1.0, duration_s / 6)
+    lo, hi = edge * 1e12, (duration_s - edge) * 1e12
+    for _, p in pts.iterrows():
+        f = flows[(flows.point == p.point) & (flows.tag == "websearch") & (flows.start_ps >= lo) & (flows.start_ps < hi)]
+        j = jobs[jobs.point == p.point]
+        starts = j[j.worker == 0].sort_values("iteration")["start_ps"].to_numpy(dtype=float)
+        it = np.diff(starts)[1:] if len(starts) > 2 else np.diff(starts)
+        v = p.to_dict()
+        row = {"ratio": ratio, "flows_per_s_per_host": int(round(v["param.traffic.0.flows_per_s"] / 8)),
+               "horovod_class": int(v["param.jobs.0.class"]), "seed": int(v["param.seed"]),
+               "iteration_ms": float(np.mean(it)) / MS if len(it) else float("nan")}
+        for name, sel in (("small", f.size_bytes < 100_000), ("large", f.size_bytes > 10_000_000)):
+            d = f[sel]["fct_ps"].dropna().to_numpy(dtype=float)
+            row[f"{name}_mean_us"] = float(d.mean()) / 1e6 if len(d) else float("nan")
+            row[f"{name}_p99_us"] = float(np.percentile(d, 99)) / 1e6 if len(d) else float("nan")
+            row[f"{name}_n"] = int(len(d))
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def ch5_summary(df: pd.DataFrame) -> dict:
+    """Change when Horovod runs at the lower priority (class 1) instead of
+    the background's (class 0), per cell, averaged over seeds."""
+    m = df.groupby(["ratio", "flows_per_s_per_host", "horovod_class"]).mean(numeric_only=True).reset_index()
+    out = {}
+    for (ratio, rate), g in m.groupby(["ratio", "flows_per_s_per_host"]):
+        same = g[g.horovod_class == 0].iloc[0]
+        low = g[g.horovod_class == 1].iloc[0]
+        pct = lambda a, b: round(100 * (b / a - 1), 1)  # noqa: E731
+        out[f"ratio{ratio}_{rate}fps"] = {
+            "horovod_util_pct": round(100 / ratio, 2), "background_util_pct": round(rate * 1.7 * 8 / 100, 2),
+            "iteration_same_ms": round(same.iteration_ms, 1), "iteration_lower_ms": round(low.iteration_ms, 1),
+            "iteration_change_pct": pct(same.iteration_ms, low.iteration_ms),
+            "small_mean_change_pct": pct(same.small_mean_us, low.small_mean_us),
+            "small_p99_change_pct": pct(same.small_p99_us, low.small_p99_us),
+            "large_mean_change_pct": pct(same.large_mean_us, low.large_mean_us),
+            "large_p99_change_pct": pct(same.large_p99_us, low.large_p99_us),
+        }
+    out["paper"] = PAPER_CH5
+    return out
+
+
+def plot_ch5(summary: dict, png: Path) -> None:
+    """Figure 5.19: heatmaps of the change from lowering Horovod's priority,
+    by Horovod's expected link utilisation (rows) and the background's (columns)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    cells = {k: v for k, v in summary.items() if k.startswith("ratio")}
+    hs = sorted({v["horovod_util_pct"] for v in cells.values()})
+    bs = sorted({v["background_util_pct"] for v in cells.values()})
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    for ax, key, title in zip(axes, ("iteration_change_pct", "small_mean_change_pct", "large_mean_change_pct"),
+                              ("Horovod iteration time change (%)", "small-flow mean FCT change (%)",
+                               "large-flow mean FCT change (%)")):
+        grid = np.full((len(hs), len(bs)), np.nan)
+        for v in cells.values():
+            grid[hs.index(v["horovod_util_pct"]), bs.index(v["background_util_pct"])] = v[key]
+        lim = np.nanmax(np.abs(grid)) or 1
+        im = ax.imshow(grid, cmap="RdYlGn_r", vmin=-lim, vmax=lim, origin="lower")
+        for i in range(len(hs)):
+            for j in range(len(bs)):
+                if not np.isnan(grid[i, j]):
+                    ax.text(j, i, f"{grid[i, j]:+.0f}", ha="center", va="center", fontsize=8)
+        ax.set_xticks(range(len(bs)), [f"{b:g}" for b in bs])
+        ax.set_yticks(range(len(hs)), [f"{h:g}" for h in hs])
+        ax.set_xlabel("background link utilisation (%)")
+        ax.set_ylabel("Horovod link utilisation (%)")
+        ax.set_title(title, fontsize=9)
+        fig.colorbar(im, ax=ax, shrink=0.8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
