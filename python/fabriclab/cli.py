@@ -205,6 +205,18 @@ def sweep(
 
 
 @app.command()
+def report(folder: Path = typer.Argument(..., help="A run, sweep or reproduction folder.")) -> None:
+    """Write FOLDER/report.html: a self-contained report with plots and tables."""
+    from .report import build_report
+
+    try:
+        out_path = build_report(folder)
+    except FileNotFoundError as e:
+        _fail(str(e))
+    out.print(f"wrote {out_path}")
+
+
+@app.command()
 def reproduce(
     what: str = typer.Argument(..., help="Which reproduction: blink, thesis-ch4, thesis-ch5."),
     out_dir: Path = typer.Option(Path("repro-out"), "--out", help="Folder for tables and plots."),

@@ -168,6 +168,9 @@ class JobConfig(_Strict):
     jitter: float = Field(0.0, ge=0, le=1)
     reduce_bps: Annotated[RateBps, Field(gt=0)] = 300 * 8 * 10**9
     send_overhead_ps: Delay = 0
+    slack_aware: bool = False
+    urgent_class: int = Field(0, ge=0, le=7)
+    slack_factor: float = Field(1.0, gt=0)
 
 
 class OutputsConfig(_Strict):
@@ -191,6 +194,7 @@ class Scenario(_Strict):
     outputs: OutputsConfig = Field(default_factory=OutputsConfig)
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+    _topo_cache: object = PrivateAttr(default=None)
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -322,6 +326,7 @@ class Scenario(_Strict):
                     path.append(hop)
             flows.append({"src": f.src, "dst": f.dst, "size_bytes": f.size_bytes,
                           "start_ps": f.start_ps, "class": f.class_, "path": path})
+        self._topo_cache = t
         jobs = [self._job_core(i, j, nh) for i, j in enumerate(self.jobs)]
         q = self.queue
         tr = self.transport
@@ -374,6 +379,12 @@ class Scenario(_Strict):
             "max_inflight": j.max_inflight, "class": j.class_, "layer_class": j.layer_class, "start_ps": j.start_ps,
             "slowdown": slowdown, "jitter": j.jitter, "seed": (self.seed * 1_000_003 + i) % 2**64,
             "reduce_bps": j.reduce_bps, "send_overhead_ps": j.send_overhead_ps,
+            "slack_aware": None if not j.slack_aware else {
+                "urgent_class": j.urgent_class, "factor": j.slack_factor,
+                # The slowest worker link: rounds are paced by it.
+                "rate_bps": min(sum(lk["rate_bps"] for lk in self._topo_cache.links if self._topo_cache.hosts[w] in (lk["a"], lk["b"]))
+                                for w in workers),
+            },
         }
 
     def to_core_json(self) -> str:

@@ -53,6 +53,24 @@ pub struct JobSpec {
     pub seed: u64,
     pub reduce_bps: u64,
     pub send_overhead_ps: u64,
+    /// Slack-aware prioritisation: send at `class` (low) while the fusion's
+    /// deadline is comfortably far, at `urgent_class` once it is not.
+    #[serde(default)]
+    pub slack_aware: Option<SlackAware>,
+}
+
+/// A fusion's deadline is when the next iteration's forward pass will need
+/// its lowest layer, predicted from nominal compute times: the iteration's
+/// start + all forward and backward compute + the forward compute of the
+/// layers below it. Before each ring round, the remaining slack (deadline −
+/// now) is compared with `factor` × the time the remaining rounds need at
+/// `rate_bps`; below it, the round goes out at `urgent_class`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlackAware {
+    pub urgent_class: u8,
+    pub factor: f64,
+    pub rate_bps: u64,
 }
 
 /// One interval of the job's timeline.
@@ -118,6 +136,7 @@ pub struct TrainingJob {
     rng: ChaCha8Rng,
     timeline: Vec<TimelineRow>,
     end_ps: Option<u64>,
+    urgent_sends: u64,
 }
 
 fn tok(kind: u64, a: u32, b: u32) -> u64 {
@@ -200,6 +219,7 @@ impl TrainingJob {
             rng,
             timeline: Vec::new(),
             end_ps: None,
+            urgent_sends: 0,
         };
         for w in &mut job.workers {
             w.pending_fusions = vec![nf as u32; job.spec.iterations as usize];
@@ -384,11 +404,18 @@ impl TrainingJob {
         let part = (w + n * 2 - round % n) % n;
         let bytes = self.partition_bytes(f, part).max(1);
         let layer_class = self.spec.layer_class.as_ref().map(|lc| lc[self.fusion_min_layer[f as usize] as usize]);
+        let mut class = layer_class.unwrap_or(self.spec.class);
+        if let Some(sa) = &self.spec.slack_aware {
+            if self.slack_ps(api.now(), id, round, w) < 0.0 {
+                class = sa.urgent_class;
+                self.urgent_sends += 1;
+            }
+        }
         let m = Message {
             src: self.spec.workers[w as usize],
             dst: self.spec.workers[((w + 1) % n) as usize],
             size_bytes: bytes,
-            class: layer_class.unwrap_or(self.spec.class),
+            class,
             path: None,
         };
         match api.send(&m) {
@@ -397,6 +424,29 @@ impl TrainingJob {
             }
             Err(e) => api.fail(format!("job '{}': {e}", self.spec.name)),
         }
+    }
+
+    /// Remaining slack of allreduce `id` at round `round` for worker `w`,
+    /// minus `factor` times the nominal time of the rounds still to go.
+    fn slack_ps(&self, now: u64, id: u32, round: u32, w: u32) -> f64 {
+        let sa = self.spec.slack_aware.as_ref().expect("slack-aware job");
+        let ar = &self.active[&id];
+        let n = self.workers.len() as u64;
+        let it = ar.iteration as usize;
+        let wk = &self.workers[w as usize];
+        let compute: u64 = self.spec.layers.iter().map(|l| l.fwd_ps + l.bwd_ps).sum();
+        let low = self.fusion_min_layer[ar.fusion as usize] as usize;
+        let before: u64 = self.spec.layers[..low].iter().map(|l| l.fwd_ps).sum();
+        let deadline = wk.iter_start[it] + compute + before;
+        let rounds_left = 2 * (n - 1) - round as u64;
+        let part = self.fusion_bytes[ar.fusion as usize] / n;
+        let need = rounds_left as f64 * ser_time_ps(part, sa.rate_bps) as f64 * sa.factor;
+        deadline as f64 - now as f64 - need
+    }
+
+    /// Ring rounds sent at the urgent class (slack-aware jobs).
+    pub fn urgent_sends(&self) -> u64 {
+        self.urgent_sends
     }
 
     fn received(&mut self, api: &mut Api, id: u32, round: u32, sender: u32) {
