@@ -149,3 +149,30 @@ def test_thesis_ch4_reproduction_quick(cli, tmp_path):
         assert abs(off[rate]["priority_change_pct"]) < 1
         assert 900 <= off[rate]["fifo_ms"] < 920
     assert (tmp_path / "c" / "fig4.9_1G_priority_nobarrier.png").is_file()
+
+
+def _shared_run(tmp_path, **job):
+    mb = 1_000_000
+    csv = tmp_path / "p.csv"
+    csv.write_text("param_bytes,fwd_ps,bwd_ps\n" + f"{4 * mb},{2 * MS},{4 * MS}\n" * 4)
+    s = Scenario.from_dict({
+        "backend": "flow",
+        "topology": {"kind": "star", "hosts": 3, "link_rate_bps": "10Gbps", "link_delay_ps": 0},
+        "queue": {"discipline": "prio"},
+        "flows": [{"src": 2, "dst": 1, "size_bytes": "200MB", "class": 0}],  # an elephant into worker 1
+        "jobs": [{"name": "j", "workers": [0, 1], "profile": str(csv), "iterations": 4, "fusion_bytes": 4 * mb,
+                  "barrier": False, "queue": "priority", "send_overhead_ps": 0, "reduce_bps": RED, **job}],
+    })
+    return simulate(s).summary["jobs"]["j"]["iteration_times_ps"]
+
+
+def test_slack_aware_priority_between_static_classes(tmp_path):
+    same = _shared_run(tmp_path, **{"class": 0})
+    lower = _shared_run(tmp_path, **{"class": 1})
+    assert sum(lower) > sum(same)  # the elephant starves the low-priority job
+    # Always urgent: every round goes at class 0, exactly like the same-priority job.
+    always = _shared_run(tmp_path, **{"class": 1, "slack_aware": True, "urgent_class": 0, "slack_factor": 1e9})
+    assert always == same
+    # Slack-aware with the nominal deadline: no slower than static low priority.
+    slack = _shared_run(tmp_path, **{"class": 1, "slack_aware": True, "urgent_class": 0})
+    assert sum(same) * (1 - 1e-9) <= sum(slack) <= sum(lower) * (1 + 1e-9)

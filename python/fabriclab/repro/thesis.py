@@ -280,3 +280,57 @@ def plot_ch5(summary: dict, png: Path) -> None:
     fig.tight_layout()
     fig.savefig(png, dpi=110)
     plt.close(fig)
+
+
+def ch5_slack(out_dir: Path, cells=((4, 92), (4, 184), (2, 92), (2, 184)), seeds=(1,), duration_s: float = 12.0,
+              workers: int | None = None) -> pd.DataFrame:
+    """Beyond the thesis: slack-aware prioritisation (its future work). For
+    the cells where static low priority slows Horovod, run Horovod at the
+    same priority, at the lower one, and slack-aware (low while its deadline
+    is comfortable, raised to the background's class when it is not)."""
+    import tomli_w
+
+    from ..sweep import run_sweep
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    frames = []
+    for ratio, rate in cells:
+        base = ch5_base(duration_s)
+        base["jobs"] = [dict(base["jobs"][0], compute_ps=CH5_RATIOS[ratio] * MS,
+                             iterations=int(duration_s * 1000 / CH5_RATIOS[ratio]) + 1, urgent_class=0)]
+        base["traffic"] = [dict(base["traffic"][0], flows_per_s=8 * rate)]
+        exp = {"base": base, "grid": {"jobs.0.class": [0, 1], "jobs.0.slack_aware": [False, True], "seed": list(seeds)}}
+        path = out_dir / f"slack_r{ratio}_{rate}.toml"
+        path.write_text(tomli_w.dumps(exp))
+        d = out_dir / f"slack_r{ratio}_{rate}"
+        run_sweep(path, d, workers=workers)
+        m = _ch5_metrics(d, ratio, duration_s)
+        import pyarrow.parquet as pq
+
+        pts = pq.read_table(d / "points.parquet").to_pandas()
+        m["slack_aware"] = pts["param.jobs.0.slack_aware"].to_numpy()
+        m["flows_per_s_per_host"] = rate
+        frames.append(m)
+    df = pd.concat(frames, ignore_index=True)
+    df.to_csv(out_dir / "ch5_slack_points.csv", index=False)
+    return df
+
+
+def ch5_slack_summary(df: pd.DataFrame) -> dict:
+    out = {}
+    g = df.groupby(["ratio", "flows_per_s_per_host", "horovod_class", "slack_aware"]).mean(numeric_only=True)
+    for (ratio, rate), _ in df.groupby(["ratio", "flows_per_s_per_host"]):
+        same = g.loc[(ratio, rate, 0, False)]
+        low = g.loc[(ratio, rate, 1, False)]
+        slack = g.loc[(ratio, rate, 1, True)]
+        pct = lambda a, b: round(100 * (b / a - 1), 1)  # noqa: E731
+        out[f"ratio{ratio}_{rate}fps"] = {
+            "iteration_same_ms": round(same.iteration_ms, 1),
+            "iteration_change_lower_pct": pct(same.iteration_ms, low.iteration_ms),
+            "iteration_change_slack_pct": pct(same.iteration_ms, slack.iteration_ms),
+            "small_mean_change_lower_pct": pct(same.small_mean_us, low.small_mean_us),
+            "small_mean_change_slack_pct": pct(same.small_mean_us, slack.small_mean_us),
+            "large_mean_change_lower_pct": pct(same.large_mean_us, low.large_mean_us),
+            "large_mean_change_slack_pct": pct(same.large_mean_us, slack.large_mean_us),
+        }
+    return out
