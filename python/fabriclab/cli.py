@@ -238,6 +238,7 @@ def reproduce(
 
         summary = thesis.ch5_summary(thesis.ch5(out_dir, quick=quick))
         thesis.plot_ch5(summary, out_dir / "fig5.19_heatmaps.png")
+        thesis.plot_ch5_figures(out_dir)
     else:
         _fail(f"reproduce: unknown reproduction {what!r} (known: blink, thesis-ch4, thesis-ch5)")
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -334,3 +334,70 @@ def ch5_slack_summary(df: pd.DataFrame) -> dict:
             "large_mean_change_slack_pct": pct(same.large_mean_us, slack.large_mean_us),
         }
     return out
+
+
+def _point_dir(sweep_dir: Path, **params) -> Path:
+    """The folder of the point whose parameters match ``params`` (dotted
+    names with '.' written as '__')."""
+    import json
+
+    for d in sorted((sweep_dir / "points").iterdir()):
+        p = json.loads((d / "point.json").read_text())
+        if all(p.get(k.replace("__", ".")) == v for k, v in params.items()):
+            return d
+    raise KeyError(params)
+
+
+def plot_ch5_figures(out_dir: Path) -> list[Path]:
+    """Figure 5.6 (small-flow FCT CDFs, same vs lower priority) and Figures
+    5.20-5.23 (Horovod progression: every worker's compute and allreduces)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    made = []
+    ratio, rate = (16, 23) if (out_dir / "ratio16").is_dir() else (4, 46)
+    sweep = out_dir / f"ratio{ratio}"
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for cls, label in ((0, "same priority"), (1, "Horovod lower")):
+        d = _point_dir(sweep, jobs__0__class=cls, traffic__0__flows_per_s=8 * rate, seed=1)
+        f = pd.read_parquet(d / "flows.parquet")
+        x = np.sort(f[(f.tag == "websearch") & (f.size_bytes < 100_000)]["fct_ps"].dropna().to_numpy() / 1e6)
+        ax.plot(x, np.arange(1, len(x) + 1) / len(x), label=f"{label} (mean {x.mean():.0f} us)")
+    ax.set_xscale("log")
+    ax.set_xlabel("small-flow completion time (us)")
+    ax.set_ylabel("CDF")
+    ax.set_title(f"Fig. 5.6: compute/network {ratio}, {rate} flows/s per host, seed 1")
+    ax.legend()
+    fig.tight_layout()
+    made.append(out_dir / "fig5.6_small_fct_cdf.png")
+    fig.savefig(made[-1], dpi=110)
+    plt.close(fig)
+    for fig_no, (r, fps, cls) in {"5.20": (4, 92, 0), "5.21": (4, 92, 1), "5.22": (2, 92, 0), "5.23": (2, 92, 1)}.items():
+        sweep = out_dir / f"ratio{r}"
+        if not sweep.is_dir():
+            continue
+        try:
+            d = _point_dir(sweep, jobs__0__class=cls, traffic__0__flows_per_s=8 * fps, seed=1)
+        except KeyError:
+            continue
+        tl = pd.read_parquet(d / "timeline.parquet")
+        fig, ax = plt.subplots(figsize=(12, 4))
+        for w, g in tl.groupby("worker"):
+            comp = g[g.kind != "allreduce"]
+            ax.broken_barh([(s / 1e9, (e - s) / 1e9) for s, e in zip(comp.start_ps, comp.end_ps)], (w * 2 - 0.4, 0.8),
+                           color="tab:green")
+            ar = g[g.kind == "allreduce"]
+            ax.broken_barh([(s / 1e9, (e - s) / 1e9) for s, e in zip(ar.start_ps, ar.end_ps)], (w * 2 + 0.6, 0.6),
+                           color="tab:blue", alpha=0.5)
+        ax.set_yticks([w * 2 for w in sorted(tl.worker.unique())], [f"worker {w}" for w in sorted(tl.worker.unique())])
+        ax.set_xlabel("simulated time (ms); green: compute, blue: allreduces")
+        ax.set_title(f"Fig. {fig_no}: Horovod progression, compute/network {r}, {fps} flows/s per host, "
+                     f"{'same' if cls == 0 else 'lower'} priority")
+        fig.tight_layout()
+        made.append(out_dir / f"fig{fig_no}_progression.png")
+        fig.savefig(made[-1], dpi=100)
+        plt.close(fig)
+    return made
