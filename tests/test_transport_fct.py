@@ -77,3 +77,28 @@ def test_ideal_fct_is_line_rate_train_plus_store_and_forward():
     last = wire(rest if rest else MSS)
     expect = total_wire * 8 / rate * 1e12 + last * 8 / rate * 1e12 + 2 * delay
     assert abs(ideal - expect) <= 2
+
+
+def test_persistent_connection_skips_slow_start_unless_idle():
+    size, rate, delay = 1_000_000, 40_000_000_000, 10_000_000
+
+    def second_fct(persistent, gap_ps):
+        first_end = hand_fct_ps(size, rate, delay)
+        s = star_scenario(
+            hosts=2, rate=rate, delay=delay,
+            transport={"cc": "newreno", "persistent_connections": persistent},
+            flows=[{"src": 0, "dst": 1, "size_bytes": size},
+                   {"src": 0, "dst": 1, "size_bytes": size, "start_ps": int(first_end + gap_ps)}],
+        )
+        f = simulate(s).flows.sort_values("flow_id")
+        return f["fct_ps"].iloc[0], f["fct_ps"].iloc[1]
+
+    first, fresh = second_fct(False, 500_000_000)
+    assert fresh == first  # each message is a new connection
+    first, warm = second_fct(True, 500_000_000)  # idle 0.5 ms < RTO (1 ms minimum)
+    assert warm < 0.8 * first  # at 40 Gbit/s slow start costs a third of a 1 MB transfer
+    # With the whole window open, the message goes at line rate: its ideal FCT.
+    ideal = simulate(star_scenario(hosts=2, rate=rate, delay=delay, flows=[{"src": 0, "dst": 1, "size_bytes": size}]))
+    assert warm == pytest.approx(ideal.flows["ideal_fct_ps"].iloc[0], rel=1e-3)
+    first, cold = second_fct(True, 50_000_000_000)  # idle 50 ms > RTO: slow start again
+    assert cold == first

@@ -114,6 +114,7 @@ class TransportConfig(_Strict):
     dctcp_g: float = Field(1 / 16, gt=0, le=1)
     dctcp_initial_alpha: float = Field(1.0, ge=0, le=1)
     tsq_limit_bytes: Annotated[SizeBytes, Field(ge=1)] = 131_072
+    persistent_connections: bool = False
 
 
 class RoutingConfig(_Strict):
@@ -345,6 +346,7 @@ class Scenario(_Strict):
                 "min_rto_ps": tr.min_rto_ps, "initial_rto_ps": tr.initial_rto_ps, "max_rto_ps": tr.max_rto_ps,
                 "dupack_threshold": tr.dupack_threshold, "dctcp_g": tr.dctcp_g,
                 "dctcp_initial_alpha": tr.dctcp_initial_alpha, "tsq_limit_bytes": tr.tsq_limit_bytes,
+                "persistent_connections": tr.persistent_connections,
             },
             "routing": {"ecmp_hash_seed": self.routing.ecmp_hash_seed},
             "traffic": traffic,

@@ -107,6 +107,10 @@ pub struct TransportSpec {
     pub dctcp_initial_alpha: f64,
     /// TCP Small Queues: payload bytes one connection may hold in its host's NIC queue.
     pub tsq_limit_bytes: u64,
+    /// Messages between the same two hosts in the same class continue one
+    /// connection's window and RTT state instead of starting afresh.
+    #[serde(default)]
+    pub persistent_connections: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -12,8 +12,8 @@ use crate::sim::{Completion, Ctx, Ev};
 use crate::spec::{CcKind, QueueSpec, TransportSpec};
 use crate::time::ser_time_ps;
 use crate::topology::Topology;
-use crate::transport::{CongestionControl, Dctcp, NewReno, Segment, SenderConfig, TcpReceiver, TcpSender};
-use std::collections::VecDeque;
+use crate::transport::{CongestionControl, Dctcp, NewReno, Segment, SenderConfig, TcpReceiver, TcpSender, WindowState};
+use std::collections::{HashMap, VecDeque};
 
 struct Port {
     /// A host's NIC port: its departures release the sender's TSQ budget.
@@ -48,6 +48,8 @@ struct Conn {
     delivered: bool,
     /// Payload bytes of this connection waiting in its host's NIC queue.
     nic_bytes: u64,
+    /// (source node, destination node, class): the persistent connection it continues.
+    pair: (u32, u32, u8),
 }
 
 pub struct PacketNet {
@@ -59,6 +61,9 @@ pub struct PacketNet {
     transport: TransportSpec,
     tsq_limit_bytes: u64,
     scratch: Vec<Segment>,
+    /// Window state of persistent connections, by (source node, destination node, class).
+    windows: HashMap<(u32, u32, u8), WindowState>,
+    port_ends: Vec<(u32, u32)>,
 }
 
 impl PacketNet {
@@ -96,6 +101,8 @@ impl PacketNet {
             transport: transport.clone(),
             tsq_limit_bytes: transport.tsq_limit_bytes,
             scratch: Vec::new(),
+            windows: HashMap::new(),
+            port_ends: topo.ports.iter().map(|p| (p.from, p.to)).collect(),
         }
     }
 
@@ -236,7 +243,10 @@ impl PacketNet {
         }
         self.scratch = segs;
         if finished {
-            self.conns[id as usize] = None;
+            let conn = self.conns[id as usize].take().expect("finished connection");
+            if self.transport.persistent_connections {
+                self.windows.insert(conn.pair, conn.sender.window_state(ctx.now));
+            }
             self.live_conns -= 1;
         }
     }
@@ -258,7 +268,13 @@ impl Backend for PacketNet {
         if self.conns.len() <= msg as usize {
             self.conns.resize_with(msg as usize + 1, || None);
         }
-        let sender = TcpSender::new(size_bytes, &self.sender_cfg, self.make_cc());
+        let mut sender = TcpSender::new(size_bytes, &self.sender_cfg, self.make_cc());
+        let pair = (self.port_ends[fwd[0] as usize].0, self.port_ends[*fwd.last().expect("route") as usize].1, class);
+        if self.transport.persistent_connections {
+            if let Some(w) = self.windows.get(&pair) {
+                sender.resume(w, ctx.now);
+            }
+        }
         self.conns[msg as usize] = Some(Box::new(Conn {
             fwd: fwd.into_boxed_slice(),
             rev: rev.into_boxed_slice(),
@@ -268,6 +284,7 @@ impl Backend for PacketNet {
             timer: None,
             delivered: false,
             nic_bytes: 0,
+            pair,
         }));
         self.live_conns += 1;
         self.poll_conn(ctx, msg);

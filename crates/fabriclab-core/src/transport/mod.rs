@@ -5,4 +5,4 @@ pub mod cc;
 pub mod tcp;
 
 pub use cc::{CongestionControl, Dctcp, NewReno};
-pub use tcp::{Segment, SenderConfig, TcpReceiver, TcpSender};
+pub use tcp::{Segment, SenderConfig, TcpReceiver, TcpSender, WindowState};

@@ -9,6 +9,19 @@
 
 use super::cc::{AckInfo, CcState, CongestionControl};
 
+/// Congestion and timer state carried from one message to the next on the
+/// same host pair and class when connections are persistent.
+#[derive(Debug, Clone, Copy)]
+pub struct WindowState {
+    pub cwnd_bytes: f64,
+    pub ssthresh_bytes: f64,
+    pub srtt_ps: Option<f64>,
+    pub rttvar_ps: f64,
+    pub rto_ps: u64,
+    /// When the previous message's last byte was acknowledged.
+    pub idle_since_ps: u64,
+}
+
 /// A data segment to transmit: bytes `[seq, seq + len)` of the message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
@@ -89,6 +102,32 @@ impl TcpSender {
 
     pub fn is_done(&self) -> bool {
         self.snd_una >= self.size
+    }
+
+    /// The state a persistent connection carries to its next message.
+    pub fn window_state(&self, now: u64) -> WindowState {
+        WindowState {
+            cwnd_bytes: self.st.cwnd_bytes,
+            ssthresh_bytes: self.st.ssthresh_bytes,
+            srtt_ps: self.srtt_ps,
+            rttvar_ps: self.rttvar_ps,
+            rto_ps: self.rto_ps,
+            idle_since_ps: now,
+        }
+    }
+
+    /// Continues a persistent connection: RTT estimates and ssthresh carry
+    /// over; the window too unless the connection sat idle for longer than
+    /// an RTO, when it restarts from the initial window (RFC 5681 §4.1, as
+    /// Linux's default tcp_slow_start_after_idle).
+    pub fn resume(&mut self, prev: &WindowState, now: u64) {
+        self.st.ssthresh_bytes = prev.ssthresh_bytes;
+        self.srtt_ps = prev.srtt_ps;
+        self.rttvar_ps = prev.rttvar_ps;
+        self.rto_ps = prev.rto_ps;
+        if now.saturating_sub(prev.idle_since_ps) <= prev.rto_ps {
+            self.st.cwnd_bytes = prev.cwnd_bytes;
+        }
     }
     pub fn ecn_capable(&self) -> bool {
         self.cc.ecn_capable()
