@@ -172,6 +172,7 @@ class JobConfig(_Strict):
     slack_aware: bool = False
     urgent_class: int = Field(0, ge=0, le=7)
     slack_factor: float = Field(1.0, gt=0)
+    persistent_connections: bool = True
 
 
 class OutputsConfig(_Strict):
@@ -381,6 +382,7 @@ class Scenario(_Strict):
             "max_inflight": j.max_inflight, "class": j.class_, "layer_class": j.layer_class, "start_ps": j.start_ps,
             "slowdown": slowdown, "jitter": j.jitter, "seed": (self.seed * 1_000_003 + i) % 2**64,
             "reduce_bps": j.reduce_bps, "send_overhead_ps": j.send_overhead_ps,
+            "persistent_connections": j.persistent_connections,
             "slack_aware": None if not j.slack_aware else {
                 "urgent_class": j.urgent_class, "factor": j.slack_factor,
                 # The slowest worker link: rounds are paced by it.

@@ -55,6 +55,9 @@ pub struct CollectiveSpec {
     pub reduce_bps: u64,
     /// Software overhead before each send leaves, in picoseconds.
     pub send_overhead_ps: u64,
+    /// Messages continue each rank pair's connection (packet backend).
+    #[serde(default)]
+    pub persistent_connections: bool,
 }
 
 /// Timing of one step, for results and timelines.
@@ -248,6 +251,7 @@ impl App for CollectiveApp {
                     size_bytes: step.bytes,
                     class: self.spec.class,
                     path: step.path.clone(),
+                    persistent: self.spec.persistent_connections,
                 };
                 match api.send(&m) {
                     Ok(id) => {

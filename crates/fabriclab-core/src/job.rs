@@ -57,6 +57,13 @@ pub struct JobSpec {
     /// deadline is comfortably far, at `urgent_class` once it is not.
     #[serde(default)]
     pub slack_aware: Option<SlackAware>,
+    /// Ring messages continue each neighbour pair's connection (packet backend).
+    #[serde(default = "yes")]
+    pub persistent_connections: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A fusion's deadline is when the next iteration's forward pass will need
@@ -417,6 +424,7 @@ impl TrainingJob {
             size_bytes: bytes,
             class,
             path: None,
+            persistent: self.spec.persistent_connections,
         };
         match api.send(&m) {
             Ok(msg) => {

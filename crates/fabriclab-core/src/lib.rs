@@ -84,7 +84,7 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
             if let Some(p) = &f.path {
                 topo.explicit_route(p, f.src, f.dst).map_err(|e| format!("flows[{i}].{e}"))?;
             }
-            list.push((f.start_ps, Message { src: f.src, dst: f.dst, size_bytes: f.size_bytes, class: f.class, path: f.path.clone() }));
+            list.push((f.start_ps, Message { src: f.src, dst: f.dst, size_bytes: f.size_bytes, class: f.class, path: f.path.clone(), persistent: false }));
         }
         apps.push(Box::new(FlowList::new(list)));
     }

@@ -49,6 +49,9 @@ pub struct Message {
     pub class: u8,
     /// Explicit route as node indices (source host ... destination host).
     pub path: Option<Vec<u32>>,
+    /// Continue the persistent connection of this host pair and class (packet
+    /// backend), as long-lived application connections do.
+    pub persistent: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -137,7 +140,7 @@ impl Api<'_> {
             app: self.app,
         });
         let mut ctx = Ctx { now: self.now, queue: self.queue, completions: self.completions };
-        self.backend.send(&mut ctx, id, m.size_bytes, m.class, fwd, rev);
+        self.backend.send(&mut ctx, id, m.size_bytes, m.class, m.persistent, fwd, rev);
         Ok(id)
     }
 

@@ -133,7 +133,7 @@ impl App for PoissonTraffic {
             b += 1;
         }
         let size = self.cdf.sample_bytes(&mut self.rng);
-        let m = Message { src: self.hosts[a], dst: self.hosts[b], size_bytes: size, class: self.class, path: None };
+        let m = Message { src: self.hosts[a], dst: self.hosts[b], size_bytes: size, class: self.class, path: None, persistent: false };
         if let Err(e) = api.send(&m) {
             api.fail(format!("traffic '{}': {e}", self.tag));
         }

@@ -138,10 +138,12 @@ PAPER_CH5 = ("small-flow mean FCT -40..70% at low background load without slowin
              "Horovod slowed >= 29% at 184 flows/s (Fig. 5.19)")
 
 
-def ch5_base(duration_s: float) -> dict:
+def ch5_base(duration_s: float, persistent: bool = True) -> dict:
     """Single switch, 8 hosts at 10 Gbit/s with 10 us links, pfifo_fast-like
     three bands of 1000-packet drop-tail FIFOs (Table 5.2), NewReno (ns-3's
-    default), web-search flows at class 0 (band 0) between all hosts."""
+    default), web-search flows at class 0 (band 0) between all hosts.
+    Horovod's ring messages continue persistent connections (as its TCP
+    connections between neighbours do); web-search flows are separate."""
     return {
         "name": "thesis-ch5", "backend": "packet",
         "topology": {"kind": "star", "hosts": 8, "link_rate_bps": "10Gbps", "link_delay_ps": "10us"},
@@ -151,7 +153,7 @@ def ch5_base(duration_s: float) -> dict:
         "traffic": [{"flows_per_s": 8 * 23, "cdf": "websearch", "duration_ps": int(duration_s * 1e12), "tag": "websearch"}],
         "jobs": [{"name": "horovod", "profile": "thesis-resnet50", "layers": 50, "model_bytes": 100_000_000,
                   "compute_ps": 2240 * MS, "iterations": 6, "fusion_bytes": 5_333_329, "barrier": False,
-                  "queue": "priority", "class": 0, "send_overhead_ps": 0}],
+                  "queue": "priority", "class": 0, "send_overhead_ps": 0, "persistent_connections": persistent}],
     }
 
 

@@ -117,7 +117,7 @@ impl FlowNet {
 }
 
 impl Backend for FlowNet {
-    fn send(&mut self, ctx: &mut Ctx, msg: u32, size_bytes: u64, class: u8, fwd: Vec<u32>, _rev: Vec<u32>) {
+    fn send(&mut self, ctx: &mut Ctx, msg: u32, size_bytes: u64, class: u8, _persistent: bool, fwd: Vec<u32>, _rev: Vec<u32>) {
         self.advance(ctx.now);
         let delay_ps = fwd.iter().map(|&p| self.delay_ps[p as usize]).sum();
         let bits = message_wire_bytes(size_bytes, self.mss_bytes) as f64 * 8.0;

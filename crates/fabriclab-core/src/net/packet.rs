@@ -50,6 +50,7 @@ struct Conn {
     nic_bytes: u64,
     /// (source node, destination node, class): the persistent connection it continues.
     pair: (u32, u32, u8),
+    persistent: bool,
 }
 
 pub struct PacketNet {
@@ -244,7 +245,7 @@ impl PacketNet {
         self.scratch = segs;
         if finished {
             let conn = self.conns[id as usize].take().expect("finished connection");
-            if self.transport.persistent_connections {
+            if conn.persistent {
                 self.windows.insert(conn.pair, conn.sender.window_state(ctx.now));
             }
             self.live_conns -= 1;
@@ -264,13 +265,14 @@ impl PacketNet {
 }
 
 impl Backend for PacketNet {
-    fn send(&mut self, ctx: &mut Ctx, msg: u32, size_bytes: u64, class: u8, fwd: Vec<u32>, rev: Vec<u32>) {
+    fn send(&mut self, ctx: &mut Ctx, msg: u32, size_bytes: u64, class: u8, persistent: bool, fwd: Vec<u32>, rev: Vec<u32>) {
         if self.conns.len() <= msg as usize {
             self.conns.resize_with(msg as usize + 1, || None);
         }
         let mut sender = TcpSender::new(size_bytes, &self.sender_cfg, self.make_cc());
         let pair = (self.port_ends[fwd[0] as usize].0, self.port_ends[*fwd.last().expect("route") as usize].1, class);
-        if self.transport.persistent_connections {
+        let persistent = persistent || self.transport.persistent_connections;
+        if persistent {
             if let Some(w) = self.windows.get(&pair) {
                 sender.resume(w, ctx.now);
             }
@@ -285,6 +287,7 @@ impl Backend for PacketNet {
             delivered: false,
             nic_bytes: 0,
             pair,
+            persistent,
         }));
         self.live_conns += 1;
         self.poll_conn(ctx, msg);
