@@ -176,3 +176,18 @@ def test_slack_aware_priority_between_static_classes(tmp_path):
     # Slack-aware with the nominal deadline: no slower than static low priority.
     slack = _shared_run(tmp_path, **{"class": 1, "slack_aware": True, "urgent_class": 0})
     assert sum(same) * (1 - 1e-9) <= sum(slack) <= sum(lower) * (1 + 1e-9)
+
+
+def test_thesis_ch5_reproduction_quick(cli, tmp_path):
+    import json
+
+    r = cli("reproduce", "thesis-ch5", "--quick", "--out", str(tmp_path / "c5"))
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "c5" / "summary.json").read_text())
+    light, heavy = s["ratio4_46fps"], s["ratio4_184fps"]
+    # Light background: lowering Horovod's priority helps small flows and costs Horovod little.
+    assert light["small_mean_change_pct"] < -15
+    assert light["iteration_change_pct"] < 10
+    # Heavy background (25 % of the links): the lower priority slows Horovod down.
+    assert heavy["iteration_change_pct"] > 10
+    assert (tmp_path / "c5" / "fig5.19_heatmaps.png").is_file()
