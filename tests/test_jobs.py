@@ -191,3 +191,15 @@ def test_thesis_ch5_reproduction_quick(cli, tmp_path):
     # Heavy background (25 % of the links): the lower priority slows Horovod down.
     assert heavy["iteration_change_pct"] > 10
     assert (tmp_path / "c5" / "fig5.19_heatmaps.png").is_file()
+
+
+def test_gradient_slack_single_fusion_by_hand(tmp_path):
+    # One fusion: the next forward waits for it, so layer 0's slack is zero and
+    # layer i's is the forward time of the layers before it (i ms here).
+    mb = 1_000_000
+    layers = [(mb, 1 * MS, 2 * MS)] * 4
+    r = run_job(tmp_path, layers, 2, iterations=3, fusion_bytes=10 * mb)
+    slack = r.summary["jobs"]["j"]["gradient_slack_ps"]
+    assert slack["min"] >= 0
+    for i, s in enumerate(slack["per_layer_mean"]):
+        assert s == pytest.approx(i * MS, abs=1)

@@ -109,10 +109,39 @@ def _collect(scenario: Scenario, sim: Simulator, wall_s: float) -> Results:
         summary["jobs"] = job_summary
         for name, f, low, nbytes in sim.job_fusions():
             summary["jobs"][name].setdefault("fusions", []).append({"fusion": f, "lowest_layer": low, "bytes": nbytes})
+        _gradient_slack(summary["jobs"], timeline_arrow.to_pandas())
     resolved = scenario.resolved_dict()
     resolved = {"fabriclab_version": __version__, **resolved}
     return Results(flows_arrow=flows, links_arrow=links, summary=summary, resolved=resolved,
                    jobs_arrow=jobs_arrow, timeline_arrow=timeline_arrow)
+
+
+def _gradient_slack(jobs: dict, tl) -> None:
+    """Per layer: the time between its reduced gradient arriving at a worker
+    and that worker's next forward pass using it (iterations after the
+    first), in the summary as mean over workers and iterations."""
+    import numpy as np
+
+    for name, j in jobs.items():
+        fus = sorted(j.get("fusions", []), key=lambda x: x["fusion"])
+        t = tl[tl.job == name]
+        fwd = t[(t.kind == "forward") & (t.iteration > 0)]
+        if not fus or fwd.empty:
+            continue
+        nl = int(t[t.kind == "forward"]["index"].max()) + 1
+        # Fusions are contiguous layer ranges, built from the last layer down.
+        layer_fusion = np.empty(nl, dtype=np.int64)
+        top = nl
+        for x in fus:
+            layer_fusion[x["lowest_layer"]:top] = x["fusion"]
+            top = x["lowest_layer"]
+        ar = t[t.kind == "allreduce"].set_index(["worker", "index", "iteration"])["end_ps"]
+        keys = list(zip(fwd.worker, layer_fusion[fwd["index"].to_numpy()], fwd.iteration - 1))
+        arrived = ar.reindex(keys).to_numpy(dtype=float)
+        slack = fwd.start_ps.to_numpy(dtype=float) - arrived
+        per_layer = [float(np.nanmean(slack[fwd["index"].to_numpy() == i])) for i in range(nl)]
+        j["gradient_slack_ps"] = {"mean": float(np.nanmean(slack)), "min": float(np.nanmin(slack)),
+                                  "per_layer_mean": per_layer}
 
 
 def _jobs(sim: Simulator):
