@@ -73,3 +73,18 @@ def test_example_sweep_runs(cli, tmp_path):
     m = pts.groupby(["param.traffic.0.flows_per_s", "param.jobs.0.class"])[col].mean()
     assert m[(736, 1)] > m[(736, 0)]
     assert abs(m[(184, 1)] / m[(184, 0)] - 1) < 0.02
+
+
+def test_sweep_on_ray_gives_the_same_dataset(cli, tmp_path):
+    import pytest
+
+    pytest.importorskip("ray")
+    exp = tmp_path / "e.toml"
+    exp.write_text(EXP)
+    local = tmp_path / "local"
+    assert cli("sweep", str(exp), "--out", str(local), "--workers", "2").returncode == 0
+    on_ray = tmp_path / "ray"
+    r = cli("sweep", str(exp), "--out", str(on_ray), "--ray", "local")
+    assert r.returncode == 0, r.stderr[-2000:]
+    for name in ("points.parquet", "flows.parquet"):
+        assert (on_ray / name).read_bytes() == (local / name).read_bytes()

@@ -190,6 +190,7 @@ def sweep(
     out_dir: Path = typer.Option(Path("sweep-out"), "--out", help="Output folder; rerunning resumes it."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Parallel points (default: all cores)."),
     max_points: Optional[int] = typer.Option(None, "--max-points", help="Run at most this many pending points now."),
+    ray_address: Optional[str] = typer.Option(None, "--ray", help="Run on a Ray cluster at ADDRESS ('local': start one)."),
 ) -> None:
     """Run a grid of scenarios in parallel, resumable, into one Parquet dataset."""
     from .sweep import SweepError, run_sweep
@@ -197,7 +198,7 @@ def sweep(
     if workers is not None and workers < 1:
         _fail("--workers: must be at least 1")
     try:
-        run_sweep(experiment, out_dir, workers, max_points)
+        run_sweep(experiment, out_dir, workers, max_points, ray_address=ray_address)
     except SweepError as e:
         _fail(str(e))
     done = (out_dir / "points.parquet").is_file()

@@ -10,7 +10,9 @@ An experiment file (TOML)::
     "seed" = [1, 2, 3]
 
 Each point is the base with the grid's values set (dotted paths; list items
-by index), validated like any scenario. Point i's results go to
+by index), validated like any scenario. Points run on local processes, or
+with ``--ray ADDRESS`` on a Ray cluster (``local`` starts one here); either
+way a point's files are written by the driver, so the dataset is the same. Point i's results go to
 ``DIR/points/<id>/`` (id: a hash of its values) and a point whose folder is
 complete is skipped when the sweep runs again. At the end the points are
 combined in grid order into ``DIR/points.parquet`` (one row per point: its
@@ -127,8 +129,52 @@ def _run_point(base: dict, point: dict, out: str) -> str:
     return out
 
 
+def _run_point_files(base: dict, point: dict) -> dict[str, bytes]:
+    """Runs a point in a scratch folder and returns its files (for Ray
+    workers, which may not share the driver's filesystem)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "p"
+        _run_point(base, point, str(out))
+        return {f.name: f.read_bytes() for f in out.iterdir()}
+
+
+def _write_point(pdir: Path, pid: str, files: dict[str, bytes]) -> None:
+    tmp = pdir / f".{pid}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    for name, data in files.items():
+        (tmp / name).write_bytes(data)
+    shutil.rmtree(pdir / pid, ignore_errors=True)
+    os.replace(tmp, pdir / pid)
+
+
+def _run_on_ray(address: str, base: dict, todo: list, pdir: Path, advance) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise SweepError("--ray: Ray is not installed; install the optional extra: pip install 'fabriclab[ray]'") from None
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=None if address == "local" else address, include_dashboard=False, log_to_driver=False,
+                 configure_logging=False)
+    try:
+        remote = ray.remote(_run_point_files)
+        refs = {remote.remote(base, p): point_id(p) for _, p in todo}
+        pending = list(refs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                _write_point(pdir, refs[ref], ray.get(ref))
+                advance()
+    finally:
+        if started:
+            ray.shutdown()
+
+
 def run_sweep(experiment: Path, out_dir: Path, workers: int | None = None, max_points: int | None = None,
-              progress: bool = True) -> Path:
+              progress: bool = True, ray_address: str | None = None) -> Path:
     base, points = load_experiment(experiment)
     pdir = out_dir / "points"
     pdir.mkdir(parents=True, exist_ok=True)
@@ -143,13 +189,20 @@ def run_sweep(experiment: Path, out_dir: Path, workers: int | None = None, max_p
         bar = Progress(transient=True)
         bar.start()
         task = bar.add_task(f"sweep ({len(points) - len(todo)} of {len(points)} already done)", total=len(todo))
+    def advance():
+        if bar:
+            bar.advance(task)
+
     try:
-        with ProcessPoolExecutor(max_workers=workers) as ex:
-            futs = [ex.submit(_run_point, base, p, str(pdir / point_id(p))) for _, p in todo]
-            for f in as_completed(futs):
-                f.result()
-                if bar:
-                    bar.advance(task)
+        if ray_address:
+            _run_on_ray(ray_address, base, todo, pdir, advance)
+        else:
+            with ProcessPoolExecutor(max_workers=workers) as ex:
+                futs = [ex.submit(_run_point_files, base, p) for _, p in todo]
+                ids = {f: point_id(p) for f, (_, p) in zip(futs, todo)}
+                for f in as_completed(futs):
+                    _write_point(pdir, ids[f], f.result())
+                    advance()
     finally:
         if bar:
             bar.stop()
