@@ -59,6 +59,19 @@ def _summary_table(summary: dict) -> Table:
     return t
 
 
+def _jobs_table(summary: dict) -> Table:
+    t = Table(title="Training jobs")
+    for col in ("job", "iterations", "mean iteration (ms)", "first (ms)", "min gradient slack (ms)"):
+        t.add_column(col, justify="left" if col == "job" else "right")
+    for name, j in summary["jobs"].items():
+        mean = j.get("mean_iteration_time_ps")
+        first = j["iteration_times_ps"][0] if j["iteration_times_ps"] else None
+        slack = j.get("gradient_slack_ps", {}).get("min")
+        fmt = lambda v: "-" if v is None or v != v else f"{v / 1e9:,.1f}"  # noqa: E731
+        t.add_row(name, f"{j['iterations']}{'' if j['finished'] else ' (unfinished)'}", fmt(mean), fmt(first), fmt(slack))
+    return t
+
+
 def _links_table(summary: dict) -> Table:
     ln = summary["links"]
     perf = summary["performance"]
@@ -103,6 +116,8 @@ def run(
     res.write(out_dir, force=force)
     if not quiet:
         out.print(_summary_table(res.summary))
+        if "jobs" in res.summary:
+            out.print(_jobs_table(res.summary))
         out.print(_links_table(res.summary))
         out.print(f"results in [bold]{out_dir}[/]")
 
