@@ -214,7 +214,8 @@ def _ch5_metrics(sweep_dir: Path, ratio: int, duration_s: float) -> pd.DataFrame
         starts = j[j.worker == 0].sort_values("iteration")["start_ps"].to_numpy(dtype=float)
         it = np.diff(starts)[1:] if len(starts) > 2 else np.diff(starts)
         v = p.to_dict()
-        row = {"ratio": ratio, "flows_per_s_per_host": int(round(v["param.traffic.0.flows_per_s"] / 8)),
+        fps = v.get("param.traffic.0.flows_per_s")
+        row = {"ratio": ratio, "flows_per_s_per_host": None if fps is None else int(round(fps / 8)),
                "horovod_class": int(v["param.jobs.0.class"]), "seed": int(v["param.seed"]),
                "iteration_ms": float(np.mean(it)) / MS if len(it) else float("nan")}
         for name, sel in (("small", f.size_bytes < 100_000), ("large", f.size_bytes > 10_000_000)):
