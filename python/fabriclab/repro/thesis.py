@@ -286,7 +286,7 @@ def plot_ch5(summary: dict, png: Path) -> None:
 
 
 def ch5_slack(out_dir: Path, cells=((4, 92), (4, 184), (2, 92), (2, 184)), seeds=(1,), duration_s: float = 12.0,
-              workers: int | None = None) -> pd.DataFrame:
+              workers: int | None = None, factor: float = 1.0) -> pd.DataFrame:
     """Beyond the thesis: slack-aware prioritisation (its future work). For
     the cells where static low priority slows Horovod, run Horovod at the
     same priority, at the lower one, and slack-aware (low while its deadline
@@ -300,7 +300,8 @@ def ch5_slack(out_dir: Path, cells=((4, 92), (4, 184), (2, 92), (2, 184)), seeds
     for ratio, rate in cells:
         base = ch5_base(duration_s)
         base["jobs"] = [dict(base["jobs"][0], compute_ps=CH5_RATIOS[ratio] * MS,
-                             iterations=int(duration_s * 1000 / CH5_RATIOS[ratio]) + 1, urgent_class=0)]
+                             iterations=int(duration_s * 1000 / CH5_RATIOS[ratio]) + 1, urgent_class=0,
+                             slack_factor=factor)]
         base["traffic"] = [dict(base["traffic"][0], flows_per_s=8 * rate)]
         exp = {"base": base, "grid": {"jobs.0.class": [0, 1], "jobs.0.slack_aware": [False, True], "seed": list(seeds)}}
         path = out_dir / f"slack_r{ratio}_{rate}.toml"
