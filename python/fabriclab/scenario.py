@@ -196,7 +196,6 @@ class Scenario(_Strict):
     outputs: OutputsConfig = Field(default_factory=OutputsConfig)
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
-    _topo_cache: object = PrivateAttr(default=None)
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -299,8 +298,7 @@ class Scenario(_Strict):
             if load is None:
                 from ._core import cdf_mean
 
-                rate_sum = sum(sum(lk["rate_bps"] for lk in t.links if t.hosts[h] in (lk["a"], lk["b"]))
-                               for h in sorted(set(hosts)))
+                rate_sum = sum(t.host_rate_bps(h) for h in sorted(set(hosts)))
                 load = tr.flows_per_s * cdf_mean(cdf) * 8 / rate_sum
                 if not 0 < load <= 1:
                     raise ScenarioError(f"traffic[{i}].flows_per_s: {tr.flows_per_s} flows/s offers {load:.2f} of "
@@ -328,8 +326,7 @@ class Scenario(_Strict):
                     path.append(hop)
             flows.append({"src": f.src, "dst": f.dst, "size_bytes": f.size_bytes,
                           "start_ps": f.start_ps, "class": f.class_, "path": path})
-        self._topo_cache = t
-        jobs = [self._job_core(i, j, nh) for i, j in enumerate(self.jobs)]
+        jobs = [self._job_core(i, j, t) for i, j in enumerate(self.jobs)]
         q = self.queue
         tr = self.transport
         return {
@@ -355,9 +352,10 @@ class Scenario(_Strict):
             "stop_ps": self.stop_ps,
         }
 
-    def _job_core(self, i: int, j: "JobConfig", nh: int) -> dict:
+    def _job_core(self, i: int, j: "JobConfig", t: topo.TopologyData) -> dict:
         from .profiles import ProfileError, build_profile
 
+        nh = len(t.hosts)
         workers = list(range(nh)) if j.workers == "all" else list(j.workers)
         bad = [w for w in workers if not 0 <= w < nh]
         if bad:
@@ -386,8 +384,7 @@ class Scenario(_Strict):
             "slack_aware": None if not j.slack_aware else {
                 "urgent_class": j.urgent_class, "factor": j.slack_factor,
                 # The slowest worker link: rounds are paced by it.
-                "rate_bps": min(sum(lk["rate_bps"] for lk in self._topo_cache.links if self._topo_cache.hosts[w] in (lk["a"], lk["b"]))
-                                for w in workers),
+                "rate_bps": min(t.host_rate_bps(w) for w in workers),
             },
         }
 

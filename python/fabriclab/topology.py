@@ -34,6 +34,11 @@ class TopologyData:
     def hosts(self) -> list[int]:
         return [i for i, n in enumerate(self.nodes) if n["kind"] == "host"]
 
+    def host_rate_bps(self, host_index: int) -> int:
+        """Summed rate of a host's links (as the core's Topology::host_rate_bps)."""
+        node = self.hosts[host_index]
+        return sum(lk["rate_bps"] for lk in self.links if node in (lk["a"], lk["b"]))
+
     def to_core(self) -> dict:
         return {"nodes": self.nodes, "links": self.links}
 

@@ -272,7 +272,6 @@ impl TrainingJob {
 
     /// Starts the worker's next compute step if nothing blocks it.
     fn try_compute(&mut self, api: &mut Api, w: usize) {
-        let nl = self.spec.layers.len() as u32;
         let wk = &self.workers[w];
         if wk.busy || wk.phase == Phase::Done {
             return;
@@ -296,7 +295,6 @@ impl TrainingJob {
         if wk.phase == Phase::Fwd && layer == 0 {
             wk.iter_start[it as usize] = now;
         }
-        let _ = nl;
         api.schedule(now + dt, tok(T_COMPUTE, w as u32, 0));
     }
 

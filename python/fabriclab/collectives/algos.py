@@ -11,7 +11,7 @@ from . import rings as R
 from .compose import embed, merge_disjoint
 from .direct import direct_allreduce
 from .halving_doubling import halving_doubling_allreduce
-from .plan import Plan, chunks, weighted_split
+from .plan import Plan, weighted_split
 from .treegen import best_root_packing, pack_trees
 from .trees import double_binary_tree_allreduce, tree_collective
 
@@ -421,5 +421,3 @@ def choose_plan(op: str, alloc: Allocation, size_bytes: int, root: int = 0, back
                 break  # not chunked
     return best[1], table
 
-
-_ = chunks
