@@ -150,7 +150,11 @@ fn tok(kind: u64, a: u32, b: u32) -> u64 {
     kind << 56 | (a as u64) << 28 | b as u64
 }
 fn untok(t: u64) -> (u64, u32, u32) {
-    (t >> 56, ((t >> 28) & 0x0FFF_FFFF) as u32, (t & 0x0FFF_FFFF) as u32)
+    (
+        t >> 56,
+        ((t >> 28) & 0x0FFF_FFFF) as u32,
+        (t & 0x0FFF_FFFF) as u32,
+    )
 }
 
 impl TrainingJob {
@@ -161,20 +165,28 @@ impl TrainingJob {
             return Err(format!("job '{name}': needs at least one worker"));
         }
         if let Some(h) = spec.workers.iter().find(|&&h| h >= num_hosts) {
-            return Err(format!("job '{name}': worker host {h} out of range (0..{num_hosts})"));
+            return Err(format!(
+                "job '{name}': worker host {h} out of range (0..{num_hosts})"
+            ));
         }
         if spec.layers.is_empty() {
             return Err(format!("job '{name}': needs at least one layer"));
         }
         if spec.slowdown.len() != n || spec.slowdown.iter().any(|&s| !(s > 0.0)) {
-            return Err(format!("job '{name}': slowdown needs one positive factor per worker"));
+            return Err(format!(
+                "job '{name}': slowdown needs one positive factor per worker"
+            ));
         }
         if spec.max_inflight == 0 || spec.reduce_bps == 0 || spec.fusion_bytes == 0 {
-            return Err(format!("job '{name}': max_inflight, reduce_bps and fusion_bytes must be positive"));
+            return Err(format!(
+                "job '{name}': max_inflight, reduce_bps and fusion_bytes must be positive"
+            ));
         }
         if let Some(lc) = &spec.layer_class {
             if lc.len() != spec.layers.len() {
-                return Err(format!("job '{name}': layer_class needs one class per layer"));
+                return Err(format!(
+                    "job '{name}': layer_class needs one class per layer"
+                ));
             }
         }
         let nl = spec.layers.len();
@@ -183,7 +195,9 @@ impl TrainingJob {
         let mut fusion_bytes: Vec<u64> = Vec::new();
         for i in (0..nl).rev() {
             let b = spec.layers[i].param_bytes;
-            let fits = fusion_bytes.last().is_some_and(|&f| f + b <= spec.fusion_bytes);
+            let fits = fusion_bytes
+                .last()
+                .is_some_and(|&f| f + b <= spec.fusion_bytes);
             if !fits {
                 fusion_layers.push(Vec::new());
                 fusion_bytes.push(0);
@@ -193,7 +207,10 @@ impl TrainingJob {
             fusion_bytes[f] += b;
             fusion_of[i] = f as u32;
         }
-        let fusion_min_layer = fusion_layers.iter().map(|l| *l.iter().min().unwrap()).collect();
+        let fusion_min_layer = fusion_layers
+            .iter()
+            .map(|l| *l.iter().min().unwrap())
+            .collect();
         let nf = fusion_layers.len();
         let workers = (0..n)
             .map(|_| Worker {
@@ -251,12 +268,25 @@ impl TrainingJob {
     }
     /// Per fusion: its lowest layer index and its bytes.
     pub fn fusions(&self) -> Vec<(u32, u64)> {
-        self.fusion_min_layer.iter().copied().zip(self.fusion_bytes.iter().copied()).collect()
+        self.fusion_min_layer
+            .iter()
+            .copied()
+            .zip(self.fusion_bytes.iter().copied())
+            .collect()
     }
     /// Per worker, per iteration: (start, end) where the end is when the worker
     /// has finished its backward pass and holds every reduced gradient.
     pub fn iterations(&self) -> Vec<Vec<(u64, Option<u64>)>> {
-        self.workers.iter().map(|w| w.iter_start.iter().copied().zip(w.iter_end.iter().copied()).collect()).collect()
+        self.workers
+            .iter()
+            .map(|w| {
+                w.iter_start
+                    .iter()
+                    .copied()
+                    .zip(w.iter_end.iter().copied())
+                    .collect()
+            })
+            .collect()
     }
 
     fn compute_time(&mut self, w: usize, nominal: u64) -> u64 {
@@ -286,7 +316,11 @@ impl TrainingJob {
             }
         }
         let spec_layer = &self.spec.layers[layer as usize];
-        let nominal = if wk.phase == Phase::Fwd { spec_layer.fwd_ps } else { spec_layer.bwd_ps };
+        let nominal = if wk.phase == Phase::Fwd {
+            spec_layer.fwd_ps
+        } else {
+            spec_layer.bwd_ps
+        };
         let dt = self.compute_time(w, nominal);
         let now = api.now();
         let wk = &mut self.workers[w];
@@ -341,9 +375,17 @@ impl TrainingJob {
 
     fn check_iter_end(&mut self, api: &mut Api, w: usize, it: u32) {
         let wk = &mut self.workers[w];
-        if wk.bwd_done[it as usize] && wk.pending_fusions[it as usize] == 0 && wk.iter_end[it as usize].is_none() {
+        if wk.bwd_done[it as usize]
+            && wk.pending_fusions[it as usize] == 0
+            && wk.iter_end[it as usize].is_none()
+        {
             wk.iter_end[it as usize] = Some(api.now());
-            if it + 1 == self.spec.iterations && self.workers.iter().all(|w| w.iter_end[it as usize].is_some()) {
+            if it + 1 == self.spec.iterations
+                && self
+                    .workers
+                    .iter()
+                    .all(|w| w.iter_end[it as usize].is_some())
+            {
                 self.end_ps = Some(api.now());
             }
         }
@@ -372,12 +414,22 @@ impl TrainingJob {
                     })
                     .unwrap()
             } else {
-                (0..self.queue.len()).min_by_key(|&k| self.queue[k].2).unwrap()
+                (0..self.queue.len())
+                    .min_by_key(|&k| self.queue[k].2)
+                    .unwrap()
             };
             let (it, f, _) = self.queue.remove(pick);
             let id = self.next_ar;
             self.next_ar += 1;
-            self.active.insert(id, Allreduce { fusion: f, iteration: it, start_ps: api.now(), done_workers: 0 });
+            self.active.insert(
+                id,
+                Allreduce {
+                    fusion: f,
+                    iteration: it,
+                    start_ps: api.now(),
+                    done_workers: 0,
+                },
+            );
             let n = self.workers.len() as u32;
             if n == 1 {
                 self.worker_has_sum(api, id, 0);
@@ -398,7 +450,10 @@ impl TrainingJob {
 
     fn send_round(&mut self, api: &mut Api, id: u32, round: u32, w: u32) {
         let now = api.now();
-        api.schedule(now + self.spec.send_overhead_ps, tok(T_SEND, id, round << 16 | w));
+        api.schedule(
+            now + self.spec.send_overhead_ps,
+            tok(T_SEND, id, round << 16 | w),
+        );
     }
 
     fn do_send(&mut self, api: &mut Api, id: u32, round: u32, w: u32) {
@@ -408,7 +463,11 @@ impl TrainingJob {
         // Round r: worker w sends partition (w - r) mod n to its right neighbour.
         let part = (w + n * 2 - round % n) % n;
         let bytes = self.partition_bytes(f, part).max(1);
-        let layer_class = self.spec.layer_class.as_ref().map(|lc| lc[self.fusion_min_layer[f as usize] as usize]);
+        let layer_class = self
+            .spec
+            .layer_class
+            .as_ref()
+            .map(|lc| lc[self.fusion_min_layer[f as usize] as usize]);
         let mut class = layer_class.unwrap_or(self.spec.class);
         if let Some(sa) = &self.spec.slack_aware {
             if self.slack_ps(api.now(), id, round, w) < 0.0 {
@@ -478,7 +537,14 @@ impl TrainingJob {
         let (f, it, start) = (ar.fusion, ar.iteration, ar.start_ps);
         ar.done_workers += 1;
         let all = ar.done_workers == n;
-        self.timeline.push(TimelineRow { worker: w, kind: 2, index: f, iteration: it, start_ps: start, end_ps: now });
+        self.timeline.push(TimelineRow {
+            worker: w,
+            kind: 2,
+            index: f,
+            iteration: it,
+            start_ps: start,
+            end_ps: now,
+        });
         let wk = &mut self.workers[w as usize];
         for &l in &self.fusion_layers[f as usize] {
             wk.params_iter[l as usize] = it + 1;

@@ -47,13 +47,18 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
     for (i, tr) in spec.traffic.iter().enumerate() {
         let cdf = Cdf::new(&tr.cdf).map_err(|e| format!("traffic[{i}].{e}"))?;
         if !(tr.load > 0.0 && tr.load <= 1.0) {
-            return Err(format!("traffic[{i}].load: must be within (0, 1], got {}", tr.load));
+            return Err(format!(
+                "traffic[{i}].load: must be within (0, 1], got {}",
+                tr.load
+            ));
         }
         if tr.hosts.len() < 2 {
             return Err(format!("traffic[{i}].hosts: needs at least two hosts"));
         }
         if let Some(h) = tr.hosts.iter().find(|&&h| h >= nh) {
-            return Err(format!("traffic[{i}].hosts: host index {h} out of range (0..{nh})"));
+            return Err(format!(
+                "traffic[{i}].hosts: host index {h} out of range (0..{nh})"
+            ));
         }
         let rate: f64 = tr.hosts.iter().map(|&h| topo.host_rate_bps(h) as f64).sum();
         let seed = mix64(spec.seed ^ mix64(0x7472_6166_6669_63 + i as u64));
@@ -82,16 +87,28 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
                 return Err(format!("flows[{i}].size_bytes: must be positive"));
             }
             if let Some(p) = &f.path {
-                topo.explicit_route(p, f.src, f.dst).map_err(|e| format!("flows[{i}].{e}"))?;
+                topo.explicit_route(p, f.src, f.dst)
+                    .map_err(|e| format!("flows[{i}].{e}"))?;
             }
-            list.push((f.start_ps, Message { src: f.src, dst: f.dst, size_bytes: f.size_bytes, class: f.class, path: f.path.clone(), persistent: false }));
+            list.push((
+                f.start_ps,
+                Message {
+                    src: f.src,
+                    dst: f.dst,
+                    size_bytes: f.size_bytes,
+                    class: f.class,
+                    path: f.path.clone(),
+                    persistent: false,
+                },
+            ));
         }
         apps.push(Box::new(FlowList::new(list)));
     }
     for c in &spec.collectives {
         for (r, steps) in c.steps.iter().enumerate() {
             for (i, st) in steps.iter().enumerate() {
-                if let (Some(p), Some(&peer_host)) = (&st.path, c.rank_hosts.get(st.peer as usize)) {
+                if let (Some(p), Some(&peer_host)) = (&st.path, c.rank_hosts.get(st.peer as usize))
+                {
                     topo.explicit_route(p, c.rank_hosts[r], peer_host)
                         .map_err(|e| format!("{}: rank {r} step {i}: {e}", c.name))?;
                 }

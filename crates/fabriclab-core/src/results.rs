@@ -62,7 +62,11 @@ pub fn link_columns(sim: &Simulation) -> LinkColumns {
         c.drops.push(s.drops);
         c.ecn_marks.push(s.ecn_marks);
         c.max_queue_bytes.push(s.max_queue_bytes);
-        c.mean_queue_bytes.push(if now > 0 { s.queue_area as f64 / now as f64 } else { 0.0 });
+        c.mean_queue_bytes.push(if now > 0 {
+            s.queue_area as f64 / now as f64
+        } else {
+            0.0
+        });
     }
     c
 }
@@ -83,20 +87,30 @@ pub struct StepColumns {
 /// Collective name, start and end (None when it did not finish).
 pub fn collective_summary(sim: &Simulation) -> Vec<(String, u64, Option<u64>)> {
     sim.apps()
-        .filter_map(|a| a.as_any().downcast_ref::<crate::collective::CollectiveApp>())
+        .filter_map(|a| {
+            a.as_any()
+                .downcast_ref::<crate::collective::CollectiveApp>()
+        })
         .map(|c| (c.name().to_string(), c.start_ps(), c.end_ps()))
         .collect()
 }
 
 pub fn step_columns(sim: &Simulation) -> StepColumns {
     let mut c = StepColumns::default();
-    for app in sim.apps().filter_map(|a| a.as_any().downcast_ref::<crate::collective::CollectiveApp>()) {
+    for app in sim.apps().filter_map(|a| {
+        a.as_any()
+            .downcast_ref::<crate::collective::CollectiveApp>()
+    }) {
         for (r, (times, steps)) in app.step_times().iter().zip(app.steps()).enumerate() {
             for (i, (t, s)) in times.iter().zip(steps).enumerate() {
                 c.collective.push(app.name().to_string());
                 c.rank.push(r as u32);
                 c.step.push(i as u32);
-                c.op.push(if s.op == crate::collective::Op::Send { "send".into() } else { "recv".into() });
+                c.op.push(if s.op == crate::collective::Op::Send {
+                    "send".into()
+                } else {
+                    "recv".into()
+                });
                 c.peer.push(s.peer);
                 c.bytes.push(s.bytes);
                 c.start_ps.push(t.start_ps);
@@ -121,11 +135,15 @@ pub struct TimelineColumns {
 
 pub fn timeline_columns(sim: &Simulation) -> TimelineColumns {
     let mut c = TimelineColumns::default();
-    for job in sim.apps().filter_map(|a| a.as_any().downcast_ref::<crate::job::TrainingJob>()) {
+    for job in sim
+        .apps()
+        .filter_map(|a| a.as_any().downcast_ref::<crate::job::TrainingJob>())
+    {
         for r in job.timeline() {
             c.job.push(job.name().to_string());
             c.worker.push(r.worker);
-            c.kind.push(["forward", "backward", "allreduce"][r.kind as usize].to_string());
+            c.kind
+                .push(["forward", "backward", "allreduce"][r.kind as usize].to_string());
             c.index.push(r.index);
             c.iteration.push(r.iteration);
             c.start_ps.push(r.start_ps);
@@ -138,7 +156,10 @@ pub fn timeline_columns(sim: &Simulation) -> TimelineColumns {
 /// Per job, worker and iteration: start and end (None when unfinished).
 pub fn job_iterations(sim: &Simulation) -> Vec<(String, u32, u32, u64, Option<u64>)> {
     let mut out = Vec::new();
-    for job in sim.apps().filter_map(|a| a.as_any().downcast_ref::<crate::job::TrainingJob>()) {
+    for job in sim
+        .apps()
+        .filter_map(|a| a.as_any().downcast_ref::<crate::job::TrainingJob>())
+    {
         for (w, its) in job.iterations().into_iter().enumerate() {
             for (i, (s, e)) in its.into_iter().enumerate() {
                 out.push((job.name().to_string(), w as u32, i as u32, s, e));
@@ -151,7 +172,10 @@ pub fn job_iterations(sim: &Simulation) -> Vec<(String, u32, u32, u64, Option<u6
 /// Per job: every fusion's (index, lowest layer, bytes).
 pub fn job_fusions(sim: &Simulation) -> Vec<(String, u32, u32, u64)> {
     let mut out = Vec::new();
-    for job in sim.apps().filter_map(|a| a.as_any().downcast_ref::<crate::job::TrainingJob>()) {
+    for job in sim
+        .apps()
+        .filter_map(|a| a.as_any().downcast_ref::<crate::job::TrainingJob>())
+    {
         for (f, (low, bytes)) in job.fusions().into_iter().enumerate() {
             out.push((job.name().to_string(), f as u32, low, bytes));
         }

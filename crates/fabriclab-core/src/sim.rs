@@ -115,7 +115,13 @@ impl Api<'_> {
         let id = self.msgs.len() as u32;
         // Each message is a connection: ephemeral source port from the id,
         // a fixed destination port, protocol TCP (6).
-        let tuple = FiveTuple { src: m.src, dst: m.dst, src_port: 1024 + (id % 64512) as u16, dst_port: 5001, protocol: 6 };
+        let tuple = FiveTuple {
+            src: m.src,
+            dst: m.dst,
+            src_port: 1024 + (id % 64512) as u16,
+            dst_port: 5001,
+            protocol: 6,
+        };
         let fwd = match &m.path {
             Some(p) => self.topo.explicit_route(p, m.src, m.dst)?,
             None => self.topo.ecmp_route(&tuple, self.hash_seed),
@@ -139,8 +145,13 @@ impl Api<'_> {
             retransmits: 0,
             app: self.app,
         });
-        let mut ctx = Ctx { now: self.now, queue: self.queue, completions: self.completions };
-        self.backend.send(&mut ctx, id, m.size_bytes, m.class, m.persistent, fwd, rev);
+        let mut ctx = Ctx {
+            now: self.now,
+            queue: self.queue,
+            completions: self.completions,
+        };
+        self.backend
+            .send(&mut ctx, id, m.size_bytes, m.class, m.persistent, fwd, rev);
         Ok(id)
     }
 
@@ -153,7 +164,13 @@ impl Api<'_> {
 
     /// Calls this app's `on_timer(token)` at `at_ps` (not before now).
     pub fn schedule(&mut self, at_ps: u64, token: u64) {
-        self.queue.schedule(at_ps.max(self.now), Ev::AppTimer { app: self.app, token });
+        self.queue.schedule(
+            at_ps.max(self.now),
+            Ev::AppTimer {
+                app: self.app,
+                token,
+            },
+        );
     }
 }
 
@@ -175,7 +192,12 @@ pub struct Simulation {
 }
 
 impl Simulation {
-    pub fn new(topo: Topology, backend: Box<dyn Backend>, hash_seed: u64, mss_bytes: u32) -> Simulation {
+    pub fn new(
+        topo: Topology,
+        backend: Box<dyn Backend>,
+        hash_seed: u64,
+        mss_bytes: u32,
+    ) -> Simulation {
         Simulation {
             now: 0,
             queue: EventQueue::new(),
@@ -194,7 +216,10 @@ impl Simulation {
     }
 
     pub fn add_app(&mut self, app: Box<dyn App>) {
-        assert!(!self.started, "apps must be added before the simulation starts");
+        assert!(
+            !self.started,
+            "apps must be added before the simulation starts"
+        );
         self.apps.push(app);
     }
 
@@ -284,7 +309,11 @@ impl Simulation {
                     true
                 }
                 net => {
-                    let mut ctx = Ctx { now: t, queue: &mut self.queue, completions: &mut self.completions };
+                    let mut ctx = Ctx {
+                        now: t,
+                        queue: &mut self.queue,
+                        completions: &mut self.completions,
+                    };
                     self.backend.handle(&mut ctx, net)
                 }
             };

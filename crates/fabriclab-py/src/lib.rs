@@ -2,7 +2,10 @@
 //! Panics inside the core surface as Python exceptions (PyO3 catches them at
 //! the boundary); errors of the scenario become `ValueError`.
 
-use fabriclab_core::results::{collective_summary, flow_columns, job_fusions, job_iterations, link_columns, step_columns, timeline_columns};
+use fabriclab_core::results::{
+    collective_summary, flow_columns, job_fusions, job_iterations, link_columns, step_columns,
+    timeline_columns,
+};
 use fabriclab_core::sim::Simulation;
 use fabriclab_core::traffic::Cdf;
 use pyo3::exceptions::PyValueError;
@@ -27,7 +30,8 @@ impl Simulator {
     /// Runs all events up to `until_ps` with the GIL released; returns whether events remain.
     fn run_until(&mut self, py: Python<'_>, until_ps: u64) -> PyResult<bool> {
         let sim = &mut self.sim;
-        py.detach(|| sim.run_until(until_ps)).map_err(PyValueError::new_err)
+        py.detach(|| sim.run_until(until_ps))
+            .map_err(PyValueError::new_err)
     }
 
     #[getter]

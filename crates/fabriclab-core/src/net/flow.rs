@@ -39,7 +39,12 @@ pub fn message_wire_bytes(size_bytes: u64, mss_bytes: u32) -> u64 {
     let mss = mss_bytes as u64;
     let full = size_bytes / mss;
     let rest = size_bytes % mss;
-    full * wire_bytes(mss_bytes) as u64 + if rest > 0 { wire_bytes(rest as u32) as u64 } else { 0 }
+    full * wire_bytes(mss_bytes) as u64
+        + if rest > 0 {
+            wire_bytes(rest as u32) as u64
+        } else {
+            0
+        }
 }
 
 impl FlowNet {
@@ -50,7 +55,12 @@ impl FlowNet {
             stats: topo
                 .ports
                 .iter()
-                .map(|p| LinkStats { from: p.from, to: p.to, rate_bps: p.rate_bps, ..Default::default() })
+                .map(|p| LinkStats {
+                    from: p.from,
+                    to: p.to,
+                    rate_bps: p.rate_bps,
+                    ..Default::default()
+                })
                 .collect(),
             bits_sent: vec![0.0; topo.ports.len()],
             active: Vec::new(),
@@ -77,7 +87,14 @@ impl FlowNet {
     }
 
     fn reallocate(&mut self, ctx: &mut Ctx) {
-        let demands: Vec<FlowDemand> = self.active.iter().map(|f| FlowDemand { class: f.class, ports: &f.route }).collect();
+        let demands: Vec<FlowDemand> = self
+            .active
+            .iter()
+            .map(|f| FlowDemand {
+                class: f.class,
+                ports: &f.route,
+            })
+            .collect();
         let rates = max_min_rates(&demands, &self.capacity_bps);
         for (f, r) in self.active.iter_mut().zip(rates) {
             f.rate_bps = r;
@@ -107,7 +124,8 @@ impl FlowNet {
             if f.remaining_bits <= f.rate_bps / PS_PER_S as f64 + 1e-6 {
                 let f = self.active.remove(i);
                 self.delivering += 1;
-                ctx.queue.schedule(ctx.now + f.delay_ps, Ev::FlowDeliver(f.msg));
+                ctx.queue
+                    .schedule(ctx.now + f.delay_ps, Ev::FlowDeliver(f.msg));
             } else {
                 i += 1;
             }
@@ -117,11 +135,27 @@ impl FlowNet {
 }
 
 impl Backend for FlowNet {
-    fn send(&mut self, ctx: &mut Ctx, msg: u32, size_bytes: u64, class: u8, _persistent: bool, fwd: Vec<u32>, _rev: Vec<u32>) {
+    fn send(
+        &mut self,
+        ctx: &mut Ctx,
+        msg: u32,
+        size_bytes: u64,
+        class: u8,
+        _persistent: bool,
+        fwd: Vec<u32>,
+        _rev: Vec<u32>,
+    ) {
         self.advance(ctx.now);
         let delay_ps = fwd.iter().map(|&p| self.delay_ps[p as usize]).sum();
         let bits = message_wire_bytes(size_bytes, self.mss_bytes) as f64 * 8.0;
-        self.active.push(FluidFlow { msg, class, route: fwd.into_boxed_slice(), remaining_bits: bits, rate_bps: 0.0, delay_ps });
+        self.active.push(FluidFlow {
+            msg,
+            class,
+            route: fwd.into_boxed_slice(),
+            remaining_bits: bits,
+            rate_bps: 0.0,
+            delay_ps,
+        });
         self.reallocate(ctx);
     }
 
@@ -130,7 +164,10 @@ impl Backend for FlowNet {
             Ev::FlowDrain => self.on_drain(ctx),
             Ev::FlowDeliver(msg) => {
                 self.delivering -= 1;
-                ctx.completions.push(Completion { msg, retransmits: 0 });
+                ctx.completions.push(Completion {
+                    msg,
+                    retransmits: 0,
+                });
             }
             other => unreachable!("flow backend got {other:?}"),
         }
@@ -141,7 +178,10 @@ impl Backend for FlowNet {
         self.stats
             .iter()
             .zip(&self.bits_sent)
-            .map(|(s, &bits)| LinkStats { bytes: (bits / 8.0).round() as u64, ..s.clone() })
+            .map(|(s, &bits)| LinkStats {
+                bytes: (bits / 8.0).round() as u64,
+                ..s.clone()
+            })
             .collect()
     }
 

@@ -27,7 +27,16 @@ pub trait Backend: Send + Sync {
     /// Starts moving message `msg` along `fwd` (its ACKs, if any, along `rev`).
     /// `persistent`: continue the host pair's connection state (transport backends).
     #[allow(clippy::too_many_arguments)]
-    fn send(&mut self, ctx: &mut Ctx, msg: u32, size_bytes: u64, class: u8, persistent: bool, fwd: Vec<u32>, rev: Vec<u32>);
+    fn send(
+        &mut self,
+        ctx: &mut Ctx,
+        msg: u32,
+        size_bytes: u64,
+        class: u8,
+        persistent: bool,
+        fwd: Vec<u32>,
+        rev: Vec<u32>,
+    );
     /// Handles one of this backend's events; returns false when the event
     /// was stale (a timer re-armed since it was scheduled) and did nothing.
     fn handle(&mut self, ctx: &mut Ctx, ev: Ev) -> bool;

@@ -12,7 +12,9 @@ use crate::sim::{Completion, Ctx, Ev};
 use crate::spec::{CcKind, QueueSpec, TransportSpec};
 use crate::time::ser_time_ps;
 use crate::topology::Topology;
-use crate::transport::{CongestionControl, Dctcp, NewReno, Segment, SenderConfig, TcpReceiver, TcpSender, WindowState};
+use crate::transport::{
+    CongestionControl, Dctcp, NewReno, Segment, SenderConfig, TcpReceiver, TcpSender, WindowState,
+};
 use std::collections::{HashMap, VecDeque};
 
 struct Port {
@@ -78,10 +80,19 @@ impl PacketNet {
                     host_port,
                     rate_bps: p.rate_bps,
                     delay_ps: p.delay_ps,
-                    qdisc: if host_port { Qdisc::unlimited(queue) } else { Qdisc::new(queue) },
+                    qdisc: if host_port {
+                        Qdisc::unlimited(queue)
+                    } else {
+                        Qdisc::new(queue)
+                    },
                     tx: None,
                     wire: VecDeque::new(),
-                    stats: LinkStats { from: p.from, to: p.to, rate_bps: p.rate_bps, ..Default::default() },
+                    stats: LinkStats {
+                        from: p.from,
+                        to: p.to,
+                        rate_bps: p.rate_bps,
+                        ..Default::default()
+                    },
                     q_changed_ps: 0,
                 }
             })
@@ -110,7 +121,10 @@ impl PacketNet {
     fn make_cc(&self) -> Box<dyn CongestionControl> {
         match self.transport.cc {
             CcKind::Newreno => Box::new(NewReno),
-            CcKind::Dctcp => Box::new(Dctcp::new(self.transport.dctcp_g, self.transport.dctcp_initial_alpha)),
+            CcKind::Dctcp => Box::new(Dctcp::new(
+                self.transport.dctcp_g,
+                self.transport.dctcp_initial_alpha,
+            )),
         }
     }
 
@@ -149,7 +163,9 @@ impl PacketNet {
 
     fn on_tx_done(&mut self, ctx: &mut Ctx, port: u32) {
         let p = &mut self.ports[port as usize];
-        let pkt = p.tx.take().expect("PortTx without a packet in serialization");
+        let pkt =
+            p.tx.take()
+                .expect("PortTx without a packet in serialization");
         p.stats.bytes += pkt.wire as u64;
         p.stats.packets += 1;
         let arrive = ctx.now + p.delay_ps;
@@ -196,24 +212,44 @@ impl PacketNet {
 
     fn data_arrived(&mut self, ctx: &mut Ctx, pkt: Packet) {
         let id = pkt.conn;
-        let conn = self.conns[id as usize].as_deref_mut().expect("checked by caller");
+        let conn = self.conns[id as usize]
+            .as_deref_mut()
+            .expect("checked by caller");
         let ack_no = conn.receiver.on_segment(pkt.seq, pkt.payload);
         if conn.receiver.is_complete() && !conn.delivered {
             conn.delivered = true;
-            ctx.completions.push(Completion { msg: id, retransmits: conn.sender.retransmits });
+            ctx.completions.push(Completion {
+                msg: id,
+                retransmits: conn.sender.retransmits,
+            });
         }
         // One ACK per data segment, echoing its CE mark (RFC 8257 §3.2 with
         // per-packet acknowledgments).
-        let ece = if pkt.flags & FLAG_CE != 0 { FLAG_ECE } else { 0 };
-        let ack = Packet { conn: id, seq: ack_no, payload: 0, wire: wire_bytes(0), hop: 0, class: conn.class, flags: FLAG_ACK | ece };
+        let ece = if pkt.flags & FLAG_CE != 0 {
+            FLAG_ECE
+        } else {
+            0
+        };
+        let ack = Packet {
+            conn: id,
+            seq: ack_no,
+            payload: 0,
+            wire: wire_bytes(0),
+            hop: 0,
+            class: conn.class,
+            flags: FLAG_ACK | ece,
+        };
         let first = conn.rev[0];
         self.packets_in_network += 1;
         self.enqueue(ctx, first, ack);
     }
 
     fn ack_arrived(&mut self, ctx: &mut Ctx, pkt: Packet) {
-        let conn = self.conns[pkt.conn as usize].as_deref_mut().expect("checked by caller");
-        conn.sender.on_ack(ctx.now, pkt.seq, pkt.flags & FLAG_ECE != 0);
+        let conn = self.conns[pkt.conn as usize]
+            .as_deref_mut()
+            .expect("checked by caller");
+        conn.sender
+            .on_ack(ctx.now, pkt.seq, pkt.flags & FLAG_ECE != 0);
         self.poll_conn(ctx, pkt.conn);
     }
 
@@ -221,11 +257,17 @@ impl PacketNet {
     /// single timer event.
     fn poll_conn(&mut self, ctx: &mut Ctx, id: u32) {
         let mut segs = std::mem::take(&mut self.scratch);
-        let conn = self.conns[id as usize].as_deref_mut().expect("poll of a finished connection");
+        let conn = self.conns[id as usize]
+            .as_deref_mut()
+            .expect("poll of a finished connection");
         let budget = self.tsq_limit_bytes.saturating_sub(conn.nic_bytes);
         conn.sender.poll(ctx.now, budget, &mut |s| segs.push(s));
         conn.nic_bytes += segs.iter().map(|s| s.len as u64).sum::<u64>();
-        let ect = if conn.sender.ecn_capable() { FLAG_ECT } else { 0 };
+        let ect = if conn.sender.ecn_capable() {
+            FLAG_ECT
+        } else {
+            0
+        };
         let (first, class) = (conn.fwd[0], conn.class);
         // One timer per connection. An event whose time no longer matches
         // the connection's armed time is stale and ignored when it fires
@@ -238,7 +280,15 @@ impl PacketNet {
         }
         let finished = conn.sender.is_done();
         for s in segs.drain(..) {
-            let pkt = Packet { conn: id, seq: s.seq, payload: s.len, wire: wire_bytes(s.len), hop: 0, class, flags: ect };
+            let pkt = Packet {
+                conn: id,
+                seq: s.seq,
+                payload: s.len,
+                wire: wire_bytes(s.len),
+                hop: 0,
+                class,
+                flags: ect,
+            };
             self.packets_in_network += 1;
             self.enqueue(ctx, first, pkt);
         }
@@ -246,7 +296,8 @@ impl PacketNet {
         if finished {
             let conn = self.conns[id as usize].take().expect("finished connection");
             if conn.persistent {
-                self.windows.insert(conn.pair, conn.sender.window_state(ctx.now));
+                self.windows
+                    .insert(conn.pair, conn.sender.window_state(ctx.now));
             }
             self.live_conns -= 1;
         }
@@ -265,12 +316,25 @@ impl PacketNet {
 }
 
 impl Backend for PacketNet {
-    fn send(&mut self, ctx: &mut Ctx, msg: u32, size_bytes: u64, class: u8, persistent: bool, fwd: Vec<u32>, rev: Vec<u32>) {
+    fn send(
+        &mut self,
+        ctx: &mut Ctx,
+        msg: u32,
+        size_bytes: u64,
+        class: u8,
+        persistent: bool,
+        fwd: Vec<u32>,
+        rev: Vec<u32>,
+    ) {
         if self.conns.len() <= msg as usize {
             self.conns.resize_with(msg as usize + 1, || None);
         }
         let mut sender = TcpSender::new(size_bytes, &self.sender_cfg, self.make_cc());
-        let pair = (self.port_ends[fwd[0] as usize].0, self.port_ends[*fwd.last().expect("route") as usize].1, class);
+        let pair = (
+            self.port_ends[fwd[0] as usize].0,
+            self.port_ends[*fwd.last().expect("route") as usize].1,
+            class,
+        );
         let persistent = persistent || self.transport.persistent_connections;
         if persistent {
             if let Some(w) = self.windows.get(&pair) {
@@ -308,7 +372,8 @@ impl Backend for PacketNet {
             .iter()
             .map(|p| {
                 let mut s = p.stats.clone();
-                s.queue_area += p.qdisc.bytes() as u128 * (now_ps.saturating_sub(p.q_changed_ps)) as u128;
+                s.queue_area +=
+                    p.qdisc.bytes() as u128 * (now_ps.saturating_sub(p.q_changed_ps)) as u128;
                 s
             })
             .collect()
