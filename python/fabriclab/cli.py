@@ -234,7 +234,7 @@ def report(folder: Path = typer.Argument(..., help="A run, sweep or reproduction
 
 @app.command()
 def reproduce(
-    what: str = typer.Argument(..., help="Which reproduction: blink, thesis-ch4, thesis-ch5."),
+    what: str = typer.Argument(..., help="Which reproduction: blink, thesis-ch4, thesis-ch5, thesis-slack."),
     out_dir: Path = typer.Option(Path("repro-out"), "--out", help="Folder for tables and plots."),
     quick: bool = typer.Option(False, "--quick", help="A small subset that runs in seconds (for CI)."),
 ) -> None:
@@ -255,8 +255,13 @@ def reproduce(
         summary = thesis.ch5_summary(thesis.ch5(out_dir, quick=quick))
         thesis.plot_ch5(summary, out_dir / "fig5.19_heatmaps.png")
         thesis.plot_ch5_figures(out_dir)
+    elif what == "thesis-slack":
+        from .repro import thesis
+
+        summary = thesis.ch5_slack_summary(thesis.ch5_slack(out_dir, quick=quick))
+        thesis.plot_ch5_slack(summary, out_dir / "slack_tradeoff.png")
     else:
-        _fail(f"reproduce: unknown reproduction {what!r} (known: blink, thesis-ch4, thesis-ch5)")
+        _fail(f"reproduce: unknown reproduction {what!r} (known: blink, thesis-ch4, thesis-ch5, thesis-slack)")
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     out.print_json(json.dumps(summary))
     out.print(f"tables and plots in {out_dir}")

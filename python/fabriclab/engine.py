@@ -109,6 +109,9 @@ def _collect(scenario: Scenario, sim: Simulator, wall_s: float) -> Results:
         summary["jobs"] = job_summary
         for name, f, low, nbytes in sim.job_fusions():
             summary["jobs"][name].setdefault("fusions", []).append({"fusion": f, "lowest_layer": low, "bytes": nbytes})
+        for name, counts in sim.job_sends():
+            keys = ("ring_messages", "ring_bytes", "urgent_messages", "urgent_bytes", "raised_messages", "raised_bytes")
+            summary["jobs"][name].update(zip(keys, counts))
         _gradient_slack(summary["jobs"], timeline_arrow.to_pandas())
     resolved = scenario.resolved_dict()
     resolved = {"fabriclab_version": __version__, **resolved}

@@ -172,6 +172,7 @@ class JobConfig(_Strict):
     slack_aware: bool = False
     urgent_class: int = Field(0, ge=0, le=7)
     slack_factor: float = Field(1.0, gt=0)
+    slack_lag_rounds: int = Field(1, ge=0, le=1000)
     persistent_connections: bool = True
 
 
@@ -382,7 +383,7 @@ class Scenario(_Strict):
             "reduce_bps": j.reduce_bps, "send_overhead_ps": j.send_overhead_ps,
             "persistent_connections": j.persistent_connections,
             "slack_aware": None if not j.slack_aware else {
-                "urgent_class": j.urgent_class, "factor": j.slack_factor,
+                "urgent_class": j.urgent_class, "factor": j.slack_factor, "lag_rounds": j.slack_lag_rounds,
                 # The slowest worker link: rounds are paced by it.
                 "rate_bps": min(t.host_rate_bps(w) for w in workers),
             },

@@ -230,7 +230,8 @@ def combine(points: list[dict], out_dir: Path) -> None:
         flat: dict = {}
         _flat("", {k: v for k, v in summary.items() if k not in ("jobs",)}, flat)
         for name, j in summary.get("jobs", {}).items():
-            flat[f"jobs.{name}.mean_iteration_time_ps"] = j.get("mean_iteration_time_ps")
+            for k in ("mean_iteration_time_ps", "ring_bytes", "urgent_bytes", "raised_bytes"):
+                flat[f"jobs.{name}.{k}"] = j.get(k)
         row.update(flat)
         rows.append(row)
         for name, bucket in (("flows.parquet", flows), ("jobs.parquet", jobs)):

@@ -15,6 +15,7 @@
 //! barrier it also waits for all of the iteration's gradients.
 
 use crate::sim::{Api, App, Message, MsgId};
+use crate::slack::{min_slack_ps, Pending};
 use crate::time::ser_time_ps;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -66,18 +67,29 @@ fn yes() -> bool {
     true
 }
 
-/// A fusion's deadline is when the next iteration's forward pass will need
-/// its lowest layer, predicted from nominal compute times: the iteration's
-/// start + all forward and backward compute + the forward compute of the
-/// layers below it. Before each ring round, the remaining slack (deadline −
-/// now) is compared with `factor` × the time the remaining rounds need at
-/// `rate_bps`; below it, the round goes out at `urgent_class`.
+/// Before each ring round the job plays its transmit queue forward (see
+/// [`crate::slack`]): the allreduces in flight, the queued ones and the
+/// fusions of the same iterations still to come out of the backward pass,
+/// each taking `factor` × its remaining rounds' time at `rate_bps`. A
+/// fusion's deadline is when the next forward pass can first need its
+/// lowest layer, from measured progress: the end of the backward pass
+/// (measured once it has happened, else predicted from the worker's current
+/// layer and nominal compute) plus the forward compute of the layers below
+/// it, at the worker that gets there first. If some fusion would then miss
+/// its deadline by more than it must, the round goes out at `urgent_class`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SlackAware {
     pub urgent_class: u8,
     pub factor: f64,
     pub rate_bps: u64,
+    /// Ring stragglers (0 = off): raise a low-class ring message once a
+    /// message of the same allreduce `lag_rounds` or more rounds later has
+    /// arrived, or once it is the last of its round still to arrive (a
+    /// message sent as its round's last goes out urgent): the ring is
+    /// waiting for it.
+    #[serde(default)]
+    pub lag_rounds: u32,
 }
 
 /// One interval of the job's timeline.
@@ -113,6 +125,7 @@ struct Worker {
     iter_end: Vec<Option<u64>>,
     iter_start: Vec<u64>,
     bwd_done: Vec<bool>,
+    bwd_end: Vec<u64>,
 }
 
 struct Allreduce {
@@ -120,11 +133,18 @@ struct Allreduce {
     iteration: u32,
     start_ps: u64,
     done_workers: u32,
+    /// Ring messages arrived so far (all workers, all rounds).
+    received: u32,
+    /// Ring messages sent at a class other than the urgent one.
+    low_sends: u32,
+    /// Per round: messages arrived.
+    arrived: Vec<u32>,
 }
 
 const T_COMPUTE: u64 = 0;
 const T_SEND: u64 = 1;
 const T_RECV_DONE: u64 = 2;
+const T_SLACK_CHECK: u64 = 3;
 
 pub struct TrainingJob {
     spec: JobSpec,
@@ -132,6 +152,12 @@ pub struct TrainingJob {
     fusion_layers: Vec<Vec<u32>>,
     fusion_bytes: Vec<u64>,
     fusion_min_layer: Vec<u32>,
+    /// Per worker: nominal forward and backward compute of layers 0..i
+    /// (prefix sums, scaled by the worker's slowdown).
+    fwd_prefix: Vec<Vec<u64>>,
+    bwd_prefix: Vec<Vec<u64>>,
+    /// Per iteration, per fusion: handed to the transmit queue.
+    issued: Vec<Vec<bool>>,
     workers: Vec<Worker>,
     /// (iteration, fusion) -> workers whose gradients are ready.
     ready_count: HashMap<(u32, u32), u32>,
@@ -139,11 +165,39 @@ pub struct TrainingJob {
     enqueue_seq: u64,
     active: HashMap<u32, Allreduce>, // allreduce id -> state
     next_ar: u32,
-    msgs: HashMap<MsgId, (u32, u32, u32)>, // msg -> (allreduce id, round, sender)
+    msgs: HashMap<MsgId, RingMsg>,
+    /// Generation of the slack check timer (older ones are stale).
+    check_gen: u32,
+    /// Measured time per byte each worker sends in an allreduce run
+    /// entirely at the urgent class (moving average), for slack estimates.
+    urgent_ps_per_byte: Option<f64>,
     rng: ChaCha8Rng,
     timeline: Vec<TimelineRow>,
     end_ps: Option<u64>,
-    urgent_sends: u64,
+    /// Ring messages and bytes sent, and how many of them at the urgent class.
+    sends: SendCounts,
+}
+
+/// Ring messages sent by a job, all, at the urgent class from the start,
+/// and raised to it while in flight (slack-aware).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SendCounts {
+    pub messages: u64,
+    pub bytes: u64,
+    pub urgent_messages: u64,
+    pub urgent_bytes: u64,
+    pub raised_messages: u64,
+    pub raised_bytes: u64,
+}
+
+/// A ring message in flight.
+#[derive(Debug, Clone, Copy)]
+struct RingMsg {
+    allreduce: u32,
+    round: u32,
+    sender: u32,
+    bytes: u64,
+    urgent: bool,
 }
 
 fn tok(kind: u64, a: u32, b: u32) -> u64 {
@@ -224,15 +278,36 @@ impl TrainingJob {
                 iter_end: vec![None; spec.iterations as usize],
                 iter_start: vec![0; spec.iterations as usize],
                 bwd_done: vec![false; spec.iterations as usize],
+                bwd_end: vec![0; spec.iterations as usize],
             })
             .collect();
         let rng = ChaCha8Rng::seed_from_u64(spec.seed);
+        let prefix = |f: &dyn Fn(&LayerSpec) -> u64| {
+            let sums: Vec<u64> = std::iter::once(0)
+                .chain(spec.layers.iter().scan(0u64, |acc, l| {
+                    *acc += f(l);
+                    Some(*acc)
+                }))
+                .collect();
+            let scale = |s: f64| {
+                sums.iter()
+                    .map(|&x| (x as f64 * s).round() as u64)
+                    .collect::<Vec<u64>>()
+            };
+            spec.slowdown.iter().map(|&s| scale(s)).collect::<Vec<_>>()
+        };
+        let fwd_prefix = prefix(&|l| l.fwd_ps);
+        let bwd_prefix = prefix(&|l| l.bwd_ps);
+        let issued = vec![vec![false; nf]; spec.iterations as usize];
         let mut job = TrainingJob {
             spec,
             fusion_of,
             fusion_layers,
             fusion_bytes,
             fusion_min_layer,
+            fwd_prefix,
+            bwd_prefix,
+            issued,
             workers,
             ready_count: HashMap::new(),
             queue: Vec::new(),
@@ -240,10 +315,12 @@ impl TrainingJob {
             active: HashMap::new(),
             next_ar: 0,
             msgs: HashMap::new(),
+            check_gen: 0,
+            urgent_ps_per_byte: None,
             rng,
             timeline: Vec::new(),
             end_ps: None,
-            urgent_sends: 0,
+            sends: SendCounts::default(),
         };
         for w in &mut job.workers {
             w.pending_fusions = vec![nf as u32; job.spec.iterations as usize];
@@ -353,6 +430,7 @@ impl TrainingJob {
                 let f = self.fusion_of[layer as usize];
                 if layer == 0 {
                     wk.bwd_done[it as usize] = true;
+                    wk.bwd_end[it as usize] = now;
                     if it + 1 < self.spec.iterations {
                         wk.iter += 1;
                         wk.phase = Phase::Fwd;
@@ -397,6 +475,7 @@ impl TrainingJob {
         *c += 1;
         if *c == n {
             self.ready_count.remove(&(it, f));
+            self.issued[it as usize][f as usize] = true;
             self.queue.push((it, f, self.enqueue_seq));
             self.enqueue_seq += 1;
             self.pump(api);
@@ -428,6 +507,9 @@ impl TrainingJob {
                     iteration: it,
                     start_ps: api.now(),
                     done_workers: 0,
+                    received: 0,
+                    low_sends: 0,
+                    arrived: vec![0; 2 * self.workers.len().saturating_sub(1)],
                 },
             );
             let n = self.workers.len() as u32;
@@ -458,8 +540,7 @@ impl TrainingJob {
 
     fn do_send(&mut self, api: &mut Api, id: u32, round: u32, w: u32) {
         let n = self.workers.len() as u32;
-        let ar = &self.active[&id];
-        let f = ar.fusion;
+        let f = self.active[&id].fusion;
         // Round r: worker w sends partition (w - r) mod n to its right neighbour.
         let part = (w + n * 2 - round % n) % n;
         let bytes = self.partition_bytes(f, part).max(1);
@@ -469,10 +550,28 @@ impl TrainingJob {
             .as_ref()
             .map(|lc| lc[self.fusion_min_layer[f as usize] as usize]);
         let mut class = layer_class.unwrap_or(self.spec.class);
+        self.sends.messages += 1;
+        self.sends.bytes += bytes;
+        let mut urgent = false;
         if let Some(sa) = &self.spec.slack_aware {
-            if self.slack_ps(api.now(), id, round, w) < 0.0 {
+            let last_of_round =
+                sa.lag_rounds > 0 && self.active[&id].arrived[round as usize] + 1 == n;
+            let slack = if last_of_round {
+                -1
+            } else {
+                self.slack_ps(api.now())
+            };
+            if slack < 0 {
                 class = sa.urgent_class;
-                self.urgent_sends += 1;
+                urgent = true;
+                self.sends.urgent_messages += 1;
+                self.sends.urgent_bytes += bytes;
+            } else {
+                self.active
+                    .get_mut(&id)
+                    .expect("active allreduce")
+                    .low_sends += 1;
+                self.arm_slack_check(api, slack);
             }
         }
         let m = Message {
@@ -485,33 +584,230 @@ impl TrainingJob {
         };
         match api.send(&m) {
             Ok(msg) => {
-                self.msgs.insert(msg, (id, round, w));
+                self.msgs.insert(
+                    msg,
+                    RingMsg {
+                        allreduce: id,
+                        round,
+                        sender: w,
+                        bytes,
+                        urgent,
+                    },
+                );
             }
             Err(e) => api.fail(format!("job '{}': {e}", self.spec.name)),
         }
     }
 
-    /// Remaining slack of allreduce `id` at round `round` for worker `w`,
-    /// minus `factor` times the nominal time of the rounds still to go.
-    fn slack_ps(&self, now: u64, id: u32, round: u32, w: u32) -> f64 {
-        let sa = self.spec.slack_aware.as_ref().expect("slack-aware job");
-        let ar = &self.active[&id];
-        let n = self.workers.len() as u64;
-        let it = ar.iteration as usize;
-        let wk = &self.workers[w as usize];
-        let compute: u64 = self.spec.layers.iter().map(|l| l.fwd_ps + l.bwd_ps).sum();
-        let low = self.fusion_min_layer[ar.fusion as usize] as usize;
-        let before: u64 = self.spec.layers[..low].iter().map(|l| l.fwd_ps).sum();
-        let deadline = wk.iter_start[it] + compute + before;
-        let rounds_left = 2 * (n - 1) - round as u64;
-        let part = self.fusion_bytes[ar.fusion as usize] / n;
-        let need = rounds_left as f64 * ser_time_ps(part, sa.rate_bps) as f64 * sa.factor;
-        deadline as f64 - now as f64 - need
+    /// When worker `w` is predicted to finish the backward compute of
+    /// `layer` in iteration `it`: measured if it has, else from where the
+    /// worker is now plus nominal compute (scaled by its slowdown).
+    fn bwd_finish_ps(&self, now: u64, w: usize, it: u32, layer: u32) -> u64 {
+        let wk = &self.workers[w];
+        let (fwd, bwd) = (&self.fwd_prefix[w], &self.bwd_prefix[w]);
+        let nl = self.spec.layers.len();
+        let bwd_from = |l: usize| bwd[l + 1] - bwd[layer as usize];
+        if it < wk.iter || wk.bwd_done[it as usize] {
+            return if layer == 0 && wk.bwd_done[it as usize] {
+                wk.bwd_end[it as usize]
+            } else {
+                now
+            };
+        }
+        // From the start of the current step (or now, if the worker is waiting).
+        let t0 = if wk.busy { wk.compute_start } else { now };
+        if it > wk.iter {
+            return t0 + (fwd[nl] + bwd[nl]) * (it - wk.iter) as u64 + bwd_from(nl - 1);
+        }
+        match wk.phase {
+            Phase::Bwd if wk.layer < layer => now,
+            Phase::Bwd => t0 + bwd_from(wk.layer as usize),
+            _ => t0 + fwd[nl] - fwd[wk.layer as usize] + bwd_from(nl - 1),
+        }
     }
 
-    /// Ring rounds sent at the urgent class (slack-aware jobs).
-    pub fn urgent_sends(&self) -> u64 {
-        self.urgent_sends
+    /// The job's transmit-queue slack (see [`SlackAware`]); negative: raise the class.
+    fn slack_ps(&self, now: u64) -> i128 {
+        let sa = self.spec.slack_aware.as_ref().expect("slack-aware job");
+        let n = self.workers.len() as u64;
+        let rounds = 2 * (n - 1);
+        // Time per byte sent: measured at the urgent class once an allreduce
+        // has run entirely at it, else the link rate's.
+        let line = ser_time_ps(1_000_000, sa.rate_bps) as f64 / 1e6;
+        let ps_per_byte = self.urgent_ps_per_byte.unwrap_or(line).max(line) * sa.factor;
+        let work = |f: u32| {
+            let part = self.fusion_bytes[f as usize].div_ceil(n);
+            (part as f64 * rounds as f64 * ps_per_byte) as u64
+        };
+        // Iterations with communication pending, and each worker's (predicted) end of their backward pass.
+        let mut iters: Vec<u32> = self
+            .active
+            .values()
+            .map(|a| a.iteration)
+            .chain(self.queue.iter().map(|q| q.0))
+            .collect();
+        iters.sort();
+        iters.dedup();
+        let bwd_end: Vec<Vec<u64>> = iters
+            .iter()
+            .map(|&it| {
+                (0..self.workers.len())
+                    .map(|w| self.bwd_finish_ps(now, w, it, 0))
+                    .collect()
+            })
+            .collect();
+        let piece = |it: u32, f: u32, ready_ps: u64, work_ps: u64, seq: u64| {
+            let low = self.fusion_min_layer[f as usize];
+            let ends = &bwd_end[iters.binary_search(&it).expect("pending iteration")];
+            // The worker that needs the gradient first sets the deadline.
+            let (deadline_ps, fwd_before_ps) = ends
+                .iter()
+                .zip(&self.fwd_prefix)
+                .map(|(&end, fwd)| (end + fwd[low as usize], fwd[low as usize]))
+                .min()
+                .expect("one worker");
+            let order = if self.spec.priority_queue {
+                (it as u64, low as u64, seq)
+            } else {
+                (seq, 0, 0)
+            };
+            Pending {
+                ready_ps,
+                deadline_ps,
+                work_ps,
+                order,
+                layer: low,
+                fwd_before_ps,
+                iteration: it,
+            }
+        };
+        let mut ids: Vec<&u32> = self.active.keys().collect();
+        ids.sort();
+        let in_flight: Vec<Pending> = ids
+            .iter()
+            .map(|id| {
+                let ar = &self.active[id];
+                let left = 1.0 - ar.received as f64 / (n * rounds) as f64;
+                piece(
+                    ar.iteration,
+                    ar.fusion,
+                    now,
+                    (work(ar.fusion) as f64 * left) as u64,
+                    0,
+                )
+            })
+            .collect();
+        let mut waiting: Vec<Pending> = self
+            .queue
+            .iter()
+            .map(|&(it, f, seq)| piece(it, f, now, work(f), seq))
+            .collect();
+        // Fusions of the same iterations still in the backward pass: ready
+        // once the slowest worker has computed their lowest layer, served
+        // after everything already queued (FIFO) or by priority.
+        let base_seq = self.enqueue_seq;
+        for &it in &iters {
+            for f in 0..self.fusion_layers.len() as u32 {
+                if self.issued[it as usize][f as usize] {
+                    continue;
+                }
+                let low = self.fusion_min_layer[f as usize];
+                let ready = (0..self.workers.len())
+                    .map(|w| self.bwd_finish_ps(now, w, it, low))
+                    .max()
+                    .expect("one worker");
+                waiting.push(piece(it, f, ready, work(f), base_seq + ready));
+            }
+        }
+        min_slack_ps(now, &in_flight, &waiting)
+    }
+
+    /// Re-checks the slack when it would run out if no message arrived
+    /// before: one pending check per job, older ones go stale.
+    fn arm_slack_check(&mut self, api: &mut Api, slack_ps: i128) {
+        // Slack need not shrink as fast as time passes (predictions move
+        // too), so checks at `now + slack` can creep; 100 us bounds them.
+        const MIN_RECHECK_PS: i128 = 100_000_000;
+        self.check_gen = self.check_gen.wrapping_add(1);
+        let at = api.now() as i128 + slack_ps.max(MIN_RECHECK_PS);
+        api.schedule(
+            at.min(u64::MAX as i128) as u64,
+            tok(T_SLACK_CHECK, self.check_gen & 0x0FFF_FFFF, 0),
+        );
+    }
+
+    /// The slack ran out with low-class messages still in flight: raise
+    /// them to the urgent class; otherwise look again when it next could.
+    fn slack_check(&mut self, api: &mut Api) {
+        let urgent_class = self
+            .spec
+            .slack_aware
+            .as_ref()
+            .expect("slack-aware job")
+            .urgent_class;
+        if !self.msgs.values().any(|m| !m.urgent) {
+            return;
+        }
+        let slack = self.slack_ps(api.now());
+        if slack >= 0 {
+            self.arm_slack_check(api, slack);
+            return;
+        }
+        let mut low: Vec<MsgId> = self
+            .msgs
+            .iter()
+            .filter(|(_, m)| !m.urgent)
+            .map(|(&id, _)| id)
+            .collect();
+        low.sort();
+        for id in low {
+            let m = self.msgs.get_mut(&id).expect("in flight");
+            m.urgent = true;
+            if api.set_class(id, urgent_class) {
+                self.sends.raised_messages += 1;
+                self.sends.raised_bytes += m.bytes;
+            }
+        }
+    }
+
+    /// A message of allreduce `id` at round `round` arrived: raise the ring's
+    /// stragglers (see [`SlackAware::lag_rounds`]).
+    fn raise_laggards(&mut self, api: &mut Api, id: u32, round: u32) {
+        let Some(sa) = &self.spec.slack_aware else {
+            return;
+        };
+        let Some(ar) = self.active.get(&id) else {
+            return;
+        };
+        if sa.lag_rounds == 0 {
+            return;
+        }
+        let n = self.workers.len() as u32;
+        let class = sa.urgent_class;
+        let behind = |m: &RingMsg| {
+            m.round + sa.lag_rounds <= round
+                || (m.round == round && ar.arrived[round as usize] + 1 == n)
+        };
+        let mut lag: Vec<MsgId> = self
+            .msgs
+            .iter()
+            .filter(|(_, m)| !m.urgent && m.allreduce == id && behind(m))
+            .map(|(&k, _)| k)
+            .collect();
+        lag.sort();
+        for k in lag {
+            let m = self.msgs.get_mut(&k).expect("in flight");
+            m.urgent = true;
+            if api.set_class(k, class) {
+                self.sends.raised_messages += 1;
+                self.sends.raised_bytes += m.bytes;
+            }
+        }
+    }
+
+    /// Ring messages sent, all and at the urgent class (slack-aware jobs).
+    pub fn send_counts(&self) -> SendCounts {
+        self.sends
     }
 
     fn received(&mut self, api: &mut Api, id: u32, round: u32, sender: u32) {
@@ -552,7 +848,15 @@ impl TrainingJob {
         wk.pending_fusions[it as usize] -= 1;
         self.check_iter_end(api, w as usize, it);
         if all {
-            self.active.remove(&id);
+            let ar = self.active.remove(&id).expect("active allreduce");
+            if self.spec.slack_aware.is_some() && ar.low_sends == 0 && n > 1 {
+                let sent = self.fusion_bytes[f as usize] as f64 * 2.0 * (n - 1) as f64 / n as f64;
+                let sample = (now - start) as f64 / sent;
+                let avg = self
+                    .urgent_ps_per_byte
+                    .map_or(sample, |a| a + (sample - a) / 8.0);
+                self.urgent_ps_per_byte = Some(avg);
+            }
             if n == 1 {
                 // pump() is iterating; it will continue on its own.
             } else {
@@ -581,13 +885,20 @@ impl App for TrainingJob {
                 let (round, w) = (b >> 16, b & 0xFFFF);
                 self.send_round(api, a, round + 1, w);
             }
+            T_SLACK_CHECK if a == self.check_gen & 0x0FFF_FFFF => self.slack_check(api),
+            T_SLACK_CHECK => {} // stale: re-armed since
             _ => unreachable!("unknown job timer"),
         }
     }
 
     fn on_complete(&mut self, api: &mut Api, msg: MsgId) {
-        if let Some((id, round, sender)) = self.msgs.remove(&msg) {
-            self.received(api, id, round, sender);
+        if let Some(m) = self.msgs.remove(&msg) {
+            if let Some(ar) = self.active.get_mut(&m.allreduce) {
+                ar.received += 1;
+                ar.arrived[m.round as usize] += 1;
+            }
+            self.raise_laggards(api, m.allreduce, m.round);
+            self.received(api, m.allreduce, m.round, m.sender);
         }
     }
 

@@ -10,6 +10,7 @@ pub mod packet;
 pub mod qdisc;
 pub mod results;
 pub mod sim;
+pub mod slack;
 pub mod spec;
 pub mod time;
 pub mod topology;

@@ -182,3 +182,23 @@ pub fn job_fusions(sim: &Simulation) -> Vec<(String, u32, u32, u64)> {
     }
     out
 }
+
+/// Per job: ring messages and bytes sent; at the urgent class from the
+/// start; raised to it in flight.
+pub fn job_sends(sim: &Simulation) -> Vec<(String, [u64; 6])> {
+    sim.apps()
+        .filter_map(|a| a.as_any().downcast_ref::<crate::job::TrainingJob>())
+        .map(|job| {
+            let c = job.send_counts();
+            let counts = [
+                c.messages,
+                c.bytes,
+                c.urgent_messages,
+                c.urgent_bytes,
+                c.raised_messages,
+                c.raised_bytes,
+            ];
+            (job.name().to_string(), counts)
+        })
+        .collect()
+}

@@ -155,6 +155,18 @@ impl Api<'_> {
         Ok(id)
     }
 
+    /// Moves a message still being sent to another class (its packets
+    /// already in queues keep theirs); false for a message no longer being
+    /// sent (nothing changes).
+    pub fn set_class(&mut self, msg: MsgId, class: u8) -> bool {
+        let mut ctx = Ctx {
+            now: self.now,
+            queue: self.queue,
+            completions: self.completions,
+        };
+        self.backend.set_class(&mut ctx, msg, class)
+    }
+
     /// Stops the simulation with an error (reported by `run_until`).
     pub fn fail(&mut self, message: String) {
         if self.error.is_none() {

@@ -3,8 +3,8 @@
 //! the boundary); errors of the scenario become `ValueError`.
 
 use fabriclab_core::results::{
-    collective_summary, flow_columns, job_fusions, job_iterations, link_columns, step_columns,
-    timeline_columns,
+    collective_summary, flow_columns, job_fusions, job_iterations, job_sends, link_columns,
+    step_columns, timeline_columns,
 };
 use fabriclab_core::sim::Simulation;
 use fabriclab_core::traffic::Cdf;
@@ -101,6 +101,12 @@ impl Simulator {
     /// Training jobs' fusions: list of (job, fusion, lowest layer, bytes).
     fn job_fusions(&self) -> Vec<(String, u32, u32, u64)> {
         job_fusions(&self.sim)
+    }
+
+    /// Training jobs' ring messages: list of (job, [messages, bytes, urgent
+    /// messages, urgent bytes, raised messages, raised bytes]).
+    fn job_sends(&self) -> Vec<(String, [u64; 6])> {
+        job_sends(&self.sim)
     }
 
     /// Training jobs' timelines as a dict of columns.

@@ -216,7 +216,7 @@ def _ch5_metrics(sweep_dir: Path, ratio: int, duration_s: float) -> pd.DataFrame
         v = p.to_dict()
         fps = v.get("param.traffic.0.flows_per_s")
         row = {"ratio": ratio, "flows_per_s_per_host": None if fps is None else int(round(fps / 8)),
-               "horovod_class": int(v["param.jobs.0.class"]), "seed": int(v["param.seed"]),
+               "horovod_class": int(v.get("param.jobs.0.class", 1)), "seed": int(v["param.seed"]),
                "iteration_ms": float(np.mean(it)) / MS if len(it) else float("nan")}
         for name, sel in (("small", f.size_bytes < 100_000), ("large", f.size_bytes > 10_000_000)):
             d = f[sel]["fct_ps"].dropna().to_numpy(dtype=float)
@@ -285,59 +285,132 @@ def plot_ch5(summary: dict, png: Path) -> None:
     plt.close(fig)
 
 
-def ch5_slack(out_dir: Path, cells=((4, 92), (4, 184), (2, 92), (2, 184)), seeds=(1,), duration_s: float = 12.0,
-              workers: int | None = None, factor: float = 1.0) -> pd.DataFrame:
-    """Beyond the thesis: slack-aware prioritisation (its future work). For
-    the cells where static low priority slows Horovod, run Horovod at the
-    same priority, at the lower one, and slack-aware (low while its deadline
-    is comfortable, raised to the background's class when it is not)."""
+# Cells of the chapter-5 grid where static low priority slows Horovod by more
+# than 5 % (docs/reproductions.md): (compute/network ratio, flows/s per host).
+CH5_SLACK_CELLS = ((16, 184), (8, 92), (8, 184), (4, 92), (4, 184), (2, 23), (2, 46), (2, 92), (2, 184))
+# Slack-aware variants: (slack_factor, slack_lag_rounds); lag 0 = deadline check only.
+CH5_SLACK_VARIANTS = ((1.0, 0), (1.0, 1), (0.25, 1), (0.1, 1))
+
+
+def ch5_slack(out_dir: Path, quick: bool = False, cells=None, seeds=None, duration_s: float | None = None,
+              variants=CH5_SLACK_VARIANTS, workers: int | None = None) -> pd.DataFrame:
+    """Beyond the thesis: slack-aware prioritisation (its future work). Per
+    cell: Horovod at the background's class, at the lower one, and
+    slack-aware (lower class while the transmit queue's slack lasts; ring
+    stragglers and late fusions raised to the background's class) for each
+    (slack_factor, slack_lag_rounds) variant. One row per run."""
     import tomli_w
 
     from ..sweep import run_sweep
 
+    cells = cells or (((4, 92),) if quick else CH5_SLACK_CELLS)
+    seeds = seeds or ((1,) if quick else (1, 2, 3))
+    duration_s = duration_s or (3.0 if quick else 12.0)
     out_dir.mkdir(parents=True, exist_ok=True)
     frames = []
     for ratio, rate in cells:
         base = ch5_base(duration_s)
         base["jobs"] = [dict(base["jobs"][0], compute_ps=CH5_RATIOS[ratio] * MS,
-                             iterations=int(duration_s * 1000 / CH5_RATIOS[ratio]) + 1, urgent_class=0,
-                             slack_factor=factor)]
+                             iterations=int(duration_s * 1000 / CH5_RATIOS[ratio]) + 1)]
         base["traffic"] = [dict(base["traffic"][0], flows_per_s=8 * rate)]
-        exp = {"base": base, "grid": {"jobs.0.class": [0, 1], "jobs.0.slack_aware": [False, True], "seed": list(seeds)}}
-        path = out_dir / f"slack_r{ratio}_{rate}.toml"
-        path.write_text(tomli_w.dumps(exp))
-        d = out_dir / f"slack_r{ratio}_{rate}"
-        run_sweep(path, d, workers=workers)
-        m = _ch5_metrics(d, ratio, duration_s)
-        import pyarrow.parquet as pq
+        runs = [("static", base, {"jobs.0.class": [0, 1], "seed": list(seeds)})]
+        for lag in sorted({lag for _, lag in variants}):
+            sa = dict(base, jobs=[dict(base["jobs"][0], **{"class": 1}, slack_aware=True, urgent_class=0,
+                                       slack_lag_rounds=lag)])
+            factors = [f for f, g in variants if g == lag]
+            runs.append((f"slack_lag{lag}", sa, {"jobs.0.slack_factor": factors, "seed": list(seeds)}))
+        for name, b, grid in runs:
+            path = out_dir / f"r{ratio}_{rate}_{name}.toml"
+            path.write_text(tomli_w.dumps({"base": b, "grid": grid}))
+            d = out_dir / f"r{ratio}_{rate}_{name}"
+            run_sweep(path, d, workers=workers)
+            m = _ch5_metrics(d, ratio, duration_s)
+            import pyarrow.parquet as pq
 
-        pts = pq.read_table(d / "points.parquet").to_pandas()
-        m["slack_aware"] = pts["param.jobs.0.slack_aware"].to_numpy()
-        m["flows_per_s_per_host"] = rate
-        frames.append(m)
+            pts = pq.read_table(d / "points.parquet").to_pandas()
+            m["flows_per_s_per_host"] = rate
+            if name == "static":
+                m["policy"] = ["same" if c == 0 else "lower" for c in m.horovod_class]
+            else:
+                lag = int(name.removeprefix("slack_lag"))
+                m["policy"] = [f"slack f={f:g} lag={lag}" for f in pts["param.jobs.0.slack_factor"]]
+                m["urgent_bytes_frac"], m["raised_bytes_frac"] = _urgent_fractions(d)
+            frames.append(m)
     df = pd.concat(frames, ignore_index=True)
     df.to_csv(out_dir / "ch5_slack_points.csv", index=False)
     return df
 
 
+def _urgent_fractions(sweep_dir: Path):
+    """Per point: the share of Horovod's ring bytes sent at the urgent class
+    and the share raised to it in flight."""
+    import pyarrow.parquet as pq
+
+    pts = pq.read_table(sweep_dir / "points.parquet").to_pandas()
+    total = pts["jobs.horovod.ring_bytes"]
+    return (pts["jobs.horovod.urgent_bytes"] / total).to_numpy(), (pts["jobs.horovod.raised_bytes"] / total).to_numpy()
+
+
 def ch5_slack_summary(df: pd.DataFrame) -> dict:
+    """Per cell and policy, averaged over seeds: change of Horovod's
+    iteration time and of the small flows' mean FCT against running Horovod
+    at the background's class, and for the slack-aware variants the share of
+    static low priority's iteration penalty removed and of its small-flow
+    gain kept."""
     out = {}
-    g = df.groupby(["ratio", "flows_per_s_per_host", "horovod_class", "slack_aware"]).mean(numeric_only=True)
-    for (ratio, rate), _ in df.groupby(["ratio", "flows_per_s_per_host"]):
-        same = g.loc[(ratio, rate, 0, False)]
-        low = g.loc[(ratio, rate, 1, False)]
-        slack = g.loc[(ratio, rate, 1, True)]
+    g = df.groupby(["ratio", "flows_per_s_per_host", "policy"]).mean(numeric_only=True)
+    for (ratio, rate), cell in df.groupby(["ratio", "flows_per_s_per_host"]):
+        same, low = g.loc[(ratio, rate, "same")], g.loc[(ratio, rate, "lower")]
         pct = lambda a, b: round(100 * (b / a - 1), 1)  # noqa: E731
-        out[f"ratio{ratio}_{rate}fps"] = {
-            "iteration_same_ms": round(same.iteration_ms, 1),
-            "iteration_change_lower_pct": pct(same.iteration_ms, low.iteration_ms),
-            "iteration_change_slack_pct": pct(same.iteration_ms, slack.iteration_ms),
-            "small_mean_change_lower_pct": pct(same.small_mean_us, low.small_mean_us),
-            "small_mean_change_slack_pct": pct(same.small_mean_us, slack.small_mean_us),
-            "large_mean_change_lower_pct": pct(same.large_mean_us, low.large_mean_us),
-            "large_mean_change_slack_pct": pct(same.large_mean_us, slack.large_mean_us),
-        }
+        row = {"iteration_same_ms": round(same.iteration_ms, 1),
+               "same_vs_compute_pct": pct(CH5_RATIOS[ratio], same.iteration_ms),
+               "lower": {"iteration_pct": pct(same.iteration_ms, low.iteration_ms),
+                         "small_mean_pct": pct(same.small_mean_us, low.small_mean_us)}}
+        for pol in sorted(set(cell.policy) - {"same", "lower"}):
+            x = g.loc[(ratio, rate, pol)]
+            row[pol] = {
+                "iteration_pct": pct(same.iteration_ms, x.iteration_ms),
+                "small_mean_pct": pct(same.small_mean_us, x.small_mean_us),
+                "penalty_removed": round(1 - (x.iteration_ms - same.iteration_ms) / (low.iteration_ms - same.iteration_ms), 2),
+                "gain_kept": round((x.small_mean_us - same.small_mean_us) / (low.small_mean_us - same.small_mean_us), 2),
+                "urgent_bytes_pct": round(100 * x.urgent_bytes_frac, 1),
+                "raised_bytes_pct": round(100 * x.raised_bytes_frac, 1),
+            }
+        out[f"ratio{ratio}_{rate}fps"] = row
     return out
+
+
+def plot_ch5_slack(summary: dict, png: Path) -> None:
+    """Per cell where static low priority hurts Horovod: the share of its
+    iteration penalty each slack-aware variant removes (x) against the share
+    of the small flows' gain it keeps (y). Static same priority is (1, 0),
+    static low priority (0, 1); the top right is the goal."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    pols = sorted({k for v in summary.values() for k in v if k.startswith("slack")})
+    markers = dict(zip(pols, "osD^v<>"))
+    for i, (cell, row) in enumerate(summary.items()):
+        color = plt.cm.tab10(i % 10)
+        for pol in pols:
+            if pol in row:
+                ax.scatter(row[pol]["penalty_removed"], row[pol]["gain_kept"], color=color, marker=markers[pol], s=40)
+        ax.fill_between([], [], color=color, label=cell.replace("ratio", "ratio ").replace("_", ", ").replace("fps", " flows/s"))
+    for pol in pols:
+        ax.scatter([], [], color="gray", marker=markers[pol], label=pol)
+    ax.plot([1, 0], [0, 1], color="gray", lw=0.8, ls="--")
+    ax.axvline(0.5, color="gray", lw=0.5)
+    ax.axhline(0.5, color="gray", lw=0.5)
+    ax.set_xlabel("share of static low priority's iteration penalty removed")
+    ax.set_ylabel("share of its small-flow mean FCT gain kept")
+    ax.set_title("Slack-aware prioritisation on the chapter-5 cells")
+    ax.legend(fontsize=7, loc="lower left", ncol=2)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
 
 
 def _point_dir(sweep_dir: Path, **params) -> Path:

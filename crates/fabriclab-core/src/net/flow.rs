@@ -159,6 +159,18 @@ impl Backend for FlowNet {
         self.reallocate(ctx);
     }
 
+    fn set_class(&mut self, ctx: &mut Ctx, msg: u32, class: u8) -> bool {
+        let Some(k) = self.active.iter().position(|f| f.msg == msg) else {
+            return false;
+        };
+        if self.active[k].class != class {
+            self.advance(ctx.now);
+            self.active[k].class = class;
+            self.reallocate(ctx);
+        }
+        true
+    }
+
     fn handle(&mut self, ctx: &mut Ctx, ev: Ev) -> bool {
         match ev {
             Ev::FlowDrain => self.on_drain(ctx),

@@ -37,6 +37,9 @@ pub trait Backend: Send + Sync {
         fwd: Vec<u32>,
         rev: Vec<u32>,
     );
+    /// Moves message `msg`'s later traffic to `class`, like re-marking a
+    /// live socket's DSCP; false (and nothing done) once it has left its sender.
+    fn set_class(&mut self, ctx: &mut Ctx, msg: u32, class: u8) -> bool;
     /// Handles one of this backend's events; returns false when the event
     /// was stale (a timer re-armed since it was scheduled) and did nothing.
     fn handle(&mut self, ctx: &mut Ctx, ev: Ev) -> bool;

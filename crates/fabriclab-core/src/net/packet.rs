@@ -357,6 +357,19 @@ impl Backend for PacketNet {
         self.poll_conn(ctx, msg);
     }
 
+    fn set_class(&mut self, _ctx: &mut Ctx, msg: u32, class: u8) -> bool {
+        // Packets already queued keep their band; the sender's later data
+        // and retransmissions and the receiver's ACKs carry the new class.
+        // The connection (and the persistent window it returns to) stays.
+        match self.conns.get_mut(msg as usize) {
+            Some(Some(conn)) => {
+                conn.class = class;
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn handle(&mut self, ctx: &mut Ctx, ev: Ev) -> bool {
         match ev {
             Ev::PortTx(p) => self.on_tx_done(ctx, p),
