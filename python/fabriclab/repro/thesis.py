@@ -390,7 +390,7 @@ def plot_ch5_slack(summary: dict, png: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 5))
+    fig, ax = plt.subplots(figsize=(9, 5))
     pols = sorted({k for v in summary.values() for k in v if k.startswith("slack")})
     markers = dict(zip(pols, "osD^v<>"))
     for i, (cell, row) in enumerate(summary.items()):
@@ -407,7 +407,7 @@ def plot_ch5_slack(summary: dict, png: Path) -> None:
     ax.set_xlabel("share of static low priority's iteration penalty removed")
     ax.set_ylabel("share of its small-flow mean FCT gain kept")
     ax.set_title("Slack-aware prioritisation on the chapter-5 cells")
-    ax.legend(fontsize=7, loc="lower left", ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     fig.savefig(png, dpi=110)
     plt.close(fig)
