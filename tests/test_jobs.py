@@ -135,6 +135,24 @@ def test_resnet50_parameter_count_from_the_architecture():
     assert sum(x["fwd_ps"] for x in p) == 100 * MS and sum(x["bwd_ps"] for x in p) == 200 * MS
 
 
+@pytest.mark.parametrize("name,batch,images_per_s", [
+    ("alexnet", 512, 2987), ("vgg16", 64, 154), ("resnet50", 64, 219), ("resnet152", 64, 91.8),
+    ("inception_v3", 64, 142), ("googlenet", 128, 468)])
+def test_panama_models_default_to_published_p100_iteration_times(name, batch, images_per_s):
+    # One iteration = batch / published images per second on one P100 (the
+    # TensorFlow DGX-1 benchmarks; GoogLeNet from Dell's NV-Caffe runs).
+    p = build_profile(name)
+    assert sum(x["fwd_ps"] + x["bwd_ps"] for x in p) == pytest.approx(batch / images_per_s * 1e12, abs=2)
+    assert sum(x["param_bytes"] for x in p) == 4 * PARAM_COUNTS[name]
+
+
+def test_thesis_profile_still_needs_compute_time():
+    from fabriclab.profiles import ProfileError
+
+    with pytest.raises(ProfileError, match="compute_ps"):
+        build_profile("thesis-resnet50")
+
+
 def test_thesis_ch4_reproduction_quick(cli, tmp_path):
     import json
 

@@ -15,8 +15,10 @@ and backward compute times.
   to cost three times the last (``slope_ratio``).
 - ``alexnet``, ``vgg16``, ``resnet152``, ``inception_v3``, ``googlenet``:
   the parameter counts the PANAMA evaluation uses (seed README), spread over
-  ``layers`` equal layers; PANAMA measured their compute times on P100 GPUs
-  but the text gives no numbers, so ``compute_ps`` must be given.
+  ``layers`` equal layers. PANAMA measured their compute times on P100 GPUs
+  but its text gives no numbers; without ``compute_ps`` these five and
+  ``resnet50`` take a published single-P100 training iteration time
+  (``P100_ITERATION``: batch size / images per second, sources below).
 - A CSV file with columns ``param_bytes, fwd_ps, bwd_ps`` (one row per layer).
 """
 
@@ -36,6 +38,31 @@ PARAM_COUNTS = {
     "googlenet": 6_624_904,
 }
 BUILTIN = ("thesis-resnet50",) + tuple(PARAM_COUNTS)
+
+_TF_P100 = ("TensorFlow benchmarks (tensorflow.org/performance/benchmarks, May 2017): NVIDIA DGX-1, "
+            "1 Tesla P100, synthetic ImageNet, TensorFlow, SGD")
+_DELL_P100 = ("Dell EMC HPC Innovation Lab, 'Deep Learning Performance with P100 GPUs' (R. Xu, "
+              "N. Dandapanthu, Oct 2016): NV-Caffe, 1 Tesla P100 (PCIe), ILSVRC12")
+# Published single-GPU training throughput on a Tesla P100 (PANAMA's GPU):
+# (batch size per GPU, images per second, source). One iteration's forward
+# and backward compute = batch / throughput.
+P100_THROUGHPUT = {
+    "alexnet": (512, 2987.0, _TF_P100),
+    "vgg16": (64, 154.0, _TF_P100),
+    "resnet50": (64, 219.0, _TF_P100),
+    "resnet152": (64, 91.8, _TF_P100),
+    "inception_v3": (64, 142.0, _TF_P100),
+    "googlenet": (128, 468.0, _DELL_P100),
+}
+
+
+def p100_iteration_ps(name: str) -> int | None:
+    """Forward + backward compute of one iteration on one P100 (published
+    throughput, ``P100_THROUGHPUT``), or None for models without one."""
+    if name not in P100_THROUGHPUT:
+        return None
+    batch, images_per_s, _ = P100_THROUGHPUT[name]
+    return round(batch / images_per_s * 1e12)
 
 
 class ProfileError(ValueError):
@@ -122,6 +149,8 @@ def build_profile(name: str, compute_ps: int | None = None, model_bytes: int | N
         if not rows:
             raise ProfileError(f"profile {name}: no layers")
         return rows
+    if compute_ps is None:
+        compute_ps = p100_iteration_ps(name)
     if compute_ps is None or compute_ps <= 0:
         raise ProfileError(f"profile {name}: compute_ps (forward + backward time per iteration) is required")
     if name == "resnet50" and layers is None:

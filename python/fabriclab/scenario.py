@@ -406,7 +406,9 @@ class Scenario(_Strict):
         """When the last scheduled arrival can happen (progress target)."""
         ends = [tr.start_ps + tr.duration_ps for tr in self.traffic]
         ends += [f.start_ps for f in self.flows]
-        ends += [j.start_ps + j.iterations * (j.compute_ps or 0) for j in self.jobs]
+        from .profiles import p100_iteration_ps
+
+        ends += [j.start_ps + j.iterations * (j.compute_ps or p100_iteration_ps(j.profile) or 0) for j in self.jobs]
         end = max(ends, default=0)
         return min(end, self.stop_ps) if self.stop_ps else end
 
