@@ -67,16 +67,19 @@ fn yes() -> bool {
     true
 }
 
-/// Before each ring round the job plays its transmit queue forward (see
-/// [`crate::slack`]): the allreduces in flight, the queued ones and the
-/// fusions of the same iterations still to come out of the backward pass,
-/// each taking `factor` × its remaining rounds' time at `rate_bps`. A
-/// fusion's deadline is when the next forward pass can first need its
-/// lowest layer, from measured progress: the end of the backward pass
-/// (measured once it has happened, else predicted from the worker's current
-/// layer and nominal compute) plus the forward compute of the layers below
-/// it, at the worker that gets there first. If some fusion would then miss
-/// its deadline by more than it must, the round goes out at `urgent_class`.
+/// Before each ring message, and again when the slack would run out, the
+/// job plays its transmit queue forward (see [`crate::slack`]): the
+/// allreduces in flight, the queued ones and the fusions of the same
+/// iterations still to come out of the backward pass, each taking `factor` ×
+/// its remaining bytes' time at the urgent-class rate measured on the job's
+/// all-urgent allreduces (`rate_bps`, the workers' link rate, until there is
+/// one, and never faster). A fusion's deadline is when the next forward pass
+/// can first need its lowest layer, from measured progress: the end of the
+/// backward pass (measured once it has happened, else predicted from the
+/// worker's current layer and nominal compute) plus the forward compute of
+/// the layers below it, at the worker that gets there first. If some fusion
+/// would then miss its deadline by more than it must, new messages go out at
+/// `urgent_class` and low-class messages in flight are raised to it.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SlackAware {
