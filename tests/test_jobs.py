@@ -48,6 +48,45 @@ def test_single_fusion_iteration_is_compute_plus_allreduce(tmp_path, workers, ba
         assert t == pytest.approx(expect, rel=1e-6)
 
 
+@pytest.mark.parametrize("algo,expect_wire", [
+    # 2(n-1) rounds of one partition (the built-in ring's closed form).
+    ("ring-plan", lambda S: 6 * wire_bytes(S // 4)),
+    # Recursive halving then doubling: S/2, S/4 out, S/4, S/2 back.
+    ("halving-doubling", lambda S: 2 * (wire_bytes(S // 2) + wire_bytes(S // 4))),
+    # Every worker sends its S/4 shard to the three others at once (sharing
+    # its link fairly), twice: reduce-scatter, then all-gather.
+    ("direct", lambda S: 6 * wire_bytes(S // 4)),
+])
+def test_job_allreduce_with_a_planner(tmp_path, algo, expect_wire):
+    # The planner's plan is built for fusion_bytes (10 MB) and scaled to the
+    # 3 MB fusion; iteration = compute + the plan's wire time on 4 workers.
+    mb = 1_000_000
+    layers = [(mb, 1 * MS, 2 * MS)] * 3
+    r = run_job(tmp_path, layers, 4, iterations=3, fusion_bytes=10 * mb, barrier=True, allreduce=algo)
+    expect = 9 * MS + expect_wire(3 * mb) * 8 / R * 1e12
+    for t in r.summary["jobs"]["j"]["iteration_times_ps"]:
+        assert t == pytest.approx(expect, rel=1e-6)
+
+
+def test_job_allreduce_plan_file_and_bad_ones(tmp_path):
+    from fabriclab.collectives.rings import ring_allreduce
+    from fabriclab.scenario import ScenarioError
+
+    mb = 1_000_000
+    layers = [(mb, 1 * MS, 2 * MS)] * 3
+    good = tmp_path / "ring4.json"
+    good.write_text(ring_allreduce(4, 12 * mb).to_json())
+    ring = run_job(tmp_path, layers, 4, iterations=2, fusion_bytes=10 * mb)
+    plan = run_job(tmp_path, layers, 4, iterations=2, fusion_bytes=10 * mb, allreduce=str(good))
+    assert plan.summary["jobs"]["j"]["iteration_times_ps"] == pytest.approx(ring.summary["jobs"]["j"]["iteration_times_ps"], rel=1e-6)
+    three = tmp_path / "ring3.json"
+    three.write_text(ring_allreduce(3, mb).to_json())
+    with pytest.raises(ScenarioError, match="allreduce plan over 4 ranks"):
+        run_job(tmp_path, layers, 4, allreduce=str(three))
+    with pytest.raises(ScenarioError, match="neither a planner"):
+        run_job(tmp_path, layers, 4, allreduce="no-such-algo")
+
+
 def test_priority_queue_lets_forward_start_earlier(tmp_path):
     # Six 1 MB layers, fusions of 2 MB: A = {5,4}, B = {3,2}, C = {1,0} in
     # backward order; forward 1 ms and backward 2 ms per layer; the network

@@ -174,6 +174,12 @@ class JobConfig(_Strict):
     slack_factor: float = Field(1.0, gt=0)
     slack_lag_rounds: int = Field(1, ge=0, le=1000)
     persistent_connections: bool = True
+    allreduce: str = "ring"
+    allreduce_chunk_bytes: Optional[Annotated[SizeBytes, Field(gt=0)]] = None
+
+
+# Planners a job's allreduce can use by name (topology-free: ranks = workers).
+JOB_ALLREDUCE = ("ring", "ring-plan", "tree", "halving-doubling", "direct")
 
 
 class OutputsConfig(_Strict):
@@ -353,6 +359,51 @@ class Scenario(_Strict):
             "stop_ps": self.stop_ps,
         }
 
+    def _job_plan(self, i: int, j: "JobConfig", n: int) -> dict | None:
+        """The job's allreduce plan (None: the built-in ring): a planner by
+        name, built for ``fusion_bytes`` and scaled to each fusion by the
+        core, or a plan JSON file (verified; ranks = workers)."""
+        from .collectives import plan as plan_mod
+        from .collectives.direct import direct_allreduce
+        from .collectives.halving_doubling import halving_doubling_allreduce
+        from .collectives.rings import ring_allreduce
+        from .collectives.trees import double_binary_tree_allreduce
+        from .collectives.verify import PlanError, verify
+
+        name, chunk, size = j.allreduce, j.allreduce_chunk_bytes, j.fusion_bytes
+        if name == "ring":
+            return None
+        if n < 2:
+            return None
+        builders = {
+            "ring-plan": lambda: ring_allreduce(n, size, chunk_bytes=chunk),
+            "tree": lambda: double_binary_tree_allreduce(n, size, chunk),
+            "halving-doubling": lambda: halving_doubling_allreduce(n, size),
+            "direct": lambda: direct_allreduce(n, size, chunk),
+        }
+        if name in builders:
+            p = builders[name]()
+        else:
+            path = Path(name)
+            if not path.is_absolute() and self._base_dir is not None:
+                path = self._base_dir / path
+            if not path.is_file():
+                raise ScenarioError(f"jobs[{i}].allreduce: {name!r} is neither a planner ({', '.join(JOB_ALLREDUCE)}) "
+                                    f"nor a plan JSON file")
+            try:
+                p = plan_mod.Plan.from_json(path.read_text())
+                verify(p)
+            except (ValueError, KeyError, TypeError, PlanError) as e:
+                raise ScenarioError(f"jobs[{i}].allreduce: {path}: {e}") from None
+            if p.collective != "allreduce" or p.nranks != n:
+                raise ScenarioError(f"jobs[{i}].allreduce: {path}: needs an allreduce plan over {n} ranks (the job's "
+                                    f"workers), got {p.collective} over {p.nranks}")
+        steps = [[{k: v for k, v in st.to_dict().items() if k != "path"} for st in r] for r in p.ranks]
+        for r in steps:
+            for st in r:
+                st.setdefault("reduce", False)
+        return {"size_bytes": p.size_bytes, "steps": steps}
+
     def _job_core(self, i: int, j: "JobConfig", t: topo.TopologyData) -> dict:
         from .profiles import ProfileError, build_profile
 
@@ -382,6 +433,7 @@ class Scenario(_Strict):
             "slowdown": slowdown, "jitter": j.jitter, "seed": (self.seed * 1_000_003 + i) % 2**64,
             "reduce_bps": j.reduce_bps, "send_overhead_ps": j.send_overhead_ps,
             "persistent_connections": j.persistent_connections,
+            "allreduce_plan": self._job_plan(i, j, len(workers)),
             "slack_aware": None if not j.slack_aware else {
                 "urgent_class": j.urgent_class, "factor": j.slack_factor, "lag_rounds": j.slack_lag_rounds,
                 # The slowest worker link: rounds are paced by it.

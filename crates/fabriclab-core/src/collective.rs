@@ -14,9 +14,10 @@
 //!
 //! The collective ends when every step of every rank has completed.
 
+use crate::plan_exec::{Action, PlanGraph, PlanRun};
 use crate::sim::{Api, App, Message, MsgId};
 use serde::Deserialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -81,19 +82,13 @@ fn untoken(t: u64) -> (u64, u32, u32) {
 
 pub struct CollectiveApp {
     spec: CollectiveSpec,
-    /// Unmet dependencies of each step.
-    pending: Vec<Vec<u32>>,
-    dependents: Vec<Vec<Vec<u32>>>,
-    /// For a recv: its channel sequence number k; for a send: likewise.
-    seq: Vec<Vec<u32>>,
-    /// recv_of[(src, dst, k)] = step index of the matching recv at dst.
-    recv_of: HashMap<(u32, u32, u32), u32>,
-    started: Vec<Vec<bool>>,
-    arrived: Vec<Vec<bool>>,
+    graph: PlanGraph,
+    run: Option<PlanRun>,
     times: Vec<Vec<StepTime>>,
     msgs: HashMap<MsgId, (u32, u32)>,
     remaining: usize,
     end_ps: Option<u64>,
+    actions: Vec<Action>,
 }
 
 impl CollectiveApp {
@@ -109,59 +104,10 @@ impl CollectiveApp {
         if spec.reduce_bps == 0 {
             return Err(format!("{}: reduce_bps must be positive", spec.name));
         }
-        let mut pending = Vec::with_capacity(n);
-        let mut dependents = Vec::with_capacity(n);
-        let mut seq = Vec::with_capacity(n);
-        let mut counts: BTreeMap<(u32, u32, Op), u32> = BTreeMap::new();
-        let mut recv_of = HashMap::new();
-        for (r, steps) in spec.steps.iter().enumerate() {
-            let r = r as u32;
-            let mut deps_of = Vec::with_capacity(steps.len());
-            let mut rev = vec![Vec::new(); steps.len()];
-            let mut sq = Vec::with_capacity(steps.len());
-            for (i, s) in steps.iter().enumerate() {
-                if s.peer as usize >= n || s.peer == r {
-                    return Err(format!("{}: rank {r} step {i}: peer {} is not another rank", spec.name, s.peer));
-                }
-                if s.bytes == 0 {
-                    return Err(format!("{}: rank {r} step {i}: bytes must be positive", spec.name));
-                }
-                for &d in &s.deps {
-                    if d as usize >= i {
-                        return Err(format!("{}: rank {r} step {i}: dependency {d} is not an earlier step", spec.name));
-                    }
-                    rev[d as usize].push(i as u32);
-                }
-                deps_of.push(s.deps.len() as u32);
-                let (a, b) = if s.op == Op::Send { (r, s.peer) } else { (s.peer, r) };
-                let k = counts.entry((a, b, s.op)).or_insert(0);
-                sq.push(*k);
-                if s.op == Op::Recv {
-                    recv_of.insert((a, b, *k), i as u32);
-                }
-                *k += 1;
-            }
-            pending.push(deps_of);
-            dependents.push(rev);
-            seq.push(sq);
-        }
-        for (&(a, b, op), &c) in &counts {
-            let other = if op == Op::Send { Op::Recv } else { Op::Send };
-            let m = counts.get(&(a, b, other)).copied().unwrap_or(0);
-            if m != c {
-                return Err(format!(
-                    "{}: rank {a} sends {} messages to rank {b}, which receives {}",
-                    spec.name,
-                    if op == Op::Send { c } else { m },
-                    if op == Op::Send { m } else { c }
-                ));
-            }
-        }
+        let graph = PlanGraph::new(&spec.name, spec.steps.clone())?;
         let remaining = spec.steps.iter().map(|s| s.len()).sum();
-        let started = spec.steps.iter().map(|s| vec![false; s.len()]).collect();
-        let arrived = spec.steps.iter().map(|s| vec![false; s.len()]).collect();
         let times = spec.steps.iter().map(|s| vec![StepTime::default(); s.len()]).collect();
-        Ok(CollectiveApp { spec, pending, dependents, seq, recv_of, started, arrived, times, msgs: HashMap::new(), remaining, end_ps: None })
+        Ok(CollectiveApp { spec, graph, run: None, times, msgs: HashMap::new(), remaining, end_ps: None, actions: Vec::new() })
     }
 
     pub fn name(&self) -> &str {
@@ -180,46 +126,28 @@ impl CollectiveApp {
         &self.spec.steps
     }
 
-    fn start_step(&mut self, api: &mut Api, r: u32, i: u32) {
-        self.started[r as usize][i as usize] = true;
-        self.times[r as usize][i as usize].start_ps = api.now();
-        let step = &self.spec.steps[r as usize][i as usize];
-        match step.op {
-            Op::Send => api.schedule(api.now() + self.spec.send_overhead_ps, token(TOKEN_SEND, r, i)),
-            Op::Recv => {
-                if self.arrived[r as usize][i as usize] {
-                    self.finish_recv_data(api, r, i);
+    /// Carries out what the plan run asked for.
+    fn apply(&mut self, api: &mut Api) {
+        let now = api.now();
+        for a in std::mem::take(&mut self.actions) {
+            match a {
+                Action::Started { rank, step } => self.times[rank as usize][step as usize].start_ps = now,
+                Action::Send { rank, step } => api.schedule(now + self.spec.send_overhead_ps, token(TOKEN_SEND, rank, step)),
+                Action::Reduce { rank, step } => {
+                    let bytes = self.spec.steps[rank as usize][step as usize].bytes;
+                    let t = crate::time::ser_time_ps(bytes, self.spec.reduce_bps);
+                    api.schedule(now + t, token(TOKEN_RECV_DONE, rank, step));
                 }
+                Action::Completed { rank, step } => {
+                    self.times[rank as usize][step as usize].end_ps = now;
+                    self.remaining -= 1;
+                    if self.remaining == 0 {
+                        self.end_ps = Some(now);
+                    }
+                }
+                Action::RankDone { .. } => {}
             }
         }
-    }
-
-    /// Both the recv has started and its data has arrived.
-    fn finish_recv_data(&mut self, api: &mut Api, r: u32, i: u32) {
-        let step = &self.spec.steps[r as usize][i as usize];
-        if step.reduce {
-            let t = crate::time::ser_time_ps(step.bytes, self.spec.reduce_bps);
-            api.schedule(api.now() + t, token(TOKEN_RECV_DONE, r, i));
-        } else {
-            self.complete(api, r, i);
-        }
-    }
-
-    fn complete(&mut self, api: &mut Api, r: u32, i: u32) {
-        self.times[r as usize][i as usize].end_ps = api.now();
-        self.remaining -= 1;
-        if self.remaining == 0 {
-            self.end_ps = Some(api.now());
-        }
-        let deps = std::mem::take(&mut self.dependents[r as usize][i as usize]);
-        for &d in &deps {
-            let p = &mut self.pending[r as usize][d as usize];
-            *p -= 1;
-            if *p == 0 {
-                self.start_step(api, r, d);
-            }
-        }
-        self.dependents[r as usize][i as usize] = deps;
     }
 }
 
@@ -232,13 +160,8 @@ impl App for CollectiveApp {
         let (kind, r, i) = untoken(tok);
         match kind {
             TOKEN_START => {
-                for r in 0..self.spec.steps.len() as u32 {
-                    for i in 0..self.spec.steps[r as usize].len() as u32 {
-                        if self.pending[r as usize][i as usize] == 0 {
-                            self.start_step(api, r, i);
-                        }
-                    }
-                }
+                self.run = Some(PlanRun::start(&self.graph, &mut self.actions));
+                self.apply(api);
                 if self.remaining == 0 {
                     self.end_ps = Some(api.now());
                 }
@@ -260,21 +183,18 @@ impl App for CollectiveApp {
                     Err(e) => api.fail(format!("collective '{}': rank {r} step {i}: {e}", self.spec.name)),
                 }
             }
-            TOKEN_RECV_DONE => self.complete(api, r, i),
+            TOKEN_RECV_DONE => {
+                self.run.as_mut().expect("started").reduced(&self.graph, r, i, &mut self.actions);
+                self.apply(api);
+            }
             _ => unreachable!("unknown collective timer"),
         }
     }
 
     fn on_complete(&mut self, api: &mut Api, msg: MsgId) {
         let Some((r, i)) = self.msgs.remove(&msg) else { return };
-        let peer = self.spec.steps[r as usize][i as usize].peer;
-        let k = self.seq[r as usize][i as usize];
-        let j = self.recv_of[&(r, peer, k)];
-        self.arrived[peer as usize][j as usize] = true;
-        if self.started[peer as usize][j as usize] {
-            self.finish_recv_data(api, peer, j);
-        }
-        self.complete(api, r, i);
+        self.run.as_mut().expect("started").delivered(&self.graph, r, i, &mut self.actions);
+        self.apply(api);
     }
 
     fn tag(&self) -> &str {

@@ -14,6 +14,8 @@
 //! layer i's reduced gradient at that worker; with the inter-iteration
 //! barrier it also waits for all of the iteration's gradients.
 
+use crate::collective::{Op, Step};
+use crate::plan_exec::{Action, PlanGraph, PlanRun};
 use crate::sim::{Api, App, Message, MsgId};
 use crate::slack::{min_slack_ps, Pending};
 use crate::time::ser_time_ps;
@@ -61,6 +63,18 @@ pub struct JobSpec {
     /// Ring messages continue each neighbour pair's connection (packet backend).
     #[serde(default = "yes")]
     pub persistent_connections: bool,
+    /// Run every fused allreduce with this plan (ranks = workers) instead of
+    /// the built-in ring; its byte ranges are scaled to each fusion's size.
+    #[serde(default)]
+    pub allreduce_plan: Option<JobPlan>,
+}
+
+/// An allreduce plan for a job: steps over `size_bytes`, one list per worker.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobPlan {
+    pub size_bytes: u64,
+    pub steps: Vec<Vec<Step>>,
 }
 
 fn yes() -> bool {
@@ -140,14 +154,18 @@ struct Allreduce {
     received: u32,
     /// Ring messages sent at a class other than the urgent one.
     low_sends: u32,
-    /// Per round: messages arrived.
+    /// Per round: messages arrived (ring).
     arrived: Vec<u32>,
+    /// The run through the job's plan (plan-based allreduces).
+    plan_run: Option<PlanRun>,
 }
 
 const T_COMPUTE: u64 = 0;
 const T_SEND: u64 = 1;
 const T_RECV_DONE: u64 = 2;
 const T_SLACK_CHECK: u64 = 3;
+const T_PLAN_SEND: u64 = 4;
+const T_PLAN_REDUCE: u64 = 5;
 
 pub struct TrainingJob {
     spec: JobSpec,
@@ -171,6 +189,12 @@ pub struct TrainingJob {
     msgs: HashMap<MsgId, RingMsg>,
     /// Generation of the slack check timer (older ones are stale).
     check_gen: u32,
+    /// The allreduce plan's graph, if the job has one; per rank, the bytes it
+    /// sends in the plan (for slack estimates); pending plan timers.
+    plan: Option<PlanGraph>,
+    plan_sent_bytes: Vec<u64>,
+    plan_timers: HashMap<u32, (u32, u32, u32)>,
+    next_plan_timer: u32,
     /// Measured time per byte each worker sends in an allreduce run
     /// entirely at the urgent class (moving average), for slack estimates.
     urgent_ps_per_byte: Option<f64>,
@@ -285,6 +309,22 @@ impl TrainingJob {
             })
             .collect();
         let rng = ChaCha8Rng::seed_from_u64(spec.seed);
+        let (plan, plan_sent_bytes) = match &spec.allreduce_plan {
+            None => (None, Vec::new()),
+            Some(p) => {
+                if p.steps.len() != n {
+                    return Err(format!("job '{name}': allreduce plan has {} ranks, the job {n} workers", p.steps.len()));
+                }
+                if p.size_bytes == 0 {
+                    return Err(format!("job '{name}': allreduce plan size_bytes must be positive"));
+                }
+                if p.steps.iter().flatten().any(|s| s.path.is_some()) {
+                    return Err(format!("job '{name}': allreduce plan steps cannot carry explicit paths"));
+                }
+                let sent = p.steps.iter().map(|r| r.iter().filter(|s| s.op == Op::Send).map(|s| s.bytes).sum()).collect();
+                (Some(PlanGraph::new(&format!("job '{name}' allreduce plan"), p.steps.clone())?), sent)
+            }
+        };
         let prefix = |f: &dyn Fn(&LayerSpec) -> u64| {
             let sums: Vec<u64> = std::iter::once(0)
                 .chain(spec.layers.iter().scan(0u64, |acc, l| {
@@ -319,6 +359,10 @@ impl TrainingJob {
             next_ar: 0,
             msgs: HashMap::new(),
             check_gen: 0,
+            plan,
+            plan_sent_bytes,
+            plan_timers: HashMap::new(),
+            next_plan_timer: 0,
             urgent_ps_per_byte: None,
             rng,
             timeline: Vec::new(),
@@ -513,9 +557,17 @@ impl TrainingJob {
                     received: 0,
                     low_sends: 0,
                     arrived: vec![0; 2 * self.workers.len().saturating_sub(1)],
+                    plan_run: None,
                 },
             );
             let n = self.workers.len() as u32;
+            if let Some(g) = &self.plan {
+                let mut out = Vec::new();
+                let run = PlanRun::start(g, &mut out);
+                self.active.get_mut(&id).expect("active allreduce").plan_run = Some(run);
+                self.apply_plan(api, id, out);
+                continue;
+            }
             if n == 1 {
                 self.worker_has_sum(api, id, 0);
                 continue;
@@ -523,6 +575,57 @@ impl TrainingJob {
             for w in 0..n {
                 self.send_round(api, id, 0, w);
             }
+        }
+    }
+
+    /// Bytes of a plan step scaled from the plan's size to fusion `f`'s:
+    /// the range [offset, offset + bytes) maps to [offset·S/P, (offset +
+    /// bytes)·S/P) (at least one byte).
+    fn plan_step_bytes(&self, f: u32, rank: u32, step: u32) -> u64 {
+        let p = self.spec.allreduce_plan.as_ref().expect("plan job");
+        let st = &p.steps[rank as usize][step as usize];
+        let (size, plan) = (self.fusion_bytes[f as usize] as u128, p.size_bytes as u128);
+        let lo = st.offset as u128 * size / plan;
+        let hi = (st.offset + st.bytes) as u128 * size / plan;
+        ((hi - lo) as u64).max(1)
+    }
+
+    /// Carries out what the plan run of allreduce `id` asked for.
+    fn apply_plan(&mut self, api: &mut Api, id: u32, actions: Vec<Action>) {
+        let now = api.now();
+        for a in actions {
+            match a {
+                Action::Send { rank, step } | Action::Reduce { rank, step } => {
+                    let (kind, at) = if let Action::Send { .. } = a {
+                        (T_PLAN_SEND, now + self.spec.send_overhead_ps)
+                    } else {
+                        let f = self.active[&id].fusion;
+                        (T_PLAN_REDUCE, now + ser_time_ps(self.plan_step_bytes(f, rank, step), self.spec.reduce_bps))
+                    };
+                    let k = self.next_plan_timer;
+                    self.next_plan_timer = self.next_plan_timer.wrapping_add(1) & 0x0FFF_FFFF;
+                    self.plan_timers.insert(k, (id, rank, step));
+                    api.schedule(at, tok(kind, k, 0));
+                }
+                Action::RankDone { rank } => self.worker_has_sum(api, id, rank),
+                Action::Started { .. } | Action::Completed { .. } => {}
+            }
+        }
+    }
+
+    fn plan_timer(&mut self, api: &mut Api, kind: u64, k: u32) {
+        let (id, rank, step) = self.plan_timers.remove(&k).expect("plan timer");
+        if kind == T_PLAN_SEND {
+            let f = self.active[&id].fusion;
+            let bytes = self.plan_step_bytes(f, rank, step);
+            let peer = self.spec.allreduce_plan.as_ref().expect("plan job").steps[rank as usize][step as usize].peer;
+            self.send_message(api, id, step, rank, peer, bytes);
+        } else {
+            let mut out = Vec::new();
+            let ar = self.active.get_mut(&id).expect("active allreduce");
+            let g = self.plan.as_ref().expect("plan job");
+            ar.plan_run.as_mut().expect("plan run").reduced(g, rank, step, &mut out);
+            self.apply_plan(api, id, out);
         }
     }
 
@@ -547,6 +650,15 @@ impl TrainingJob {
         // Round r: worker w sends partition (w - r) mod n to its right neighbour.
         let part = (w + n * 2 - round % n) % n;
         let bytes = self.partition_bytes(f, part).max(1);
+        self.send_message(api, id, round, w, (w + 1) % n, bytes);
+    }
+
+    /// Sends one message of allreduce `id` from worker `w` to worker `to`
+    /// (`round`: the ring round, or the plan step), at the job's class or,
+    /// slack-aware, at the urgent class when the slack has run out.
+    fn send_message(&mut self, api: &mut Api, id: u32, round: u32, w: u32, to: u32, bytes: u64) {
+        let n = self.workers.len() as u32;
+        let f = self.active[&id].fusion;
         let layer_class = self
             .spec
             .layer_class
@@ -557,8 +669,9 @@ impl TrainingJob {
         self.sends.bytes += bytes;
         let mut urgent = false;
         if let Some(sa) = &self.spec.slack_aware {
-            let last_of_round =
-                sa.lag_rounds > 0 && self.active[&id].arrived[round as usize] + 1 == n;
+            let last_of_round = sa.lag_rounds > 0
+                && self.plan.is_none()
+                && self.active[&id].arrived[round as usize] + 1 == n;
             let slack = if last_of_round {
                 -1
             } else {
@@ -579,7 +692,7 @@ impl TrainingJob {
         }
         let m = Message {
             src: self.spec.workers[w as usize],
-            dst: self.spec.workers[((w + 1) % n) as usize],
+            dst: self.spec.workers[to as usize],
             size_bytes: bytes,
             class,
             path: None,
@@ -629,19 +742,42 @@ impl TrainingJob {
         }
     }
 
+    /// Bytes the busiest worker sends in an allreduce of fusion `f`: a ring
+    /// partition in each of its 2(n-1) rounds, or the plan's largest
+    /// per-rank total scaled to the fusion.
+    fn bytes_per_worker(&self, f: u32) -> f64 {
+        let size = self.fusion_bytes[f as usize];
+        match &self.spec.allreduce_plan {
+            Some(p) => {
+                let most = self.plan_sent_bytes.iter().copied().max().unwrap_or(0);
+                most as f64 * size as f64 / p.size_bytes as f64
+            }
+            None => {
+                let n = self.workers.len() as u64;
+                (size.div_ceil(n) * 2 * (n - 1)) as f64
+            }
+        }
+    }
+
+    /// Messages of one allreduce (all workers).
+    fn messages_per_allreduce(&self) -> u64 {
+        match &self.spec.allreduce_plan {
+            Some(p) => p.steps.iter().flatten().filter(|s| s.op == Op::Send).count() as u64,
+            None => {
+                let n = self.workers.len() as u64;
+                n * 2 * (n - 1)
+            }
+        }
+    }
+
     /// The job's transmit-queue slack (see [`SlackAware`]); negative: raise the class.
     fn slack_ps(&self, now: u64) -> i128 {
         let sa = self.spec.slack_aware.as_ref().expect("slack-aware job");
-        let n = self.workers.len() as u64;
-        let rounds = 2 * (n - 1);
         // Time per byte sent: measured at the urgent class once an allreduce
         // has run entirely at it, else the link rate's.
         let line = ser_time_ps(1_000_000, sa.rate_bps) as f64 / 1e6;
         let ps_per_byte = self.urgent_ps_per_byte.unwrap_or(line).max(line) * sa.factor;
-        let work = |f: u32| {
-            let part = self.fusion_bytes[f as usize].div_ceil(n);
-            (part as f64 * rounds as f64 * ps_per_byte) as u64
-        };
+        let work = |f: u32| (self.bytes_per_worker(f) * ps_per_byte) as u64;
         // Iterations with communication pending, and each worker's (predicted) end of their backward pass.
         let mut iters: Vec<u32> = self
             .active
@@ -690,7 +826,7 @@ impl TrainingJob {
             .iter()
             .map(|id| {
                 let ar = &self.active[id];
-                let left = 1.0 - ar.received as f64 / (n * rounds) as f64;
+                let left = 1.0 - ar.received as f64 / self.messages_per_allreduce() as f64;
                 piece(
                     ar.iteration,
                     ar.fusion,
@@ -853,7 +989,10 @@ impl TrainingJob {
         if all {
             let ar = self.active.remove(&id).expect("active allreduce");
             if self.spec.slack_aware.is_some() && ar.low_sends == 0 && n > 1 {
-                let sent = self.fusion_bytes[f as usize] as f64 * 2.0 * (n - 1) as f64 / n as f64;
+                let sent = match self.plan {
+                    Some(_) => self.bytes_per_worker(f),
+                    None => self.fusion_bytes[f as usize] as f64 * 2.0 * (n - 1) as f64 / n as f64,
+                };
                 let sample = (now - start) as f64 / sent;
                 let avg = self
                     .urgent_ps_per_byte
@@ -890,19 +1029,24 @@ impl App for TrainingJob {
             }
             T_SLACK_CHECK if a == self.check_gen & 0x0FFF_FFFF => self.slack_check(api),
             T_SLACK_CHECK => {} // stale: re-armed since
+            T_PLAN_SEND | T_PLAN_REDUCE => self.plan_timer(api, kind, a),
             _ => unreachable!("unknown job timer"),
         }
     }
 
     fn on_complete(&mut self, api: &mut Api, msg: MsgId) {
-        if let Some(m) = self.msgs.remove(&msg) {
-            if let Some(ar) = self.active.get_mut(&m.allreduce) {
-                ar.received += 1;
-                ar.arrived[m.round as usize] += 1;
-            }
-            self.raise_laggards(api, m.allreduce, m.round);
-            self.received(api, m.allreduce, m.round, m.sender);
+        let Some(m) = self.msgs.remove(&msg) else { return };
+        let ar = self.active.get_mut(&m.allreduce).expect("active allreduce");
+        ar.received += 1;
+        if let Some(run) = ar.plan_run.as_mut() {
+            let mut out = Vec::new();
+            run.delivered(self.plan.as_ref().expect("plan job"), m.sender, m.round, &mut out);
+            self.apply_plan(api, m.allreduce, out);
+            return;
         }
+        ar.arrived[m.round as usize] += 1;
+        self.raise_laggards(api, m.allreduce, m.round);
+        self.received(api, m.allreduce, m.round, m.sender);
     }
 
     fn tag(&self) -> &str {

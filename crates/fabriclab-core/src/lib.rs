@@ -7,6 +7,7 @@ pub mod event;
 pub mod job;
 pub mod net;
 pub mod packet;
+pub mod plan_exec;
 pub mod qdisc;
 pub mod results;
 pub mod sim;
