@@ -399,9 +399,6 @@ class Scenario(_Strict):
                 raise ScenarioError(f"jobs[{i}].allreduce: {path}: needs an allreduce plan over {n} ranks (the job's "
                                     f"workers), got {p.collective} over {p.nranks}")
         steps = [[{k: v for k, v in st.to_dict().items() if k != "path"} for st in r] for r in p.ranks]
-        for r in steps:
-            for st in r:
-                st.setdefault("reduce", False)
         return {"size_bytes": p.size_bytes, "steps": steps}
 
     def _job_core(self, i: int, j: "JobConfig", t: topo.TopologyData) -> dict:

@@ -93,7 +93,7 @@ pub struct CollectiveApp {
 
 impl CollectiveApp {
     /// Checks the plan's structure (the Python verifier checks its meaning).
-    pub fn new(spec: CollectiveSpec, num_hosts: u32) -> Result<CollectiveApp, String> {
+    pub fn new(mut spec: CollectiveSpec, num_hosts: u32) -> Result<CollectiveApp, String> {
         let n = spec.steps.len();
         if n != spec.rank_hosts.len() {
             return Err(format!("{}: plan has {} ranks but rank_hosts lists {}", spec.name, n, spec.rank_hosts.len()));
@@ -104,9 +104,10 @@ impl CollectiveApp {
         if spec.reduce_bps == 0 {
             return Err(format!("{}: reduce_bps must be positive", spec.name));
         }
-        let graph = PlanGraph::new(&spec.name, spec.steps.clone())?;
-        let remaining = spec.steps.iter().map(|s| s.len()).sum();
-        let times = spec.steps.iter().map(|s| vec![StepTime::default(); s.len()]).collect();
+        // The steps live in the graph only.
+        let graph = PlanGraph::new(&spec.name, std::mem::take(&mut spec.steps))?;
+        let remaining = graph.steps().iter().map(|s| s.len()).sum();
+        let times = graph.steps().iter().map(|s| vec![StepTime::default(); s.len()]).collect();
         Ok(CollectiveApp { spec, graph, run: None, times, msgs: HashMap::new(), remaining, end_ps: None, actions: Vec::new() })
     }
 
@@ -123,7 +124,7 @@ impl CollectiveApp {
         &self.times
     }
     pub fn steps(&self) -> &[Vec<Step>] {
-        &self.spec.steps
+        self.graph.steps()
     }
 
     /// Carries out what the plan run asked for.
@@ -134,7 +135,7 @@ impl CollectiveApp {
                 Action::Started { rank, step } => self.times[rank as usize][step as usize].start_ps = now,
                 Action::Send { rank, step } => api.schedule(now + self.spec.send_overhead_ps, token(TOKEN_SEND, rank, step)),
                 Action::Reduce { rank, step } => {
-                    let bytes = self.spec.steps[rank as usize][step as usize].bytes;
+                    let bytes = self.graph.steps()[rank as usize][step as usize].bytes;
                     let t = crate::time::ser_time_ps(bytes, self.spec.reduce_bps);
                     api.schedule(now + t, token(TOKEN_RECV_DONE, rank, step));
                 }
@@ -167,7 +168,7 @@ impl App for CollectiveApp {
                 }
             }
             TOKEN_SEND => {
-                let step = &self.spec.steps[r as usize][i as usize];
+                let step = &self.graph.steps()[r as usize][i as usize];
                 let m = Message {
                     src: self.spec.rank_hosts[r as usize],
                     dst: self.spec.rank_hosts[step.peer as usize],

@@ -334,19 +334,16 @@ def ch5_slack(out_dir: Path, quick: bool = False, cells=None, seeds=None, durati
             else:
                 lag = int(name.removeprefix("slack_lag"))
                 m["policy"] = [f"slack f={f:g} lag={lag}" for f in pts["param.jobs.0.slack_factor"]]
-                m["urgent_bytes_frac"], m["raised_bytes_frac"] = _urgent_fractions(d)
+                m["urgent_bytes_frac"], m["raised_bytes_frac"] = _urgent_fractions(pts)
             frames.append(m)
     df = pd.concat(frames, ignore_index=True)
     df.to_csv(out_dir / "ch5_slack_points.csv", index=False)
     return df
 
 
-def _urgent_fractions(sweep_dir: Path):
-    """Per point: the share of Horovod's ring bytes sent at the urgent class
-    and the share raised to it in flight."""
-    import pyarrow.parquet as pq
-
-    pts = pq.read_table(sweep_dir / "points.parquet").to_pandas()
+def _urgent_fractions(pts: pd.DataFrame):
+    """Per point of a sweep's points table: the share of Horovod's ring
+    bytes sent at the urgent class and the share raised to it in flight."""
     total = pts["jobs.horovod.ring_bytes"]
     return (pts["jobs.horovod.urgent_bytes"] / total).to_numpy(), (pts["jobs.horovod.raised_bytes"] / total).to_numpy()
 

@@ -71,6 +71,16 @@ pub struct JobSpec {
     pub allreduce_plan: Option<JobPlan>,
 }
 
+/// A job's plan as it runs: its step graph and the figures the slack check
+/// needs, computed once.
+struct JobPlanRt {
+    graph: PlanGraph,
+    size_bytes: u64,
+    /// Bytes the busiest rank sends in the plan; send steps of all ranks.
+    most_sent_bytes: u64,
+    messages: u64,
+}
+
 /// An allreduce plan for a job: steps over `size_bytes`, one list per worker.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -191,10 +201,9 @@ pub struct TrainingJob {
     msgs: HashMap<MsgId, RingMsg>,
     /// Generation of the slack check timer (older ones are stale).
     check_gen: u32,
-    /// The allreduce plan's graph, if the job has one; per rank, the bytes it
-    /// sends in the plan (for slack estimates); pending plan timers.
-    plan: Option<PlanGraph>,
-    plan_sent_bytes: Vec<u64>,
+    /// The allreduce plan, if the job has one (its steps live in the graph
+    /// only); pending plan timers.
+    plan: Option<JobPlanRt>,
     plan_timers: HashMap<u32, (u32, u32, u32)>,
     next_plan_timer: u32,
     /// Measured time per byte each worker sends in an allreduce run
@@ -241,7 +250,7 @@ fn untok(t: u64) -> (u64, u32, u32) {
 }
 
 impl TrainingJob {
-    pub fn new(spec: JobSpec, num_hosts: u32) -> Result<TrainingJob, String> {
+    pub fn new(mut spec: JobSpec, num_hosts: u32) -> Result<TrainingJob, String> {
         let n = spec.workers.len();
         let name = &spec.name;
         if n == 0 {
@@ -311,20 +320,45 @@ impl TrainingJob {
             })
             .collect();
         let rng = ChaCha8Rng::seed_from_u64(spec.seed);
-        let (plan, plan_sent_bytes) = match &spec.allreduce_plan {
-            None => (None, Vec::new()),
+        let plan = match spec.allreduce_plan.take() {
+            None => None,
             Some(p) => {
                 if p.steps.len() != n {
-                    return Err(format!("job '{name}': allreduce plan has {} ranks, the job {n} workers", p.steps.len()));
+                    return Err(format!(
+                        "job '{name}': allreduce plan has {} ranks, the job {n} workers",
+                        p.steps.len()
+                    ));
                 }
                 if p.size_bytes == 0 {
-                    return Err(format!("job '{name}': allreduce plan size_bytes must be positive"));
+                    return Err(format!(
+                        "job '{name}': allreduce plan size_bytes must be positive"
+                    ));
                 }
                 if p.steps.iter().flatten().any(|s| s.path.is_some()) {
-                    return Err(format!("job '{name}': allreduce plan steps cannot carry explicit paths"));
+                    return Err(format!(
+                        "job '{name}': allreduce plan steps cannot carry explicit paths"
+                    ));
                 }
-                let sent = p.steps.iter().map(|r| r.iter().filter(|s| s.op == Op::Send).map(|s| s.bytes).sum()).collect();
-                (Some(PlanGraph::new(&format!("job '{name}' allreduce plan"), p.steps.clone())?), sent)
+                let most_sent_bytes = p
+                    .steps
+                    .iter()
+                    .map(|r| r.iter().filter(|s| s.op == Op::Send).map(|s| s.bytes).sum())
+                    .max()
+                    .unwrap_or(0);
+                let messages = p
+                    .steps
+                    .iter()
+                    .flatten()
+                    .filter(|s| s.op == Op::Send)
+                    .count() as u64;
+                let size_bytes = p.size_bytes;
+                let graph = PlanGraph::new(&format!("job '{name}' allreduce plan"), p.steps)?;
+                Some(JobPlanRt {
+                    graph,
+                    size_bytes,
+                    most_sent_bytes,
+                    messages,
+                })
             }
         };
         let prefix = |f: &dyn Fn(&LayerSpec) -> u64| {
@@ -362,7 +396,6 @@ impl TrainingJob {
             msgs: HashMap::new(),
             check_gen: 0,
             plan,
-            plan_sent_bytes,
             plan_timers: HashMap::new(),
             next_plan_timer: 0,
             urgent_ps_per_byte: None,
@@ -563,9 +596,9 @@ impl TrainingJob {
                 },
             );
             let n = self.workers.len() as u32;
-            if let Some(g) = &self.plan {
+            if let Some(p) = &self.plan {
                 let mut out = Vec::new();
-                let run = PlanRun::start(g, &mut out);
+                let run = PlanRun::start(&p.graph, &mut out);
                 self.active.get_mut(&id).expect("active allreduce").plan_run = Some(run);
                 self.apply_plan(api, id, out);
                 continue;
@@ -757,12 +790,19 @@ impl App for TrainingJob {
     }
 
     fn on_complete(&mut self, api: &mut Api, msg: MsgId) {
-        let Some(m) = self.msgs.remove(&msg) else { return };
+        let Some(m) = self.msgs.remove(&msg) else {
+            return;
+        };
         let ar = self.active.get_mut(&m.allreduce).expect("active allreduce");
         ar.received += 1;
         if let Some(run) = ar.plan_run.as_mut() {
             let mut out = Vec::new();
-            run.delivered(self.plan.as_ref().expect("plan job"), m.sender, m.round, &mut out);
+            run.delivered(
+                &self.plan.as_ref().expect("plan job").graph,
+                m.sender,
+                m.round,
+                &mut out,
+            );
             self.apply_plan(api, m.allreduce, out);
             return;
         }

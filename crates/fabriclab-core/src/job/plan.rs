@@ -12,8 +12,8 @@ impl TrainingJob {
     /// the range [offset, offset + bytes) maps to [offset·S/P, (offset +
     /// bytes)·S/P) (at least one byte).
     pub(super) fn plan_step_bytes(&self, f: u32, rank: u32, step: u32) -> u64 {
-        let p = self.spec.allreduce_plan.as_ref().expect("plan job");
-        let st = &p.steps[rank as usize][step as usize];
+        let p = self.plan.as_ref().expect("plan job");
+        let st = &p.graph.steps()[rank as usize][step as usize];
         let (size, plan) = (self.fusion_bytes[f as usize] as u128, p.size_bytes as u128);
         let lo = st.offset as u128 * size / plan;
         let hi = (st.offset + st.bytes) as u128 * size / plan;
@@ -54,14 +54,14 @@ impl TrainingJob {
         if kind == T_PLAN_SEND {
             let f = self.active[&id].fusion;
             let bytes = self.plan_step_bytes(f, rank, step);
-            let peer = self.spec.allreduce_plan.as_ref().expect("plan job").steps[rank as usize]
+            let peer = self.plan.as_ref().expect("plan job").graph.steps()[rank as usize]
                 [step as usize]
                 .peer;
             self.send_message(api, id, step, rank, peer, bytes);
         } else {
             let mut out = Vec::new();
             let ar = self.active.get_mut(&id).expect("active allreduce");
-            let g = self.plan.as_ref().expect("plan job");
+            let g = &self.plan.as_ref().expect("plan job").graph;
             ar.plan_run
                 .as_mut()
                 .expect("plan run")

@@ -2,7 +2,7 @@
 //! [`super::SlackAware`]): the deadline check over the transmit queue, the
 //! re-check timer, and raising ring stragglers.
 
-use super::{tok, Op, Phase, RingMsg, TrainingJob, T_SLACK_CHECK};
+use super::{tok, Phase, RingMsg, TrainingJob, T_SLACK_CHECK};
 use crate::sim::{Api, MsgId};
 use crate::slack::{min_slack_ps, Pending};
 use crate::time::ser_time_ps;
@@ -40,11 +40,8 @@ impl TrainingJob {
     /// per-rank total scaled to the fusion.
     pub(super) fn bytes_per_worker(&self, f: u32) -> f64 {
         let size = self.fusion_bytes[f as usize];
-        match &self.spec.allreduce_plan {
-            Some(p) => {
-                let most = self.plan_sent_bytes.iter().copied().max().unwrap_or(0);
-                most as f64 * size as f64 / p.size_bytes as f64
-            }
+        match &self.plan {
+            Some(p) => p.most_sent_bytes as f64 * size as f64 / p.size_bytes as f64,
             None => {
                 let n = self.workers.len() as u64;
                 (size.div_ceil(n) * 2 * (n - 1)) as f64
@@ -54,13 +51,8 @@ impl TrainingJob {
 
     /// Messages of one allreduce (all workers).
     pub(super) fn messages_per_allreduce(&self) -> u64 {
-        match &self.spec.allreduce_plan {
-            Some(p) => p
-                .steps
-                .iter()
-                .flatten()
-                .filter(|s| s.op == Op::Send)
-                .count() as u64,
+        match &self.plan {
+            Some(p) => p.messages,
             None => {
                 let n = self.workers.len() as u64;
                 n * 2 * (n - 1)
@@ -190,17 +182,23 @@ impl TrainingJob {
             self.arm_slack_check(api, slack);
             return;
         }
-        let mut low: Vec<MsgId> = self
+        let low: Vec<MsgId> = self
             .msgs
             .iter()
             .filter(|(_, m)| !m.urgent)
             .map(|(&id, _)| id)
             .collect();
-        low.sort();
-        for id in low {
+        self.raise(api, low, urgent_class);
+    }
+
+    /// Raises messages in flight to `class` (in message order, for
+    /// determinism) and counts those still being sent.
+    fn raise(&mut self, api: &mut Api, mut ids: Vec<MsgId>, class: u8) {
+        ids.sort();
+        for id in ids {
             let m = self.msgs.get_mut(&id).expect("in flight");
             m.urgent = true;
-            if api.set_class(id, urgent_class) {
+            if api.set_class(id, class) {
                 self.sends.raised_messages += 1;
                 self.sends.raised_bytes += m.bytes;
             }
@@ -225,20 +223,12 @@ impl TrainingJob {
             m.round + sa.lag_rounds <= round
                 || (m.round == round && ar.arrived[round as usize] + 1 == n)
         };
-        let mut lag: Vec<MsgId> = self
+        let lag: Vec<MsgId> = self
             .msgs
             .iter()
             .filter(|(_, m)| !m.urgent && m.allreduce == id && behind(m))
             .map(|(&k, _)| k)
             .collect();
-        lag.sort();
-        for k in lag {
-            let m = self.msgs.get_mut(&k).expect("in flight");
-            m.urgent = true;
-            if api.set_class(k, class) {
-                self.sends.raised_messages += 1;
-                self.sends.raised_bytes += m.bytes;
-            }
-        }
+        self.raise(api, lag, class);
     }
 }
