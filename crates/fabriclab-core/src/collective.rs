@@ -14,33 +14,10 @@
 //!
 //! The collective ends when every step of every rank has completed.
 
-use crate::plan_exec::{Action, PlanGraph, PlanRun};
+use fabriclab_plan::{Action, Hop, PlanGraph, PlanRun, Step};
 use crate::sim::{Api, App, Message, MsgId};
 use serde::Deserialize;
 use std::collections::HashMap;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Op {
-    Send,
-    Recv,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Step {
-    pub op: Op,
-    pub peer: u32,
-    pub offset: u64,
-    pub bytes: u64,
-    #[serde(default)]
-    pub reduce: bool,
-    #[serde(default)]
-    pub deps: Vec<u32>,
-    /// Explicit node path for a send (node indices), else ECMP.
-    #[serde(default)]
-    pub path: Option<Vec<u32>>,
-}
 
 /// A collective to run: its plan, where its ranks live, and its costs.
 #[derive(Debug, Clone, Deserialize)]
@@ -174,7 +151,8 @@ impl App for CollectiveApp {
                     dst: self.spec.rank_hosts[step.peer as usize],
                     size_bytes: step.bytes,
                     class: self.spec.class,
-                    path: step.path.clone(),
+                    // Pinned paths were resolved to node indices when the simulation was built.
+                    path: step.path.as_ref().map(|p| p.iter().filter_map(Hop::node).collect()),
                     persistent: self.spec.persistent_connections,
                 };
                 match api.send(&m) {

@@ -7,7 +7,6 @@ pub mod event;
 pub mod job;
 pub mod net;
 pub mod packet;
-pub mod plan_exec;
 pub mod qdisc;
 pub mod results;
 pub mod sim;
@@ -17,6 +16,9 @@ pub mod time;
 pub mod topology;
 pub mod traffic;
 pub mod transport;
+
+/// The plan format and its step graph (the `fabriclab-plan` crate).
+pub use fabriclab_plan as plan;
 
 use net::{flow::FlowNet, packet::PacketNet, Backend};
 use sim::{Message, Simulation};
@@ -111,7 +113,11 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
             for (i, st) in steps.iter().enumerate() {
                 if let (Some(p), Some(&peer_host)) = (&st.path, c.rank_hosts.get(st.peer as usize))
                 {
-                    topo.explicit_route(p, c.rank_hosts[r], peer_host)
+                    let nodes: Option<Vec<u32>> = p.iter().map(plan::Hop::node).collect();
+                    let nodes = nodes.ok_or_else(|| {
+                        format!("{}: rank {r} step {i}: path names a node instead of giving its index", c.name)
+                    })?;
+                    topo.explicit_route(&nodes, c.rank_hosts[r], peer_host)
                         .map_err(|e| format!("{}: rank {r} step {i}: {e}", c.name))?;
                 }
             }

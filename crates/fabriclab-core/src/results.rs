@@ -106,7 +106,7 @@ pub fn step_columns(sim: &Simulation) -> StepColumns {
                 c.collective.push(app.name().to_string());
                 c.rank.push(r as u32);
                 c.step.push(i as u32);
-                c.op.push(if s.op == crate::collective::Op::Send {
+                c.op.push(if s.op == fabriclab_plan::Op::Send {
                     "send".into()
                 } else {
                     "recv".into()

@@ -14,8 +14,7 @@
 //! layer i's reduced gradient at that worker; with the inter-iteration
 //! barrier it also waits for all of the iteration's gradients.
 
-use crate::collective::{Op, Step};
-use crate::plan_exec::{PlanGraph, PlanRun};
+use fabriclab_plan::{Op, PlanGraph, PlanRun, Step};
 use crate::sim::{Api, App, Message, MsgId};
 use crate::time::ser_time_ps;
 use rand::{Rng, SeedableRng};

@@ -3,7 +3,7 @@
 //! timers.
 
 use super::{tok, TrainingJob, T_PLAN_REDUCE, T_PLAN_SEND};
-use crate::plan_exec::Action;
+use fabriclab_plan::Action;
 use crate::sim::Api;
 use crate::time::ser_time_ps;
 

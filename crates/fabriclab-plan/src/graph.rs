@@ -8,7 +8,7 @@
 //! MPI) and completes once it has started and its data has arrived, after a
 //! reduction if it reduces.
 
-use crate::collective::{Op, Step};
+use crate::format::{Op, Step};
 use std::collections::{BTreeMap, HashMap};
 
 /// The immutable structure of a plan: dependencies and message matching.
@@ -27,15 +27,29 @@ pub struct PlanGraph {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     /// Send step `i` of rank `r` (after the caller's send overhead).
-    Send { rank: u32, step: u32 },
+    Send {
+        rank: u32,
+        step: u32,
+    },
     /// Reduce the data of receive step `i` of rank `r`, then call
     /// [`PlanRun::reduced`].
-    Reduce { rank: u32, step: u32 },
+    Reduce {
+        rank: u32,
+        step: u32,
+    },
     /// Step `i` of rank `r` started / completed (for timelines).
-    Started { rank: u32, step: u32 },
-    Completed { rank: u32, step: u32 },
+    Started {
+        rank: u32,
+        step: u32,
+    },
+    Completed {
+        rank: u32,
+        step: u32,
+    },
     /// Every step of `rank` has completed.
-    RankDone { rank: u32 },
+    RankDone {
+        rank: u32,
+    },
 }
 
 impl PlanGraph {
@@ -54,19 +68,28 @@ impl PlanGraph {
             let mut sq = Vec::with_capacity(rank_steps.len());
             for (i, s) in rank_steps.iter().enumerate() {
                 if s.peer as usize >= n || s.peer == r {
-                    return Err(format!("{name}: rank {r} step {i}: peer {} is not another rank", s.peer));
+                    return Err(format!(
+                        "{name}: rank {r} step {i}: peer {} is not another rank",
+                        s.peer
+                    ));
                 }
                 if s.bytes == 0 {
                     return Err(format!("{name}: rank {r} step {i}: bytes must be positive"));
                 }
                 for &d in &s.deps {
                     if d as usize >= i {
-                        return Err(format!("{name}: rank {r} step {i}: dependency {d} is not an earlier step"));
+                        return Err(format!(
+                            "{name}: rank {r} step {i}: dependency {d} is not an earlier step"
+                        ));
                     }
                     rev[d as usize].push(i as u32);
                 }
                 deps_of.push(s.deps.len() as u32);
-                let (a, b) = if s.op == Op::Send { (r, s.peer) } else { (s.peer, r) };
+                let (a, b) = if s.op == Op::Send {
+                    (r, s.peer)
+                } else {
+                    (s.peer, r)
+                };
                 let k = counts.entry((a, b, s.op)).or_insert(0);
                 sq.push(*k);
                 if s.op == Op::Recv {
@@ -83,10 +106,18 @@ impl PlanGraph {
             let m = counts.get(&(a, b, other)).copied().unwrap_or(0);
             if m != c {
                 let (sends, recvs) = if op == Op::Send { (c, m) } else { (m, c) };
-                return Err(format!("{name}: rank {a} sends {sends} messages to rank {b}, which receives {recvs}"));
+                return Err(format!(
+                    "{name}: rank {a} sends {sends} messages to rank {b}, which receives {recvs}"
+                ));
             }
         }
-        Ok(PlanGraph { steps, deps_count, dependents, seq, recv_of })
+        Ok(PlanGraph {
+            steps,
+            deps_count,
+            dependents,
+            seq,
+            recv_of,
+        })
     }
 
     pub fn steps(&self) -> &[Vec<Step>] {

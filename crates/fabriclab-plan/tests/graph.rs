@@ -1,14 +1,24 @@
 //! A plan's step graph and one run through it, driven by hand.
 
-use fabriclab_core::collective::{Op, Step};
-use fabriclab_core::plan_exec::{Action, PlanGraph, PlanRun};
+use fabriclab_plan::{Action, Op, PlanGraph, PlanRun, Step};
 
 fn step(op: Op, peer: u32, bytes: u64, reduce: bool, deps: Vec<u32>) -> Step {
-    Step { op, peer, offset: 0, bytes, reduce, deps, path: None }
+    Step {
+        op,
+        peer,
+        offset: 0,
+        bytes,
+        reduce,
+        deps,
+        path: None,
+    }
 }
 
 fn sends_and_reduces(out: &[Action]) -> Vec<Action> {
-    out.iter().copied().filter(|a| !matches!(a, Action::Started { .. } | Action::Completed { .. })).collect()
+    out.iter()
+        .copied()
+        .filter(|a| !matches!(a, Action::Started { .. } | Action::Completed { .. }))
+        .collect()
 }
 
 #[test]
@@ -27,15 +37,27 @@ fn exchange_then_reduce_runs_in_dependency_order() {
     let mut out = Vec::new();
     let mut run = PlanRun::start(&g, &mut out);
     // Both first sends start; both receives wait for data.
-    assert_eq!(sends_and_reduces(&out), vec![Action::Send { rank: 0, step: 0 }, Action::Send { rank: 1, step: 0 }]);
+    assert_eq!(
+        sends_and_reduces(&out),
+        vec![
+            Action::Send { rank: 0, step: 0 },
+            Action::Send { rank: 1, step: 0 }
+        ]
+    );
     out.clear();
     // Rank 0's first message arrives at rank 1: rank 1 reduces it.
     run.delivered(&g, 0, 0, &mut out);
-    assert_eq!(sends_and_reduces(&out), vec![Action::Reduce { rank: 1, step: 1 }]);
+    assert_eq!(
+        sends_and_reduces(&out),
+        vec![Action::Reduce { rank: 1, step: 1 }]
+    );
     out.clear();
     run.reduced(&g, 1, 1, &mut out);
     // The reduction releases rank 1's second send and its last receive.
-    assert_eq!(sends_and_reduces(&out), vec![Action::Send { rank: 1, step: 2 }]);
+    assert_eq!(
+        sends_and_reduces(&out),
+        vec![Action::Send { rank: 1, step: 2 }]
+    );
     out.clear();
     run.delivered(&g, 1, 0, &mut out);
     run.reduced(&g, 0, 1, &mut out);
@@ -51,10 +73,20 @@ fn exchange_then_reduce_runs_in_dependency_order() {
 
 #[test]
 fn unmatched_messages_and_bad_dependencies_are_refused() {
-    let e = PlanGraph::new("t", vec![vec![step(Op::Send, 1, 5, false, vec![])], vec![]]).unwrap_err();
-    assert!(e.contains("rank 0 sends 1 messages to rank 1, which receives 0"), "{e}");
-    let e = PlanGraph::new("t", vec![vec![step(Op::Send, 1, 5, false, vec![0])], vec![step(Op::Recv, 0, 5, false, vec![])]])
-        .unwrap_err();
+    let e =
+        PlanGraph::new("t", vec![vec![step(Op::Send, 1, 5, false, vec![])], vec![]]).unwrap_err();
+    assert!(
+        e.contains("rank 0 sends 1 messages to rank 1, which receives 0"),
+        "{e}"
+    );
+    let e = PlanGraph::new(
+        "t",
+        vec![
+            vec![step(Op::Send, 1, 5, false, vec![0])],
+            vec![step(Op::Recv, 0, 5, false, vec![])],
+        ],
+    )
+    .unwrap_err();
     assert!(e.contains("dependency 0 is not an earlier step"), "{e}");
     let e = PlanGraph::new("t", vec![vec![step(Op::Send, 0, 5, false, vec![])]]).unwrap_err();
     assert!(e.contains("is not another rank"), "{e}");
