@@ -32,6 +32,7 @@ impl FiveTuple {
 }
 
 const UNREACHABLE: u16 = u16::MAX;
+const NO_ROW: u32 = u32::MAX;
 
 pub struct Topology {
     pub names: Vec<String>,
@@ -40,8 +41,17 @@ pub struct Topology {
     pub out_ports: Vec<Vec<u32>>,
     /// Node id of each host, in host-index order.
     pub hosts: Vec<u32>,
-    /// `dist[node * hosts.len() + host_index]`: hops from `node` to that host,
-    /// never transiting through another host.
+    /// Column of each switch in `dist` (`NO_ROW` for hosts).
+    switch_row: Vec<u32>,
+    num_switches: usize,
+    /// Per host index, its attachment group: hosts attached to the same set
+    /// of switches are equally far from every switch.
+    host_group: Vec<u32>,
+    /// `dist[group * switches + switch_row]`: hops from a switch to any host
+    /// of that group, never transiting through a host. Hosts have no column
+    /// (they do not forward; see [`Topology::dist`]). The table holds
+    /// groups x switches entries, not nodes x hosts: 21 MB instead of 9 GB
+    /// for a k = 64 fat-tree.
     dist: Vec<u16>,
 }
 
@@ -59,7 +69,7 @@ impl Topology {
         if n == 0 {
             return Err("topology.nodes: must not be empty".into());
         }
-        let names = spec.nodes.iter().map(|x| x.name.clone()).collect();
+        let names: Vec<String> = spec.nodes.iter().map(|x| x.name.clone()).collect();
         let kinds: Vec<NodeKind> = spec.nodes.iter().map(|x| x.kind).collect();
         let mut ports = Vec::with_capacity(spec.links.len() * 2);
         let mut out_ports = vec![Vec::new(); n];
@@ -83,38 +93,105 @@ impl Topology {
             return Err("topology.nodes: at least two hosts are needed".into());
         }
         let nh = hosts.len();
-        let mut dist = vec![UNREACHABLE; n * nh];
-        let mut bfs = VecDeque::new();
+        let mut switch_row = vec![NO_ROW; n];
+        let mut ns = 0usize;
+        for v in 0..n {
+            if kinds[v] == NodeKind::Switch {
+                switch_row[v] = ns as u32;
+                ns += 1;
+            }
+        }
+        // A host's switch neighbours, sorted: its attachment group.
+        let mut groups: std::collections::HashMap<Vec<u32>, u32> = std::collections::HashMap::new();
+        let mut members: Vec<Vec<u32>> = Vec::new();
+        let mut host_group = Vec::with_capacity(nh);
         for (hi, &h) in hosts.iter().enumerate() {
-            dist[h as usize * nh + hi] = 0;
+            let mut att: Vec<u32> = out_ports[h as usize]
+                .iter()
+                .map(|&p| ports[p as usize].to)
+                .filter(|&v| kinds[v as usize] == NodeKind::Switch)
+                .collect();
+            att.sort_unstable();
+            att.dedup();
+            let next = groups.len() as u32;
+            let g = *groups.entry(att).or_insert(next);
+            if g == next {
+                members.push(Vec::new());
+            }
+            members[g as usize].push(hi as u32);
+            host_group.push(g);
+        }
+        let mut attach: Vec<Vec<u32>> = vec![Vec::new(); groups.len()];
+        for (att, &g) in &groups {
+            attach[g as usize] = att.clone();
+        }
+        // One breadth-first search per group over the switches, from the
+        // group's switches at distance 1; hosts are never expanded.
+        let ng = attach.len();
+        let mut dist = vec![UNREACHABLE; ng * ns];
+        let mut bfs = VecDeque::new();
+        for (g, att) in attach.iter().enumerate() {
+            let row = &mut dist[g * ns..(g + 1) * ns];
             bfs.clear();
-            bfs.push_back(h);
+            for &w in att {
+                row[switch_row[w as usize] as usize] = 1;
+                bfs.push_back(w);
+            }
             while let Some(u) = bfs.pop_front() {
-                if u != h && kinds[u as usize] == NodeKind::Host {
-                    continue; // hosts do not forward
-                }
-                let du = dist[u as usize * nh + hi];
+                let du = row[switch_row[u as usize] as usize];
                 for &p in &out_ports[u as usize] {
                     let v = ports[p as usize].to as usize;
-                    if dist[v * nh + hi] == UNREACHABLE {
-                        dist[v * nh + hi] = du + 1;
+                    if kinds[v] == NodeKind::Switch && row[switch_row[v] as usize] == UNREACHABLE {
+                        row[switch_row[v] as usize] = du + 1;
                         bfs.push_back(v as u32);
                     }
                 }
             }
         }
-        let topo = Topology { names, kinds, ports, out_ports, hosts, dist };
-        for (hi, &h) in topo.hosts.iter().enumerate() {
-            for (hj, &g) in topo.hosts.iter().enumerate() {
-                if hi != hj && topo.dist[g as usize * nh + hi] == UNREACHABLE {
-                    return Err(format!(
-                        "topology: host '{}' cannot reach host '{}' (every host must reach every other host)",
-                        topo.names[g as usize], topo.names[h as usize]
-                    ));
+        // Every host must reach every other: through a switch of its own
+        // group that reaches the other's group, or over a direct link.
+        for g_dst in 0..ng {
+            let row = &dist[g_dst * ns..(g_dst + 1) * ns];
+            for g_src in 0..ng {
+                if attach[g_src].iter().any(|&w| row[switch_row[w as usize] as usize] != UNREACHABLE) {
+                    continue;
+                }
+                for &a in &members[g_src] {
+                    for &b in &members[g_dst] {
+                        let (ha, hb) = (hosts[a as usize], hosts[b as usize]);
+                        if ha != hb && !out_ports[ha as usize].iter().any(|&p| ports[p as usize].to == hb) {
+                            return Err(format!(
+                                "topology: host '{}' cannot reach host '{}' (every host must reach every other host)",
+                                names_of(spec, ha),
+                                names_of(spec, hb)
+                            ));
+                        }
+                    }
                 }
             }
         }
+        let topo = Topology { names, kinds, ports, out_ports, hosts, switch_row, num_switches: ns, host_group, dist };
         Ok(topo)
+    }
+
+    /// Hops from `node` to host `hi`, never transiting through another host:
+    /// a switch's from the table; a host's is 0 if it is that host, else one
+    /// more than its nearest neighbour that can carry the packet on (a switch,
+    /// or the destination itself).
+    fn dist(&self, node: u32, hi: usize) -> u16 {
+        let row = self.switch_row[node as usize];
+        if row != NO_ROW {
+            return self.dist[self.host_group[hi] as usize * self.num_switches + row as usize];
+        }
+        if node == self.hosts[hi] {
+            return 0;
+        }
+        self.out_ports[node as usize]
+            .iter()
+            .map(|&p| self.ports[p as usize].to)
+            .map(|v| if v == self.hosts[hi] { 0 } else if self.switch_row[v as usize] != NO_ROW { self.dist(v, hi) } else { UNREACHABLE })
+            .min()
+            .map_or(UNREACHABLE, |d| d.saturating_add(1))
     }
 
     pub fn num_hosts(&self) -> usize {
@@ -131,7 +208,6 @@ impl Topology {
     /// at every node, the next hop is chosen among the ports on shortest paths
     /// by a hash of the 5-tuple, the scenario's hash seed and the node id.
     pub fn ecmp_route(&self, tuple: &FiveTuple, seed: u64) -> Vec<u32> {
-        let nh = self.hosts.len();
         let dst_hi = tuple.dst as usize;
         let dst_node = self.hosts[dst_hi];
         let mut u = self.hosts[tuple.src as usize];
@@ -144,11 +220,11 @@ impl Topology {
         let mut route = Vec::new();
         let mut cand: Vec<u32> = Vec::new();
         while u != dst_node {
-            let du = self.dist[u as usize * nh + dst_hi];
+            let du = self.dist(u, dst_hi);
             cand.clear();
             for &p in &self.out_ports[u as usize] {
                 let v = self.ports[p as usize].to as usize;
-                if self.dist[v * nh + dst_hi] + 1 == du {
+                if self.dist(v as u32, dst_hi).wrapping_add(1) == du {
                     cand.push(p);
                 }
             }
@@ -168,17 +244,33 @@ impl Topology {
         if path[0] != self.hosts[src as usize] || *path.last().unwrap() != self.hosts[dst as usize] {
             return Err("path: must start at the source host's node and end at the destination host's node".into());
         }
+        if let Some(&v) = path.iter().find(|&&v| v as usize >= self.names.len()) {
+            return Err(format!("path: node index {v} out of range (0..{})", self.names.len()));
+        }
+        // Hosts do not forward, and a route visits a node once: a path through
+        // another host, or one that loops, is refused (a packet would never arrive).
+        for (i, &v) in path.iter().enumerate().take(path.len() - 1).skip(1) {
+            if self.kinds[v as usize] == NodeKind::Host {
+                return Err(format!(
+                    "path: hop {i} is host '{}'; between its end hosts a path may pass through switches only",
+                    self.names[v as usize]
+                ));
+            }
+        }
+        let mut seen = std::collections::HashSet::with_capacity(path.len());
+        if let Some(&v) = path.iter().find(|&&v| !seen.insert(v)) {
+            return Err(format!("path: node '{}' appears twice; a path must be simple (no loops)", self.names[v as usize]));
+        }
         let mut route = Vec::with_capacity(path.len() - 1);
         for w in path.windows(2) {
             let (a, b) = (w[0], w[1]);
-            if a as usize >= self.names.len() || b as usize >= self.names.len() {
-                return Err(format!("path: node index out of range (0..{})", self.names.len()));
-            }
             let p = self.out_ports[a as usize]
                 .iter()
                 .copied()
                 .find(|&p| self.ports[p as usize].to == b)
-                .ok_or_else(|| format!("path: no link from node {a} to node {b}"))?;
+                .ok_or_else(|| {
+                    format!("path: no link from '{}' to '{}'", self.names[a as usize], self.names[b as usize])
+                })?;
             route.push(p);
         }
         Ok(route)
@@ -215,4 +307,8 @@ impl Topology {
         }
         t
     }
+}
+
+fn names_of(spec: &TopologySpec, node: u32) -> &str {
+    &spec.nodes[node as usize].name
 }

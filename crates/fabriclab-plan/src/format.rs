@@ -1,11 +1,11 @@
 //! Plan format version 1: the JSON document and its steps.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The plan format version this crate reads.
 pub const PLAN_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Op {
     Send,
@@ -14,7 +14,7 @@ pub enum Op {
 
 /// One hop of a pinned path: a node index of the topology, or a node name
 /// (the simulator's scenario layer turns names into indices).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(untagged)]
 pub enum Hop {
     Node(u32),
@@ -34,7 +34,7 @@ impl Hop {
 /// A step of a rank: a send of `[offset, offset + bytes)` to `peer`, or the
 /// matching receive from `peer` that reduces into (`reduce`) or replaces the
 /// local bytes. `deps` are indices of earlier steps of the same rank.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
     pub op: Op,
@@ -50,7 +50,7 @@ pub struct Step {
     pub path: Option<Vec<Hop>>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Collective {
     Broadcast,
@@ -77,7 +77,7 @@ impl Collective {
 }
 
 /// A whole plan document.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Plan {
     pub version: u32,
@@ -103,6 +103,14 @@ impl Plan {
     pub fn from_json(text: &str) -> Result<Plan, String> {
         let p: Plan = serde_json::from_str(text).map_err(|e| format!("plan: {e}"))?;
         p.check()?;
+        Ok(p)
+    }
+
+    /// [`Plan::from_json`] and the step graph's structural checks: what a
+    /// plan must pass before anything runs it.
+    pub fn read_checked(text: &str) -> Result<Plan, String> {
+        let p = Plan::from_json(text)?;
+        crate::PlanGraph::new("plan", p.ranks.clone())?;
         Ok(p)
     }
 

@@ -1,6 +1,9 @@
 //! Thin PyO3 binding of fabriclab-core: the module `fabriclab._core`.
-//! Panics inside the core surface as Python exceptions (PyO3 catches them at
-//! the boundary); errors of the scenario become `ValueError`.
+//! Errors of the scenario become `ValueError`. A panic inside the core (a
+//! bug) is caught at this boundary with `catch_unwind` and raised as
+//! `CorePanic` (a `RuntimeError`) carrying the panic message and location;
+//! its default report on stderr is suppressed, and the simulator that
+//! panicked refuses further calls.
 
 use fabriclab_core::results::{
     collective_summary, flow_columns, job_fusions, job_iterations, job_sends, link_columns,
@@ -8,29 +11,96 @@ use fabriclab_core::results::{
 };
 use fabriclab_core::sim::Simulation;
 use fabriclab_core::traffic::Cdf;
-use pyo3::exceptions::PyValueError;
+use pyo3::create_exception;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rand::SeedableRng;
+use std::cell::{Cell, RefCell};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Once;
+
+create_exception!(
+    _core,
+    CorePanic,
+    PyRuntimeError,
+    "The simulation core panicked: a bug, not bad input."
+);
+
+thread_local! {
+    /// Set while this thread runs core code under [`guarded`].
+    static IN_CORE: Cell<bool> = const { Cell::new(false) };
+    /// The last panic's message and location on this thread.
+    static PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Chains a panic hook that records panics raised inside [`guarded`] instead
+/// of printing them; other panics (other Rust extensions) go to the previous hook.
+fn install_panic_hook() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if IN_CORE.with(Cell::get) {
+                PANIC.with(|p| *p.borrow_mut() = Some(info.to_string()));
+            } else {
+                prev(info);
+            }
+        }));
+    });
+}
+
+/// Runs core code, turning a panic into `CorePanic`.
+fn guarded<T>(f: impl FnOnce() -> T) -> PyResult<T> {
+    let was = IN_CORE.with(|c| c.replace(true));
+    let r = catch_unwind(AssertUnwindSafe(f));
+    IN_CORE.with(|c| c.set(was));
+    r.map_err(|_| {
+        let msg = PANIC
+            .with(|p| p.borrow_mut().take())
+            .unwrap_or_else(|| "unknown panic".into());
+        CorePanic::new_err(format!("the simulation core panicked: {msg}"))
+    })
+}
 
 /// A simulation built from a resolved scenario (JSON).
 #[pyclass(module = "fabriclab._core")]
 struct Simulator {
     sim: Simulation,
+    /// Set once the core panicked: its state can no longer be trusted.
+    poisoned: bool,
+}
+
+impl Simulator {
+    /// Runs `f` on the simulation unless an earlier call panicked.
+    fn with<T>(&mut self, f: impl FnOnce(&mut Simulation) -> T) -> PyResult<T> {
+        if self.poisoned {
+            return Err(CorePanic::new_err(
+                "the simulation core panicked earlier; this simulator cannot be used",
+            ));
+        }
+        let sim = &mut self.sim;
+        let r = guarded(|| f(sim));
+        self.poisoned = r.is_err();
+        r
+    }
 }
 
 #[pymethods]
 impl Simulator {
     #[new]
     fn new(spec_json: &str) -> PyResult<Self> {
-        let sim = fabriclab_core::build_from_json(spec_json).map_err(PyValueError::new_err)?;
-        Ok(Simulator { sim })
+        let sim = guarded(|| fabriclab_core::build_from_json(spec_json))?
+            .map_err(PyValueError::new_err)?;
+        Ok(Simulator {
+            sim,
+            poisoned: false,
+        })
     }
 
     /// Runs all events up to `until_ps` with the GIL released; returns whether events remain.
     fn run_until(&mut self, py: Python<'_>, until_ps: u64) -> PyResult<bool> {
-        let sim = &mut self.sim;
-        py.detach(|| sim.run_until(until_ps))
+        py.detach(|| self.with(|sim| sim.run_until(until_ps)))?
             .map_err(PyValueError::new_err)
     }
 
@@ -58,7 +128,7 @@ impl Simulator {
 
     /// Flow records as a dict of columns.
     fn flows<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let c = flow_columns(&self.sim);
+        let c = guarded(|| flow_columns(&self.sim))?;
         let d = PyDict::new(py);
         d.set_item("flow_id", c.flow_id)?;
         d.set_item("src", c.src)?;
@@ -74,13 +144,13 @@ impl Simulator {
     }
 
     /// Collectives: list of (name, start_ps, end_ps or None).
-    fn collectives(&self) -> Vec<(String, u64, Option<u64>)> {
-        collective_summary(&self.sim)
+    fn collectives(&self) -> PyResult<Vec<(String, u64, Option<u64>)>> {
+        guarded(|| collective_summary(&self.sim))
     }
 
     /// Every collective step with its start and end times, as a dict of columns.
     fn steps<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let c = step_columns(&self.sim);
+        let c = guarded(|| step_columns(&self.sim))?;
         let d = PyDict::new(py);
         d.set_item("collective", c.collective)?;
         d.set_item("rank", c.rank)?;
@@ -94,24 +164,24 @@ impl Simulator {
     }
 
     /// Training jobs' iterations: list of (job, worker, iteration, start_ps, end_ps or None).
-    fn job_iterations(&self) -> Vec<(String, u32, u32, u64, Option<u64>)> {
-        job_iterations(&self.sim)
+    fn job_iterations(&self) -> PyResult<Vec<(String, u32, u32, u64, Option<u64>)>> {
+        guarded(|| job_iterations(&self.sim))
     }
 
     /// Training jobs' fusions: list of (job, fusion, lowest layer, bytes).
-    fn job_fusions(&self) -> Vec<(String, u32, u32, u64)> {
-        job_fusions(&self.sim)
+    fn job_fusions(&self) -> PyResult<Vec<(String, u32, u32, u64)>> {
+        guarded(|| job_fusions(&self.sim))
     }
 
     /// Training jobs' ring messages: list of (job, [messages, bytes, urgent
     /// messages, urgent bytes, raised messages, raised bytes]).
-    fn job_sends(&self) -> Vec<(String, [u64; 6])> {
-        job_sends(&self.sim)
+    fn job_sends(&self) -> PyResult<Vec<(String, [u64; 6])>> {
+        guarded(|| job_sends(&self.sim))
     }
 
     /// Training jobs' timelines as a dict of columns.
     fn timeline<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let c = timeline_columns(&self.sim);
+        let c = guarded(|| timeline_columns(&self.sim))?;
         let d = PyDict::new(py);
         d.set_item("job", c.job)?;
         d.set_item("worker", c.worker)?;
@@ -125,7 +195,7 @@ impl Simulator {
 
     /// Per directed link counters as a dict of columns.
     fn links<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let c = link_columns(&self.sim);
+        let c = guarded(|| link_columns(&self.sim))?;
         let d = PyDict::new(py);
         d.set_item("link_id", c.link_id)?;
         d.set_item("src_node", c.from)?;
@@ -149,6 +219,14 @@ fn sample_cdf(points: Vec<(f64, f64)>, n: usize, seed: u64) -> PyResult<Vec<u64>
     Ok((0..n).map(|_| cdf.sample_bytes(&mut rng)).collect())
 }
 
+/// Reads a plan document (format v1) with the reader the simulator and the
+/// runtime share, checks its structure, and returns it as normalised JSON.
+#[pyfunction]
+fn read_plan(text: &str) -> PyResult<String> {
+    let p = fabriclab_core::plan::Plan::read_checked(text).map_err(PyValueError::new_err)?;
+    serde_json::to_string(&p).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 /// The mean of a CDF as the core computes it.
 #[pyfunction]
 fn cdf_mean(points: Vec<(f64, f64)>) -> PyResult<f64> {
@@ -157,9 +235,12 @@ fn cdf_mean(points: Vec<(f64, f64)>) -> PyResult<f64> {
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    install_panic_hook();
+    m.add("CorePanic", m.py().get_type::<CorePanic>())?;
     m.add_class::<Simulator>()?;
     m.add_function(wrap_pyfunction!(sample_cdf, m)?)?;
     m.add_function(wrap_pyfunction!(cdf_mean, m)?)?;
+    m.add_function(wrap_pyfunction!(read_plan, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
