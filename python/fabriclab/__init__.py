@@ -7,8 +7,20 @@
 
 __version__ = "0.1.0"
 
-from .engine import simulate  # noqa: E402
-from .results import Results  # noqa: E402
 from .scenario import Scenario, ScenarioError  # noqa: E402
+
+
+def __getattr__(name):
+    # simulate and Results bring in pandas and pyarrow: loaded on first use,
+    # so that the CLI starts quickly and answers bad input at once.
+    if name == "simulate":
+        from .engine import simulate
+
+        return simulate
+    if name == "Results":
+        from .results import Results
+
+        return Results
+    raise AttributeError(f"module 'fabriclab' has no attribute {name!r}")
 
 __all__ = ["Scenario", "ScenarioError", "Results", "simulate", "__version__"]

@@ -4,13 +4,16 @@ comma or whitespace separated, ``#`` comments, an optional header line)."""
 
 from __future__ import annotations
 
+import math
 from importlib import resources
 from pathlib import Path
+
+from .errors import InputError
 
 BUILTIN = ("websearch", "datamining")
 
 
-class CdfError(ValueError):
+class CdfError(InputError):
     pass
 
 
@@ -38,9 +41,11 @@ def check_cdf(points: list[tuple[float, float]], source: str) -> None:
     if len(points) < 2:
         raise CdfError(f"{source}: a CDF needs at least two points")
     for i, (x, p) in enumerate(points):
-        if not x > 0:
-            raise CdfError(f"{source}: point {i}: size_bytes must be positive, got {x}")
-        if not 0.0 <= p <= 1.0:
+        if not (math.isfinite(x) and 1 <= x < 2**64):
+            # Flows are whole bytes: a CDF below one byte would be rounded up
+            # while the arrival rate used its smaller mean, offering more load than asked.
+            raise CdfError(f"{source}: point {i}: size_bytes must be at least 1 byte (and finite, below 2**64), got {x}")
+        if not 0.0 <= p <= 1.0:  # also refuses nan
             raise CdfError(f"{source}: point {i}: probability must be within [0, 1], got {p}")
         if i and x < points[i - 1][0]:
             raise CdfError(f"{source}: point {i}: sizes must be non-decreasing ({x} after {points[i - 1][0]})")
@@ -58,7 +63,13 @@ def load_cdf(name_or_path: str, base_dir: Path | None = None) -> list[tuple[floa
     path = Path(name_or_path)
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
-    if not path.is_file():
+    if not path.exists():
         raise CdfError(f"{name_or_path}: no such CDF file (built-in CDFs: {', '.join(BUILTIN)})")
-    return parse_cdf_text(path.read_text(), str(name_or_path))
+    from .inputs import read_text
+
+    try:
+        text = read_text(path, str(name_or_path), "CDF file")
+    except InputError as e:
+        raise CdfError(str(e)) from None
+    return parse_cdf_text(text, str(name_or_path))
 

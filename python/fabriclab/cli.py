@@ -5,6 +5,7 @@ never a traceback."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -12,24 +13,43 @@ from typing import Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from .results import BUCKETS
-from .scenario import Scenario, ScenarioError
+from .errors import InputError
+from .scenario import Scenario
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="fabriclab: the network side of distributed ML training.")
 topo_app = typer.Typer(no_args_is_help=True, help="Topologies.")
 app.add_typer(topo_app, name="topo")
 
-err = Console(stderr=True)
-out = Console()
+# Markup off: user text (paths, names, messages) is printed literally.
+err = Console(stderr=True, markup=False)
+out = Console(markup=False)
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
 
 
-def _fail(msg: str, code: int = EXIT_BAD_INPUT) -> None:
-    err.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
+def _fail(msg: str) -> None:
+    """Refuses bad input: the message names the option or field."""
+    raise InputError(msg)
+
+
+MEMORY_LIMIT = typer.Option(
+    None, "--memory-limit", metavar="SIZE",
+    help="Refuse scenarios estimated to need more memory than this (e.g. 16GiB; 'off': no check). "
+         "Default: FABRICLAB_MEMORY_LIMIT, else the memory available now.")
+
+
+def _check_out_file(path: Path, option: str) -> None:
+    """A file the command will write: refused before any work if it cannot be."""
+    if path.is_dir():
+        _fail(f"{option}: {path} is a folder; give a file name")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        _fail(f"{option}: the folder {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        _fail(f"{option}: the folder {parent} is not writable")
 
 
 def _load(path: Optional[Path]) -> Scenario:
@@ -41,6 +61,8 @@ def _fmt_us(ps) -> str:
 
 
 def _summary_table(summary: dict) -> Table:
+    from .results import BUCKETS
+
     t = Table(
         title=f"FCT (us) — {summary['flows_finished']}/{summary['flows_total']} flows finished",
         caption="small < 100 KB, medium 100 KB..10 MB, large > 10 MB",
@@ -97,9 +119,11 @@ def run(
     seed: Optional[int] = typer.Option(None, "--seed", help="Override the scenario's seed."),
     backend: Optional[str] = typer.Option(None, "--backend", help="Override the backend: packet or flow."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or tables."),
+    memory_limit: Optional[str] = MEMORY_LIMIT,
 ) -> None:
     """Run a scenario and write flows.parquet, links.parquet, summary.json and scenario.resolved.toml."""
     from .engine import simulate
+    from .results import OutputFolder
 
     s = _load(scenario)
     changes = {}
@@ -109,27 +133,32 @@ def run(
         changes["backend"] = backend
     if changes:
         s = s.replace(**changes)
-    if out_dir.exists() and (not out_dir.is_dir() or (any(out_dir.iterdir()) and not force)):
-        _fail(f"--out: {out_dir} is not an empty folder (use --force to replace it)")
-    s.to_core()  # resolve everything (files, CDFs, host indices) before running
-    res = simulate(s, progress=not quiet)
-    res.write(out_dir, force=force)
+    inputs = ([scenario] if scenario is not None else []) + s.input_files()
+    # The folder is claimed (checked, created) before the run, filled only when it succeeded.
+    with OutputFolder(out_dir, force, tuple(inputs)) as folder:
+        res = simulate(s, progress=not quiet, memory_limit=memory_limit)
+        res.write_into(folder.staging)
     if not quiet:
         out.print(_summary_table(res.summary))
         if "jobs" in res.summary:
             out.print(_jobs_table(res.summary))
         out.print(_links_table(res.summary))
-        out.print(f"results in [bold]{out_dir}[/]")
+        out.print(f"results in {out_dir}")
 
 
 @app.command()
-def validate(scenario: Path = typer.Argument(..., help="Scenario TOML to check.")) -> None:
-    """Check a scenario without running it (schema, files, topology)."""
+def validate(
+    scenario: Path = typer.Argument(..., metavar="SCENARIO", help="Scenario TOML to check."),
+    memory_limit: Optional[str] = MEMORY_LIMIT,
+) -> None:
+    """Check a scenario without running it (schema, files, topology, memory)."""
     from .engine import build_simulator
+    from .limits import check_memory
 
     s = Scenario.load(scenario)
-    build_simulator(s)
+    check_memory(s, memory_limit)  # before building a topology that may not fit
     t = s.build_topology()
+    build_simulator(s, "off", topology_data=t)
     out.print(f"{scenario}: ok ({len(t.hosts)} hosts, {len(t.nodes) - len(t.hosts)} switches, "
               f"{len(t.links)} links, backend {s.backend})")
 
@@ -146,16 +175,14 @@ def topo_show(
     """Draw a scenario's topology, or a GPU server with a plan's rings or trees, as a PNG."""
     from .draw import draw_gpu_plan, draw_topology
 
+    _check_out_file(png, "--out")
     if gpu is not None:
-        from .collectives.algos import Allocation, PlanningError, make_plan
+        from .collectives.algos import Allocation, make_plan
         from .collectives.bench import build_topology, parse_gpus
 
-        try:
-            t = build_topology(gpu, 1, "100Gbps")
-            alloc = Allocation(t, parse_gpus(gpus, len(t.gpus)))
-            p = make_plan(plan, op, alloc, 1 << 20) if plan else None
-        except PlanningError as e:
-            _fail(str(e))
+        t = build_topology(gpu, 1, "100Gbps", option="--gpu")
+        alloc = Allocation(t, parse_gpus(gpus, len(t.gpus)))
+        p = make_plan(plan, op, alloc, 1 << 20) if plan else None
         draw_gpu_plan(t, alloc.gpus, p, png, title=f"{gpu} GPUs {alloc.gpus}" + (f": {op} {plan}" if plan else ""))
         out.print(f"wrote {png}")
         return
@@ -182,15 +209,11 @@ def bench(
     check: bool = typer.Option(False, "--verify", help="Verify every plan before running it."),
 ) -> None:
     """A simulated nccl-tests: time one collective over message sizes."""
-    from .collectives.algos import PlanningError
     from .collectives.bench import explain_text, run_bench, table_text, write_csv
 
-    if backend not in ("flow", "packet"):
-        _fail(f"--backend: must be 'flow' or 'packet', got {backend!r}")
-    try:
-        rows, alloc = run_bench(topology, gpus, op, algo, sizes, factor, chunk, root, servers, nic, backend, check)
-    except PlanningError as e:
-        _fail(str(e))
+    if csv_out is not None:
+        _check_out_file(csv_out, "--csv")
+    rows, alloc = run_bench(topology, gpus, op, algo, sizes, factor, chunk, root, servers, nic, backend, check)
     out.print(f"# {op} on {topology} x{servers}, GPUs {alloc.gpus}, algorithm {algo}, backend {backend}", highlight=False)
     out.print(table_text(rows, op, root), highlight=False, soft_wrap=True)
     if algo == "auto":
@@ -206,16 +229,12 @@ def sweep(
     workers: Optional[int] = typer.Option(None, "--workers", help="Parallel points (default: all cores)."),
     max_points: Optional[int] = typer.Option(None, "--max-points", help="Run at most this many pending points now."),
     ray_address: Optional[str] = typer.Option(None, "--ray", help="Run on a Ray cluster at ADDRESS ('local': start one)."),
+    memory_limit: Optional[str] = MEMORY_LIMIT,
 ) -> None:
     """Run a grid of scenarios in parallel, resumable, into one Parquet dataset."""
-    from .sweep import SweepError, run_sweep
+    from .sweep import run_sweep
 
-    if workers is not None and workers < 1:
-        _fail("--workers: must be at least 1")
-    try:
-        run_sweep(experiment, out_dir, workers, max_points, ray_address=ray_address)
-    except SweepError as e:
-        _fail(str(e))
+    run_sweep(experiment, out_dir, workers, max_points, ray_address=ray_address, memory_limit=memory_limit)
     done = (out_dir / "points.parquet").is_file()
     out.print(f"sweep {'complete' if done else 'partial (run again to resume)'}: {out_dir}")
 
@@ -225,10 +244,7 @@ def report(folder: Path = typer.Argument(..., help="A run, sweep or reproduction
     """Write FOLDER/report.html: a self-contained report with plots and tables."""
     from .report import build_report
 
-    try:
-        out_path = build_report(folder)
-    except FileNotFoundError as e:
-        _fail(str(e))
+    out_path = build_report(folder)
     out.print(f"wrote {out_path}")
 
 
@@ -240,6 +256,12 @@ def reproduce(
 ) -> None:
     """Run a paper reproduction end to end and print our numbers beside the paper's."""
     import json
+
+    known = ("blink", "thesis-ch4", "thesis-ch5", "thesis-slack")
+    if what not in known:
+        _fail(f"reproduce: unknown reproduction {what!r} (known: {', '.join(known)})")
+    if out_dir.exists() and not out_dir.is_dir():
+        _fail(f"--out: {out_dir} exists and is not a folder")
 
     if what == "blink":
         from .repro import blink
@@ -260,38 +282,86 @@ def reproduce(
 
         summary = thesis.ch5_slack_summary(thesis.ch5_slack(out_dir, quick=quick))
         thesis.plot_ch5_slack(summary, out_dir / "slack_tradeoff.png")
-    else:
-        _fail(f"reproduce: unknown reproduction {what!r} (known: blink, thesis-ch4, thesis-ch5, thesis-slack)")
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     out.print_json(json.dumps(summary))
     out.print(f"tables and plots in {out_dir}")
 
 
-def main() -> None:
-    """Entry point: maps every known error to exit code 2 with one clear line."""
-    try:
-        rc = app(standalone_mode=False)  # click returns the code of typer.Exit here
-        sys.exit(rc if isinstance(rc, int) else 0)
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except (ScenarioError, FileExistsError) as e:
-        err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
-        sys.exit(EXIT_BAD_INPUT)
-    except Exception as e:  # click usage errors and anything unexpected
-        import click
+def main(argv: Optional[list[str]] = None) -> None:
+    """Entry point. Bad input (an :class:`InputError`, a usage error, an
+    unusable file) exits with code 2 and one line naming the field or option;
+    anything else is a bug: one line with the path of a file holding the
+    traceback, exit code 3. No traceback ever reaches the terminal."""
+    sys.exit(_run_guarded(argv))
 
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            sys.exit(EXIT_BAD_INPUT)
-        if isinstance(e, click.exceptions.Abort):
-            sys.exit(130)
-        err.print(f"[bold red]internal error:[/] {type(e).__name__}: {e}", highlight=False)
-        sys.exit(EXIT_INTERNAL)
-    except BaseException as e:  # a Rust panic arrives as pyo3's PanicException (a BaseException)
-        if isinstance(e, (KeyboardInterrupt, SystemExit)):
-            raise
-        err.print(f"[bold red]internal error (core panic):[/] {e}", highlight=False)
-        sys.exit(EXIT_INTERNAL)
+
+def _run_guarded(argv: Optional[list[str]]) -> int:
+    try:
+        rc = app(args=argv, prog_name="fabriclab", standalone_mode=False)
+        return rc if isinstance(rc, int) else 0
+    except typer.Exit as e:
+        return e.exit_code
+    except InputError as e:
+        _print_error(str(e))
+    except typer.TyperException as e:  # usage errors: unknown command or option, bad option value
+        _print_usage_error(e)
+    except (typer.Abort, KeyboardInterrupt):
+        err.print("aborted", markup=False, highlight=False)
+        return 130
+    except OSError as e:  # a file or folder the user named could not be read or written
+        _print_error(_os_error_text(e))
+    except MemoryError:
+        _print_error("out of memory: the scenario needs more memory than this machine could give; "
+                     "make it smaller (see docs/scenario.md, 'Limits')")
+    except BaseException as e:  # a bug (a core panic arrives as _core.CorePanic)
+        if isinstance(e, SystemExit):
+            return e.code if isinstance(e.code, int) else 1
+        return _internal_error(e)
+    return EXIT_BAD_INPUT
+
+
+def _print_error(msg: str) -> None:
+    """One `error:` line; the message is printed literally (no rich markup)."""
+    err.print(Text.assemble(("error:", "bold red"), " ", msg), highlight=False, soft_wrap=True)
+
+
+def _print_usage_error(e) -> None:
+    ctx = getattr(e, "ctx", None)
+    msg = e.format_message() if hasattr(e, "format_message") else str(e)
+    if type(e).__name__ == "NoArgsIsHelpError" and ctx is not None:  # the help was printed already
+        msg = f"'{ctx.command_path}' needs a command"
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    _print_error(msg + hint)
+
+
+def _os_error_text(e: OSError) -> str:
+    where = f"{e.filename}: " if e.filename else ""
+    return f"{where}{e.strerror or e}"
+
+
+def _internal_error(e: BaseException) -> int:
+    """Writes the traceback to a file and prints one line pointing at it."""
+    import tempfile
+    import traceback
+
+    text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    try:
+        fd, path = tempfile.mkstemp(prefix="fabriclab-internal-error-", suffix=".txt")
+        with os.fdopen(fd, "w") as f:
+            f.write(f"fabriclab {_version()}\nargv: {sys.argv!r}\n\n{text}")
+        where = f"the traceback is in {path}"
+    except OSError:
+        where = "the traceback could not be written to a file"
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    err.print(Text.assemble(("internal error:", "bold red"), f" {type(e).__name__}: {first} ({where}; "
+                            f"please report it with the input that caused it)"), highlight=False, soft_wrap=True)
+    return EXIT_INTERNAL
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
 
 
 if __name__ == "__main__":

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 from . import __version__
 from ._core import Simulator
 from .results import BUCKETS, Results, fct_stats, flows_table, links_table
+from .limits import check_memory
 from .scenario import Scenario, ScenarioError
 
 # Progress is reported after each slice of simulated time; the core runs a
@@ -15,16 +17,22 @@ SLICES = 200
 PROGRESS_AFTER_S = 1.0
 
 
-def build_simulator(scenario: Scenario) -> Simulator:
+def build_simulator(scenario: Scenario, memory_limit: int | str | None = None, topology_data=None) -> Simulator:
+    """The core's simulator for ``scenario``, after refusing one that would
+    not fit in memory (``memory_limit``: bytes, a size string, 'off', or
+    None for FABRICLAB_MEMORY_LIMIT or else the memory available).
+    ``topology_data``: the scenario's topology if already built."""
+    check_memory(scenario, memory_limit)
     try:
-        return Simulator(scenario.to_core_json())
+        return Simulator(json.dumps(scenario.to_core(topology_data)))
     except ValueError as e:
         raise ScenarioError(str(e)) from None
 
 
-def simulate(scenario: Scenario, progress: bool = False) -> Results:
-    """Runs a scenario to the end (all flows finished, or ``stop_ps``)."""
-    sim = build_simulator(scenario)
+def simulate(scenario: Scenario, progress: bool = False, memory_limit: int | str | None = None) -> Results:
+    """Runs a scenario to the end (all flows finished, or ``stop_ps``).
+    ``memory_limit`` as for :func:`build_simulator`."""
+    sim = build_simulator(scenario, memory_limit)
     target = scenario.arrivals_end_ps()
     stop = scenario.stop_ps
     step = max(target // SLICES, 1_000_000_000)  # at least 1 ms of simulated time
@@ -114,7 +122,6 @@ def _collect(scenario: Scenario, sim: Simulator, wall_s: float) -> Results:
             summary["jobs"][name].update(zip(keys, counts))
         _gradient_slack(summary["jobs"], timeline_arrow.to_pandas())
     resolved = scenario.resolved_dict()
-    resolved = {"fabriclab_version": __version__, **resolved}
     return Results(flows_arrow=flows, links_arrow=links, summary=summary, resolved=resolved,
                    jobs_arrow=jobs_arrow, timeline_arrow=timeline_arrow)
 

@@ -27,6 +27,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from .errors import InputError
+
 FLOAT_BYTES = 4
 
 PARAM_COUNTS = {
@@ -65,7 +67,7 @@ def p100_iteration_ps(name: str) -> int | None:
     return round(batch / images_per_s * 1e12)
 
 
-class ProfileError(ValueError):
+class ProfileError(InputError):
     pass
 
 
@@ -135,17 +137,25 @@ def build_profile(name: str, compute_ps: int | None = None, model_bytes: int | N
         p = Path(name)
         if not p.is_absolute() and base_dir is not None:
             p = base_dir / p
-        if not p.is_file():
+        if not p.exists():
             raise ProfileError(f"profile: {name!r} is neither a built-in ({', '.join(BUILTIN)}) nor a CSV file")
+        from .inputs import read_text
+
+        try:
+            text = read_text(p, "profile", "profile CSV file")
+        except InputError as e:
+            raise ProfileError(str(e)) from None
         rows = []
-        with p.open(newline="") as f:
-            for i, r in enumerate(csv.DictReader(line for line in f if not line.lstrip().startswith("#"))):
-                try:
-                    rows.append({k: int(r[k]) for k in ("param_bytes", "fwd_ps", "bwd_ps")})
-                except (KeyError, ValueError, TypeError):
-                    raise ProfileError(f"profile {name}: row {i + 1}: needs integer param_bytes, fwd_ps, bwd_ps") from None
-                if rows[-1]["param_bytes"] <= 0 or rows[-1]["fwd_ps"] < 0 or rows[-1]["bwd_ps"] < 0:
-                    raise ProfileError(f"profile {name}: row {i + 1}: param_bytes must be positive, times not negative")
+        lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+        for i, r in enumerate(csv.DictReader(lines)):
+            try:
+                rows.append({k: int(r[k]) for k in ("param_bytes", "fwd_ps", "bwd_ps")})
+            except (KeyError, ValueError, TypeError):
+                raise ProfileError(f"profile {name}: row {i + 1}: needs integer param_bytes, fwd_ps, bwd_ps") from None
+            if rows[-1]["param_bytes"] <= 0 or rows[-1]["fwd_ps"] < 0 or rows[-1]["bwd_ps"] < 0:
+                raise ProfileError(f"profile {name}: row {i + 1}: param_bytes must be positive, times not negative")
+            if max(rows[-1].values()) >= 2**64:
+                raise ProfileError(f"profile {name}: row {i + 1}: values must be below 2**64")
         if not rows:
             raise ProfileError(f"profile {name}: no layers")
         return rows

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .errors import InputError
+
 
 def _png_tag(data: bytes, alt: str) -> str:
     return f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(data).decode()}"/>' \
@@ -98,29 +100,49 @@ def _jobs_plot(jobs: pd.DataFrame) -> str:
     return _png_tag(_fig_png(fig), "training jobs' iteration times")
 
 
+def _read(path: Path, reader):
+    """A result file read by ``reader``; a damaged one is bad input naming it."""
+    try:
+        return reader(path)
+    except Exception as e:  # pyarrow, pandas and json raise many kinds
+        raise InputError(f"report: {path} cannot be read ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
+                         f"is it a fabriclab result file?") from None
+
+
+def _table(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
+    """A result table holding at least ``columns``."""
+    df = _read(path, pd.read_parquet)
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise InputError(f"report: {path} lacks the column(s) {', '.join(missing)}; is it a fabriclab result file?")
+    return df
+
+
 def build_report(folder: Path) -> Path:
     if not folder.is_dir():
-        raise FileNotFoundError(f"report: {folder} is not a folder")
+        raise InputError(f"report: {folder} is not a folder")
     parts = [f"<h1>fabriclab report: {html.escape(str(folder))}</h1>"]
     summary_path = folder / "summary.json"
     found = False
     if summary_path.is_file():
         found = True
-        summary = json.loads(summary_path.read_text())
+        summary = _read(summary_path, lambda p: json.loads(p.read_text()))
+        if not isinstance(summary, dict):
+            raise InputError(f"report: {summary_path} is not a fabriclab summary (expected a JSON object)")
         rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in _dict_table(summary))
         parts.append(f"<h2>Summary</h2><table>{rows}</table>")
     if (folder / "flows.parquet").is_file() and not (folder / "points.parquet").is_file():
         found = True
-        flows = pd.read_parquet(folder / "flows.parquet")
+        flows = _table(folder / "flows.parquet", ("size_bytes", "fct_ps", "slowdown", "class"))
         parts.append("<h2>Flows</h2>" + "".join(_fct_plots(flows)))
         if (folder / "links.parquet").is_file():
-            parts.append("<h2>Links</h2>" + _links_plot(pd.read_parquet(folder / "links.parquet")))
+            parts.append("<h2>Links</h2>" + _links_plot(_table(folder / "links.parquet", ("utilization",))))
     if (folder / "jobs.parquet").is_file() and not (folder / "points.parquet").is_file():
         found = True
-        parts.append("<h2>Training jobs</h2>" + _jobs_plot(pd.read_parquet(folder / "jobs.parquet")))
+        parts.append("<h2>Training jobs</h2>" + _jobs_plot(_table(folder / "jobs.parquet", ("job", "iteration", "end_ps"))))
     if (folder / "points.parquet").is_file():
         found = True
-        pts = pd.read_parquet(folder / "points.parquet")
+        pts = _read(folder / "points.parquet", pd.read_parquet)
         keep = [c for c in pts.columns if c.startswith("param.") or c in ("point", "flows_total") or "mean_iteration" in c
                 or c.endswith("fct.all.fct_mean_ps") or c.endswith("fct.small.fct_p99_ps")]
         parts.append("<h2>Sweep points</h2>" + pts[keep].to_html(index=False, float_format=lambda x: f"{x:,.4g}"))
@@ -128,11 +150,11 @@ def build_report(folder: Path) -> Path:
         found = True
         parts.append(_png_tag(png.read_bytes(), png.stem))
     for csv in sorted(folder.glob("*.csv")):
-        df = pd.read_csv(csv)
+        df = _read(csv, pd.read_csv)
         if len(df) <= 60:
             parts.append(f"<h2>{html.escape(csv.name)}</h2>" + df.to_html(index=False, float_format=lambda x: f"{x:,.4g}"))
     if not found:
-        raise FileNotFoundError(f"report: {folder} holds no fabriclab results (summary.json, *.parquet or *.png)")
+        raise InputError(f"report: {folder} holds no fabriclab results (summary.json, *.parquet or *.png)")
     style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
              "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px}"
              "img{max-width:100%}figcaption{font-size:12px;color:#555}")

@@ -131,36 +131,104 @@ class Results:
 
     def write(self, out_dir: str | Path, force: bool = False) -> Path:
         """Writes flows.parquet, links.parquet, summary.json and
-        scenario.resolved.toml atomically: into a temporary folder beside
-        ``out_dir``, renamed into place only when complete."""
+        scenario.resolved.toml atomically (see :class:`OutputFolder`)."""
+        with OutputFolder(Path(out_dir), force) as folder:
+            self.write_into(folder.staging)
+        return Path(out_dir)
+
+    def write_into(self, folder: Path) -> None:
+        """Writes the result files into an existing folder."""
         import tomli_w
 
-        out = Path(out_dir)
+        outputs = self.resolved.get("outputs", {})
+        if outputs.get("flows", True):
+            pq.write_table(self.flows_arrow, folder / "flows.parquet")
+        if outputs.get("links", True):
+            pq.write_table(self.links_arrow, folder / "links.parquet")
+        if self.jobs_arrow is not None:
+            pq.write_table(self.jobs_arrow, folder / "jobs.parquet")
+            pq.write_table(self.timeline_arrow, folder / "timeline.parquet")
+        (folder / "summary.json").write_text(json.dumps(self.summary, indent=2, sort_keys=True) + "\n")
+        (folder / "scenario.resolved.toml").write_text(tomli_w.dumps(self.resolved))
+
+
+class OutputFolder:
+    """An output folder claimed before a run and filled atomically.
+
+    Entering checks ``out`` (not a file; empty or absent unless ``force``;
+    neither the current folder, nor one holding it or any of ``inputs``),
+    creates its missing parents and a temporary sibling ``.NAME.tmp-*``
+    (``staging``), so an unwritable place fails before any work. Leaving
+    normally renames the staging folder into place (with ``force``, the old
+    folder is moved aside first and put back if that fails); leaving by an
+    exception removes everything it created. Errors name ``option``."""
+
+    def __init__(self, out: Path, force: bool = False, inputs: tuple[Path, ...] = (), option: str = "--out"):
+        self.out, self.force, self.inputs, self.option = Path(out), force, inputs, option
+        self.staging: Path | None = None
+        self._made: list[Path] = []
+
+    def __enter__(self) -> "OutputFolder":
+        from .errors import InputError
+
+        out, opt = self.out, self.option
         if out.exists() and not out.is_dir():
-            raise FileExistsError(f"--out: {out} exists and is not a folder")
-        if out.is_dir() and any(out.iterdir()) and not force:
-            raise FileExistsError(f"--out: {out} is not empty (use --force to replace it)")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-        tmp.chmod(0o755)
+            raise InputError(f"{opt}: {out} exists and is not a folder")
+        if out.is_dir() and any(out.iterdir()) and not self.force:
+            raise InputError(f"{opt}: {out} is not empty (use --force to replace it)")
+        where = out.resolve()
+        for p in (Path.cwd(), *self.inputs):
+            p = Path(p).resolve()
+            if p == where or where in p.parents:
+                what = "the current folder" if p == Path.cwd().resolve() else f"the input {p}"
+                raise InputError(f"{opt}: {out} is or holds {what}; replacing it would delete it: choose another folder")
+        # Create the missing parents, remembering them so that a failure removes them again.
+        missing = [a for a in reversed(where.parents) if not a.exists()]
+        blocker = next((a for a in where.parents if a.exists()), None)
+        if blocker is not None and not blocker.is_dir():
+            raise InputError(f"{opt}: cannot create {out}: {blocker} is a file, not a folder")
         try:
-            if self.resolved.get("outputs", {}).get("flows", True):
-                pq.write_table(self.flows_arrow, tmp / "flows.parquet")
-            if self.resolved.get("outputs", {}).get("links", True):
-                pq.write_table(self.links_arrow, tmp / "links.parquet")
-            if self.jobs_arrow is not None:
-                pq.write_table(self.jobs_arrow, tmp / "jobs.parquet")
-                pq.write_table(self.timeline_arrow, tmp / "timeline.parquet")
-            (tmp / "summary.json").write_text(json.dumps(self.summary, indent=2, sort_keys=True) + "\n")
-            (tmp / "scenario.resolved.toml").write_text(tomli_w.dumps(self.resolved))
-            if out.exists():
-                trash = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-                os.replace(out, trash / "old")
-                os.replace(tmp, out)
-                shutil.rmtree(trash, ignore_errors=True)
-            else:
-                os.replace(tmp, out)
+            for a in missing:
+                a.mkdir()
+                self._made.append(a)
+            self.staging = Path(tempfile.mkdtemp(prefix=f".{where.name}.tmp-", dir=where.parent))
+            self.staging.chmod(0o755)
+        except OSError as e:
+            self._cleanup()
+            raise InputError(f"{opt}: cannot create {out}: {e.strerror or e}") from None
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is not None:
+            self._cleanup()
+            return False
+        try:
+            self._commit()
         except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
+            self._cleanup()
             raise
-        return out
+        return False
+
+    def _commit(self) -> None:
+        out = self.out.resolve()
+        if not out.exists():
+            os.replace(self.staging, out)
+            return
+        trash = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        os.replace(out, trash / "old")
+        try:
+            os.replace(self.staging, out)
+        except BaseException:
+            os.replace(trash / "old", out)  # put the old results back
+            trash.rmdir()
+            raise
+        shutil.rmtree(trash, ignore_errors=True)
+
+    def _cleanup(self) -> None:
+        if self.staging is not None:
+            shutil.rmtree(self.staging, ignore_errors=True)
+        for a in reversed(self._made):
+            try:
+                a.rmdir()
+            except OSError:
+                pass

@@ -10,24 +10,33 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from .errors import InputError
+from .inputs import read_text
 from . import topology as topo
 from ._toml import tomllib
 from .cdfs import CdfError, load_cdf
 from .units import RateBps, SizeBytes, TimePs
 
 
-class ScenarioError(ValueError):
+class ScenarioError(InputError):
     """A scenario that cannot be run; the message names the field and the rule."""
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_default=True)
+    # allow_inf_nan=False: every float must be finite (inf and nan never reach the core).
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_default=True, allow_inf_nan=False)
+
+
+# Integer ranges of the core's fields (u32 counts, u8 classes).
+U32_MAX = 2**32 - 1
+TrafficClass = Annotated[int, Field(ge=0, le=7)]
 
 
 PositiveRate = Annotated[RateBps, Field(gt=0, description="bits per second")]
@@ -36,25 +45,35 @@ Delay = Annotated[TimePs, Field(ge=0)]
 
 class StarTopology(_Strict):
     kind: Literal["star"] = "star"
-    hosts: int = Field(8, ge=2)
+    hosts: int = Field(8, ge=2, le=U32_MAX)
     link_rate_bps: PositiveRate = 10_000_000_000
     link_delay_ps: Delay = 10_000_000
 
 
 class LeafSpineTopology(_Strict):
     kind: Literal["leaf_spine"]
-    leaves: int = Field(4, ge=1)
-    hosts_per_leaf: int = Field(8, ge=1)
-    spines: int = Field(4, ge=1)
+    leaves: int = Field(4, ge=1, le=U32_MAX)
+    hosts_per_leaf: int = Field(8, ge=1, le=U32_MAX)
+    spines: int = Field(4, ge=1, le=U32_MAX)
     link_rate_bps: PositiveRate = 10_000_000_000
     link_delay_ps: Delay = 1_000_000
     oversubscription: float = Field(1.0, gt=0)
     spine_link_rate_bps: Optional[PositiveRate] = None
 
+    @model_validator(mode="after")
+    def _spine_rate(self):
+        if self.spine_link_rate_bps is None:
+            rate = topo.leaf_spine_uplink_bps(self.hosts_per_leaf, self.spines, self.link_rate_bps, self.oversubscription)
+            if not 1 <= rate < 2**64:
+                raise ValueError(f"oversubscription: {self.oversubscription} gives a leaf-spine link rate of {rate} bps "
+                                 f"(hosts_per_leaf x link_rate_bps / (spines x oversubscription)); it must come to "
+                                 f"1..{2**64 - 1} bps")
+        return self
+
 
 class FatTreeTopology(_Strict):
     kind: Literal["fat_tree"]
-    k: int = Field(4, ge=2)
+    k: int = Field(4, ge=2, le=U32_MAX)
     link_rate_bps: PositiveRate = 10_000_000_000
     link_delay_ps: Delay = 1_000_000
 
@@ -87,9 +106,9 @@ class QueueConfig(_Strict):
     bands: int = Field(3, ge=1, le=8)
     priomap: list[int] = Field(default_factory=lambda: [0, 1, 2, 2, 2, 2, 2, 2], min_length=8, max_length=8)
     limit_bytes: Optional[Annotated[SizeBytes, Field(gt=0)]] = None
-    limit_packets: Optional[int] = Field(1000, gt=0)
+    limit_packets: Optional[int] = Field(1000, gt=0, lt=2**64)
     ecn_threshold_bytes: Optional[Annotated[SizeBytes, Field(ge=0)]] = None
-    ecn_threshold_packets: Optional[int] = Field(65, ge=0)
+    ecn_threshold_packets: Optional[int] = Field(65, ge=0, lt=2**64)
 
     _off = field_validator(
         "limit_bytes", "limit_packets", "ecn_threshold_bytes", "ecn_threshold_packets", mode="before"
@@ -106,15 +125,23 @@ class QueueConfig(_Strict):
 class TransportConfig(_Strict):
     cc: Literal["newreno", "dctcp"] = "dctcp"
     mss_bytes: Annotated[SizeBytes, Field(ge=64, le=9000)] = 1460
-    init_cwnd_packets: int = Field(10, ge=1)
+    init_cwnd_packets: int = Field(10, ge=1, le=U32_MAX)
     min_rto_ps: Annotated[TimePs, Field(gt=0)] = 1_000_000_000
     initial_rto_ps: Annotated[TimePs, Field(gt=0)] = 1_000_000_000
     max_rto_ps: Annotated[TimePs, Field(gt=0)] = 1_000_000_000_000
-    dupack_threshold: int = Field(3, ge=1)
+    dupack_threshold: int = Field(3, ge=1, le=U32_MAX)
     dctcp_g: float = Field(1 / 16, gt=0, le=1)
     dctcp_initial_alpha: float = Field(1.0, ge=0, le=1)
     tsq_limit_bytes: Annotated[SizeBytes, Field(ge=1)] = 131_072
     persistent_connections: bool = False
+
+    @model_validator(mode="after")
+    def _rto_order(self):
+        if self.min_rto_ps > self.max_rto_ps:
+            raise ValueError(f"min_rto_ps: {self.min_rto_ps} ps must not exceed max_rto_ps ({self.max_rto_ps} ps)")
+        if self.initial_rto_ps > self.max_rto_ps:
+            raise ValueError(f"initial_rto_ps: {self.initial_rto_ps} ps must not exceed max_rto_ps ({self.max_rto_ps} ps)")
+        return self
 
 
 class RoutingConfig(_Strict):
@@ -140,12 +167,12 @@ class PoissonTrafficConfig(_Strict):
 
 
 class FlowConfig(_Strict):
-    src: int = Field(..., ge=0)
-    dst: int = Field(..., ge=0)
+    src: int = Field(..., ge=0, le=U32_MAX)
+    dst: int = Field(..., ge=0, le=U32_MAX)
     size_bytes: Annotated[SizeBytes, Field(gt=0)]
     start_ps: Delay = 0
     class_: int = Field(0, ge=0, le=7, alias="class")
-    path: Optional[list[Union[int, str]]] = None
+    path: Optional[list[Union[Annotated[int, Field(ge=0, le=U32_MAX)], str]]] = None
 
 
 class JobConfig(_Strict):
@@ -154,18 +181,18 @@ class JobConfig(_Strict):
     name: str = "job"
     workers: Union[Literal["all"], list[int]] = "all"
     profile: str = "thesis-resnet50"
-    layers: Optional[int] = Field(None, ge=1)
+    layers: Optional[int] = Field(None, ge=1, le=U32_MAX)
     model_bytes: Optional[Annotated[SizeBytes, Field(gt=0)]] = None
     compute_ps: Optional[Annotated[TimePs, Field(gt=0)]] = None
-    iterations: int = Field(5, ge=1)
+    iterations: int = Field(5, ge=1, le=U32_MAX)
     fusion_bytes: Annotated[SizeBytes, Field(gt=0)] = 64 * 2**20
     barrier: bool = True
     queue: Literal["fifo", "priority"] = "fifo"
-    max_inflight: int = Field(1, ge=1)
+    max_inflight: int = Field(1, ge=1, le=U32_MAX)
     class_: int = Field(0, ge=0, le=7, alias="class")
-    layer_class: Optional[list[int]] = None
+    layer_class: Optional[list[TrafficClass]] = None
     start_ps: Delay = 0
-    slowdown: dict[str, float] = Field(default_factory=dict)
+    slowdown: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
     jitter: float = Field(0.0, ge=0, le=1)
     reduce_bps: Annotated[RateBps, Field(gt=0)] = 300 * 8 * 10**9
     send_overhead_ps: Delay = 0
@@ -201,17 +228,27 @@ class Scenario(_Strict):
     flows_csv: Optional[str] = None
     jobs: list[JobConfig] = Field(default_factory=list)
     outputs: OutputsConfig = Field(default_factory=OutputsConfig)
+    # Written into scenario.resolved.toml by the version that ran it; informative only.
+    fabriclab_version: Optional[str] = None
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+
+    @field_validator("topology", mode="before")
+    @classmethod
+    def _star_by_default(cls, v):
+        if isinstance(v, dict) and "kind" not in v:
+            return {"kind": "star", **v}
+        return v
 
     # ------------------------------------------------------------------ loading
     @classmethod
     def load(cls, path: str | Path) -> "Scenario":
         path = Path(path)
-        if not path.is_file():
+        if not path.exists():
             raise ScenarioError(f"{path}: no such scenario file")
+        text = read_text(path, "", "scenario file")
         try:
-            raw = tomllib.loads(path.read_text())
+            raw = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise ScenarioError(f"{path}: malformed TOML: {e}") from None
         s = cls.from_dict(raw, source=str(path))
@@ -262,12 +299,14 @@ class Scenario(_Strict):
         if self.flows_csv:
             p = Path(self.flows_csv)
             p = p if p.is_absolute() else self._base_dir / p
-            if not p.is_file():
-                raise ScenarioError(f"flows_csv: no such file: {self.flows_csv}")
-            with p.open(newline="") as f:
-                rows = [r for r in csv.DictReader(line for line in f if not line.lstrip().startswith("#"))]
+            text = read_text(p, "flows_csv", "flows CSV file")
+            lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+            rows = list(csv.DictReader(lines))
             for i, r in enumerate(rows):
-                r = {k.strip(): v.strip() for k, v in r.items() if k is not None and v not in (None, "")}
+                if None in r:
+                    raise ScenarioError(f"flows_csv row {i + 1}: more values than the header has columns "
+                                        f"(columns: {', '.join(k for k in r if k is not None)})")
+                r = {k.strip(): v.strip() for k, v in r.items() if v not in (None, "")}
                 if "path" in r:
                     r["path"] = r["path"].split()
                 for k in ("src", "dst", "class"):
@@ -387,11 +426,12 @@ class Scenario(_Strict):
             path = Path(name)
             if not path.is_absolute() and self._base_dir is not None:
                 path = self._base_dir / path
-            if not path.is_file():
+            if not path.exists():
                 raise ScenarioError(f"jobs[{i}].allreduce: {name!r} is neither a planner ({', '.join(JOB_ALLREDUCE)}) "
                                     f"nor a plan JSON file")
+            text = read_text(path, f"jobs[{i}].allreduce", "plan JSON file")
             try:
-                p = plan_mod.Plan.from_json(path.read_text())
+                p = plan_mod.Plan.from_json(text)
                 verify(p)
             except (ValueError, KeyError, TypeError, PlanError) as e:
                 raise ScenarioError(f"jobs[{i}].allreduce: {path}: {e}") from None
@@ -438,17 +478,50 @@ class Scenario(_Strict):
             },
         }
 
+    def input_files(self) -> list[Path]:
+        """The files this scenario reads besides itself (topology, CDFs,
+        flows CSV, profiles, plans), resolved against its folder."""
+        from .cdfs import BUILTIN as CDFS
+        from .profiles import BUILTIN as PROFILES
+
+        names = [self.topology.path] if isinstance(self.topology, FileTopology) else []
+        names += [tr.cdf for tr in self.traffic if tr.cdf not in CDFS]
+        names += [self.flows_csv] if self.flows_csv else []
+        names += [j.profile for j in self.jobs if j.profile not in PROFILES]
+        names += [j.allreduce for j in self.jobs if j.allreduce not in JOB_ALLREDUCE]
+        return [p if p.is_absolute() else self._base_dir / p for p in map(Path, names)]
+
     def to_core_json(self) -> str:
         return json.dumps(self.to_core())
 
     def resolved_dict(self) -> dict:
         """Every field with its default filled in (None fields omitted), for
         ``scenario.resolved.toml``."""
-        d = self.model_dump(by_alias=True, exclude_none=True)
+        from . import __version__
+        from .cdfs import BUILTIN as CDFS
+        from .profiles import BUILTIN as PROFILES
+
+        d = {**self.model_dump(by_alias=True, exclude_none=True), "fabriclab_version": __version__}
+        d = {"fabriclab_version": d.pop("fabriclab_version"), **d}
         # Queue limits and thresholds default to a value, so "none" must be
         # written explicitly (as "off") for the resolved file to mean the same.
         for k in ("limit_bytes", "limit_packets", "ecn_threshold_bytes", "ecn_threshold_packets"):
             d["queue"].setdefault(k, "off")
+        # Files are named by absolute paths, so the resolved file runs the
+        # same from wherever it is written.
+        absolute = lambda name: str(Path(name) if Path(name).is_absolute() else self._base_dir / name)  # noqa: E731
+        if d["topology"]["kind"] == "file":
+            d["topology"]["path"] = absolute(d["topology"]["path"])
+        for tr in d["traffic"]:
+            if tr["cdf"] not in CDFS:
+                tr["cdf"] = absolute(tr["cdf"])
+        if "flows_csv" in d:
+            d["flows_csv"] = absolute(d["flows_csv"])
+        for j in d["jobs"]:
+            if j["profile"] not in PROFILES:
+                j["profile"] = absolute(j["profile"])
+            if j["allreduce"] not in JOB_ALLREDUCE:
+                j["allreduce"] = absolute(j["allreduce"])
         return d
 
     def arrivals_end_ps(self) -> int:
@@ -506,5 +579,12 @@ def format_validation_error(e: ValidationError, source: str) -> str:
             msg = "required field is missing"
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
+            # A model's rule about one of its fields ("min_rto_ps (...) must ...") joins the field to the path.
+            m = re.match(r"([a-z_]+): (.*)", msg, re.S)
+            if m:
+                where = f"{where}.{m.group(1)}" if where else m.group(1)
+                msg = m.group(2)
+        if err["type"] == "finite_number":
+            msg = "must be a finite number (inf and nan are not allowed)"
         lines.append(f"{where or '(top level)'}: {msg}")
     return f"{source}: " + ("; ".join(lines) if len(lines) == 1 else "\n  " + "\n  ".join(lines))

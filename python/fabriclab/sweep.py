@@ -30,16 +30,19 @@ import json
 import os
 import shutil
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ._toml import tomllib
+from .engine import build_simulator
+from .errors import InputError
 from .scenario import Scenario, ScenarioError
 
 
-class SweepError(ValueError):
+class SweepError(InputError):
     pass
 
 
@@ -65,13 +68,18 @@ def _set_path(d: dict, path: str, value, where: str) -> None:
                 cur = cur[p]
 
 
-def load_experiment(path: Path) -> tuple[dict, list[dict]]:
+def load_experiment(path: Path, memory_limit: int | None = None) -> tuple[dict, list[dict]]:
     """The base scenario (as a dict, every default filled in) and the list
-    of points (each a dict path -> value), in grid order."""
-    if not path.is_file():
+    of points (each a dict path -> value), in grid order. Every point is
+    validated (schema, files, the core's checks, and its memory estimate
+    against ``memory_limit`` bytes, None: no check) before any runs."""
+    from .inputs import read_text
+
+    if not path.exists():
         raise SweepError(f"{path}: no such experiment file")
+    text = read_text(path, "", "experiment file")
     try:
-        raw = tomllib.loads(path.read_text())
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SweepError(f"{path}: malformed TOML: {e}") from None
     unknown = set(raw) - {"base", "grid"}
@@ -96,8 +104,16 @@ def load_experiment(path: Path) -> tuple[dict, list[dict]]:
     base_dict = s.model_dump(by_alias=True, exclude_none=True)
     base_dict["__base_dir"] = str(s._base_dir)
     for i, p in enumerate(points):  # validate every point before running any
-        point_scenario(base_dict, p, f"{path}: point {i}")
+        s = point_scenario(base_dict, p, f"{path}: point {i}")
+        try:
+            build_simulator(s, memory_limit if memory_limit is not None else "off")
+        except InputError as e:
+            raise SweepError(f"{path}: point {i} ({_describe(p)}): {e}") from None
     return base_dict, points
+
+
+def _describe(point: dict) -> str:
+    return ", ".join(f"{k} = {v!r}" for k, v in point.items())
 
 
 def point_id(point: dict) -> str:
@@ -111,10 +127,9 @@ def point_scenario(base: dict, point: dict, where: str) -> Scenario:
         _set_path(d, k, v, where)
     try:
         s = Scenario.from_dict(d, source=where)
-        s._base_dir = Path(base_dir)
-        s.to_core()  # files, CDFs and host indices
     except ScenarioError as e:
         raise SweepError(str(e)) from None
+    s._base_dir = Path(base_dir)
     return s
 
 
@@ -131,13 +146,22 @@ def _run_point(base: dict, point: dict, out: str) -> str:
 
 def _run_point_files(base: dict, point: dict) -> dict[str, bytes]:
     """Runs a point in a scratch folder and returns its files (for Ray
-    workers, which may not share the driver's filesystem)."""
+    workers, which may not share the driver's filesystem). Whatever fails
+    comes back as an exception that pickles: SweepError for bad input,
+    RuntimeError carrying the worker's traceback for a bug."""
     import tempfile
+    import traceback
 
-    with tempfile.TemporaryDirectory() as d:
-        out = Path(d) / "p"
-        _run_point(base, point, str(out))
-        return {f.name: f.read_bytes() for f in out.iterdir()}
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            out = Path(d) / "p"
+            _run_point(base, point, str(out))
+            return {f.name: f.read_bytes() for f in out.iterdir()}
+    except InputError as e:
+        raise SweepError(f"point {_describe(point)}: {e}") from None
+    except Exception as e:
+        raise RuntimeError(f"point {_describe(point)}: {type(e).__name__}: {e}\n"
+                           f"worker traceback:\n{traceback.format_exc()}") from None
 
 
 def _write_point(pdir: Path, pid: str, files: dict[str, bytes]) -> None:
@@ -174,14 +198,28 @@ def _run_on_ray(address: str, base: dict, todo: list, pdir: Path, advance) -> No
 
 
 def run_sweep(experiment: Path, out_dir: Path, workers: int | None = None, max_points: int | None = None,
-              progress: bool = True, ray_address: str | None = None) -> Path:
-    base, points = load_experiment(experiment)
+              progress: bool = True, ray_address: str | None = None, memory_limit: int | str | None = None) -> Path:
+    """Runs the points not yet done. ``memory_limit`` (as for
+    :func:`fabriclab.engine.simulate`) is shared by the points running at once."""
+    from .limits import resolve_limit
+
+    if max_points is not None and max_points < 1:
+        raise SweepError(f"--max-points: must be at least 1, got {max_points}")
+    if workers is not None and workers < 1:
+        raise SweepError(f"--workers: must be at least 1, got {workers}")
+    workers = workers or os.cpu_count() or 1
+    cap = resolve_limit(memory_limit)
+    base, points = load_experiment(experiment, None if cap is None or ray_address else cap // workers)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise SweepError(f"--out: {out_dir} exists and is not a folder")
     pdir = out_dir / "points"
-    pdir.mkdir(parents=True, exist_ok=True)
+    try:
+        pdir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise SweepError(f"--out: cannot create {out_dir}: {e.strerror or e}") from None
     todo = [(i, p) for i, p in enumerate(points) if not (pdir / point_id(p) / "point.json").is_file()]
     if max_points is not None:
         todo = todo[:max_points]
-    workers = workers or os.cpu_count() or 1
     bar = task = None
     if progress and todo:
         from rich.progress import Progress
@@ -200,9 +238,13 @@ def run_sweep(experiment: Path, out_dir: Path, workers: int | None = None, max_p
             with ProcessPoolExecutor(max_workers=workers) as ex:
                 futs = [ex.submit(_run_point_files, base, p) for _, p in todo]
                 ids = {f: point_id(p) for f, (_, p) in zip(futs, todo)}
-                for f in as_completed(futs):
-                    _write_point(pdir, ids[f], f.result())
-                    advance()
+                try:
+                    for f in as_completed(futs):
+                        _write_point(pdir, ids[f], f.result())
+                        advance()
+                except BrokenProcessPool:
+                    raise RuntimeError("a sweep worker process died (killed by a signal, e.g. the system ran out of "
+                                       "memory); finished points are kept, run the sweep again to resume") from None
     finally:
         if bar:
             bar.stop()

@@ -8,10 +8,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import InputError
 from ._toml import tomllib
 
 
-class TopologyError(ValueError):
+class TopologyError(InputError):
     pass
 
 
@@ -53,6 +54,12 @@ def star(hosts: int, link_rate_bps: int, link_delay_ps: int) -> TopologyData:
     return t
 
 
+def leaf_spine_uplink_bps(hosts_per_leaf: int, spines: int, link_rate_bps: int, oversubscription: float) -> int:
+    """The leaf-spine link rate that makes a leaf's downlink capacity
+    ``oversubscription`` times its uplink capacity."""
+    return round(hosts_per_leaf * link_rate_bps / (spines * oversubscription))
+
+
 def leaf_spine(
     leaves: int,
     hosts_per_leaf: int,
@@ -66,7 +73,7 @@ def leaf_spine(
     link rate makes the leaf's downlink capacity ``oversubscription`` times
     its uplink capacity: ``hosts_per_leaf * rate / (spines * oversubscription)``."""
     if spine_link_rate_bps is None:
-        spine_link_rate_bps = round(hosts_per_leaf * link_rate_bps / (spines * oversubscription))
+        spine_link_rate_bps = leaf_spine_uplink_bps(hosts_per_leaf, spines, link_rate_bps, oversubscription)
     t = TopologyData()
     hs = [t.add_node(f"h{i}", "host", 0) for i in range(leaves * hosts_per_leaf)]
     ls = [t.add_node(f"leaf{i}", "switch", 1) for i in range(leaves)]
@@ -106,48 +113,62 @@ def fat_tree(k: int, link_rate_bps: int, link_delay_ps: int) -> TopologyData:
     return t
 
 
-def from_file(path: Path) -> TopologyData:
+def from_file(path: Path, field: str = "topology.path") -> TopologyData:
     """A topology file (TOML or JSON): ``nodes = [{name, kind}]`` and
     ``links = [{a, b, rate_bps, delay_ps}]`` where ``a``/``b`` are node names."""
     from pydantic import TypeAdapter
 
     from .units import RateBps, TimePs
 
-    if not path.is_file():
-        raise TopologyError(f"topology.path: no such file: {path}")
+    from .inputs import read_text
+
+    text = read_text(path, field, "topology file")
     try:
-        raw = json.loads(path.read_text()) if path.suffix == ".json" else tomllib.loads(path.read_text())
+        raw = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as e:
-        raise TopologyError(f"topology.path: cannot parse {path}: {e}") from None
+        raise TopologyError(f"{field}: {path}: cannot parse: {e}") from None
+    if not isinstance(raw, dict):
+        raise TopologyError(f"{field}: {path}: must hold a table (object) with lists 'nodes' and 'links', got a {type(raw).__name__}")
     nodes, links = raw.get("nodes"), raw.get("links")
     if not isinstance(nodes, list) or not isinstance(links, list):
-        raise TopologyError(f"{path}: needs lists 'nodes' and 'links'")
+        raise TopologyError(f"{field}: {path}: needs lists 'nodes' and 'links'")
     rate = TypeAdapter(RateBps)
     delay = TypeAdapter(TimePs)
     t = TopologyData()
     index: dict[str, int] = {}
     for i, n in enumerate(nodes):
         if not isinstance(n, dict) or set(n) - {"name", "kind", "layer"} or "name" not in n:
-            raise TopologyError(f"{path}: nodes[{i}]: needs 'name' and 'kind' ('host' or 'switch'), optional 'layer'")
+            raise TopologyError(f"{field}: {path}: nodes[{i}]: needs 'name' and 'kind' ('host' or 'switch'), optional 'layer'")
+        if not isinstance(n["name"], str) or not n["name"]:
+            raise TopologyError(f"{field}: {path}: nodes[{i}].name: must be a non-empty string, got {n['name']!r}")
         if n.get("kind") not in ("host", "switch"):
-            raise TopologyError(f"{path}: nodes[{i}].kind: must be 'host' or 'switch', got {n.get('kind')!r}")
+            raise TopologyError(f"{field}: {path}: nodes[{i}].kind: must be 'host' or 'switch', got {n.get('kind')!r}")
         if n["name"] in index:
-            raise TopologyError(f"{path}: nodes[{i}].name: duplicate name {n['name']!r}")
-        index[n["name"]] = t.add_node(str(n["name"]), n["kind"], int(n.get("layer", 0 if n["kind"] == "host" else 1)))
+            raise TopologyError(f"{field}: {path}: nodes[{i}].name: duplicate name {n['name']!r}")
+        layer = n.get("layer", 0 if n["kind"] == "host" else 1)
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer <= 255:
+            raise TopologyError(f"{field}: {path}: nodes[{i}].layer: must be an integer within 0..255 (for drawing), got {layer!r}")
+        index[n["name"]] = t.add_node(n["name"], n["kind"], layer)
     for i, lk in enumerate(links):
         if not isinstance(lk, dict) or set(lk) != {"a", "b", "rate_bps", "delay_ps"}:
-            raise TopologyError(f"{path}: links[{i}]: needs exactly 'a', 'b', 'rate_bps', 'delay_ps'")
+            raise TopologyError(f"{field}: {path}: links[{i}]: needs exactly 'a', 'b', 'rate_bps', 'delay_ps'")
         for end in ("a", "b"):
-            if lk[end] not in index:
-                raise TopologyError(f"{path}: links[{i}].{end}: unknown node {lk[end]!r}")
-        try:
-            r, d = rate.validate_python(lk["rate_bps"]), delay.validate_python(lk["delay_ps"])
-        except Exception as e:  # pydantic.ValidationError
-            raise TopologyError(f"{path}: links[{i}]: {e.errors()[0]['msg']}") from None
+            if not isinstance(lk[end], str) or lk[end] not in index:
+                raise TopologyError(f"{field}: {path}: links[{i}].{end}: unknown node {lk[end]!r}")
+        vals = {}
+        for key, adapter in (("rate_bps", rate), ("delay_ps", delay)):
+            try:
+                vals[key] = adapter.validate_python(lk[key])
+            except Exception as e:  # pydantic.ValidationError
+                msg = e.errors()[0]["msg"].removeprefix("Value error, ")
+                raise TopologyError(f"{field}: {path}: links[{i}].{key}: {msg}") from None
+        r, d = vals["rate_bps"], vals["delay_ps"]
+        if lk["a"] == lk["b"]:
+            raise TopologyError(f"{field}: {path}: links[{i}]: a link must join two different nodes, got {lk['a']!r} twice")
         if r <= 0:
-            raise TopologyError(f"{path}: links[{i}].rate_bps: must be positive")
+            raise TopologyError(f"{field}: {path}: links[{i}].rate_bps: must be positive")
         if d < 0:
-            raise TopologyError(f"{path}: links[{i}].delay_ps: must not be negative")
+            raise TopologyError(f"{field}: {path}: links[{i}].delay_ps: must not be negative")
         t.add_link(index[lk["a"]], index[lk["b"]], r, d)
     return t
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..errors import InputError
 from ..gpus import GpuTopology, nvlink_graph, pcie_path
 from . import rings as R
 from .compose import embed, merge_disjoint
@@ -19,7 +20,7 @@ ALGOS = ("ring", "tree", "trees", "halving-doubling", "direct", "hierarchical", 
 OPS = ("allreduce", "broadcast", "reduce", "allgather", "reduce_scatter")
 
 
-class PlanningError(ValueError):
+class PlanningError(InputError):
     pass
 
 

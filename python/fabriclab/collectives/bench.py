@@ -23,7 +23,7 @@ def parse_size(text: str, what: str) -> int:
     t = text.strip()
     if re.fullmatch(r"[0-9]+", t):
         return int(t)
-    m = re.fullmatch(r"([0-9.]+)\s*([KMG])(i?B?)?", t, re.I)
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)\s*([KMG])(i?B?)?", t, re.I)
     if m:
         mult = {"k": 1024, "m": 1024**2, "g": 1024**3}[m.group(2).lower()]  # nccl-tests: K/M/G are powers of 2
         return int(float(m.group(1)) * mult)
@@ -33,6 +33,13 @@ def parse_size(text: str, what: str) -> int:
         raise PlanningError(f"{what}: cannot read {text!r} as a size (e.g. 8, 64K, 1M, 1G)") from None
 
 
+# Sizes and chunk counts a bench may ask for: the simulated buffer is never
+# allocated, but every chunk is a plan step held in memory.
+MAX_SIZE_BYTES = 1 << 40
+MAX_CHUNKS = 1 << 16
+MAX_SERVERS = 256
+
+
 def parse_sizes(text: str, factor: int) -> list[int]:
     if ":" in text:
         lo, hi = (parse_size(x, "--sizes") for x in text.split(":", 1))
@@ -40,8 +47,10 @@ def parse_sizes(text: str, factor: int) -> list[int]:
         lo = hi = parse_size(text, "--sizes")
     if lo < 1 or hi < lo:
         raise PlanningError(f"--sizes: need 1 <= min <= max, got {text!r}")
+    if hi > MAX_SIZE_BYTES:
+        raise PlanningError(f"--sizes: at most {MAX_SIZE_BYTES} bytes (1T), got {hi}")
     if factor < 2:
-        raise PlanningError("--factor: must be at least 2")
+        raise PlanningError(f"--factor: must be at least 2, got {factor}")
     out = []
     s = lo
     while s <= hi:
@@ -60,11 +69,15 @@ def parse_gpus(text: str, total: int) -> list[int]:
         if not m:
             raise PlanningError(f"--gpus: cannot read {part!r}; write GPU ids like 0,1,2 or ranges like 0-2,8-12")
         a, b = int(m.group(1)), int(m.group(2) or m.group(1))
+        if b < a:
+            raise PlanningError(f"--gpus: the range {part!r} is reversed; write it low-high, e.g. {b}-{a}")
+        if b >= total:  # before building a list as long as the range
+            raise PlanningError(f"--gpus: unknown GPU id {b} (this topology has GPUs 0..{total - 1})")
         out.extend(range(a, b + 1))
     return out
 
 
-def topology_from_file(path: str):
+def topology_from_file(path: str, option: str = "--topology"):
     """A GPU topology from a topology file (see docs/scenario.md): its hosts
     are the GPUs, in order; links between two hosts count as NVLink."""
     from pathlib import Path
@@ -73,9 +86,9 @@ def topology_from_file(path: str):
     from ..topology import TopologyError, from_file
 
     try:
-        data = from_file(Path(path))
+        data = from_file(Path(path), option)
     except TopologyError as e:
-        raise PlanningError(f"--topology: {e}") from None
+        raise PlanningError(str(e)) from None
     t = GpuTopology()
     t.nodes, t.links, t.layers = data.nodes, data.links, data.layers
     t.gpus = list(data.hosts)
@@ -87,17 +100,19 @@ def topology_from_file(path: str):
     return t
 
 
-def build_topology(name: str, servers: int, nic: str):
+def build_topology(name: str, servers: int, nic: str, option: str = "--topology"):
+    """A GPU server or cluster by kind, or a topology file; errors name
+    ``option`` (the command-line option that gave ``name``)."""
     if name.endswith((".toml", ".json")):
-        return topology_from_file(name)
+        return topology_from_file(name, option)
     if name not in KINDS:
-        raise PlanningError(f"--topology: unknown {name!r} (known: {', '.join(KINDS)})")
-    if servers < 1:
-        raise PlanningError("--servers: must be at least 1")
+        raise PlanningError(f"{option}: unknown {name!r} (known: {', '.join(KINDS)}, or a .toml/.json topology file)")
+    if not 1 <= servers <= MAX_SERVERS:
+        raise PlanningError(f"--servers: must be within 1..{MAX_SERVERS}, got {servers}")
     if servers == 1:
         return gpu_server(name)
     if name == "pcie":
-        raise PlanningError("--topology pcie: only one server")
+        raise PlanningError(f"{option} pcie: only one server (--servers 1)")
     from pydantic import TypeAdapter, ValidationError
 
     try:
@@ -128,13 +143,20 @@ def run_bench(topology: str, gpus: str, op: str, algo: str, sizes: str, factor: 
         raise PlanningError(f"--op: unknown collective {op!r} (known: {', '.join(OPS)})")
     if algo not in ALGOS:
         raise PlanningError(f"--algo: unknown algorithm {algo!r} (known: {', '.join(ALGOS)})")
-    topo = build_topology(topology, servers, nic)
-    alloc = Allocation(topo, parse_gpus(gpus, len(topo.gpus)))
+    if backend not in ("flow", "packet"):
+        raise PlanningError(f"--backend: must be 'flow' or 'packet', got {backend!r}")
     size_list = parse_sizes(sizes, factor)
     if chunk not in ("auto", "none"):
         fixed = parse_size(chunk, "--chunk")
         if fixed < 1:
             raise PlanningError("--chunk: must be positive")
+        if size_list[-1] // fixed > MAX_CHUNKS:
+            raise PlanningError(f"--chunk: {fixed} bytes cuts {size_list[-1]} bytes into more than {MAX_CHUNKS} chunks; "
+                                f"use a chunk of at least {-(-size_list[-1] // MAX_CHUNKS)} bytes")
+    topo = build_topology(topology, servers, nic)
+    alloc = Allocation(topo, parse_gpus(gpus, len(topo.gpus)))
+    if op in ("broadcast", "reduce") and not 0 <= root < alloc.n:
+        raise PlanningError(f"--root: must be a rank within 0..{alloc.n - 1}, got {root}")
     rows = []
     for size in size_list:
         if chunk == "none":

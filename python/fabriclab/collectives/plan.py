@@ -99,12 +99,18 @@ class Plan:
         if d.get("version") != PLAN_VERSION:
             raise ValueError(f"plan version: expected {PLAN_VERSION}, got {d.get('version')!r}")
         ranks = [[Step(**s) for s in r] for r in d["ranks"]]
-        return cls(d["collective"], d["nranks"], d["size_bytes"], ranks, d.get("root"), d.get("algorithm", ""),
-                   d.get("meta", {}), d["version"])
+        return cls(d["collective"], d["nranks"], d["size_bytes"], ranks, d.get("root"), d.get("algorithm") or "",
+                   d.get("meta") or {}, d["version"])
 
     @classmethod
     def from_json(cls, text: str) -> "Plan":
-        return cls.from_dict(json.loads(text))
+        """Reads a plan document with the core's reader (the one the runtime
+        uses too): types, unknown fields, version, ranks, ranges, root, peers,
+        dependencies and message matching are checked; ValueError names the
+        problem."""
+        from .._core import read_plan
+
+        return cls.from_dict(json.loads(read_plan(text)))
 
 
 def shards(size_bytes: int, n: int) -> list[tuple[int, int]]:

@@ -23,10 +23,11 @@ import bisect
 import heapq
 from dataclasses import dataclass
 
+from ..errors import InputError
 from .plan import Plan, shards
 
 
-class PlanError(ValueError):
+class PlanError(InputError):
     pass
 
 

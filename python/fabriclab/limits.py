@@ -1,0 +1,209 @@
+"""What a scenario will cost in memory, estimated before anything is built,
+so that a scenario that cannot fit is refused with the field to blame
+instead of being killed (or aborting) half-way.
+
+The figures per item were measured on whole runs (peak resident memory
+against the number of flows, timeline rows and links; docs/scenario.md,
+"Limits") and rounded up: about 470 bytes per finished flow or message
+(core record, Arrow and pandas tables), 370 per job timeline row, 1 KB per
+link (Python topology, JSON, core ports and queues), plus the core's
+distance table (2 bytes per switch and attachment group).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+
+from .errors import InputError
+
+BYTES_PER_FLOW = 600
+BYTES_PER_TIMELINE_ROW = 500
+BYTES_PER_LINK = 1500
+BYTES_PER_NODE = 500
+BYTES_PER_DIST_ENTRY = 2
+# The interpreter, numpy, pyarrow, pandas and the extension loaded.
+BASE_BYTES = 200 * 2**20
+ENV_LIMIT = "FABRICLAB_MEMORY_LIMIT"
+
+
+class MemoryLimitError(InputError):
+    """The scenario would need more memory than the limit allows."""
+
+
+@dataclass
+class Estimate:
+    """Bytes per cause; each cause names the field that drives it."""
+
+    parts: dict[str, tuple[int, str]] = field(default_factory=dict)
+
+    def add(self, field_name: str, nbytes: float, detail: str) -> None:
+        old, old_detail = self.parts.get(field_name, (0, ""))
+        self.parts[field_name] = (old + int(nbytes), detail if not old_detail else f"{old_detail}; {detail}")
+
+    @property
+    def total_bytes(self) -> int:
+        return BASE_BYTES + sum(b for b, _ in self.parts.values())
+
+    def dominant(self) -> tuple[str, int, str]:
+        name, (b, detail) = max(self.parts.items(), key=lambda kv: kv[1][0])
+        return name, b, detail
+
+
+def human_bytes(n: float) -> str:
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def available_bytes() -> int | None:
+    """Memory the machine can give now (MemAvailable), else its physical memory."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def resolve_limit(limit: int | str | None, option: str = "--memory-limit") -> int | None:
+    """The limit in bytes (None: no check): an explicit value or 'off', else
+    the environment's FABRICLAB_MEMORY_LIMIT, else the available memory."""
+    if limit is None:
+        limit = os.environ.get(ENV_LIMIT)
+        option = ENV_LIMIT
+    if limit is None:
+        return available_bytes()
+    if isinstance(limit, str):
+        if limit.strip().lower() in ("off", "none"):
+            return None
+        from pydantic import TypeAdapter, ValidationError
+
+        from .units import SizeBytes
+
+        try:
+            limit = TypeAdapter(SizeBytes).validate_python(limit.strip())
+        except ValidationError as e:
+            msg = e.errors()[0]["msg"].removeprefix("Value error, ")
+            raise InputError(f"{option}: {msg} (give a size such as 16GiB, or 'off')") from None
+    if limit <= 0:
+        raise InputError(f"{option}: must be positive (or 'off')")
+    return int(limit)
+
+
+def estimate(scenario) -> Estimate:
+    """The memory a run of ``scenario`` needs, by cause."""
+    est = Estimate()
+    hosts, rate_bps = _topology(scenario, est)
+    _traffic(scenario, est, hosts, rate_bps)
+    _jobs(scenario, est, hosts)
+    return est
+
+
+def check_memory(scenario, limit: int | str | None = None) -> Estimate:
+    """Refuses (MemoryLimitError naming the dominant field) a scenario whose
+    estimate exceeds the limit; returns the estimate otherwise."""
+    est = estimate(scenario)
+    cap = resolve_limit(limit)
+    if cap is not None and est.total_bytes > cap:
+        name, b, detail = est.dominant()
+        raise MemoryLimitError(
+            f"{name}: the scenario would need about {human_bytes(est.total_bytes)} of memory, more than the "
+            f"{human_bytes(cap)} allowed; most of it ({human_bytes(b)}) for {detail}. Make it smaller, or set the "
+            f"limit with --memory-limit SIZE ('off' to skip this check; environment: {ENV_LIMIT})"
+        )
+    return est
+
+
+def _topology(s, est: Estimate) -> tuple[int, float]:
+    """Adds the topology's cost; returns its hosts and fastest link rate."""
+    t = s.topology
+    rate = getattr(t, "link_rate_bps", None)
+    kind = t.kind
+    if kind == "star":
+        hosts, switches, links, groups, name = t.hosts, 1, t.hosts, 1, "topology.hosts"
+    elif kind == "leaf_spine":
+        hosts = t.leaves * t.hosts_per_leaf
+        switches, links, groups = t.leaves + t.spines, hosts + t.leaves * t.spines, t.leaves
+        name = "topology.hosts_per_leaf" if t.hosts_per_leaf >= t.leaves else "topology.leaves"
+    elif kind == "fat_tree":
+        k = t.k
+        hosts, switches, links, groups, name = k**3 // 4, 5 * k * k // 4, 3 * k**3 // 4, k * k // 2, "topology.k"
+    else:  # a file: its size is what it is; count it once built
+        data = s.build_topology()
+        hosts = len(data.hosts)
+        switches = len(data.nodes) - hosts
+        links, groups, name = len(data.links), hosts, "topology.path"
+        rate = max((lk["rate_bps"] for lk in data.links), default=1)
+    nodes = hosts + switches
+    est.add(name, nodes * BYTES_PER_NODE + links * BYTES_PER_LINK + groups * switches * BYTES_PER_DIST_ENTRY,
+            f"a topology of {nodes:,} nodes and {links:,} links")
+    return hosts, float(rate)
+
+
+def _traffic(s, est: Estimate, hosts: int, rate: float) -> None:
+    from .cdfs import CdfError, load_cdf
+
+    for i, tr in enumerate(s.traffic):
+        n_hosts = hosts if tr.hosts == "all" else len(set(tr.hosts))
+        seconds = tr.duration_ps / 1e12
+        if tr.flows_per_s is not None:
+            flows = tr.flows_per_s * seconds
+        else:
+            try:
+                mean = _cdf_mean_bytes(load_cdf(tr.cdf, s._base_dir))
+            except CdfError as e:
+                raise InputError(f"traffic[{i}].cdf: {e}") from None
+            flows = tr.load * rate * n_hosts * seconds / (8 * mean)
+        est.add(f"traffic[{i}]", flows * BYTES_PER_FLOW,
+                f"about {_count(flows)} flows (load or flows_per_s x duration_ps {tr.duration_ps} / mean flow size)")
+    n = len(s.flows) + (_csv_rows(s) if s.flows_csv else 0)
+    if n:
+        est.add("flows", n * BYTES_PER_FLOW, f"{n:,} explicit flows")
+
+
+def _jobs(s, est: Estimate, hosts: int) -> None:
+    from .profiles import ProfileError, build_profile
+
+    for i, j in enumerate(s.jobs):
+        workers = hosts if j.workers == "all" else len(j.workers)
+        try:
+            layers = build_profile(j.profile, j.compute_ps, j.model_bytes, j.layers, base_dir=s._base_dir)
+        except ProfileError as e:
+            raise InputError(f"jobs[{i}].{e}") from None
+        model = sum(x["param_bytes"] for x in layers)
+        fusions = min(len(layers), math.ceil(model / j.fusion_bytes) + 1)
+        rows = workers * j.iterations * (2 * len(layers) + fusions)
+        messages = j.iterations * fusions * workers * 2 * max(workers - 1, 1)
+        est.add(f"jobs[{i}].iterations", rows * BYTES_PER_TIMELINE_ROW + messages * BYTES_PER_FLOW,
+                f"{j.iterations:,} iterations of {workers} workers x {len(layers)} layers: about {_count(rows)} "
+                f"timeline rows and {_count(messages)} messages")
+
+
+def _cdf_mean_bytes(points) -> float:
+    from ._core import cdf_mean
+
+    return max(cdf_mean(points), 1.0)
+
+
+def _csv_rows(s) -> int:
+    from pathlib import Path
+
+    p = Path(s.flows_csv)
+    p = p if p.is_absolute() else s._base_dir / p
+    try:
+        with open(p, "rb") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return 0  # reading it later names the problem
+
+
+def _count(x: float) -> str:
+    return f"{x:,.0f}" if x < 1e15 else f"{x:.2e}"
