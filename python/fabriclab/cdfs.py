@@ -19,6 +19,7 @@ class CdfError(InputError):
 
 def parse_cdf_text(text: str, source: str) -> list[tuple[float, float]]:
     points: list[tuple[float, float]] = []
+    header_seen = False
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
@@ -29,8 +30,9 @@ def parse_cdf_text(text: str, source: str) -> list[tuple[float, float]]:
         try:
             x, p = float(parts[0]), float(parts[1])
         except ValueError:
-            if not points:
-                continue  # a header line
+            if not points and not header_seen:
+                header_seen = True
+                continue  # the header line
             raise CdfError(f"{source}:{lineno}: not a number: {line!r}") from None
         points.append((x, p))
     check_cdf(points, source)

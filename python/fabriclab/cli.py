@@ -52,6 +52,15 @@ def _check_out_file(path: Path, option: str) -> None:
         _fail(f"{option}: the folder {parent} is not writable")
 
 
+def _check_out_dir(path: Path, option: str) -> None:
+    """A folder the command will write into: refused before any work if it is a file or sits under one."""
+    if path.exists() and not path.is_dir():
+        _fail(f"{option}: {path} exists and is not a folder")
+    blocker = next((a for a in path.absolute().parents if a.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        _fail(f"{option}: cannot create {path}: {blocker} is a file, not a folder")
+
+
 def _load(path: Optional[Path]) -> Scenario:
     return Scenario.default() if path is None else Scenario.load(path)
 
@@ -126,13 +135,13 @@ def run(
     from .results import OutputFolder
 
     s = _load(scenario)
-    changes = {}
-    if seed is not None:
-        changes["seed"] = seed
-    if backend is not None:
-        changes["backend"] = backend
-    if changes:
-        s = s.replace(**changes)
+    for option, field, value in (("--seed", "seed", seed), ("--backend", "backend", backend)):
+        if value is not None:
+            try:
+                s = s.replace(**{field: value})
+            except InputError as e:
+                rule = str(e).split(f"{field}: ", 1)[-1]
+                _fail(f"{option}: {value!r}: {rule}")
     inputs = ([scenario] if scenario is not None else []) + s.input_files()
     # The folder is claimed (checked, created) before the run, filled only when it succeeded.
     with OutputFolder(out_dir, force, tuple(inputs)) as folder:
@@ -180,6 +189,8 @@ def topo_show(
         from .collectives.algos import Allocation, make_plan
         from .collectives.bench import build_topology, parse_gpus
 
+        if plan is not None and plan not in ("ring", "trees"):
+            _fail(f"--plan: must be 'ring' or 'trees', got {plan!r}")
         t = build_topology(gpu, 1, "100Gbps", option="--gpu")
         alloc = Allocation(t, parse_gpus(gpus, len(t.gpus)))
         p = make_plan(plan, op, alloc, 1 << 20) if plan else None
@@ -260,8 +271,7 @@ def reproduce(
     known = ("blink", "thesis-ch4", "thesis-ch5", "thesis-slack")
     if what not in known:
         _fail(f"reproduce: unknown reproduction {what!r} (known: {', '.join(known)})")
-    if out_dir.exists() and not out_dir.is_dir():
-        _fail(f"--out: {out_dir} exists and is not a folder")
+    _check_out_dir(out_dir, "--out")
 
     if what == "blink":
         from .repro import blink

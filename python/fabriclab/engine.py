@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 from . import __version__
@@ -26,7 +27,9 @@ def build_simulator(scenario: Scenario, memory_limit: int | str | None = None, t
     try:
         return Simulator(json.dumps(scenario.to_core(topology_data)))
     except ValueError as e:
-        raise ScenarioError(str(e)) from None
+        # The core numbers explicit flows in one list; name them as the user wrote them.
+        msg = re.sub(r"^flows\[(\d+)\]", lambda m: scenario.flow_label(int(m.group(1))), str(e))
+        raise ScenarioError(msg) from None
 
 
 def simulate(scenario: Scenario, progress: bool = False, memory_limit: int | str | None = None) -> Results:

@@ -170,20 +170,25 @@ def _traffic(s, est: Estimate, hosts: int, rate: float) -> None:
 
 
 def _jobs(s, est: Estimate, hosts: int) -> None:
-    from .profiles import ProfileError, build_profile
+    from .profiles import BUILTIN, ProfileError, build_profile, builtin_size
 
     for i, j in enumerate(s.jobs):
         workers = hosts if j.workers == "all" else len(j.workers)
-        try:
-            layers = build_profile(j.profile, j.compute_ps, j.model_bytes, j.layers, base_dir=s._base_dir)
-        except ProfileError as e:
-            raise InputError(f"jobs[{i}].{e}") from None
-        model = sum(x["param_bytes"] for x in layers)
-        fusions = min(len(layers), math.ceil(model / j.fusion_bytes) + 1)
-        rows = workers * j.iterations * (2 * len(layers) + fusions)
+        if j.profile in BUILTIN:  # counted, not built: a billion layers must not be made to be refused
+            layers, model = builtin_size(j.profile, j.layers, j.model_bytes)
+        else:
+            try:
+                rows = build_profile(j.profile, j.compute_ps, j.model_bytes, j.layers, base_dir=s._base_dir)
+            except ProfileError as e:
+                raise InputError(f"jobs[{i}].{e}") from None
+            layers, model = len(rows), sum(x["param_bytes"] for x in rows)
+        fusions = min(layers, math.ceil(model / j.fusion_bytes) + 1)
+        rows = workers * j.iterations * (2 * layers + fusions)
         messages = j.iterations * fusions * workers * 2 * max(workers - 1, 1)
-        est.add(f"jobs[{i}].iterations", rows * BYTES_PER_TIMELINE_ROW + messages * BYTES_PER_FLOW,
-                f"{j.iterations:,} iterations of {workers} workers x {len(layers)} layers: about {_count(rows)} "
+        # Blame the count furthest above its default (5 iterations, 100 layers).
+        field_name = f"jobs[{i}].layers" if layers / 100 > j.iterations / 5 else f"jobs[{i}].iterations"
+        est.add(field_name, rows * BYTES_PER_TIMELINE_ROW + messages * BYTES_PER_FLOW,
+                f"{j.iterations:,} iterations of {workers} workers x {layers:,} layers: about {_count(rows)} "
                 f"timeline rows and {_count(messages)} messages")
 
 

@@ -130,6 +130,15 @@ def _scale(weights, total_bytes: int) -> list[int]:
     return out
 
 
+def builtin_size(name: str, layers: int | None = None, model_bytes: int | None = None) -> tuple[int, int]:
+    """A built-in profile's layer count and gradient bytes, without building it:
+    resnet50's real 54 layers, 100 for the thesis profile, 50 for the others
+    unless ``layers`` is given; 4 bytes per parameter unless ``model_bytes`` is."""
+    model = "resnet50" if name == "thesis-resnet50" else name
+    n = layers or (len(resnet50_layer_params()) if name == "resnet50" else 100 if name == "thesis-resnet50" else 50)
+    return n, model_bytes or PARAM_COUNTS[model] * FLOAT_BYTES
+
+
 def build_profile(name: str, compute_ps: int | None = None, model_bytes: int | None = None, layers: int | None = None,
                   slope_ratio: float = 3.0, base_dir: Path | None = None) -> list[dict]:
     """Layers as dicts ``{param_bytes, fwd_ps, bwd_ps}``."""
@@ -148,6 +157,8 @@ def build_profile(name: str, compute_ps: int | None = None, model_bytes: int | N
         rows = []
         lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
         for i, r in enumerate(csv.DictReader(lines)):
+            if None in r:
+                raise ProfileError(f"profile {name}: row {i + 1}: more values than the header has columns")
             try:
                 rows.append({k: int(r[k]) for k in ("param_bytes", "fwd_ps", "bwd_ps")})
             except (KeyError, ValueError, TypeError):
@@ -163,18 +174,13 @@ def build_profile(name: str, compute_ps: int | None = None, model_bytes: int | N
         compute_ps = p100_iteration_ps(name)
     if compute_ps is None or compute_ps <= 0:
         raise ProfileError(f"profile {name}: compute_ps (forward + backward time per iteration) is required")
+    n, total = builtin_size(name, layers, model_bytes)
     if name == "resnet50" and layers is None:
         weights = [float(x) for x in resnet50_layer_params()]
-        n = len(weights)
-        total = model_bytes or PARAM_COUNTS["resnet50"] * FLOAT_BYTES
     elif name in ("thesis-resnet50", "resnet50"):
-        n = layers or 100
         weights = _resample(resnet50_layer_params(), n)
-        total = model_bytes or PARAM_COUNTS["resnet50"] * FLOAT_BYTES
     else:
-        n = layers or 50
         weights = [1.0] * n
-        total = model_bytes or PARAM_COUNTS[name] * FLOAT_BYTES
     if n < 1:
         raise ProfileError("profile: layers must be at least 1")
     sizes = _scale(weights, total)

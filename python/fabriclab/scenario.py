@@ -34,6 +34,11 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_default=True, allow_inf_nan=False)
 
 
+# Wire bytes a segment adds to its payload: IP + TCP headers (40), Ethernet
+# header and FCS (18), preamble and inter-frame gap (20); the core's
+# packet::wire_bytes.
+WIRE_OVERHEAD_BYTES = 78
+
 # Integer ranges of the core's fields (u32 counts, u8 classes).
 U32_MAX = 2**32 - 1
 TrafficClass = Annotated[int, Field(ge=0, le=7)]
@@ -233,6 +238,16 @@ class Scenario(_Strict):
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
 
+    @model_validator(mode="after")
+    def _a_packet_fits(self):
+        # A queue that cannot hold one full segment drops every packet and the run never ends.
+        full = self.transport.mss_bytes + WIRE_OVERHEAD_BYTES
+        if self.queue.limit_bytes is not None and self.queue.limit_bytes < full:
+            raise ValueError(f"queue.limit_bytes: {self.queue.limit_bytes} bytes cannot hold one full segment "
+                             f"({full} wire bytes: transport.mss_bytes + {WIRE_OVERHEAD_BYTES} of headers, preamble "
+                             f"and gap); give at least {full}")
+        return self
+
     @field_validator("topology", mode="before")
     @classmethod
     def _star_by_default(cls, v):
@@ -293,6 +308,11 @@ class Scenario(_Strict):
             return topo.from_file(p if p.is_absolute() else self._base_dir / p)
         except topo.TopologyError as e:
             raise ScenarioError(str(e)) from None
+
+    def flow_label(self, i: int) -> str:
+        """How the user wrote explicit flow ``i`` (the core numbers ``[[flows]]``, then the CSV's rows)."""
+        n = len(self.flows)
+        return f"flows[{i}]" if i < n else f"flows_csv row {i - n + 1}"
 
     def _explicit_flows(self, t: topo.TopologyData) -> list[FlowConfig]:
         flows = list(self.flows)
@@ -358,16 +378,16 @@ class Scenario(_Strict):
             for end in ("src", "dst"):
                 v = getattr(f, end)
                 if v >= nh:
-                    raise ScenarioError(f"flows[{i}].{end}: host index {v} out of range (the topology has hosts 0..{nh - 1})")
+                    raise ScenarioError(f"{self.flow_label(i)}.{end}: host index {v} out of range (the topology has hosts 0..{nh - 1})")
             if f.src == f.dst:
-                raise ScenarioError(f"flows[{i}]: src and dst must differ")
+                raise ScenarioError(f"{self.flow_label(i)}: src and dst must differ")
             path = None
             if f.path is not None:
                 path = []
                 for hop in f.path:
                     if isinstance(hop, str):
                         if hop not in names:
-                            raise ScenarioError(f"flows[{i}].path: unknown node {hop!r}")
+                            raise ScenarioError(f"{self.flow_label(i)}.path: unknown node {hop!r}")
                         hop = names[hop]
                     path.append(hop)
             flows.append({"src": f.src, "dst": f.dst, "size_bytes": f.size_bytes,
@@ -580,7 +600,7 @@ def format_validation_error(e: ValidationError, source: str) -> str:
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
             # A model's rule about one of its fields ("min_rto_ps (...) must ...") joins the field to the path.
-            m = re.match(r"([a-z_]+): (.*)", msg, re.S)
+            m = re.match(r"([a-z_][a-z_0-9.]*): (.*)", msg, re.S)
             if m:
                 where = f"{where}.{m.group(1)}" if where else m.group(1)
                 msg = m.group(2)

@@ -27,6 +27,7 @@ import copy
 import hashlib
 import itertools
 import json
+import math
 import os
 import shutil
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -44,6 +45,10 @@ from .scenario import Scenario, ScenarioError
 
 class SweepError(InputError):
     pass
+
+
+# Points of one sweep: each is validated (and later run) before any runs.
+MAX_POINTS = 100_000
 
 
 def _set_path(d: dict, path: str, value, where: str) -> None:
@@ -89,7 +94,7 @@ def load_experiment(path: Path, memory_limit: int | None = None) -> tuple[dict, 
     if isinstance(base, str):
         s = Scenario.load(path.parent / base)
     elif isinstance(base, dict):
-        s = Scenario.from_dict(base, source=f"{path}: base")
+        s = Scenario.from_dict(base, source=f"{path}: [base]")
         s._base_dir = path.parent.resolve()
     else:
         raise SweepError(f"{path}: base: give a scenario file name or a [base] table")
@@ -100,6 +105,10 @@ def load_experiment(path: Path, memory_limit: int | None = None) -> tuple[dict, 
         if not isinstance(v, list) or not v:
             raise SweepError(f"{path}: grid.{k}: must be a non-empty list of values")
     keys = list(grid)
+    count = math.prod(len(grid[k]) for k in keys)
+    if count > MAX_POINTS:
+        raise SweepError(f"{path}: grid: {count:,} points (the product of the lists' lengths); at most "
+                         f"{MAX_POINTS:,} in one sweep")
     points = [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
     base_dict = s.model_dump(by_alias=True, exclude_none=True)
     base_dict["__base_dir"] = str(s._base_dir)

@@ -129,6 +129,9 @@ def from_file(path: Path, field: str = "topology.path") -> TopologyData:
         raise TopologyError(f"{field}: {path}: cannot parse: {e}") from None
     if not isinstance(raw, dict):
         raise TopologyError(f"{field}: {path}: must hold a table (object) with lists 'nodes' and 'links', got a {type(raw).__name__}")
+    extra = sorted(set(raw) - {"nodes", "links"})
+    if extra:
+        raise TopologyError(f"{field}: {path}: unknown key(s) {', '.join(map(repr, extra))} (allowed: nodes, links)")
     nodes, links = raw.get("nodes"), raw.get("links")
     if not isinstance(nodes, list) or not isinstance(links, list):
         raise TopologyError(f"{field}: {path}: needs lists 'nodes' and 'links'")
