@@ -1,0 +1,386 @@
+//! One connection to a peer: a writer thread that sends queued messages in
+//! order and a reader thread that reads whole messages and hands them to
+//! the executor's event channel. Blocking I/O on a thread pair per
+//! connection keeps the receives (and sends) of different peers concurrent
+//! without an event loop; docs/runtime.md says why.
+
+use crate::clock::Stamp;
+use crate::wire::{Header, FLAG_CHECKSUM, HEADER_BYTES, KIND_ABORT, KIND_DATA};
+use crate::{Config, Fault};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+/// Received bytes not yet consumed by the executor, per connection. The
+/// reader pauses while they reach the limit, so TCP's flow control, not
+/// memory, absorbs a peer that runs ahead (e.g. the root of a broadcast).
+pub struct Credit {
+    state: Mutex<(u64, bool)>, // (unconsumed bytes, closed)
+    cv: Condvar,
+    limit: u64,
+}
+
+impl Credit {
+    fn wait_below_limit(&self) -> bool {
+        let mut g = self.state.lock().unwrap();
+        while g.0 >= self.limit && !g.1 {
+            g = self.cv.wait(g).unwrap();
+        }
+        !g.1
+    }
+    fn take(&self, n: u64) {
+        self.state.lock().unwrap().0 += n;
+    }
+    fn give(&self, n: u64) {
+        self.state.lock().unwrap().0 -= n;
+        self.cv.notify_all();
+    }
+    fn close(&self) {
+        self.state.lock().unwrap().1 = true;
+        self.cv.notify_all();
+    }
+}
+
+/// A received payload; dropping it returns its bytes to the connection's credit.
+pub struct Payload {
+    pub data: Vec<u8>,
+    credit: Arc<Credit>,
+}
+
+impl Drop for Payload {
+    fn drop(&mut self) {
+        self.credit.give(self.data.len() as u64);
+    }
+}
+
+pub enum Event {
+    Data {
+        peer: u32,
+        stream: u32,
+        hdr: Header,
+        payload: Payload,
+        arrived: Stamp,
+    },
+    Abort {
+        peer: u32,
+        culprit: u32,
+        reason: String,
+    },
+    Sent {
+        peer: u32,
+        op_id: u64,
+        step: u32,
+        start: Stamp,
+        end: Stamp,
+    },
+    WriteFailed {
+        peer: u32,
+        op_id: u64,
+        step: u32,
+        error: String,
+    },
+    /// The connection ended at a message boundary (`error` None: EOF).
+    Closed {
+        peer: u32,
+        stream: u32,
+        error: Option<String>,
+    },
+    /// A message was cut short, failed its checksum or made no sense.
+    Broken {
+        peer: u32,
+        stream: u32,
+        what: Option<(u64, u32)>,
+        error: String,
+    },
+}
+
+pub enum Job {
+    /// `data` starts with HEADER_BYTES of room for the header.
+    Data {
+        op_id: u64,
+        seq: u32,
+        step: u32,
+        offset: u64,
+        data: Vec<u8>,
+    },
+    Abort {
+        culprit: u32,
+        reason: String,
+        flushed: Sender<()>,
+    },
+}
+
+pub struct Conn {
+    pub peer: u32,
+    pub stream: u32,
+    pub tx: Option<Sender<Job>>,
+    tcp: TcpStream,
+    credit: Arc<Credit>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Conn {
+    pub fn start(
+        peer: u32,
+        stream: u32,
+        tcp: TcpStream,
+        cfg: &Config,
+        events: Sender<Event>,
+    ) -> std::io::Result<Conn> {
+        let credit = Arc::new(Credit {
+            state: Mutex::new((0, false)),
+            cv: Condvar::new(),
+            limit: cfg.max_unconsumed_bytes.max(1),
+        });
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (r, w) = (tcp.try_clone()?, tcp.try_clone()?);
+        let (ev2, cr2) = (events.clone(), credit.clone());
+        let reader = std::thread::Builder::new()
+            .name(format!("flrt-read-{peer}.{stream}"))
+            .spawn(move || read_loop(peer, stream, r, cr2, events))?;
+        let (checksum, fault) = (cfg.checksum, cfg.fault);
+        let writer = std::thread::Builder::new()
+            .name(format!("flrt-write-{peer}.{stream}"))
+            .spawn(move || write_loop(peer, w, rx, ev2, checksum, fault))?;
+        Ok(Conn {
+            peer,
+            stream,
+            tx: Some(tx),
+            tcp,
+            credit,
+            threads: vec![reader, writer],
+        })
+    }
+
+    /// Closes the connection and waits for both threads.
+    pub fn close(&mut self) {
+        self.tx = None;
+        self.credit.close();
+        let _ = self.tcp.shutdown(Shutdown::Both);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Reads until `buf` is full; Ok(n < len) only when EOF came after n bytes.
+fn read_full(s: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match s.read(&mut buf[got..]) {
+            Ok(0) => return Ok(got),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+fn read_loop(peer: u32, stream: u32, mut s: TcpStream, credit: Arc<Credit>, ev: Sender<Event>) {
+    let broken = |what, error| Event::Broken {
+        peer,
+        stream,
+        what,
+        error,
+    };
+    loop {
+        if !credit.wait_below_limit() {
+            return;
+        }
+        let mut hb = [0u8; HEADER_BYTES];
+        match read_full(&mut s, &mut hb) {
+            Ok(0) => {
+                let _ = ev.send(Event::Closed {
+                    peer,
+                    stream,
+                    error: None,
+                });
+                return;
+            }
+            Ok(n) if n < HEADER_BYTES => {
+                let _ = ev.send(broken(None, format!("truncated header: got {n} of {HEADER_BYTES} bytes before the connection closed")));
+                return;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let _ = ev.send(Event::Closed {
+                    peer,
+                    stream,
+                    error: Some(e.to_string()),
+                });
+                return;
+            }
+        }
+        let h = match Header::decode(&hb) {
+            Ok(h) => h,
+            Err(e) => {
+                let _ = ev.send(broken(None, e));
+                return;
+            }
+        };
+        let what = Some((h.op_id, h.seq));
+        if h.len_bytes > (1 << 40) || (h.kind == KIND_ABORT && h.len_bytes > 1 << 16) {
+            let _ = ev.send(broken(
+                what,
+                format!("message length {} is implausible", h.len_bytes),
+            ));
+            return;
+        }
+        let mut data = vec![0u8; h.len_bytes as usize];
+        credit.take(h.len_bytes);
+        let payload = Payload {
+            data: Vec::new(),
+            credit: credit.clone(),
+        };
+        match read_full(&mut s, &mut data) {
+            Ok(n) if n < data.len() => {
+                let _ = ev.send(broken(what, format!("truncated message: got {n} of {} payload bytes before the connection closed", h.len_bytes)));
+                return;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let _ = ev.send(broken(
+                    what,
+                    format!("connection failed inside a message: {e}"),
+                ));
+                return;
+            }
+        }
+        let arrived = Stamp::now();
+        if h.flags & FLAG_CHECKSUM != 0 && crc32fast::hash(&data) != h.payload_crc {
+            let _ = ev.send(broken(
+                what,
+                "payload checksum mismatch (corrupted data)".into(),
+            ));
+            return;
+        }
+        let mut payload = payload;
+        payload.data = data; // the Payload now owns the bytes counted by `take`
+        let e = if h.kind == KIND_DATA {
+            Event::Data {
+                peer,
+                stream,
+                hdr: h,
+                payload,
+                arrived,
+            }
+        } else {
+            Event::Abort {
+                peer,
+                culprit: h.aux,
+                reason: String::from_utf8_lossy(&payload.data).into_owned(),
+            }
+        };
+        if ev.send(e).is_err() {
+            return;
+        }
+    }
+}
+
+fn write_loop(
+    peer: u32,
+    mut s: TcpStream,
+    jobs: Receiver<Job>,
+    ev: Sender<Event>,
+    checksum: bool,
+    fault: Option<Fault>,
+) {
+    let mut fault = fault;
+    for job in jobs {
+        match job {
+            Job::Data {
+                op_id,
+                seq,
+                step,
+                offset,
+                mut data,
+            } => {
+                let start = Stamp::now();
+                let len = (data.len() - HEADER_BYTES) as u64;
+                let crc = if checksum {
+                    crc32fast::hash(&data[HEADER_BYTES..])
+                } else {
+                    0
+                };
+                let h = Header {
+                    kind: KIND_DATA,
+                    flags: if checksum { FLAG_CHECKSUM } else { 0 },
+                    op_id,
+                    seq,
+                    aux: 0,
+                    offset,
+                    len_bytes: len,
+                    payload_crc: crc,
+                };
+                data[..HEADER_BYTES].copy_from_slice(&h.encode());
+                let mut cut = None;
+                match fault {
+                    Some(Fault::Corrupt { peer: p, seq: q }) if p == peer && q == seq => {
+                        data[HEADER_BYTES] ^= 0xff;
+                        fault = None;
+                    }
+                    Some(Fault::Truncate { peer: p, seq: q }) if p == peer && q == seq => {
+                        cut = Some(HEADER_BYTES + (len as usize) / 2);
+                        fault = None;
+                    }
+                    _ => {}
+                }
+                let r = match cut {
+                    Some(n) => s
+                        .write_all(&data[..n])
+                        .and_then(|_| s.shutdown(Shutdown::Write)),
+                    None => s.write_all(&data),
+                };
+                drop(data);
+                let e = match r {
+                    Ok(()) => Event::Sent {
+                        peer,
+                        op_id,
+                        step,
+                        start,
+                        end: Stamp::now(),
+                    },
+                    Err(e) => Event::WriteFailed {
+                        peer,
+                        op_id,
+                        step,
+                        error: e.to_string(),
+                    },
+                };
+                if ev.send(e).is_err() {
+                    return;
+                }
+            }
+            Job::Abort {
+                culprit,
+                reason,
+                flushed,
+            } => {
+                let body = reason.as_bytes();
+                let h = Header {
+                    kind: KIND_ABORT,
+                    flags: 0,
+                    op_id: 0,
+                    seq: 0,
+                    aux: culprit,
+                    offset: 0,
+                    len_bytes: body.len() as u64,
+                    payload_crc: 0,
+                };
+                let mut m = h.encode().to_vec();
+                m.extend_from_slice(body);
+                let _ = s.write_all(&m);
+                let _ = flushed.send(());
+            }
+        }
+    }
+}

@@ -1,0 +1,599 @@
+//! The executor: one rank's part of a plan, driven by `PlanRun`'s actions.
+//!
+//! A `Send` copies the step's byte range into a message and queues it on
+//! the connection of stream `k % streams` (k: the message's sequence on the
+//! rank pair); the step completes when the writer has handed all of it to
+//! the kernel. The k-th message from a peer is the k-th receive from it;
+//! `Reduce` sums it into the buffer, a plain receive copies it in on
+//! `Completed`. Messages of a later op (a peer ahead of us) wait in a
+//! queue; the per-connection credit bounds them.
+
+use crate::clock::Stamp;
+use crate::conn::{Conn, Event, Job, Payload};
+use crate::dtype::{reduce_sum, DType};
+use crate::wire::HEADER_BYTES;
+use crate::{bootstrap, Config, ErrorKind, RtError};
+use fabriclab_plan::{Action, Op, Plan, PlanGraph, PlanRun};
+use std::collections::VecDeque;
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+/// A plan read, checked and indexed for one rank; reuse it across ops.
+pub struct Prepared {
+    pub plan: Plan,
+    graph: PlanGraph,
+    /// [peer][k]: the peer's step index of its k-th send to this rank.
+    send_index: Vec<Vec<u32>>,
+    /// [peer][k]: this rank's receive step for the k-th message from peer.
+    recv_step: Vec<Vec<u32>>,
+    /// Per step of this rank: its sequence number on its rank pair.
+    my_seq: Vec<u32>,
+}
+
+impl Prepared {
+    pub fn new(text: &str, rank: u32) -> Result<Prepared, RtError> {
+        let plan = Plan::from_json(text).map_err(RtError::input)?;
+        if rank >= plan.nranks {
+            return Err(RtError::input(format!(
+                "plan: has {} ranks, this is rank {rank}",
+                plan.nranks
+            )));
+        }
+        let graph = PlanGraph::new("plan", plan.ranks.clone()).map_err(RtError::input)?;
+        let n = plan.nranks as usize;
+        let mut send_index = vec![Vec::new(); n];
+        let mut recv_step = vec![Vec::new(); n];
+        for (p, steps) in plan.ranks.iter().enumerate() {
+            for (i, s) in steps.iter().enumerate() {
+                if s.op == Op::Send && s.peer == rank {
+                    send_index[p].push(i as u32);
+                }
+            }
+        }
+        let mut counts = vec![[0u32; 2]; n];
+        let mut my_seq = Vec::new();
+        for (i, s) in plan.ranks[rank as usize].iter().enumerate() {
+            let c = &mut counts[s.peer as usize][(s.op == Op::Recv) as usize];
+            my_seq.push(*c);
+            *c += 1;
+            if s.op == Op::Recv {
+                recv_step[s.peer as usize].push(i as u32);
+            }
+        }
+        Ok(Prepared {
+            plan,
+            graph,
+            send_index,
+            recv_step,
+            my_seq,
+        })
+    }
+}
+
+/// One message of one op, as telemetry.
+#[derive(Debug, Clone)]
+pub struct Record {
+    pub op_id: u64,
+    pub rank: u32,
+    pub peer: u32,
+    pub step: u32,
+    pub is_send: bool,
+    pub seq: u32,
+    pub offset_bytes: u64,
+    pub bytes: u64,
+    pub stream: u32,
+    pub reduce: bool,
+    /// The step started (its dependencies done).
+    pub post: Stamp,
+    /// Send: the writer began writing. Receive: the whole message had arrived.
+    pub start: Stamp,
+    /// Send: the last byte was handed to the kernel. Receive: reduced or copied in.
+    pub end: Stamp,
+    /// Send: start - post (queued behind earlier sends). Receive: arrival - post, or 0.
+    pub wait_ns: u64,
+}
+
+pub struct Communicator {
+    cfg: Config,
+    /// Indexed by peer * streams + stream (this rank's own slots are None).
+    conns: Vec<Option<Conn>>,
+    rx: Receiver<Event>,
+    closed: Vec<bool>,
+    early: Vec<Event>,
+    next_op: u64,
+    failed: Option<RtError>,
+    telemetry: Vec<Record>,
+}
+
+impl Communicator {
+    /// Joins the job: rendezvous and connections to every other rank.
+    pub fn new(cfg: Config) -> Result<Communicator, RtError> {
+        cfg.check()?;
+        let links = if cfg.world_size > 1 {
+            bootstrap::connect_all(&cfg)?
+        } else {
+            Vec::new()
+        };
+        let (tx, rx) = channel();
+        let s = cfg.streams as usize;
+        let mut conns: Vec<Option<Conn>> = (0..cfg.world_size as usize * s).map(|_| None).collect();
+        for l in links {
+            let (peer, stream) = (l.peer, l.stream);
+            let c = Conn::start(peer, stream, l.tcp, &cfg, tx.clone())
+                .map_err(RtError::io("starting connection threads"))?;
+            conns[peer as usize * s + stream as usize] = Some(c);
+        }
+        let closed = vec![false; conns.len()];
+        Ok(Communicator {
+            cfg,
+            conns,
+            rx,
+            closed,
+            early: Vec::new(),
+            next_op: 0,
+            failed: None,
+            telemetry: Vec::new(),
+        })
+    }
+
+    pub fn rank(&self) -> u32 {
+        self.cfg.rank
+    }
+    pub fn world_size(&self) -> u32 {
+        self.cfg.world_size
+    }
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The telemetry records since the last call.
+    pub fn take_telemetry(&mut self) -> Vec<Record> {
+        std::mem::take(&mut self.telemetry)
+    }
+
+    /// Runs this rank's part of `p` in place on `buf`; returns the op id.
+    /// After a peer failure the communicator is unusable (like NCCL's).
+    pub fn run(&mut self, p: &Prepared, buf: &mut [u8], dt: DType) -> Result<u64, RtError> {
+        if let Some(e) = &self.failed {
+            return Err(RtError {
+                message: format!("communicator failed earlier: {}", e.message),
+                ..e.clone()
+            });
+        }
+        self.check_plan(p, buf.len(), dt)?;
+        let op_id = self.next_op;
+        self.next_op += 1;
+        match self.execute(p, buf, dt, op_id) {
+            Ok(()) => Ok(op_id),
+            Err(e) => {
+                self.abort(&e);
+                self.failed = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    fn check_plan(&self, p: &Prepared, len: usize, dt: DType) -> Result<(), RtError> {
+        let plan = &p.plan;
+        if plan.nranks != self.cfg.world_size {
+            return Err(RtError::input(format!(
+                "plan: nranks is {} but the world size is {}",
+                plan.nranks, self.cfg.world_size
+            )));
+        }
+        if plan.size_bytes != len as u64 {
+            return Err(RtError::input(format!(
+                "buffer: has {len} bytes but the plan's size_bytes is {}",
+                plan.size_bytes
+            )));
+        }
+        let e = dt.size_bytes() as u64;
+        for (i, s) in plan.ranks[self.cfg.rank as usize].iter().enumerate() {
+            if s.reduce && (s.offset % e != 0 || s.bytes % e != 0) {
+                return Err(RtError::input(format!(
+                    "plan: rank {} step {i} reduces bytes [{}, {}) which are not whole {dt:?} elements of {e} bytes (plan in elements, see docs/runtime.md)",
+                    self.cfg.rank, s.offset, s.offset + s.bytes
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Tells every peer which rank this one blames, and waits briefly for
+    /// the frames to leave, so they arrive before our connections close.
+    fn abort(&mut self, e: &RtError) {
+        let culprit = e.peer.unwrap_or(self.cfg.rank);
+        let (tx, rx) = channel();
+        let mut n = 0;
+        for c in self.conns.iter().flatten() {
+            if let Some(t) = &c.tx {
+                if t.send(Job::Abort {
+                    culprit,
+                    reason: e.message.clone(),
+                    flushed: tx.clone(),
+                })
+                .is_ok()
+                {
+                    n += 1;
+                }
+            }
+        }
+        let deadline = Instant::now() + Duration::from_millis(500).min(self.cfg.timeout);
+        for _ in 0..n {
+            if rx
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .is_err()
+            {
+                break;
+            }
+        }
+    }
+
+    fn execute(
+        &mut self,
+        p: &Prepared,
+        buf: &mut [u8],
+        dt: DType,
+        op_id: u64,
+    ) -> Result<(), RtError> {
+        let me = self.cfg.rank as usize;
+        let nsteps = p.plan.ranks[me].len();
+        let n = self.cfg.world_size as usize;
+        let mut st = OpState {
+            op_id,
+            dt,
+            payload: (0..nsteps).map(|_| None).collect(),
+            got: p.recv_step.iter().map(|v| vec![false; v.len()]).collect(),
+            post: vec![Stamp::default(); nsteps],
+            start: vec![Stamp::default(); nsteps],
+            stream: vec![0; nsteps],
+            sent_done: vec![false; nsteps],
+            done: false,
+            q: VecDeque::new(),
+        };
+        let mut acts = Vec::new();
+        let mut run = PlanRun::start(&p.graph, &mut acts);
+        st.q.extend(acts.drain(..));
+        for peer in 0..n {
+            for s in 0..self.cfg.streams as usize {
+                if self.closed[peer * self.cfg.streams as usize + s] {
+                    self.check_closed(&st, peer as u32, s as u32, None)?;
+                }
+            }
+        }
+        let (mut mine, rest): (Vec<Event>, Vec<Event>) = std::mem::take(&mut self.early)
+            .into_iter()
+            .partition(|e| matches!(e, Event::Data { hdr, .. } if hdr.op_id == op_id));
+        self.early = rest;
+        let mut last_progress = Instant::now();
+        loop {
+            self.drain_actions(p, &mut st, &mut run, buf)?;
+            if st.done {
+                return Ok(());
+            }
+            let ev = if let Some(e) = mine.pop() {
+                e
+            } else {
+                let left =
+                    (last_progress + self.cfg.timeout).saturating_duration_since(Instant::now());
+                match self.rx.recv_timeout(left) {
+                    Ok(e) => e,
+                    Err(RecvTimeoutError::Timeout) => return Err(self.timeout_error(p, &st)),
+                    Err(RecvTimeoutError::Disconnected) => {
+                        return Err(RtError::bootstrap("all connections are gone".into()))
+                    }
+                }
+            };
+            if self.on_event(p, &mut st, &mut run, ev)? {
+                last_progress = Instant::now();
+            }
+        }
+    }
+
+    fn drain_actions(
+        &mut self,
+        p: &Prepared,
+        st: &mut OpState,
+        run: &mut PlanRun,
+        buf: &mut [u8],
+    ) -> Result<(), RtError> {
+        let me = self.cfg.rank;
+        let steps = &p.plan.ranks[me as usize];
+        let mut more = Vec::new();
+        while let Some(a) = st.q.pop_front() {
+            match a {
+                Action::Started { rank, step } if rank == me => {
+                    st.post[step as usize] = Stamp::now()
+                }
+                Action::Send { rank, step } if rank == me => {
+                    let s = &steps[step as usize];
+                    let seq = p.my_seq[step as usize];
+                    let stream = seq % self.cfg.streams;
+                    st.stream[step as usize] = stream;
+                    let (o, b) = (s.offset as usize, s.bytes as usize);
+                    let mut data = Vec::with_capacity(HEADER_BYTES + b);
+                    data.resize(HEADER_BYTES, 0);
+                    data.extend_from_slice(&buf[o..o + b]);
+                    let job = Job::Data {
+                        op_id: st.op_id,
+                        seq,
+                        step,
+                        offset: s.offset,
+                        data,
+                    };
+                    let idx = (s.peer * self.cfg.streams + stream) as usize;
+                    let ok = self.conns[idx]
+                        .as_ref()
+                        .and_then(|c| c.tx.as_ref())
+                        .map(|t| t.send(job).is_ok());
+                    if ok != Some(true) {
+                        return Err(RtError::peer(ErrorKind::PeerFailed, s.peer, format!("rank {}: the connection to rank {} is gone (op {}, send step {step})", me, s.peer, st.op_id)));
+                    }
+                }
+                Action::Reduce { rank, step } if rank == me => {
+                    let s = &steps[step as usize];
+                    let pl = st.payload[step as usize]
+                        .take()
+                        .expect("reduce without data");
+                    reduce_sum(
+                        st.dt,
+                        &mut buf[s.offset as usize..(s.offset + s.bytes) as usize],
+                        &pl.data,
+                    );
+                    drop(pl);
+                    run.reduced(&p.graph, me, step, &mut more);
+                    st.q.extend(more.drain(..));
+                }
+                Action::Completed { rank, step } if rank == me => {
+                    let s = &steps[step as usize];
+                    if s.op == Op::Recv && !s.reduce {
+                        let pl = st.payload[step as usize]
+                            .take()
+                            .expect("receive without data");
+                        buf[s.offset as usize..(s.offset + s.bytes) as usize]
+                            .copy_from_slice(&pl.data);
+                    }
+                    if s.op == Op::Recv && self.cfg.telemetry {
+                        let (post, start) = (st.post[step as usize], st.start[step as usize]);
+                        self.telemetry.push(Record {
+                            op_id: st.op_id,
+                            rank: me,
+                            peer: s.peer,
+                            step,
+                            is_send: false,
+                            seq: p.my_seq[step as usize],
+                            offset_bytes: s.offset,
+                            bytes: s.bytes,
+                            stream: st.stream[step as usize],
+                            reduce: s.reduce,
+                            post,
+                            start,
+                            end: Stamp::now(),
+                            wait_ns: start.mono_ns.saturating_sub(post.mono_ns),
+                        });
+                    }
+                }
+                Action::RankDone { rank } if rank == me => st.done = true,
+                _ => {} // other ranks' actions: their own processes run them
+            }
+        }
+        Ok(())
+    }
+
+    /// Handles one event; true if it was progress of this op.
+    fn on_event(
+        &mut self,
+        p: &Prepared,
+        st: &mut OpState,
+        run: &mut PlanRun,
+        ev: Event,
+    ) -> Result<bool, RtError> {
+        let me = self.cfg.rank;
+        let mut out = Vec::new();
+        match ev {
+            Event::Data {
+                peer,
+                stream,
+                hdr,
+                payload,
+                arrived,
+            } => {
+                if hdr.op_id > st.op_id {
+                    self.early.push(Event::Data {
+                        peer,
+                        stream,
+                        hdr,
+                        payload,
+                        arrived,
+                    });
+                    return Ok(false);
+                }
+                let k = hdr.seq as usize;
+                let bad = |m: String| Err(RtError::peer(ErrorKind::Corrupt, peer, m));
+                if hdr.op_id < st.op_id {
+                    return bad(format!("rank {peer} sent message {k} of op {} during op {} (the ranks run different sequences of collectives)", hdr.op_id, st.op_id));
+                }
+                let Some(&j) = p.recv_step[peer as usize].get(k) else {
+                    return bad(format!(
+                        "rank {peer} sent message {k} of op {} but the plan has {} from it",
+                        hdr.op_id,
+                        p.recv_step[peer as usize].len()
+                    ));
+                };
+                let s = &p.plan.ranks[me as usize][j as usize];
+                if hdr.offset != s.offset || hdr.len_bytes != s.bytes || st.got[peer as usize][k] {
+                    return bad(format!("rank {peer}'s message {k} of op {} (recv step {j}) carries bytes [{}, +{}) but the plan expects [{}, +{}) once (different plans on different ranks?)", hdr.op_id, hdr.offset, hdr.len_bytes, s.offset, s.bytes));
+                }
+                st.got[peer as usize][k] = true;
+                st.payload[j as usize] = Some(payload);
+                st.start[j as usize] = arrived;
+                st.stream[j as usize] = stream;
+                run.delivered(&p.graph, peer, p.send_index[peer as usize][k], &mut out);
+            }
+            Event::Sent {
+                peer,
+                op_id,
+                step,
+                start,
+                end,
+            } => {
+                debug_assert_eq!(op_id, st.op_id);
+                let i = step as usize;
+                st.sent_done[i] = true;
+                if self.cfg.telemetry {
+                    let s = &p.plan.ranks[me as usize][i];
+                    self.telemetry.push(Record {
+                        op_id,
+                        rank: me,
+                        peer,
+                        step,
+                        is_send: true,
+                        seq: p.my_seq[i],
+                        offset_bytes: s.offset,
+                        bytes: s.bytes,
+                        stream: st.stream[i],
+                        reduce: false,
+                        post: st.post[i],
+                        start,
+                        end,
+                        wait_ns: start.mono_ns.saturating_sub(st.post[i].mono_ns),
+                    });
+                }
+                run.delivered(&p.graph, me, step, &mut out);
+            }
+            Event::WriteFailed {
+                peer,
+                op_id,
+                step,
+                error,
+            } => {
+                return Err(RtError::peer(ErrorKind::PeerFailed, peer, format!("rank {peer} failed: sending to it failed (op {op_id}, send step {step}): {error}")));
+            }
+            Event::Closed {
+                peer,
+                stream,
+                error,
+            } => {
+                self.closed[(peer * self.cfg.streams + stream) as usize] = true;
+                self.check_closed(st, peer, stream, error)?;
+                return Ok(false);
+            }
+            Event::Broken {
+                peer,
+                stream,
+                what,
+                error,
+            } => {
+                let at = match what {
+                    Some((op, k)) if op == st.op_id => {
+                        match p.recv_step[peer as usize].get(k as usize) {
+                            Some(j) => format!("op {op}, message {k}, recv step {j}"),
+                            None => format!("op {op}, message {k}"),
+                        }
+                    }
+                    Some((op, k)) => format!("op {op}, message {k}"),
+                    None => "between messages".into(),
+                };
+                return Err(RtError::peer(
+                    ErrorKind::Corrupt,
+                    peer,
+                    format!("bad message from rank {peer} (stream {stream}, {at}): {error}"),
+                ));
+            }
+            Event::Abort {
+                peer,
+                culprit,
+                reason,
+            } => {
+                let m = if culprit == me {
+                    format!("rank {peer} aborted, blaming this rank ({me}): {reason}")
+                } else {
+                    format!("rank {culprit} failed (reported by rank {peer}): {reason}")
+                };
+                let blamed = if culprit == me { peer } else { culprit };
+                return Err(RtError::peer(ErrorKind::PeerFailed, blamed, m));
+            }
+        }
+        st.q.extend(out);
+        Ok(true)
+    }
+
+    /// A closed connection is a failure if this op still expects messages on it.
+    fn check_closed(
+        &self,
+        st: &OpState,
+        peer: u32,
+        stream: u32,
+        error: Option<String>,
+    ) -> Result<(), RtError> {
+        let s = self.cfg.streams as usize;
+        let missing = st.got[peer as usize]
+            .iter()
+            .enumerate()
+            .filter(|(k, g)| k % s == stream as usize && !**g)
+            .count();
+        if missing == 0 {
+            return Ok(());
+        }
+        let why = error.map(|e| format!(" ({e})")).unwrap_or_default();
+        Err(RtError::peer(ErrorKind::PeerFailed, peer, format!(
+            "rank {peer} failed: it closed its connection{why} (exited or died) while rank {} still expects {missing} message(s) from it in op {}",
+            self.cfg.rank, st.op_id
+        )))
+    }
+
+    fn timeout_error(&self, p: &Prepared, st: &OpState) -> RtError {
+        let me = self.cfg.rank as usize;
+        let steps = &p.plan.ranks[me];
+        let mut waits = Vec::new();
+        for (peer, ks) in p.recv_step.iter().enumerate() {
+            for (k, &j) in ks.iter().enumerate() {
+                if !st.got[peer][k] && st.post[j as usize] != Stamp::default() {
+                    waits.push((
+                        peer as u32,
+                        format!("message {k} from rank {peer} (recv step {j})"),
+                    ));
+                    break;
+                }
+            }
+        }
+        if waits.is_empty() {
+            for (i, s) in steps.iter().enumerate() {
+                if s.op == Op::Send && st.post[i] != Stamp::default() && !st.sent_done[i] {
+                    waits.push((s.peer, format!("rank {} to take send step {i}", s.peer)));
+                }
+            }
+        }
+        let peer = waits.first().map(|w| w.0).unwrap_or(self.cfg.rank);
+        let list: Vec<String> = waits.into_iter().map(|w| w.1).collect();
+        RtError::peer(
+            ErrorKind::PeerFailed,
+            peer,
+            format!(
+            "rank {peer} failed: no progress for {:.1} s in op {} (timeout); rank {} waits for {}",
+            self.cfg.timeout.as_secs_f64(), st.op_id, me, list.join(", ")
+        ),
+        )
+    }
+}
+
+impl Drop for Communicator {
+    fn drop(&mut self) {
+        for c in self.conns.iter_mut().flatten() {
+            c.close();
+        }
+    }
+}
+
+struct OpState {
+    op_id: u64,
+    dt: DType,
+    payload: Vec<Option<Payload>>,
+    got: Vec<Vec<bool>>,
+    post: Vec<Stamp>,
+    start: Vec<Stamp>,
+    stream: Vec<u32>,
+    sent_done: Vec<bool>,
+    done: bool,
+    q: VecDeque<Action>,
+}
