@@ -5,7 +5,7 @@
 //! without an event loop; docs/runtime.md says why.
 
 use crate::clock::Stamp;
-use crate::wire::{Header, FLAG_CHECKSUM, HEADER_BYTES, KIND_ABORT, KIND_DATA};
+use crate::wire::{Header, FLAG_CHECKSUM, FLAG_PROVISIONAL, HEADER_BYTES, KIND_ABORT, KIND_DATA};
 use crate::{Config, Fault};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -63,10 +63,12 @@ pub enum Event {
         payload: Payload,
         arrived: Stamp,
     },
+    /// `provisional`: the sender timed out and is still tracing whom to blame.
     Abort {
         peer: u32,
         culprit: u32,
         reason: String,
+        provisional: bool,
     },
     Sent {
         peer: u32,
@@ -108,6 +110,7 @@ pub enum Job {
     Abort {
         culprit: u32,
         reason: String,
+        provisional: bool,
         flushed: Sender<()>,
     },
 }
@@ -235,14 +238,15 @@ fn read_loop(peer: u32, stream: u32, mut s: TcpStream, credit: Arc<Credit>, ev: 
             ));
             return;
         }
-        let mut data = vec![0u8; h.len_bytes as usize];
         credit.take(h.len_bytes);
         let payload = Payload {
             data: Vec::new(),
             credit: credit.clone(),
         };
-        match read_full(&mut s, &mut data) {
-            Ok(n) if n < data.len() => {
+        // read_to_end into reserved capacity: no zeroing pass over the payload
+        let mut data = Vec::with_capacity(h.len_bytes as usize);
+        match (&mut s).take(h.len_bytes).read_to_end(&mut data) {
+            Ok(n) if n < h.len_bytes as usize => {
                 let _ = ev.send(broken(what, format!("truncated message: got {n} of {} payload bytes before the connection closed", h.len_bytes)));
                 return;
             }
@@ -278,6 +282,7 @@ fn read_loop(peer: u32, stream: u32, mut s: TcpStream, credit: Arc<Credit>, ev: 
                 peer,
                 culprit: h.aux,
                 reason: String::from_utf8_lossy(&payload.data).into_owned(),
+                provisional: h.flags & FLAG_PROVISIONAL != 0,
             }
         };
         if ev.send(e).is_err() {
@@ -363,12 +368,13 @@ fn write_loop(
             Job::Abort {
                 culprit,
                 reason,
+                provisional,
                 flushed,
             } => {
                 let body = reason.as_bytes();
                 let h = Header {
                     kind: KIND_ABORT,
-                    flags: 0,
+                    flags: if provisional { FLAG_PROVISIONAL } else { 0 },
                     op_id: 0,
                     seq: 0,
                     aux: culprit,

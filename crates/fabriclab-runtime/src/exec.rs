@@ -16,18 +16,18 @@ use crate::{bootstrap, Config, ErrorKind, RtError};
 use fabriclab_plan::{Action, Op, Plan, PlanGraph, PlanRun};
 use std::collections::VecDeque;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// A plan read, checked and indexed for one rank; reuse it across ops.
 pub struct Prepared {
     pub plan: Plan,
     graph: PlanGraph,
     /// [peer][k]: the peer's step index of its k-th send to this rank.
-    send_index: Vec<Vec<u32>>,
+    pub(crate) send_index: Vec<Vec<u32>>,
     /// [peer][k]: this rank's receive step for the k-th message from peer.
-    recv_step: Vec<Vec<u32>>,
+    pub(crate) recv_step: Vec<Vec<u32>>,
     /// Per step of this rank: its sequence number on its rank pair.
-    my_seq: Vec<u32>,
+    pub(crate) my_seq: Vec<u32>,
 }
 
 impl Prepared {
@@ -94,15 +94,15 @@ pub struct Record {
 }
 
 pub struct Communicator {
-    cfg: Config,
+    pub(crate) cfg: Config,
     /// Indexed by peer * streams + stream (this rank's own slots are None).
-    conns: Vec<Option<Conn>>,
-    rx: Receiver<Event>,
-    closed: Vec<bool>,
+    pub(crate) conns: Vec<Option<Conn>>,
+    pub(crate) rx: Receiver<Event>,
+    pub(crate) closed: Vec<bool>,
     early: Vec<Event>,
     next_op: u64,
     failed: Option<RtError>,
-    telemetry: Vec<Record>,
+    pub(crate) telemetry: Vec<Record>,
 }
 
 impl Communicator {
@@ -166,7 +166,7 @@ impl Communicator {
         match self.execute(p, buf, dt, op_id) {
             Ok(()) => Ok(op_id),
             Err(e) => {
-                self.abort(&e);
+                self.send_abort(&e, false);
                 self.failed = Some(e.clone());
                 Err(e)
             }
@@ -197,36 +197,6 @@ impl Communicator {
             }
         }
         Ok(())
-    }
-
-    /// Tells every peer which rank this one blames, and waits briefly for
-    /// the frames to leave, so they arrive before our connections close.
-    fn abort(&mut self, e: &RtError) {
-        let culprit = e.peer.unwrap_or(self.cfg.rank);
-        let (tx, rx) = channel();
-        let mut n = 0;
-        for c in self.conns.iter().flatten() {
-            if let Some(t) = &c.tx {
-                if t.send(Job::Abort {
-                    culprit,
-                    reason: e.message.clone(),
-                    flushed: tx.clone(),
-                })
-                .is_ok()
-                {
-                    n += 1;
-                }
-            }
-        }
-        let deadline = Instant::now() + Duration::from_millis(500).min(self.cfg.timeout);
-        for _ in 0..n {
-            if rx
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                .is_err()
-            {
-                break;
-            }
-        }
     }
 
     fn execute(
@@ -278,12 +248,38 @@ impl Communicator {
                     (last_progress + self.cfg.timeout).saturating_duration_since(Instant::now());
                 match self.rx.recv_timeout(left) {
                     Ok(e) => e,
-                    Err(RecvTimeoutError::Timeout) => return Err(self.timeout_error(p, &st)),
+                    Err(RecvTimeoutError::Timeout) => {
+                        let e = self.timeout_error(p, &st);
+                        return Err(self.resolve_blame(e, true));
+                    }
                     Err(RecvTimeoutError::Disconnected) => {
                         return Err(RtError::bootstrap("all connections are gone".into()))
                     }
                 }
             };
+            if let Event::Abort {
+                peer,
+                culprit,
+                reason,
+                provisional,
+            } = &ev
+            {
+                if *culprit == self.cfg.rank {
+                    // blamed while waiting ourselves: say whom we wait for
+                    let mut e = self.timeout_error(p, &st);
+                    e.message = format!("{} (rank {peer} blamed this rank: {reason})", e.message);
+                    return Err(self.resolve_blame(e, true));
+                }
+                if *provisional {
+                    // another rank is still tracing: follow its trace
+                    let e = RtError::peer(
+                        ErrorKind::PeerFailed,
+                        *culprit,
+                        format!("rank {culprit} failed (reported by rank {peer}): {reason}"),
+                    );
+                    return Err(self.resolve_blame(e, false));
+                }
+            }
             if self.on_event(p, &mut st, &mut run, ev)? {
                 last_progress = Instant::now();
             }
@@ -504,6 +500,7 @@ impl Communicator {
                 peer,
                 culprit,
                 reason,
+                ..
             } => {
                 let m = if culprit == me {
                     format!("rank {peer} aborted, blaming this rank ({me}): {reason}")
@@ -517,64 +514,6 @@ impl Communicator {
         st.q.extend(out);
         Ok(true)
     }
-
-    /// A closed connection is a failure if this op still expects messages on it.
-    fn check_closed(
-        &self,
-        st: &OpState,
-        peer: u32,
-        stream: u32,
-        error: Option<String>,
-    ) -> Result<(), RtError> {
-        let s = self.cfg.streams as usize;
-        let missing = st.got[peer as usize]
-            .iter()
-            .enumerate()
-            .filter(|(k, g)| k % s == stream as usize && !**g)
-            .count();
-        if missing == 0 {
-            return Ok(());
-        }
-        let why = error.map(|e| format!(" ({e})")).unwrap_or_default();
-        Err(RtError::peer(ErrorKind::PeerFailed, peer, format!(
-            "rank {peer} failed: it closed its connection{why} (exited or died) while rank {} still expects {missing} message(s) from it in op {}",
-            self.cfg.rank, st.op_id
-        )))
-    }
-
-    fn timeout_error(&self, p: &Prepared, st: &OpState) -> RtError {
-        let me = self.cfg.rank as usize;
-        let steps = &p.plan.ranks[me];
-        let mut waits = Vec::new();
-        for (peer, ks) in p.recv_step.iter().enumerate() {
-            for (k, &j) in ks.iter().enumerate() {
-                if !st.got[peer][k] && st.post[j as usize] != Stamp::default() {
-                    waits.push((
-                        peer as u32,
-                        format!("message {k} from rank {peer} (recv step {j})"),
-                    ));
-                    break;
-                }
-            }
-        }
-        if waits.is_empty() {
-            for (i, s) in steps.iter().enumerate() {
-                if s.op == Op::Send && st.post[i] != Stamp::default() && !st.sent_done[i] {
-                    waits.push((s.peer, format!("rank {} to take send step {i}", s.peer)));
-                }
-            }
-        }
-        let peer = waits.first().map(|w| w.0).unwrap_or(self.cfg.rank);
-        let list: Vec<String> = waits.into_iter().map(|w| w.1).collect();
-        RtError::peer(
-            ErrorKind::PeerFailed,
-            peer,
-            format!(
-            "rank {peer} failed: no progress for {:.1} s in op {} (timeout); rank {} waits for {}",
-            self.cfg.timeout.as_secs_f64(), st.op_id, me, list.join(", ")
-        ),
-        )
-    }
 }
 
 impl Drop for Communicator {
@@ -585,15 +524,15 @@ impl Drop for Communicator {
     }
 }
 
-struct OpState {
-    op_id: u64,
-    dt: DType,
-    payload: Vec<Option<Payload>>,
-    got: Vec<Vec<bool>>,
-    post: Vec<Stamp>,
-    start: Vec<Stamp>,
-    stream: Vec<u32>,
-    sent_done: Vec<bool>,
-    done: bool,
-    q: VecDeque<Action>,
+pub(crate) struct OpState {
+    pub(crate) op_id: u64,
+    pub(crate) dt: DType,
+    pub(crate) payload: Vec<Option<Payload>>,
+    pub(crate) got: Vec<Vec<bool>>,
+    pub(crate) post: Vec<Stamp>,
+    pub(crate) start: Vec<Stamp>,
+    pub(crate) stream: Vec<u32>,
+    pub(crate) sent_done: Vec<bool>,
+    pub(crate) done: bool,
+    pub(crate) q: VecDeque<Action>,
 }

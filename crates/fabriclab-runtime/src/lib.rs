@@ -16,6 +16,7 @@ pub mod clock;
 pub mod conn;
 pub mod dtype;
 pub mod exec;
+mod failure;
 pub mod wire;
 
 pub use clock::Stamp;

@@ -15,6 +15,8 @@ pub const MAX_CONTROL_BYTES: u32 = 1 << 20;
 pub const KIND_DATA: u8 = 1;
 pub const KIND_ABORT: u8 = 2;
 pub const FLAG_CHECKSUM: u8 = 1;
+/// On an abort: the sender is still tracing whom to blame (docs/runtime.md).
+pub const FLAG_PROVISIONAL: u8 = 2;
 
 /// A message header. Data: `seq` is the message's index among this op's
 /// messages from the sender to the receiver (the k of "k-th send matches

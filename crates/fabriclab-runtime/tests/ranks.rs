@@ -283,26 +283,30 @@ fn a_dead_rank_is_named_by_every_other_rank() {
 
 #[test]
 fn a_stalled_rank_is_named_within_the_timeout() {
-    let t0 = Instant::now();
-    let out = world(
-        3,
-        |c| c.timeout = Duration::from_millis(500),
-        move |r, c| {
-            let mut c = c.unwrap();
-            let p = Prepared::new(&ring_allreduce(3, 30, 4), r).unwrap();
-            let mut buf = vec![0u8; 120];
-            if r == 1 {
-                thread::sleep(Duration::from_millis(1500)); // stalls, connections open
-                return None;
-            }
-            Some(c.run(&p, &mut buf, DType::F32))
-        },
-    );
-    for r in [0usize, 2] {
-        let e = out[r].as_ref().unwrap().as_ref().unwrap_err();
-        assert_eq!(e.peer, Some(1), "rank {r}: {}", e.message);
+    // In a ring, the ranks downstream of the stalled one wait for ranks that
+    // wait in turn; every rank must still name the stalled rank 1.
+    for n in [3u32, 4] {
+        let t0 = Instant::now();
+        let out = world(
+            n,
+            |c| c.timeout = Duration::from_millis(500),
+            move |r, c| {
+                let mut c = c.unwrap();
+                let p = Prepared::new(&ring_allreduce(n as usize, 40, 4), r).unwrap();
+                let mut buf = vec![0u8; 160];
+                if r == 1 {
+                    thread::sleep(Duration::from_millis(1500)); // stalls, connections open
+                    return None;
+                }
+                Some(c.run(&p, &mut buf, DType::F32))
+            },
+        );
+        for r in (0..n as usize).filter(|&r| r != 1) {
+            let e = out[r].as_ref().unwrap().as_ref().unwrap_err();
+            assert_eq!(e.peer, Some(1), "n={n} rank {r}: {}", e.message);
+        }
+        assert!(t0.elapsed() < Duration::from_secs(3));
     }
-    assert!(t0.elapsed() < Duration::from_secs(3));
 }
 
 #[test]
