@@ -9,6 +9,7 @@ use crate::wire::{Header, FLAG_CHECKSUM, FLAG_PROVISIONAL, HEADER_BYTES, KIND_AB
 use crate::{Config, Fault};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -115,11 +116,21 @@ pub enum Job {
     },
 }
 
+/// Messages up to this size are written by the executor itself when the
+/// connection's writer is idle (one thread hand-off less per message); they
+/// fit the socket buffer, so the write does not block on the peer. Larger
+/// ones go to the writer thread, so sends to different peers overlap.
+pub const DIRECT_MAX_BYTES: usize = 64 << 10;
+
 pub struct Conn {
     pub peer: u32,
     pub stream: u32,
     pub tx: Option<Sender<Job>>,
     tcp: TcpStream,
+    /// Jobs queued on or being written by the writer thread.
+    queued: Arc<AtomicUsize>,
+    fault: Arc<Mutex<Option<Fault>>>,
+    checksum: bool,
     credit: Arc<Credit>,
     threads: Vec<JoinHandle<()>>,
 }
@@ -143,17 +154,67 @@ impl Conn {
         let reader = std::thread::Builder::new()
             .name(format!("flrt-read-{peer}.{stream}"))
             .spawn(move || read_loop(peer, stream, r, cr2, events))?;
-        let (checksum, fault) = (cfg.checksum, cfg.fault);
+        let checksum = cfg.checksum;
+        let fault = Arc::new(Mutex::new(cfg.fault));
+        let queued = Arc::new(AtomicUsize::new(0));
+        let (f2, q2) = (fault.clone(), queued.clone());
         let writer = std::thread::Builder::new()
             .name(format!("flrt-write-{peer}.{stream}"))
-            .spawn(move || write_loop(peer, w, rx, ev2, checksum, fault))?;
+            .spawn(move || write_loop(peer, w, rx, ev2, checksum, f2, q2))?;
         Ok(Conn {
             peer,
             stream,
             tx: Some(tx),
             tcp,
+            queued,
+            fault,
+            checksum,
             credit,
             threads: vec![reader, writer],
+        })
+    }
+
+    /// Sends a data message: written at once when small and the writer is
+    /// idle (the Sent or WriteFailed event is returned), else queued (None).
+    pub fn send_data(
+        &mut self,
+        op_id: u64,
+        seq: u32,
+        step: u32,
+        offset: u64,
+        data: Vec<u8>,
+    ) -> Result<Option<Event>, ()> {
+        if data.len() <= DIRECT_MAX_BYTES + HEADER_BYTES && self.queued.load(Ordering::Acquire) == 0
+        {
+            let f = &self.fault;
+            return Ok(Some(write_data(
+                self.peer,
+                &mut self.tcp,
+                op_id,
+                seq,
+                step,
+                offset,
+                data,
+                self.checksum,
+                f,
+            )));
+        }
+        self.post(Job::Data {
+            op_id,
+            seq,
+            step,
+            offset,
+            data,
+        })?;
+        Ok(None)
+    }
+
+    /// Queues a job on the writer thread.
+    pub fn post(&self, job: Job) -> Result<(), ()> {
+        let tx = self.tx.as_ref().ok_or(())?;
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        tx.send(job).map_err(|_| {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
         })
     }
 
@@ -291,15 +352,84 @@ fn read_loop(peer: u32, stream: u32, mut s: TcpStream, credit: Arc<Credit>, ev: 
     }
 }
 
+#[allow(clippy::too_many_arguments)]
+fn write_data(
+    peer: u32,
+    s: &mut TcpStream,
+    op_id: u64,
+    seq: u32,
+    step: u32,
+    offset: u64,
+    mut data: Vec<u8>,
+    checksum: bool,
+    fault: &Mutex<Option<Fault>>,
+) -> Event {
+    let start = Stamp::now();
+    let len = (data.len() - HEADER_BYTES) as u64;
+    let crc = if checksum {
+        crc32fast::hash(&data[HEADER_BYTES..])
+    } else {
+        0
+    };
+    let h = Header {
+        kind: KIND_DATA,
+        flags: if checksum { FLAG_CHECKSUM } else { 0 },
+        op_id,
+        seq,
+        aux: 0,
+        offset,
+        len_bytes: len,
+        payload_crc: crc,
+    };
+    data[..HEADER_BYTES].copy_from_slice(&h.encode());
+    let mut cut = None;
+    {
+        let mut f = fault.lock().unwrap();
+        match *f {
+            Some(Fault::Corrupt { peer: p, seq: q }) if p == peer && q == seq => {
+                data[HEADER_BYTES] ^= 0xff;
+                *f = None;
+            }
+            Some(Fault::Truncate { peer: p, seq: q }) if p == peer && q == seq => {
+                cut = Some(HEADER_BYTES + (len as usize) / 2);
+                *f = None;
+            }
+            _ => {}
+        }
+    }
+    let r = match cut {
+        Some(n) => s
+            .write_all(&data[..n])
+            .and_then(|_| s.shutdown(Shutdown::Write)),
+        None => s.write_all(&data),
+    };
+    drop(data);
+    match r {
+        Ok(()) => Event::Sent {
+            peer,
+            op_id,
+            step,
+            start,
+            end: Stamp::now(),
+        },
+        Err(e) => Event::WriteFailed {
+            peer,
+            op_id,
+            step,
+            error: e.to_string(),
+        },
+    }
+}
+
 fn write_loop(
     peer: u32,
     mut s: TcpStream,
     jobs: Receiver<Job>,
     ev: Sender<Event>,
     checksum: bool,
-    fault: Option<Fault>,
+    fault: Arc<Mutex<Option<Fault>>>,
+    queued: Arc<AtomicUsize>,
 ) {
-    let mut fault = fault;
     for job in jobs {
         match job {
             Job::Data {
@@ -307,60 +437,12 @@ fn write_loop(
                 seq,
                 step,
                 offset,
-                mut data,
+                data,
             } => {
-                let start = Stamp::now();
-                let len = (data.len() - HEADER_BYTES) as u64;
-                let crc = if checksum {
-                    crc32fast::hash(&data[HEADER_BYTES..])
-                } else {
-                    0
-                };
-                let h = Header {
-                    kind: KIND_DATA,
-                    flags: if checksum { FLAG_CHECKSUM } else { 0 },
-                    op_id,
-                    seq,
-                    aux: 0,
-                    offset,
-                    len_bytes: len,
-                    payload_crc: crc,
-                };
-                data[..HEADER_BYTES].copy_from_slice(&h.encode());
-                let mut cut = None;
-                match fault {
-                    Some(Fault::Corrupt { peer: p, seq: q }) if p == peer && q == seq => {
-                        data[HEADER_BYTES] ^= 0xff;
-                        fault = None;
-                    }
-                    Some(Fault::Truncate { peer: p, seq: q }) if p == peer && q == seq => {
-                        cut = Some(HEADER_BYTES + (len as usize) / 2);
-                        fault = None;
-                    }
-                    _ => {}
-                }
-                let r = match cut {
-                    Some(n) => s
-                        .write_all(&data[..n])
-                        .and_then(|_| s.shutdown(Shutdown::Write)),
-                    None => s.write_all(&data),
-                };
-                drop(data);
-                let e = match r {
-                    Ok(()) => Event::Sent {
-                        peer,
-                        op_id,
-                        step,
-                        start,
-                        end: Stamp::now(),
-                    },
-                    Err(e) => Event::WriteFailed {
-                        peer,
-                        op_id,
-                        step,
-                        error: e.to_string(),
-                    },
-                };
+                let e = write_data(
+                    peer, &mut s, op_id, seq, step, offset, data, checksum, &fault,
+                );
+                queued.fetch_sub(1, Ordering::AcqRel);
                 if ev.send(e).is_err() {
                     return;
                 }
@@ -385,6 +467,7 @@ fn write_loop(
                 let mut m = h.encode().to_vec();
                 m.extend_from_slice(body);
                 let _ = s.write_all(&m);
+                queued.fetch_sub(1, Ordering::AcqRel);
                 let _ = flushed.send(());
             }
         }

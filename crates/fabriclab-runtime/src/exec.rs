@@ -9,7 +9,7 @@
 //! queue; the per-connection credit bounds them.
 
 use crate::clock::Stamp;
-use crate::conn::{Conn, Event, Job, Payload};
+use crate::conn::{Conn, Event, Payload};
 use crate::dtype::{reduce_sum, DType};
 use crate::wire::HEADER_BYTES;
 use crate::{bootstrap, Config, ErrorKind, RtError};
@@ -220,6 +220,7 @@ impl Communicator {
             sent_done: vec![false; nsteps],
             done: false,
             q: VecDeque::new(),
+            local: Vec::new(),
         };
         let mut acts = Vec::new();
         let mut run = PlanRun::start(&p.graph, &mut acts);
@@ -241,7 +242,9 @@ impl Communicator {
             if st.done {
                 return Ok(());
             }
-            let ev = if let Some(e) = mine.pop() {
+            let ev = if let Some(e) = st.local.pop() {
+                e
+            } else if let Some(e) = mine.pop() {
                 e
             } else {
                 let left =
@@ -310,20 +313,15 @@ impl Communicator {
                     let mut data = Vec::with_capacity(HEADER_BYTES + b);
                     data.resize(HEADER_BYTES, 0);
                     data.extend_from_slice(&buf[o..o + b]);
-                    let job = Job::Data {
-                        op_id: st.op_id,
-                        seq,
-                        step,
-                        offset: s.offset,
-                        data,
-                    };
                     let idx = (s.peer * self.cfg.streams + stream) as usize;
-                    let ok = self.conns[idx]
-                        .as_ref()
-                        .and_then(|c| c.tx.as_ref())
-                        .map(|t| t.send(job).is_ok());
-                    if ok != Some(true) {
-                        return Err(RtError::peer(ErrorKind::PeerFailed, s.peer, format!("rank {}: the connection to rank {} is gone (op {}, send step {step})", me, s.peer, st.op_id)));
+                    let sent = match self.conns[idx].as_mut() {
+                        Some(c) => c.send_data(st.op_id, seq, step, s.offset, data),
+                        None => Err(()),
+                    };
+                    match sent {
+                        Ok(Some(ev)) => st.local.push(ev), // written directly
+                        Ok(None) => {}
+                        Err(()) => return Err(RtError::peer(ErrorKind::PeerFailed, s.peer, format!("rank {}: the connection to rank {} is gone (op {}, send step {step})", me, s.peer, st.op_id))),
                     }
                 }
                 Action::Reduce { rank, step } if rank == me => {
@@ -535,4 +533,6 @@ pub(crate) struct OpState {
     pub(crate) sent_done: Vec<bool>,
     pub(crate) done: bool,
     pub(crate) q: VecDeque<Action>,
+    /// Events of messages the executor wrote itself.
+    pub(crate) local: Vec<Event>,
 }

@@ -26,8 +26,8 @@ impl Communicator {
         let (tx, rx) = channel();
         let mut n = 0;
         for c in self.conns.iter().flatten() {
-            if let Some(t) = &c.tx {
-                if t.send(Job::Abort {
+            {
+                if c.post(Job::Abort {
                     culprit,
                     reason: e.message.clone(),
                     provisional,
