@@ -122,6 +122,10 @@ pub enum Job {
 /// ones go to the writer thread, so sends to different peers overlap.
 pub const DIRECT_MAX_BYTES: usize = 64 << 10;
 
+/// The connection's writer is gone (closed or its thread ended).
+#[derive(Debug)]
+pub struct Gone;
+
 pub struct Conn {
     pub peer: u32,
     pub stream: u32,
@@ -183,7 +187,7 @@ impl Conn {
         step: u32,
         offset: u64,
         data: Vec<u8>,
-    ) -> Result<Option<Event>, ()> {
+    ) -> Result<Option<Event>, Gone> {
         if data.len() <= DIRECT_MAX_BYTES + HEADER_BYTES && self.queued.load(Ordering::Acquire) == 0
         {
             let f = &self.fault;
@@ -210,11 +214,12 @@ impl Conn {
     }
 
     /// Queues a job on the writer thread.
-    pub fn post(&self, job: Job) -> Result<(), ()> {
-        let tx = self.tx.as_ref().ok_or(())?;
+    pub fn post(&self, job: Job) -> Result<(), Gone> {
+        let tx = self.tx.as_ref().ok_or(Gone)?;
         self.queued.fetch_add(1, Ordering::AcqRel);
         tx.send(job).map_err(|_| {
             self.queued.fetch_sub(1, Ordering::AcqRel);
+            Gone
         })
     }
 

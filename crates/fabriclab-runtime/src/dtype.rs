@@ -138,7 +138,7 @@ mod tests {
 
     #[test]
     fn unaligned_ranges_sum_too() {
-        let mut big = vec![0u8; 13];
+        let mut big = [0u8; 13];
         big[1..9].copy_from_slice(&bytes(&[1.0f32, 2.0]));
         let src = bytes(&[10.0f32, 20.0]);
         reduce_sum(DType::F32, &mut big[1..9], &src);

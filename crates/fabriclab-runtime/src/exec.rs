@@ -9,89 +9,15 @@
 //! queue; the per-connection credit bounds them.
 
 use crate::clock::Stamp;
-use crate::conn::{Conn, Event, Payload};
+use crate::conn::{Conn, Event, Gone, Payload};
 use crate::dtype::{reduce_sum, DType};
+pub use crate::prepared::{Prepared, Record};
 use crate::wire::HEADER_BYTES;
 use crate::{bootstrap, Config, ErrorKind, RtError};
-use fabriclab_plan::{Action, Op, Plan, PlanGraph, PlanRun};
+use fabriclab_plan::{Action, Op, PlanRun};
 use std::collections::VecDeque;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::time::Instant;
-
-/// A plan read, checked and indexed for one rank; reuse it across ops.
-pub struct Prepared {
-    pub plan: Plan,
-    graph: PlanGraph,
-    /// [peer][k]: the peer's step index of its k-th send to this rank.
-    pub(crate) send_index: Vec<Vec<u32>>,
-    /// [peer][k]: this rank's receive step for the k-th message from peer.
-    pub(crate) recv_step: Vec<Vec<u32>>,
-    /// Per step of this rank: its sequence number on its rank pair.
-    pub(crate) my_seq: Vec<u32>,
-}
-
-impl Prepared {
-    pub fn new(text: &str, rank: u32) -> Result<Prepared, RtError> {
-        let plan = Plan::from_json(text).map_err(RtError::input)?;
-        if rank >= plan.nranks {
-            return Err(RtError::input(format!(
-                "plan: has {} ranks, this is rank {rank}",
-                plan.nranks
-            )));
-        }
-        let graph = PlanGraph::new("plan", plan.ranks.clone()).map_err(RtError::input)?;
-        let n = plan.nranks as usize;
-        let mut send_index = vec![Vec::new(); n];
-        let mut recv_step = vec![Vec::new(); n];
-        for (p, steps) in plan.ranks.iter().enumerate() {
-            for (i, s) in steps.iter().enumerate() {
-                if s.op == Op::Send && s.peer == rank {
-                    send_index[p].push(i as u32);
-                }
-            }
-        }
-        let mut counts = vec![[0u32; 2]; n];
-        let mut my_seq = Vec::new();
-        for (i, s) in plan.ranks[rank as usize].iter().enumerate() {
-            let c = &mut counts[s.peer as usize][(s.op == Op::Recv) as usize];
-            my_seq.push(*c);
-            *c += 1;
-            if s.op == Op::Recv {
-                recv_step[s.peer as usize].push(i as u32);
-            }
-        }
-        Ok(Prepared {
-            plan,
-            graph,
-            send_index,
-            recv_step,
-            my_seq,
-        })
-    }
-}
-
-/// One message of one op, as telemetry.
-#[derive(Debug, Clone)]
-pub struct Record {
-    pub op_id: u64,
-    pub rank: u32,
-    pub peer: u32,
-    pub step: u32,
-    pub is_send: bool,
-    pub seq: u32,
-    pub offset_bytes: u64,
-    pub bytes: u64,
-    pub stream: u32,
-    pub reduce: bool,
-    /// The step started (its dependencies done).
-    pub post: Stamp,
-    /// Send: the writer began writing. Receive: the whole message had arrived.
-    pub start: Stamp,
-    /// Send: the last byte was handed to the kernel. Receive: reduced or copied in.
-    pub end: Stamp,
-    /// Send: start - post (queued behind earlier sends). Receive: arrival - post, or 0.
-    pub wait_ns: u64,
-}
 
 pub struct Communicator {
     pub(crate) cfg: Config,
@@ -316,12 +242,12 @@ impl Communicator {
                     let idx = (s.peer * self.cfg.streams + stream) as usize;
                     let sent = match self.conns[idx].as_mut() {
                         Some(c) => c.send_data(st.op_id, seq, step, s.offset, data),
-                        None => Err(()),
+                        None => Err(Gone),
                     };
                     match sent {
                         Ok(Some(ev)) => st.local.push(ev), // written directly
                         Ok(None) => {}
-                        Err(()) => return Err(RtError::peer(ErrorKind::PeerFailed, s.peer, format!("rank {}: the connection to rank {} is gone (op {}, send step {step})", me, s.peer, st.op_id))),
+                        Err(Gone) => return Err(RtError::peer(ErrorKind::PeerFailed, s.peer, format!("rank {}: the connection to rank {} is gone (op {}, send step {step})", me, s.peer, st.op_id))),
                     }
                 }
                 Action::Reduce { rank, step } if rank == me => {

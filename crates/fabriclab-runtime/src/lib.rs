@@ -17,6 +17,7 @@ pub mod conn;
 pub mod dtype;
 pub mod exec;
 mod failure;
+pub mod prepared;
 pub mod wire;
 
 pub use clock::Stamp;
