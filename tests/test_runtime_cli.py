@@ -71,6 +71,19 @@ def test_bench_table_busbw_is_the_formula_on_the_printed_time(cli, tmp_path):
         assert lines[0].startswith("op,algorithm,nranks,size_bytes") and len(lines) == 5
 
 
+def test_bench_writes_every_ranks_telemetry(cli, tmp_path):
+    r = cli("runtime", "bench", "-n", "2", "--sizes", "64", "--iters", "2", "--warmup", "1",
+            "--telemetry", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    t = pq.read_table(tmp_path / "ccl.parquet").to_pandas()
+    assert list(t.columns) == COLUMNS
+    # ring allreduce of 16 floats on 2 ranks: per op and rank, 2 sends and 2 receives of 32 bytes (half each);
+    # 4 such ops: the checked run, 1 warm-up, 2 timed (the barrier's one-int allreduce has 4-byte messages)
+    ar = t[t.bytes == 32]
+    assert sorted(set(ar["rank"])) == [0, 1] and len(ar) == 2 * 4 * 4
+    assert set(ar.collective) == {"allreduce"} and set(ar.algorithm) == {"ring"}
+
+
 def test_telemetry_rows_and_parquet_schema(tmp_path):
     port = free_port()
     comms = [None, None]

@@ -59,7 +59,7 @@ def worker(spec: dict, out_dir: str) -> None:
     from .comm import Communicator
     from .plans import plan_json
 
-    c = Communicator.from_env(chunk_bytes=spec["chunk_bytes"])
+    c = Communicator.from_env(chunk_bytes=spec["chunk_bytes"], telemetry=spec["telemetry"])
     dt = np.dtype(spec["dtype"]).type
     n, r, op, root = c.world_size, c.rank, spec["op"], spec["root"]
     rows = []
@@ -84,6 +84,8 @@ def worker(spec: dict, out_dir: str) -> None:
         t_ns = (time.perf_counter_ns() - t0) / spec["iters"]
         rows.append({"size": count * buf.itemsize, "count": count, "time_ns": t_ns, "wrong": wrong})
     Path(out_dir, f"rank{r}.json").write_text(json.dumps(rows))
+    if spec["telemetry"]:
+        c.write_telemetry(Path(out_dir, f"ccl{r}.parquet"))
     c.close()
 
 
@@ -96,7 +98,9 @@ def make_row(op: str, n: int, size: int, count: int, time_ns: float, wrong: int)
 
 def run_bench(op: str, algo: str, sizes: str, factor: int, n: int, iters: int = 20, warmup: int = 5,
               dtype: str = "float32", root: int = 0, chunk_bytes: int | None = 1 << 20,
-              master_port: int | None = None) -> list[Row]:
+              master_port: int | None = None, telemetry_dir=None) -> list[Row]:
+    """Runs the ranks and returns the table's rows; with ``telemetry_dir``,
+    every rank's per-message telemetry goes to ``telemetry_dir/ccl.parquet``."""
     from .launch import launch
 
     if op not in OPS:
@@ -117,7 +121,7 @@ def run_bench(op: str, algo: str, sizes: str, factor: int, n: int, iters: int = 
     if size_list[-1] > 1 << 32:
         raise RuntimeInputError("--sizes: at most 4G on local processes")
     spec = {"op": op, "algo": algo, "sizes": size_list, "iters": iters, "warmup": warmup, "dtype": dtype,
-            "root": root, "chunk_bytes": chunk_bytes}
+            "root": root, "chunk_bytes": chunk_bytes, "telemetry": telemetry_dir is not None}
     with tempfile.TemporaryDirectory(prefix="fabriclab-bench-") as d:
         cmd = [sys.executable, "-c", "import sys, json; from fabriclab.runtime.bench import worker; "
                "worker(json.loads(sys.argv[1]), sys.argv[2])", json.dumps(spec), d]
@@ -125,6 +129,12 @@ def run_bench(op: str, algo: str, sizes: str, factor: int, n: int, iters: int = 
         if rc != 0:
             raise RuntimeFailure(f"bench: a rank failed (exit code {rc}); its error is printed above", "bench")
         per_rank = [json.loads(Path(d, f"rank{r}.json").read_text()) for r in range(n)]
+        if telemetry_dir is not None:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            tables = [pq.read_table(Path(d, f"ccl{r}.parquet")) for r in range(n)]
+            pq.write_table(pa.concat_tables(tables), Path(telemetry_dir, "ccl.parquet"))
     rows = []
     for i in range(len(size_list)):
         xs = [pr[i] for pr in per_rank]

@@ -40,6 +40,8 @@ def register(app: typer.Typer) -> None:
         chunk: int = typer.Option(1 << 20, "--chunk", help="Pipelining chunk in bytes."),
         csv: Optional[Path] = typer.Option(None, "--csv", help="Also write the rows to this CSV file."),
         master_port: Optional[int] = typer.Option(None, "--master-port", help="Rank 0's port; a free one if omitted."),
+        telemetry: Optional[Path] = typer.Option(None, "--telemetry", help="Write every rank's per-message telemetry "
+                                                 "to this folder as ccl.parquet (docs/telemetry.md)."),
     ) -> None:
         """nccl-tests' table for the runtime, on local processes over loopback TCP."""
         from .bench import run_bench, table_text, write_csv
@@ -47,10 +49,12 @@ def register(app: typer.Typer) -> None:
 
         if csv is not None and (csv.is_dir() or not (csv.parent if str(csv.parent) else Path(".")).is_dir()):
             raise RuntimeInputError(f"--csv: cannot write {csv} (a folder, or its folder does not exist)")
+        if telemetry is not None and not telemetry.is_dir():
+            raise RuntimeInputError(f"--telemetry: {telemetry} is not an existing folder")
         if chunk < 1:
             raise RuntimeInputError(f"--chunk: must be a positive number of bytes, got {chunk}")
         try:
-            rows = run_bench(op, algo, sizes, factor, n, iters, warmup, dtype, root, chunk, master_port)
+            rows = run_bench(op, algo, sizes, factor, n, iters, warmup, dtype, root, chunk, master_port, telemetry)
         except RuntimeFailure as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(1) from None
