@@ -31,6 +31,8 @@ def run_cases(cases, out_dir):
         x = make_input(case, c.rank)
         if case.get("kill_rank") == c.rank:
             os.kill(os.getpid(), signal.SIGKILL)
+        if case.get("stop_rank") == c.rank:
+            os.kill(os.getpid(), signal.SIGSTOP)  # frozen: alive, connections open, silent
         try:
             for _ in range(case.get("repeat", 1)):
                 c.collective(case["op"], x, case["algo"], case.get("root", 0))

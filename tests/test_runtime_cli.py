@@ -20,12 +20,15 @@ ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\w+)\s+(\w+)\s+(-?\d+)\s+([\d.]+)\s+([\d
 
 
 def test_launch_sets_torchrun_variables(cli):
-    code = "import os; print('R', os.environ['RANK'], os.environ['WORLD_SIZE'], os.environ['LOCAL_RANK'], " \
-           "os.environ['MASTER_ADDR'], len(os.environ['FABRICLAB_TOKEN']), os.environ['MASTER_PORT'])"
-    r = cli("launch", "-n", "3", "--master-port", "29517", "--", PY, "-c", code)
+    # one write per rank (atomic on a pipe), so lines of different ranks do not interleave
+    code = ("import os, sys; e = os.environ; sys.stdout.write(' '.join(['R', e['RANK'], e['WORLD_SIZE'], "
+            "e['LOCAL_RANK'], e['MASTER_ADDR'], str(len(e['FABRICLAB_TOKEN'])), e['MASTER_PORT']]) + '\\n'); "
+            "sys.stdout.flush()")
+    port = free_port()
+    r = cli("launch", "-n", "3", "--master-port", str(port), "--", PY, "-c", code)
     assert r.returncode == 0, r.stderr
     lines = sorted(x for x in r.stdout.splitlines() if x.startswith("R "))
-    assert lines == [f"R {i} 3 {i} 127.0.0.1 32 29517" for i in range(3)]
+    assert lines == [f"R {i} 3 {i} 127.0.0.1 32 {port}" for i in range(3)]
 
 
 def test_launch_fails_and_stops_the_others(cli):

@@ -5,6 +5,9 @@ bad input names its field."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 
@@ -13,8 +16,8 @@ import pytest
 
 from fabriclab.errors import InputError
 from fabriclab.runtime import BootstrapError, Communicator, CorruptMessage, JoinRefused, RuntimeInputError
-from fabriclab.runtime.launch import free_port
-from test_runtime_collectives import run_world
+from fabriclab.runtime.launch import free_port, rank_env
+from test_runtime_collectives import WORKER, run_world
 
 
 def test_a_killed_rank_is_named_by_every_other_rank(tmp_path):
@@ -29,6 +32,32 @@ def test_a_killed_rank_is_named_by_every_other_rank(tmp_path):
         assert codes[r] == 3, f"rank {r}: {outs[r]}"
         assert "PEERFAILURE peer=2 " in outs[r] and "rank 2 failed" in outs[r], f"rank {r}: {outs[r]}"
     assert elapsed < 20, elapsed  # start-up plus at most the 3 s timeout, not a hang
+
+
+def test_a_frozen_rank_is_named_within_the_timeout(tmp_path):
+    # rank 2 stops itself (SIGSTOP: every thread frozen, sockets open) at case 2;
+    # the others hear nothing from it, not even heartbeats, for the 1 s timeout
+    cases = [{"id": i, "op": "allreduce", "algo": "ring", "count": 1 << 18, "dtype": "float32",
+              **({"stop_rank": 2} if i == 2 else {})} for i in range(4)]
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    port, procs = free_port(), []
+    for r in range(4):
+        env = rank_env(r, 4, port, "test-token")
+        env["FABRICLAB_TIMEOUT_S"] = "1"
+        procs.append(subprocess.Popen([sys.executable, WORKER, str(tmp_path / "cases.json"), str(tmp_path)],
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    t0 = time.monotonic()
+    try:
+        outs = {r: procs[r].communicate(timeout=30)[0] for r in (0, 1, 3)}
+        elapsed = time.monotonic() - t0
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    for r in (0, 1, 3):
+        assert procs[r].returncode == 3, f"rank {r}: {outs[r]}"
+        assert "PEERFAILURE peer=2 " in outs[r], f"rank {r}: {outs[r]}"
+    assert elapsed < 15, elapsed
 
 
 def _pair(make0, make1):

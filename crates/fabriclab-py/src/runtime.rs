@@ -42,17 +42,18 @@ fn secs(field: &str, s: f64) -> PyResult<Duration> {
 impl RtCommunicator {
     #[new]
     #[pyo3(signature = (rank, world_size, master_addr, master_port, token, bind_addr=None, streams=1,
-        timeout_s=5.0, connect_timeout_s=60.0, checksum=false, telemetry=false, fault=None))]
+        timeout_s=5.0, connect_timeout_s=60.0, checksum=false, telemetry=false, fault=None, late_timeout_s=600.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(py: Python<'_>, rank: u32, world_size: u32, master_addr: &str, master_port: u16, token: &str,
         bind_addr: Option<&str>, streams: u32, timeout_s: f64, connect_timeout_s: f64, checksum: bool,
-        telemetry: bool, fault: Option<(String, u32, u32)>) -> PyResult<Self> {
+        telemetry: bool, fault: Option<(String, u32, u32)>, late_timeout_s: f64) -> PyResult<Self> {
         let mut c = Config::new(rank, world_size, master_addr, master_port, token);
         c.bind_addr = bind_addr
             .map(|a| a.parse().map_err(|e| input(format!("bind_addr: {a:?} is not an IP address: {e}"))))
             .transpose()?;
         c.streams = streams;
         c.timeout = secs("timeout_s", timeout_s)?;
+        c.late_timeout = secs("late_timeout_s", late_timeout_s)?;
         c.connect_timeout = secs("connect_timeout_s", connect_timeout_s)?;
         c.checksum = checksum;
         c.telemetry = telemetry;

@@ -5,14 +5,17 @@
 //! without an event loop; docs/runtime.md says why.
 
 use crate::clock::Stamp;
-use crate::wire::{Header, FLAG_CHECKSUM, FLAG_PROVISIONAL, HEADER_BYTES, KIND_ABORT, KIND_DATA};
+use crate::wire::{
+    Header, FLAG_CHECKSUM, FLAG_PROVISIONAL, HEADER_BYTES, KIND_ABORT, KIND_DATA, KIND_HEARTBEAT,
+};
 use crate::{Config, Fault};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// Received bytes not yet consumed by the executor, per connection. The
 /// reader pauses while they reach the limit, so TCP's flow control, not
@@ -114,6 +117,82 @@ pub enum Job {
         provisional: bool,
         flushed: Sender<()>,
     },
+    Heartbeat,
+}
+
+/// What every write needs: the frame lock (the executor's direct writes,
+/// the writer thread and heartbeats never interleave frames) and how long
+/// to keep trying while the peer does not read.
+#[derive(Clone)]
+pub struct WriteCtx {
+    pub peer: u32,
+    lock: Arc<Mutex<()>>,
+    /// CLOCK_MONOTONIC ns of the last bytes heard from the peer on this connection.
+    pub heard: Arc<AtomicU64>,
+    timeout: Duration,
+    late_timeout: Duration,
+}
+
+impl WriteCtx {
+    /// Writes a whole frame. The socket's write timeout is a poll interval:
+    /// while the peer does not read, the write goes on as long as the peer
+    /// is heard from (it is alive, just busy) and `late_timeout` has not passed.
+    fn write_frame(&self, s: &mut TcpStream, mut buf: &[u8]) -> std::io::Result<()> {
+        let _g = self.lock.lock().unwrap();
+        let t0 = Stamp::now().mono_ns;
+        while !buf.is_empty() {
+            match s.write(buf) {
+                Ok(0) => {
+                    return Err(std::io::Error::new(
+                        ErrorKind::WriteZero,
+                        "connection closed",
+                    ))
+                }
+                Ok(n) => buf = &buf[n..],
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    let now = Stamp::now().mono_ns;
+                    let silent = now.saturating_sub(self.heard.load(Ordering::Acquire));
+                    if silent >= self.timeout.as_nanos() as u64 {
+                        return Err(std::io::Error::new(
+                            ErrorKind::TimedOut,
+                            format!(
+                                "the peer neither read nor sent anything for {:.1} s",
+                                silent as f64 / 1e9
+                            ),
+                        ));
+                    }
+                    if now - t0 >= self.late_timeout.as_nanos() as u64 {
+                        return Err(std::io::Error::new(
+                            ErrorKind::TimedOut,
+                            "the peer did not read for late_timeout",
+                        ));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A handle that posts jobs to a connection's writer (for the heartbeat thread).
+#[derive(Clone)]
+pub struct Poster {
+    tx: Sender<Job>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl Poster {
+    /// Posts a heartbeat unless the writer already has work queued.
+    pub fn beat(&self) {
+        if self.queued.load(Ordering::Acquire) == 0 {
+            self.queued.fetch_add(1, Ordering::AcqRel);
+            if self.tx.send(Job::Heartbeat).is_err() {
+                self.queued.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
 }
 
 /// Messages up to this size are written by the executor itself when the
@@ -135,6 +214,7 @@ pub struct Conn {
     queued: Arc<AtomicUsize>,
     fault: Arc<Mutex<Option<Fault>>>,
     checksum: bool,
+    pub wctx: WriteCtx,
     credit: Arc<Credit>,
     threads: Vec<JoinHandle<()>>,
 }
@@ -155,16 +235,25 @@ impl Conn {
         let (tx, rx) = std::sync::mpsc::channel();
         let (r, w) = (tcp.try_clone()?, tcp.try_clone()?);
         let (ev2, cr2) = (events.clone(), credit.clone());
+        let wctx = WriteCtx {
+            peer,
+            lock: Arc::new(Mutex::new(())),
+            heard: Arc::new(AtomicU64::new(Stamp::now().mono_ns)),
+            timeout: cfg.timeout,
+            late_timeout: cfg.late_timeout,
+        };
+        tcp.set_write_timeout(Some((cfg.timeout / 4).max(Duration::from_millis(5))))?;
+        let heard = wctx.heard.clone();
         let reader = std::thread::Builder::new()
             .name(format!("flrt-read-{peer}.{stream}"))
-            .spawn(move || read_loop(peer, stream, r, cr2, events))?;
+            .spawn(move || read_loop(peer, stream, r, cr2, events, heard))?;
         let checksum = cfg.checksum;
         let fault = Arc::new(Mutex::new(cfg.fault));
         let queued = Arc::new(AtomicUsize::new(0));
-        let (f2, q2) = (fault.clone(), queued.clone());
+        let (f2, q2, w2) = (fault.clone(), queued.clone(), wctx.clone());
         let writer = std::thread::Builder::new()
             .name(format!("flrt-write-{peer}.{stream}"))
-            .spawn(move || write_loop(peer, w, rx, ev2, checksum, f2, q2))?;
+            .spawn(move || write_loop(w2, w, rx, ev2, checksum, f2, q2))?;
         Ok(Conn {
             peer,
             stream,
@@ -173,6 +262,7 @@ impl Conn {
             queued,
             fault,
             checksum,
+            wctx,
             credit,
             threads: vec![reader, writer],
         })
@@ -192,7 +282,7 @@ impl Conn {
         {
             let f = &self.fault;
             return Ok(Some(write_data(
-                self.peer,
+                &self.wctx,
                 &mut self.tcp,
                 op_id,
                 seq,
@@ -211,6 +301,13 @@ impl Conn {
             data,
         })?;
         Ok(None)
+    }
+
+    pub fn poster(&self) -> Option<Poster> {
+        Some(Poster {
+            tx: self.tx.clone()?,
+            queued: self.queued.clone(),
+        })
     }
 
     /// Queues a job on the writer thread.
@@ -254,7 +351,14 @@ fn read_full(s: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(got)
 }
 
-fn read_loop(peer: u32, stream: u32, mut s: TcpStream, credit: Arc<Credit>, ev: Sender<Event>) {
+fn read_loop(
+    peer: u32,
+    stream: u32,
+    mut s: TcpStream,
+    credit: Arc<Credit>,
+    ev: Sender<Event>,
+    heard: Arc<AtomicU64>,
+) {
     let broken = |what, error| Event::Broken {
         peer,
         stream,
@@ -289,6 +393,7 @@ fn read_loop(peer: u32, stream: u32, mut s: TcpStream, credit: Arc<Credit>, ev: 
                 return;
             }
         }
+        heard.store(Stamp::now().mono_ns, Ordering::Release);
         let h = match Header::decode(&hb) {
             Ok(h) => h,
             Err(e) => {
@@ -296,6 +401,9 @@ fn read_loop(peer: u32, stream: u32, mut s: TcpStream, credit: Arc<Credit>, ev: 
                 return;
             }
         };
+        if h.kind == KIND_HEARTBEAT {
+            continue;
+        }
         let what = Some((h.op_id, h.seq));
         if h.len_bytes > (1 << 40) || (h.kind == KIND_ABORT && h.len_bytes > 1 << 16) {
             let _ = ev.send(broken(
@@ -309,9 +417,20 @@ fn read_loop(peer: u32, stream: u32, mut s: TcpStream, credit: Arc<Credit>, ev: 
             data: Vec::new(),
             credit: credit.clone(),
         };
-        // read_to_end into reserved capacity: no zeroing pass over the payload
+        // read_to_end into reserved capacity (no zeroing pass over the
+        // payload), in pieces of at most 1 MiB so that a long message on a
+        // slow link keeps the peer "heard from"
         let mut data = Vec::with_capacity(h.len_bytes as usize);
-        match (&mut s).take(h.len_bytes).read_to_end(&mut data) {
+        let mut r = Ok(0);
+        while (data.len() as u64) < h.len_bytes {
+            let piece = (h.len_bytes - data.len() as u64).min(1 << 20);
+            r = (&mut s).take(piece).read_to_end(&mut data);
+            heard.store(Stamp::now().mono_ns, Ordering::Release);
+            if !matches!(r, Ok(n) if n > 0) {
+                break;
+            }
+        }
+        match r.map(|_| data.len()) {
             Ok(n) if n < h.len_bytes as usize => {
                 let _ = ev.send(broken(what, format!("truncated message: got {n} of {} payload bytes before the connection closed", h.len_bytes)));
                 return;
@@ -359,7 +478,7 @@ fn read_loop(peer: u32, stream: u32, mut s: TcpStream, credit: Arc<Credit>, ev: 
 
 #[allow(clippy::too_many_arguments)]
 fn write_data(
-    peer: u32,
+    w: &WriteCtx,
     s: &mut TcpStream,
     op_id: u64,
     seq: u32,
@@ -369,6 +488,7 @@ fn write_data(
     checksum: bool,
     fault: &Mutex<Option<Fault>>,
 ) -> Event {
+    let peer = w.peer;
     let start = Stamp::now();
     let len = (data.len() - HEADER_BYTES) as u64;
     let crc = if checksum {
@@ -403,10 +523,10 @@ fn write_data(
         }
     }
     let r = match cut {
-        Some(n) => s
-            .write_all(&data[..n])
+        Some(n) => w
+            .write_frame(s, &data[..n])
             .and_then(|_| s.shutdown(Shutdown::Write)),
-        None => s.write_all(&data),
+        None => w.write_frame(s, &data),
     };
     drop(data);
     match r {
@@ -427,7 +547,7 @@ fn write_data(
 }
 
 fn write_loop(
-    peer: u32,
+    w: WriteCtx,
     mut s: TcpStream,
     jobs: Receiver<Job>,
     ev: Sender<Event>,
@@ -444,9 +564,7 @@ fn write_loop(
                 offset,
                 data,
             } => {
-                let e = write_data(
-                    peer, &mut s, op_id, seq, step, offset, data, checksum, &fault,
-                );
+                let e = write_data(&w, &mut s, op_id, seq, step, offset, data, checksum, &fault);
                 queued.fetch_sub(1, Ordering::AcqRel);
                 if ev.send(e).is_err() {
                     return;
@@ -471,9 +589,26 @@ fn write_loop(
                 };
                 let mut m = h.encode().to_vec();
                 m.extend_from_slice(body);
-                let _ = s.write_all(&m);
+                let _ = w.write_frame(&mut s, &m);
                 queued.fetch_sub(1, Ordering::AcqRel);
                 let _ = flushed.send(());
+            }
+            Job::Heartbeat => {
+                let h = Header {
+                    kind: KIND_HEARTBEAT,
+                    flags: 0,
+                    op_id: 0,
+                    seq: 0,
+                    aux: 0,
+                    offset: 0,
+                    len_bytes: 0,
+                    payload_crc: 0,
+                };
+                let r = w.write_frame(&mut s, &h.encode());
+                queued.fetch_sub(1, Ordering::AcqRel);
+                if r.is_err() {
+                    // the reader or the executor reports the broken connection
+                }
             }
         }
     }

@@ -17,7 +17,7 @@ use crate::{bootstrap, Config, ErrorKind, RtError};
 use fabriclab_plan::{Action, Op, PlanRun};
 use std::collections::VecDeque;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub struct Communicator {
     pub(crate) cfg: Config,
@@ -29,6 +29,8 @@ pub struct Communicator {
     next_op: u64,
     failed: Option<RtError>,
     pub(crate) telemetry: Vec<Record>,
+    /// The heartbeat thread: dropping the sender stops it.
+    beat: Option<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)>,
 }
 
 impl Communicator {
@@ -50,6 +52,22 @@ impl Communicator {
             conns[peer as usize * s + stream as usize] = Some(c);
         }
         let closed = vec![false; conns.len()];
+        let beat = if conns.iter().any(|c| c.is_some()) {
+            let posters: Vec<_> = conns.iter().flatten().filter_map(|c| c.poster()).collect();
+            let every = (cfg.timeout / 4).max(Duration::from_millis(5));
+            let (stop, stopped) = channel::<()>();
+            let h = std::thread::Builder::new()
+                .name("flrt-heartbeat".into())
+                .spawn(move || {
+                    while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
+                        posters.iter().for_each(|p| p.beat());
+                    }
+                })
+                .map_err(RtError::io("starting the heartbeat thread"))?;
+            Some((stop, h))
+        } else {
+            None
+        };
         Ok(Communicator {
             cfg,
             conns,
@@ -59,6 +77,7 @@ impl Communicator {
             next_op: 0,
             failed: None,
             telemetry: Vec::new(),
+            beat,
         })
     }
 
@@ -173,13 +192,14 @@ impl Communicator {
             } else if let Some(e) = mine.pop() {
                 e
             } else {
-                let left =
-                    (last_progress + self.cfg.timeout).saturating_duration_since(Instant::now());
-                match self.rx.recv_timeout(left) {
+                let poll = (self.cfg.timeout / 4).max(Duration::from_millis(5));
+                match self.rx.recv_timeout(poll) {
                     Ok(e) => e,
                     Err(RecvTimeoutError::Timeout) => {
-                        let e = self.timeout_error(p, &st);
-                        return Err(self.resolve_blame(e, true));
+                        if let Some(e) = self.check_waits(p, &st, last_progress.elapsed()) {
+                            return Err(self.resolve_blame(e, Vec::new()));
+                        }
+                        continue;
                     }
                     Err(RecvTimeoutError::Disconnected) => {
                         return Err(RtError::bootstrap("all connections are gone".into()))
@@ -193,20 +213,13 @@ impl Communicator {
                 provisional,
             } = &ev
             {
-                if *culprit == self.cfg.rank {
-                    // blamed while waiting ourselves: say whom we wait for
-                    let mut e = self.timeout_error(p, &st);
-                    e.message = format!("{} (rank {peer} blamed this rank: {reason})", e.message);
-                    return Err(self.resolve_blame(e, true));
-                }
-                if *provisional {
-                    // another rank is still tracing: follow its trace
-                    let e = RtError::peer(
-                        ErrorKind::PeerFailed,
-                        *culprit,
-                        format!("rank {culprit} failed (reported by rank {peer}): {reason}"),
-                    );
-                    return Err(self.resolve_blame(e, false));
+                if *culprit == self.cfg.rank || *provisional {
+                    // blamed, or another rank is tracing a failure: say whom
+                    // this rank waits for and follow the chain from there
+                    let note = format!("rank {peer} reported rank {culprit}: {reason}");
+                    let e = self.wait_error(p, &st, note);
+                    let seed = vec![(*peer, *culprit, reason.clone())];
+                    return Err(self.resolve_blame(e, seed));
                 }
             }
             if self.on_event(p, &mut st, &mut run, ev)? {
@@ -442,6 +455,10 @@ impl Communicator {
 
 impl Drop for Communicator {
     fn drop(&mut self) {
+        if let Some((stop, h)) = self.beat.take() {
+            drop(stop);
+            let _ = h.join();
+        }
         for c in self.conns.iter_mut().flatten() {
             c.close();
         }

@@ -50,8 +50,14 @@ pub struct Config {
     pub bind_addr: Option<IpAddr>,
     /// TCP connections per rank pair (messages go round-robin by sequence).
     pub streams: u32,
-    /// A peer silent this long while this rank waits for it is named as failed.
+    /// A peer from which nothing at all (not even a heartbeat; peers send one
+    /// every timeout/4 when idle) arrived for this long while this rank waits
+    /// for it is named as failed: its process died, froze or lost the network.
     pub timeout: Duration,
+    /// How long to wait for a live peer (heartbeats arriving) that has not
+    /// sent what this rank waits for, e.g. a rank still computing before it
+    /// enters the collective.
+    pub late_timeout: Duration,
     /// How long the rendezvous and the pairwise connections may take.
     pub connect_timeout: Duration,
     /// CRC32 of every payload (headers are always checksummed).
@@ -80,6 +86,7 @@ impl Config {
             bind_addr: None,
             streams: 1,
             timeout: Duration::from_secs(5),
+            late_timeout: Duration::from_secs(600),
             connect_timeout: Duration::from_secs(60),
             checksum: false,
             telemetry: false,
@@ -109,8 +116,13 @@ impl Config {
                 "token: the join token must not be empty".into(),
             ));
         }
-        if self.timeout.is_zero() {
-            return Err(RtError::input("timeout: must be positive".into()));
+        if self.timeout < Duration::from_millis(20) {
+            return Err(RtError::input("timeout_s: must be at least 0.02 s".into()));
+        }
+        if self.late_timeout < self.timeout {
+            return Err(RtError::input(
+                "late_timeout: must be at least timeout".into(),
+            ));
         }
         if self.master_port == 0 && self.world_size > 1 {
             return Err(RtError::input(

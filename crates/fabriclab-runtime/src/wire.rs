@@ -14,6 +14,8 @@ pub const MAX_CONTROL_BYTES: u32 = 1 << 20;
 
 pub const KIND_DATA: u8 = 1;
 pub const KIND_ABORT: u8 = 2;
+/// A liveness beat: header only, sent when the connection is otherwise idle.
+pub const KIND_HEARTBEAT: u8 = 3;
 pub const FLAG_CHECKSUM: u8 = 1;
 /// On an abort: the sender is still tracing whom to blame (docs/runtime.md).
 pub const FLAG_PROVISIONAL: u8 = 2;
@@ -72,7 +74,7 @@ impl Header {
             len_bytes: u64_at(32),
             payload_crc: u32_at(40),
         };
-        if h.kind != KIND_DATA && h.kind != KIND_ABORT {
+        if !matches!(h.kind, KIND_DATA | KIND_ABORT | KIND_HEARTBEAT) {
             return Err(format!("unknown message kind {}", h.kind));
         }
         Ok(h)

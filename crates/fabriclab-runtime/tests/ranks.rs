@@ -282,20 +282,25 @@ fn a_dead_rank_is_named_by_every_other_rank() {
 }
 
 #[test]
-fn a_stalled_rank_is_named_within_the_timeout() {
-    // In a ring, the ranks downstream of the stalled one wait for ranks that
-    // wait in turn; every rank must still name the stalled rank 1.
+fn a_rank_that_does_not_come_is_named_after_late_timeout() {
+    // Rank 1 is alive (heartbeats) but does not enter the op for 2 s: the
+    // ranks that wait for it give up after late_timeout (0.7 s), before it
+    // leaves. In a ring, the ranks downstream wait for ranks that wait in
+    // turn; every rank must still name rank 1.
     for n in [3u32, 4] {
         let t0 = Instant::now();
         let out = world(
             n,
-            |c| c.timeout = Duration::from_millis(500),
+            |c| {
+                c.timeout = Duration::from_millis(500);
+                c.late_timeout = Duration::from_millis(700);
+            },
             move |r, c| {
                 let mut c = c.unwrap();
                 let p = Prepared::new(&ring_allreduce(n as usize, 40, 4), r).unwrap();
                 let mut buf = vec![0u8; 160];
                 if r == 1 {
-                    thread::sleep(Duration::from_millis(1500)); // stalls, connections open
+                    thread::sleep(Duration::from_millis(2000)); // stalls, connections open
                     return None;
                 }
                 Some(c.run(&p, &mut buf, DType::F32))
@@ -303,9 +308,27 @@ fn a_stalled_rank_is_named_within_the_timeout() {
         );
         for r in (0..n as usize).filter(|&r| r != 1) {
             let e = out[r].as_ref().unwrap().as_ref().unwrap_err();
-            assert_eq!(e.peer, Some(1), "n={n} rank {r}: {}", e.message);
+            let all: Vec<String> = out
+                .iter()
+                .flatten()
+                .map(|o| format!("{:?}", o.as_ref().err().map(|e| &e.message)))
+                .collect();
+            assert_eq!(
+                e.peer,
+                Some(1),
+                "n={n} rank {r}: {}\nall: {all:#?}",
+                e.message
+            );
         }
-        assert!(t0.elapsed() < Duration::from_secs(3));
+        assert!(t0.elapsed() < Duration::from_millis(3500));
+        for r in (0..n as usize).filter(|&r| r != 1) {
+            let e = out[r].as_ref().unwrap().as_ref().unwrap_err();
+            assert!(
+                !e.message.contains("closed its connection"),
+                "named before rank 1 left: {}",
+                e.message
+            );
+        }
     }
 }
 
@@ -358,5 +381,27 @@ fn a_plan_cut_inside_elements_is_refused_before_sending() {
             "{}",
             e.message
         );
+    }
+}
+
+#[test]
+fn a_late_but_live_rank_is_waited_for() {
+    // rank 2 enters the op 1.2 s after the others, past the 0.3 s timeout:
+    // its heartbeats show it is alive, so the others wait and the op succeeds
+    let out = world(
+        3,
+        |c| c.timeout = Duration::from_millis(300),
+        |r, c| {
+            let mut c = c.unwrap();
+            let p = Prepared::new(&ring_allreduce(3, 30, 4), r).unwrap();
+            let mut buf = i32_bytes(&[r as i32 + 1; 30]);
+            if r == 2 {
+                thread::sleep(Duration::from_millis(1200));
+            }
+            c.run(&p, &mut buf, DType::I32).map(|_| buf)
+        },
+    );
+    for o in out {
+        assert_eq!(o.unwrap(), i32_bytes(&[6; 30]));
     }
 }

@@ -38,7 +38,7 @@ class Communicator:
     def __init__(self, rank: int, world_size: int, master_addr: str, master_port: int, token: str, *,
                  bind_addr: str | None = None, streams: int = 1, timeout_s: float = 5.0,
                  connect_timeout_s: float = 60.0, checksum: bool = False, telemetry: bool = False,
-                 chunk_bytes: int | None = DEFAULT_CHUNK_BYTES, _fault=None):
+                 chunk_bytes: int | None = DEFAULT_CHUNK_BYTES, late_timeout_s: float = 600.0, _fault=None):
         from .._core import RtCommunicator, RtError
 
         for name, v, lo, hi in (("rank", rank, 0, world_size - 1), ("world_size", world_size, 1, 1 << 20),
@@ -52,15 +52,15 @@ class Communicator:
         try:
             self._c = RtCommunicator(int(rank), int(world_size), str(master_addr), int(master_port), str(token),
                                      bind_addr, int(streams), float(timeout_s), float(connect_timeout_s),
-                                     bool(checksum), bool(telemetry), _fault)
+                                     bool(checksum), bool(telemetry), _fault, float(late_timeout_s))
         except RtError as e:
             raise translate(e) from None
 
     @classmethod
     def from_env(cls, env=None, **kwargs) -> "Communicator":
         """Joins with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and FABRICLAB_TOKEN;
-        FABRICLAB_TIMEOUT_S, FABRICLAB_STREAMS, FABRICLAB_CHECKSUM=1 and FABRICLAB_BIND_ADDR
-        are optional. Keyword arguments override the optional ones."""
+        FABRICLAB_TIMEOUT_S, FABRICLAB_LATE_TIMEOUT_S, FABRICLAB_STREAMS, FABRICLAB_CHECKSUM=1 and
+        FABRICLAB_BIND_ADDR are optional. Keyword arguments override the optional ones."""
         env = os.environ if env is None else env
         n = _env_int("WORLD_SIZE", env, 1, 1 << 20)
         rank = _env_int("RANK", env, 0, n - 1)
@@ -77,6 +77,11 @@ class Communicator:
                 opts["timeout_s"] = float(env["FABRICLAB_TIMEOUT_S"])
             except ValueError:
                 raise RuntimeInputError(f"FABRICLAB_TIMEOUT_S: must be a number of seconds, got {env['FABRICLAB_TIMEOUT_S']!r}") from None
+        if env.get("FABRICLAB_LATE_TIMEOUT_S"):
+            try:
+                opts["late_timeout_s"] = float(env["FABRICLAB_LATE_TIMEOUT_S"])
+            except ValueError:
+                raise RuntimeInputError(f"FABRICLAB_LATE_TIMEOUT_S: must be a number of seconds, got {env['FABRICLAB_LATE_TIMEOUT_S']!r}") from None
         if env.get("FABRICLAB_STREAMS"):
             opts["streams"] = _env_int("FABRICLAB_STREAMS", env, 1, 64)
         if env.get("FABRICLAB_CHECKSUM"):
