@@ -21,6 +21,8 @@ from .scenario import Scenario
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="fabriclab: the network side of distributed ML training.")
 topo_app = typer.Typer(no_args_is_help=True, help="Topologies.")
 app.add_typer(topo_app, name="topo")
+from .runtime.cli import register as _register_runtime  # noqa: E402
+_register_runtime(app)
 
 # Markup off: user text (paths, names, messages) is printed literally.
 err = Console(stderr=True, markup=False)

@@ -5,6 +5,8 @@
 //! its default report on stderr is suppressed, and the simulator that
 //! panicked refuses further calls.
 
+mod runtime;
+
 use fabriclab_core::results::{
     collective_summary, flow_columns, job_fusions, job_iterations, job_sends, link_columns,
     step_columns, timeline_columns,
@@ -241,6 +243,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sample_cdf, m)?)?;
     m.add_function(wrap_pyfunction!(cdf_mean, m)?)?;
     m.add_function(wrap_pyfunction!(read_plan, m)?)?;
+    runtime::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,0 +1,155 @@
+//! Binding of fabriclab-runtime: `fabriclab._core.RtCommunicator`, one
+//! rank's communicator. Errors become `RtError(kind, peer, message)`;
+//! `fabriclab.runtime` turns them into its own exception classes.
+
+use fabriclab_runtime::{Communicator, Config, DType, Fault, Prepared, RtError as CoreError};
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+create_exception!(_core, RtError, PyException, "A runtime failure: args are (kind, peer or None, message).");
+
+fn err(e: CoreError) -> PyErr {
+    RtError::new_err((e.kind_name(), e.peer, e.message))
+}
+
+fn input(m: String) -> PyErr {
+    RtError::new_err(("input", None::<u32>, m))
+}
+
+/// How many prepared plans a communicator keeps (keyed by their JSON text).
+const PLAN_CACHE: usize = 16;
+
+#[pyclass(name = "RtCommunicator")]
+pub struct RtCommunicator {
+    comm: Mutex<Option<Communicator>>,
+    plans: Mutex<Vec<(String, Arc<Prepared>)>>,
+    rank: u32,
+    world_size: u32,
+}
+
+fn secs(field: &str, s: f64) -> PyResult<Duration> {
+    if !(s.is_finite() && s > 0.0 && s < 1e9) {
+        return Err(input(format!("{field}: must be a positive number of seconds, got {s}")));
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+#[pymethods]
+impl RtCommunicator {
+    #[new]
+    #[pyo3(signature = (rank, world_size, master_addr, master_port, token, bind_addr=None, streams=1,
+        timeout_s=5.0, connect_timeout_s=60.0, checksum=false, telemetry=false, fault=None, late_timeout_s=600.0))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(py: Python<'_>, rank: u32, world_size: u32, master_addr: &str, master_port: u16, token: &str,
+        bind_addr: Option<&str>, streams: u32, timeout_s: f64, connect_timeout_s: f64, checksum: bool,
+        telemetry: bool, fault: Option<(String, u32, u32)>, late_timeout_s: f64) -> PyResult<Self> {
+        let mut c = Config::new(rank, world_size, master_addr, master_port, token);
+        c.bind_addr = bind_addr
+            .map(|a| a.parse().map_err(|e| input(format!("bind_addr: {a:?} is not an IP address: {e}"))))
+            .transpose()?;
+        c.streams = streams;
+        c.timeout = secs("timeout_s", timeout_s)?;
+        c.late_timeout = secs("late_timeout_s", late_timeout_s)?;
+        c.connect_timeout = secs("connect_timeout_s", connect_timeout_s)?;
+        c.checksum = checksum;
+        c.telemetry = telemetry;
+        c.fault = match fault {
+            None => None,
+            Some((k, peer, seq)) if k == "corrupt" => Some(Fault::Corrupt { peer, seq }),
+            Some((k, peer, seq)) if k == "truncate" => Some(Fault::Truncate { peer, seq }),
+            Some((k, _, _)) => return Err(input(format!("fault: {k:?} is not corrupt or truncate"))),
+        };
+        let comm = py.detach(|| Communicator::new(c)).map_err(err)?;
+        Ok(RtCommunicator { comm: Mutex::new(Some(comm)), plans: Mutex::new(Vec::new()), rank, world_size })
+    }
+
+    #[getter]
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+    #[getter]
+    fn world_size(&self) -> u32 {
+        self.world_size
+    }
+
+    /// Runs this rank's part of the plan in place on `nbytes` at address
+    /// `ptr` (a C-contiguous, writable array the caller keeps alive), with
+    /// the GIL released. Returns the op id.
+    fn run(&self, py: Python<'_>, plan_json: &str, ptr: usize, nbytes: usize, dtype: &str) -> PyResult<u64> {
+        let dt = DType::parse(dtype).map_err(input)?;
+        let prepared = {
+            let mut plans = self.plans.lock().unwrap();
+            match plans.iter().position(|(t, _)| t == plan_json) {
+                Some(i) => plans[i].1.clone(),
+                None => {
+                    let p = Arc::new(Prepared::new(plan_json, self.rank).map_err(err)?);
+                    if plans.len() >= PLAN_CACHE {
+                        plans.remove(0);
+                    }
+                    plans.push((plan_json.to_string(), p.clone()));
+                    p
+                }
+            }
+        };
+        if ptr == 0 && nbytes > 0 {
+            return Err(input("buffer: null pointer".into()));
+        }
+        let mut guard = self.comm.lock().unwrap();
+        let comm = guard.as_mut().ok_or_else(|| input("communicator: closed".into()))?;
+        py.detach(|| {
+            // SAFETY: the Python caller passes a live, writable, contiguous
+            // array of nbytes and holds a reference to it during the call.
+            let buf = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, nbytes) };
+            comm.run(&prepared, buf, dt)
+        })
+        .map_err(err)
+    }
+
+    /// Telemetry since the last call, as columns (lists) by name.
+    fn take_telemetry<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let recs = match self.comm.lock().unwrap().as_mut() {
+            Some(c) => c.take_telemetry(),
+            None => Vec::new(),
+        };
+        let d = PyDict::new(py);
+        macro_rules! col {
+            ($name:expr, $f:expr) => {
+                d.set_item($name, recs.iter().map($f).collect::<Vec<_>>())?
+            };
+        }
+        col!("op_id", |r| r.op_id);
+        col!("rank", |r| r.rank);
+        col!("peer", |r| r.peer);
+        col!("step", |r| r.step);
+        col!("kind", |r| if r.is_send { "send" } else { "recv" });
+        col!("seq", |r| r.seq);
+        col!("offset_bytes", |r| r.offset_bytes);
+        col!("bytes", |r| r.bytes);
+        col!("stream", |r| r.stream);
+        col!("reduce", |r| r.reduce);
+        col!("post_mono_ns", |r| r.post.mono_ns);
+        col!("start_mono_ns", |r| r.start.mono_ns);
+        col!("end_mono_ns", |r| r.end.mono_ns);
+        col!("post_real_ns", |r| r.post.real_ns);
+        col!("start_real_ns", |r| r.start.real_ns);
+        col!("end_real_ns", |r| r.end.real_ns);
+        col!("wait_ns", |r| r.wait_ns);
+        Ok(d)
+    }
+
+    /// Closes every connection (also done when the object is collected).
+    fn close(&self, py: Python<'_>) {
+        let c = self.comm.lock().unwrap().take();
+        py.detach(move || drop(c));
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<RtCommunicator>()?;
+    m.add("RtError", m.py().get_type::<RtError>())?;
+    Ok(())
+}

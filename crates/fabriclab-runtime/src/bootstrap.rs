@@ -1,0 +1,340 @@
+//! Bootstrap: a rendezvous at the master address where every rank
+//! registers its own listen address, then one (or `streams`) TCP
+//! connection(s) per pair of ranks; every connection starts with a
+//! handshake that carries the join token.
+//!
+//! Rank 0 listens at MASTER_ADDR:MASTER_PORT. Each rank binds its data
+//! listener to an explicit address: the configured one, else MASTER_ADDR's
+//! address on rank 0 and, on the others, the local address of the
+//! interface their connection to the master went out of.
+
+use crate::wire::{read_control, token_eq, write_control, PROTOCOL};
+use crate::{Config, RtError};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::ErrorKind;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::thread;
+use std::time::{Duration, Instant};
+
+#[derive(Serialize, Deserialize)]
+struct Hello {
+    protocol: String,
+    token: String,
+    rank: u32,
+    world_size: u32,
+    /// Rendezvous: the rank's data listen address. Data connections: unused.
+    addr: String,
+    /// Data connections: which stream of the pair this is.
+    stream: u32,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Reply {
+    ok: bool,
+    error: String,
+    addrs: Vec<String>,
+}
+
+fn refuse(s: &mut TcpStream, why: String) {
+    let _ = write_control(
+        s,
+        &Reply {
+            ok: false,
+            error: why,
+            addrs: vec![],
+        },
+    );
+}
+
+/// Checks a hello against this job; `None` when it may join.
+fn check_hello(h: &Hello, cfg: &Config) -> Option<String> {
+    if h.protocol != PROTOCOL {
+        return Some(format!("protocol {:?} is not {PROTOCOL:?}", h.protocol));
+    }
+    if !token_eq(&h.token, &cfg.token) {
+        return Some("wrong join token (FABRICLAB_TOKEN differs from this job's)".into());
+    }
+    if h.world_size != cfg.world_size {
+        return Some(format!(
+            "world size {} differs from this job's {}",
+            h.world_size, cfg.world_size
+        ));
+    }
+    if h.rank >= cfg.world_size {
+        return Some(format!(
+            "rank {} is not within 0..{}",
+            h.rank, cfg.world_size
+        ));
+    }
+    None
+}
+
+pub fn resolve(host: &str, port: u16) -> Result<SocketAddr, RtError> {
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| RtError::input(format!("master_addr: cannot resolve {host:?}: {e}")))?
+        .next()
+        .ok_or_else(|| RtError::input(format!("master_addr: {host:?} has no address")))
+}
+
+/// Accepts with a deadline (the listener is non-blocking).
+fn accept_until(l: &TcpListener, deadline: Instant, what: &str) -> Result<TcpStream, RtError> {
+    loop {
+        match l.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false).map_err(RtError::io("accept"))?;
+                return Ok(s);
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                if Instant::now() >= deadline {
+                    return Err(RtError::bootstrap(format!("timed out waiting for {what}")));
+                }
+                thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => {
+                return Err(RtError::bootstrap(format!(
+                    "accept while waiting for {what}: {e}"
+                )))
+            }
+        }
+    }
+}
+
+fn connect_retry(addr: SocketAddr, deadline: Instant, what: &str) -> Result<TcpStream, RtError> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match TcpStream::connect_timeout(&addr, left.max(Duration::from_millis(10))) {
+            Ok(s) => return Ok(s),
+            Err(e) if Instant::now() >= deadline => {
+                return Err(RtError::bootstrap(format!(
+                    "cannot connect to {what} at {addr}: {e}"
+                )))
+            }
+            Err(_) => thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// The rendezvous: returns every rank's data listen address, indexed by rank.
+fn rendezvous(
+    cfg: &Config,
+    master: SocketAddr,
+    deadline: Instant,
+) -> Result<(TcpListener, Vec<SocketAddr>), RtError> {
+    let n = cfg.world_size;
+    if cfg.rank == 0 {
+        let ml = TcpListener::bind(master).map_err(|e| {
+            RtError::bootstrap(format!(
+                "rank 0 cannot listen at master address {master}: {e}"
+            ))
+        })?;
+        let ip = cfg.bind_addr.unwrap_or(master.ip());
+        let data = bind_data(ip)?;
+        ml.set_nonblocking(true).map_err(RtError::io("listen"))?;
+        let mut joined: BTreeMap<u32, (TcpStream, String)> = BTreeMap::new();
+        while (joined.len() as u32) < n - 1 {
+            let mut s = accept_until(
+                &ml,
+                deadline,
+                &format!(
+                    "{} more rank(s) to join the rendezvous",
+                    n - 1 - joined.len() as u32
+                ),
+            )?;
+            let _ = s.set_read_timeout(Some(cfg.timeout));
+            let h: Hello = match read_control(&mut s) {
+                Ok(h) => h,
+                Err(_) => continue, // a stranger or a port scan: ignore it
+            };
+            if let Some(why) = check_hello(&h, cfg) {
+                refuse(&mut s, why);
+                continue;
+            }
+            if h.rank == 0 || joined.contains_key(&h.rank) {
+                refuse(&mut s, format!("rank {} has already joined", h.rank));
+                continue;
+            }
+            joined.insert(h.rank, (s, h.addr));
+        }
+        let mut addrs = vec![data
+            .local_addr()
+            .map_err(RtError::io("listen"))?
+            .to_string()];
+        addrs.extend(joined.values().map(|(_, a)| a.clone()));
+        for (_, (s, _)) in joined.iter_mut() {
+            write_control(
+                s,
+                &Reply {
+                    ok: true,
+                    error: String::new(),
+                    addrs: addrs.clone(),
+                },
+            )
+            .map_err(|e| RtError::bootstrap(format!("rendezvous reply: {e}")))?;
+        }
+        Ok((data, parse_addrs(&addrs)?))
+    } else {
+        let mut s = connect_retry(master, deadline, "the master (rank 0)")?;
+        let ip = match cfg.bind_addr {
+            Some(ip) => ip,
+            None => s.local_addr().map_err(RtError::io("connect"))?.ip(),
+        };
+        let data = bind_data(ip)?;
+        let hello = Hello {
+            protocol: PROTOCOL.into(),
+            token: cfg.token.clone(),
+            rank: cfg.rank,
+            world_size: n,
+            addr: data
+                .local_addr()
+                .map_err(RtError::io("listen"))?
+                .to_string(),
+            stream: 0,
+        };
+        write_control(&mut s, &hello)
+            .map_err(|e| RtError::bootstrap(format!("rendezvous at {master}: {e}")))?;
+        let _ = s.set_read_timeout(Some(
+            deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(10)),
+        ));
+        let r: Reply = read_control(&mut s)
+            .map_err(|e| RtError::bootstrap(format!("rendezvous at {master}: {e}")))?;
+        if !r.ok {
+            return Err(RtError::refused(format!(
+                "rendezvous at {master} refused rank {}: {}",
+                cfg.rank, r.error
+            )));
+        }
+        if r.addrs.len() != n as usize {
+            return Err(RtError::bootstrap(format!(
+                "rendezvous returned {} addresses for {n} ranks",
+                r.addrs.len()
+            )));
+        }
+        Ok((data, parse_addrs(&r.addrs)?))
+    }
+}
+
+fn bind_data(ip: IpAddr) -> Result<TcpListener, RtError> {
+    TcpListener::bind((ip, 0))
+        .map_err(|e| RtError::bootstrap(format!("cannot listen at {ip}: {e}")))
+}
+
+fn parse_addrs(a: &[String]) -> Result<Vec<SocketAddr>, RtError> {
+    a.iter()
+        .map(|s| {
+            s.parse()
+                .map_err(|e| RtError::bootstrap(format!("rendezvous address {s:?}: {e}")))
+        })
+        .collect()
+}
+
+/// One established data connection.
+pub struct Link {
+    pub peer: u32,
+    pub stream: u32,
+    pub tcp: TcpStream,
+}
+
+/// Rendezvous, then connect every pair: the higher rank connects to the
+/// lower one's listener. Returns the links sorted by (peer, stream).
+pub fn connect_all(cfg: &Config) -> Result<Vec<Link>, RtError> {
+    let deadline = Instant::now() + cfg.connect_timeout;
+    let master = resolve(&cfg.master_addr, cfg.master_port)?;
+    let (listener, addrs) = rendezvous(cfg, master, deadline)?;
+    let me = cfg.rank;
+    let n = cfg.world_size;
+    let s = cfg.streams;
+    let expected = (n - 1 - me) * s;
+    listener
+        .set_nonblocking(true)
+        .map_err(RtError::io("listen"))?;
+    let acfg = cfg.clone();
+    let acceptor = thread::spawn(move || -> Result<Vec<Link>, RtError> {
+        let mut got: BTreeMap<(u32, u32), TcpStream> = BTreeMap::new();
+        while (got.len() as u32) < expected {
+            let mut t = accept_until(&listener, deadline, "peers to connect")?;
+            let _ = t.set_read_timeout(Some(acfg.timeout));
+            let h: Hello = match read_control(&mut t) {
+                Ok(h) => h,
+                Err(_) => continue,
+            };
+            let why = check_hello(&h, &acfg).or_else(|| {
+                (h.rank <= acfg.rank
+                    || h.stream >= acfg.streams
+                    || got.contains_key(&(h.rank, h.stream)))
+                .then(|| {
+                    format!(
+                        "unexpected connection from rank {} stream {}",
+                        h.rank, h.stream
+                    )
+                })
+            });
+            if let Some(why) = why {
+                refuse(&mut t, why);
+                continue;
+            }
+            write_control(
+                &mut t,
+                &Reply {
+                    ok: true,
+                    error: String::new(),
+                    addrs: vec![],
+                },
+            )
+            .map_err(|e| RtError::bootstrap(format!("handshake with rank {}: {e}", h.rank)))?;
+            got.insert((h.rank, h.stream), t);
+        }
+        Ok(got
+            .into_iter()
+            .map(|((peer, stream), tcp)| Link { peer, stream, tcp })
+            .collect())
+    });
+    let mut links = Vec::new();
+    for peer in 0..me {
+        for stream in 0..s {
+            let mut t = connect_retry(addrs[peer as usize], deadline, &format!("rank {peer}"))?;
+            let hello = Hello {
+                protocol: PROTOCOL.into(),
+                token: cfg.token.clone(),
+                rank: me,
+                world_size: n,
+                addr: String::new(),
+                stream,
+            };
+            write_control(&mut t, &hello)
+                .map_err(|e| RtError::bootstrap(format!("handshake with rank {peer}: {e}")))?;
+            let _ = t.set_read_timeout(Some(cfg.connect_timeout));
+            let r: Reply = read_control(&mut t)
+                .map_err(|e| RtError::bootstrap(format!("handshake with rank {peer}: {e}")))?;
+            if !r.ok {
+                return Err(RtError::refused(format!(
+                    "rank {peer} refused the connection: {}",
+                    r.error
+                )));
+            }
+            links.push(Link {
+                peer,
+                stream,
+                tcp: t,
+            });
+        }
+    }
+    let mut acc = acceptor
+        .join()
+        .map_err(|_| RtError::bootstrap("acceptor thread panicked".into()))??;
+    links.append(&mut acc);
+    for l in &links {
+        l.tcp.set_nodelay(true).map_err(RtError::io("nodelay"))?;
+        l.tcp
+            .set_read_timeout(None)
+            .map_err(RtError::io("timeout"))?;
+        l.tcp
+            .set_write_timeout(Some(cfg.timeout))
+            .map_err(RtError::io("timeout"))?;
+    }
+    links.sort_by_key(|l| (l.peer, l.stream));
+    Ok(links)
+}

@@ -1,0 +1,481 @@
+//! The executor: one rank's part of a plan, driven by `PlanRun`'s actions.
+//!
+//! A `Send` copies the step's byte range into a message and queues it on
+//! the connection of stream `k % streams` (k: the message's sequence on the
+//! rank pair); the step completes when the writer has handed all of it to
+//! the kernel. The k-th message from a peer is the k-th receive from it;
+//! `Reduce` sums it into the buffer, a plain receive copies it in on
+//! `Completed`. Messages of a later op (a peer ahead of us) wait in a
+//! queue; the per-connection credit bounds them.
+
+use crate::clock::Stamp;
+use crate::conn::{Conn, Event, Gone, Payload};
+use crate::dtype::{reduce_sum, DType};
+pub use crate::prepared::{Prepared, Record};
+use crate::wire::HEADER_BYTES;
+use crate::{bootstrap, Config, ErrorKind, RtError};
+use fabriclab_plan::{Action, Op, PlanRun};
+use std::collections::VecDeque;
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+pub struct Communicator {
+    pub(crate) cfg: Config,
+    /// Indexed by peer * streams + stream (this rank's own slots are None).
+    pub(crate) conns: Vec<Option<Conn>>,
+    pub(crate) rx: Receiver<Event>,
+    pub(crate) closed: Vec<bool>,
+    early: Vec<Event>,
+    next_op: u64,
+    failed: Option<RtError>,
+    pub(crate) telemetry: Vec<Record>,
+    /// The heartbeat thread: dropping the sender stops it.
+    beat: Option<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)>,
+}
+
+impl Communicator {
+    /// Joins the job: rendezvous and connections to every other rank.
+    pub fn new(cfg: Config) -> Result<Communicator, RtError> {
+        cfg.check()?;
+        let links = if cfg.world_size > 1 {
+            bootstrap::connect_all(&cfg)?
+        } else {
+            Vec::new()
+        };
+        let (tx, rx) = channel();
+        let s = cfg.streams as usize;
+        let mut conns: Vec<Option<Conn>> = (0..cfg.world_size as usize * s).map(|_| None).collect();
+        for l in links {
+            let (peer, stream) = (l.peer, l.stream);
+            let c = Conn::start(peer, stream, l.tcp, &cfg, tx.clone())
+                .map_err(RtError::io("starting connection threads"))?;
+            conns[peer as usize * s + stream as usize] = Some(c);
+        }
+        let closed = vec![false; conns.len()];
+        let beat = if conns.iter().any(|c| c.is_some()) {
+            let posters: Vec<_> = conns.iter().flatten().filter_map(|c| c.poster()).collect();
+            let every = (cfg.timeout / 4).max(Duration::from_millis(5));
+            let (stop, stopped) = channel::<()>();
+            let h = std::thread::Builder::new()
+                .name("flrt-heartbeat".into())
+                .spawn(move || {
+                    while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
+                        posters.iter().for_each(|p| p.beat());
+                    }
+                })
+                .map_err(RtError::io("starting the heartbeat thread"))?;
+            Some((stop, h))
+        } else {
+            None
+        };
+        Ok(Communicator {
+            cfg,
+            conns,
+            rx,
+            closed,
+            early: Vec::new(),
+            next_op: 0,
+            failed: None,
+            telemetry: Vec::new(),
+            beat,
+        })
+    }
+
+    pub fn rank(&self) -> u32 {
+        self.cfg.rank
+    }
+    pub fn world_size(&self) -> u32 {
+        self.cfg.world_size
+    }
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The telemetry records since the last call.
+    pub fn take_telemetry(&mut self) -> Vec<Record> {
+        std::mem::take(&mut self.telemetry)
+    }
+
+    /// Runs this rank's part of `p` in place on `buf`; returns the op id.
+    /// After a peer failure the communicator is unusable (like NCCL's).
+    pub fn run(&mut self, p: &Prepared, buf: &mut [u8], dt: DType) -> Result<u64, RtError> {
+        if let Some(e) = &self.failed {
+            return Err(RtError {
+                message: format!("communicator failed earlier: {}", e.message),
+                ..e.clone()
+            });
+        }
+        self.check_plan(p, buf.len(), dt)?;
+        let op_id = self.next_op;
+        self.next_op += 1;
+        match self.execute(p, buf, dt, op_id) {
+            Ok(()) => Ok(op_id),
+            Err(e) => {
+                self.send_abort(&e, false);
+                self.failed = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    fn check_plan(&self, p: &Prepared, len: usize, dt: DType) -> Result<(), RtError> {
+        let plan = &p.plan;
+        if plan.nranks != self.cfg.world_size {
+            return Err(RtError::input(format!(
+                "plan: nranks is {} but the world size is {}",
+                plan.nranks, self.cfg.world_size
+            )));
+        }
+        if plan.size_bytes != len as u64 {
+            return Err(RtError::input(format!(
+                "buffer: has {len} bytes but the plan's size_bytes is {}",
+                plan.size_bytes
+            )));
+        }
+        let e = dt.size_bytes() as u64;
+        for (i, s) in plan.ranks[self.cfg.rank as usize].iter().enumerate() {
+            if s.reduce && (s.offset % e != 0 || s.bytes % e != 0) {
+                return Err(RtError::input(format!(
+                    "plan: rank {} step {i} reduces bytes [{}, {}) which are not whole {dt:?} elements of {e} bytes (plan in elements, see docs/runtime.md)",
+                    self.cfg.rank, s.offset, s.offset + s.bytes
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn execute(
+        &mut self,
+        p: &Prepared,
+        buf: &mut [u8],
+        dt: DType,
+        op_id: u64,
+    ) -> Result<(), RtError> {
+        let me = self.cfg.rank as usize;
+        let nsteps = p.plan.ranks[me].len();
+        let n = self.cfg.world_size as usize;
+        let mut st = OpState {
+            op_id,
+            dt,
+            payload: (0..nsteps).map(|_| None).collect(),
+            got: p.recv_step.iter().map(|v| vec![false; v.len()]).collect(),
+            post: vec![Stamp::default(); nsteps],
+            start: vec![Stamp::default(); nsteps],
+            stream: vec![0; nsteps],
+            sent_done: vec![false; nsteps],
+            done: false,
+            q: VecDeque::new(),
+            local: Vec::new(),
+        };
+        let mut acts = Vec::new();
+        let mut run = PlanRun::start(&p.graph, &mut acts);
+        st.q.extend(acts.drain(..));
+        for peer in 0..n {
+            for s in 0..self.cfg.streams as usize {
+                if self.closed[peer * self.cfg.streams as usize + s] {
+                    self.check_closed(&st, peer as u32, s as u32, None)?;
+                }
+            }
+        }
+        let (mut mine, rest): (Vec<Event>, Vec<Event>) = std::mem::take(&mut self.early)
+            .into_iter()
+            .partition(|e| matches!(e, Event::Data { hdr, .. } if hdr.op_id == op_id));
+        self.early = rest;
+        let mut last_progress = Instant::now();
+        loop {
+            self.drain_actions(p, &mut st, &mut run, buf)?;
+            if st.done {
+                return Ok(());
+            }
+            let ev = if let Some(e) = st.local.pop() {
+                e
+            } else if let Some(e) = mine.pop() {
+                e
+            } else {
+                let poll = (self.cfg.timeout / 4).max(Duration::from_millis(5));
+                match self.rx.recv_timeout(poll) {
+                    Ok(e) => e,
+                    Err(RecvTimeoutError::Timeout) => {
+                        if let Some(e) = self.check_waits(p, &st, last_progress.elapsed()) {
+                            return Err(self.resolve_blame(e, Vec::new()));
+                        }
+                        continue;
+                    }
+                    Err(RecvTimeoutError::Disconnected) => {
+                        return Err(RtError::bootstrap("all connections are gone".into()))
+                    }
+                }
+            };
+            if let Event::Abort {
+                peer,
+                culprit,
+                reason,
+                provisional,
+            } = &ev
+            {
+                if *culprit == self.cfg.rank || *provisional {
+                    // blamed, or another rank is tracing a failure: say whom
+                    // this rank waits for and follow the chain from there
+                    let note = format!("rank {peer} reported rank {culprit}: {reason}");
+                    let e = self.wait_error(p, &st, note);
+                    let seed = vec![(*peer, *culprit, reason.clone())];
+                    return Err(self.resolve_blame(e, seed));
+                }
+            }
+            if self.on_event(p, &mut st, &mut run, ev)? {
+                last_progress = Instant::now();
+            }
+        }
+    }
+
+    fn drain_actions(
+        &mut self,
+        p: &Prepared,
+        st: &mut OpState,
+        run: &mut PlanRun,
+        buf: &mut [u8],
+    ) -> Result<(), RtError> {
+        let me = self.cfg.rank;
+        let steps = &p.plan.ranks[me as usize];
+        let mut more = Vec::new();
+        while let Some(a) = st.q.pop_front() {
+            match a {
+                Action::Started { rank, step } if rank == me => {
+                    st.post[step as usize] = Stamp::now()
+                }
+                Action::Send { rank, step } if rank == me => {
+                    let s = &steps[step as usize];
+                    let seq = p.my_seq[step as usize];
+                    let stream = seq % self.cfg.streams;
+                    st.stream[step as usize] = stream;
+                    let (o, b) = (s.offset as usize, s.bytes as usize);
+                    let mut data = Vec::with_capacity(HEADER_BYTES + b);
+                    data.resize(HEADER_BYTES, 0);
+                    data.extend_from_slice(&buf[o..o + b]);
+                    let idx = (s.peer * self.cfg.streams + stream) as usize;
+                    let sent = match self.conns[idx].as_mut() {
+                        Some(c) => c.send_data(st.op_id, seq, step, s.offset, data),
+                        None => Err(Gone),
+                    };
+                    match sent {
+                        Ok(Some(ev)) => st.local.push(ev), // written directly
+                        Ok(None) => {}
+                        Err(Gone) => return Err(RtError::peer(ErrorKind::PeerFailed, s.peer, format!("rank {}: the connection to rank {} is gone (op {}, send step {step})", me, s.peer, st.op_id))),
+                    }
+                }
+                Action::Reduce { rank, step } if rank == me => {
+                    let s = &steps[step as usize];
+                    let pl = st.payload[step as usize]
+                        .take()
+                        .expect("reduce without data");
+                    reduce_sum(
+                        st.dt,
+                        &mut buf[s.offset as usize..(s.offset + s.bytes) as usize],
+                        &pl.data,
+                    );
+                    drop(pl);
+                    run.reduced(&p.graph, me, step, &mut more);
+                    st.q.extend(more.drain(..));
+                }
+                Action::Completed { rank, step } if rank == me => {
+                    let s = &steps[step as usize];
+                    if s.op == Op::Recv && !s.reduce {
+                        let pl = st.payload[step as usize]
+                            .take()
+                            .expect("receive without data");
+                        buf[s.offset as usize..(s.offset + s.bytes) as usize]
+                            .copy_from_slice(&pl.data);
+                    }
+                    if s.op == Op::Recv && self.cfg.telemetry {
+                        let (post, start) = (st.post[step as usize], st.start[step as usize]);
+                        self.telemetry.push(Record {
+                            op_id: st.op_id,
+                            rank: me,
+                            peer: s.peer,
+                            step,
+                            is_send: false,
+                            seq: p.my_seq[step as usize],
+                            offset_bytes: s.offset,
+                            bytes: s.bytes,
+                            stream: st.stream[step as usize],
+                            reduce: s.reduce,
+                            post,
+                            start,
+                            end: Stamp::now(),
+                            wait_ns: start.mono_ns.saturating_sub(post.mono_ns),
+                        });
+                    }
+                }
+                Action::RankDone { rank } if rank == me => st.done = true,
+                _ => {} // other ranks' actions: their own processes run them
+            }
+        }
+        Ok(())
+    }
+
+    /// Handles one event; true if it was progress of this op.
+    fn on_event(
+        &mut self,
+        p: &Prepared,
+        st: &mut OpState,
+        run: &mut PlanRun,
+        ev: Event,
+    ) -> Result<bool, RtError> {
+        let me = self.cfg.rank;
+        let mut out = Vec::new();
+        match ev {
+            Event::Data {
+                peer,
+                stream,
+                hdr,
+                payload,
+                arrived,
+            } => {
+                if hdr.op_id > st.op_id {
+                    self.early.push(Event::Data {
+                        peer,
+                        stream,
+                        hdr,
+                        payload,
+                        arrived,
+                    });
+                    return Ok(false);
+                }
+                let k = hdr.seq as usize;
+                let bad = |m: String| Err(RtError::peer(ErrorKind::Corrupt, peer, m));
+                if hdr.op_id < st.op_id {
+                    return bad(format!("rank {peer} sent message {k} of op {} during op {} (the ranks run different sequences of collectives)", hdr.op_id, st.op_id));
+                }
+                let Some(&j) = p.recv_step[peer as usize].get(k) else {
+                    return bad(format!(
+                        "rank {peer} sent message {k} of op {} but the plan has {} from it",
+                        hdr.op_id,
+                        p.recv_step[peer as usize].len()
+                    ));
+                };
+                let s = &p.plan.ranks[me as usize][j as usize];
+                if hdr.offset != s.offset || hdr.len_bytes != s.bytes || st.got[peer as usize][k] {
+                    return bad(format!("rank {peer}'s message {k} of op {} (recv step {j}) carries bytes [{}, +{}) but the plan expects [{}, +{}) once (different plans on different ranks?)", hdr.op_id, hdr.offset, hdr.len_bytes, s.offset, s.bytes));
+                }
+                st.got[peer as usize][k] = true;
+                st.payload[j as usize] = Some(payload);
+                st.start[j as usize] = arrived;
+                st.stream[j as usize] = stream;
+                run.delivered(&p.graph, peer, p.send_index[peer as usize][k], &mut out);
+            }
+            Event::Sent {
+                peer,
+                op_id,
+                step,
+                start,
+                end,
+            } => {
+                debug_assert_eq!(op_id, st.op_id);
+                let i = step as usize;
+                st.sent_done[i] = true;
+                if self.cfg.telemetry {
+                    let s = &p.plan.ranks[me as usize][i];
+                    self.telemetry.push(Record {
+                        op_id,
+                        rank: me,
+                        peer,
+                        step,
+                        is_send: true,
+                        seq: p.my_seq[i],
+                        offset_bytes: s.offset,
+                        bytes: s.bytes,
+                        stream: st.stream[i],
+                        reduce: false,
+                        post: st.post[i],
+                        start,
+                        end,
+                        wait_ns: start.mono_ns.saturating_sub(st.post[i].mono_ns),
+                    });
+                }
+                run.delivered(&p.graph, me, step, &mut out);
+            }
+            Event::WriteFailed {
+                peer,
+                op_id,
+                step,
+                error,
+            } => {
+                return Err(RtError::peer(ErrorKind::PeerFailed, peer, format!("rank {peer} failed: sending to it failed (op {op_id}, send step {step}): {error}")));
+            }
+            Event::Closed {
+                peer,
+                stream,
+                error,
+            } => {
+                self.closed[(peer * self.cfg.streams + stream) as usize] = true;
+                self.check_closed(st, peer, stream, error)?;
+                return Ok(false);
+            }
+            Event::Broken {
+                peer,
+                stream,
+                what,
+                error,
+            } => {
+                let at = match what {
+                    Some((op, k)) if op == st.op_id => {
+                        match p.recv_step[peer as usize].get(k as usize) {
+                            Some(j) => format!("op {op}, message {k}, recv step {j}"),
+                            None => format!("op {op}, message {k}"),
+                        }
+                    }
+                    Some((op, k)) => format!("op {op}, message {k}"),
+                    None => "between messages".into(),
+                };
+                return Err(RtError::peer(
+                    ErrorKind::Corrupt,
+                    peer,
+                    format!("bad message from rank {peer} (stream {stream}, {at}): {error}"),
+                ));
+            }
+            Event::Abort {
+                peer,
+                culprit,
+                reason,
+                ..
+            } => {
+                let m = if culprit == me {
+                    format!("rank {peer} aborted, blaming this rank ({me}): {reason}")
+                } else {
+                    format!("rank {culprit} failed (reported by rank {peer}): {reason}")
+                };
+                let blamed = if culprit == me { peer } else { culprit };
+                return Err(RtError::peer(ErrorKind::PeerFailed, blamed, m));
+            }
+        }
+        st.q.extend(out);
+        Ok(true)
+    }
+}
+
+impl Drop for Communicator {
+    fn drop(&mut self) {
+        if let Some((stop, h)) = self.beat.take() {
+            drop(stop);
+            let _ = h.join();
+        }
+        for c in self.conns.iter_mut().flatten() {
+            c.close();
+        }
+    }
+}
+
+pub(crate) struct OpState {
+    pub(crate) op_id: u64,
+    pub(crate) dt: DType,
+    pub(crate) payload: Vec<Option<Payload>>,
+    pub(crate) got: Vec<Vec<bool>>,
+    pub(crate) post: Vec<Stamp>,
+    pub(crate) start: Vec<Stamp>,
+    pub(crate) stream: Vec<u32>,
+    pub(crate) sent_done: Vec<bool>,
+    pub(crate) done: bool,
+    pub(crate) q: VecDeque<Action>,
+    /// Events of messages the executor wrote itself.
+    pub(crate) local: Vec<Event>,
+}

@@ -1,0 +1,177 @@
+"""`fabriclab runtime bench`: nccl-tests' table for the runtime on local
+processes. Each rank times ``iters`` back-to-back in-place collectives per
+size after ``warmup`` ones (preceded by a barrier); the reported time is the
+slowest rank's mean. Before timing, one run on known inputs is checked
+against the exact expected result: ``#wrong`` counts wrong elements, as in
+nccl-tests. Only in-place columns: the runtime's collectives run in place."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..collectives.bench import parse_sizes
+from ..collectives.run import bus_bandwidth
+from .errors import RuntimeFailure, RuntimeInputError
+from .plans import ALGOS, OPS
+
+NP_TYPES = {"float32": "float", "float64": "double", "int32": "int32", "int64": "int64", "float16": "half"}
+
+
+@dataclass
+class Row:
+    size: int
+    count: int
+    time_us: float  # as printed (2 decimals)
+    algbw_gbps: float
+    busbw_gbps: float
+    wrong: int
+
+
+def _inputs(np, op, count, dtype, rank, n, root):
+    """Rank r's input and the expected output at rank r: small integers, so float sums are exact."""
+    base = (np.arange(count) % 13).astype(dtype)
+    x = base + dtype(rank + 1)
+    if op == "allreduce":
+        return x, base * n + dtype(n * (n + 1) // 2), None
+    if op == "broadcast":
+        return x, base + dtype(root + 1), None
+    if op == "reduce":
+        return x, base * n + dtype(n * (n + 1) // 2), (root,)
+    from .plans import shard_bounds
+    lo, hi = shard_bounds(count, n, rank)
+    if op == "reduce_scatter":
+        return x, base * n + dtype(n * (n + 1) // 2), (lo, hi)
+    exp = np.empty(count, dtype)  # allgather: shard i comes from rank i
+    for i in range(n):
+        a, b = shard_bounds(count, n, i)
+        exp[a:b] = base[a:b] + dtype(i + 1)
+    return x, exp, None
+
+
+def worker(spec: dict, out_dir: str) -> None:
+    import numpy as np
+
+    from .comm import Communicator
+    from .plans import plan_json
+
+    c = Communicator.from_env(chunk_bytes=spec["chunk_bytes"], telemetry=spec["telemetry"])
+    dt = np.dtype(spec["dtype"]).type
+    n, r, op, root = c.world_size, c.rank, spec["op"], spec["root"]
+    rows = []
+    for size in spec["sizes"]:
+        count = max(1, size // np.dtype(dt).itemsize)
+        x, exp, part = _inputs(np, op, count, dt, r, n, root)
+        c.collective(op, x, spec["algo"], root)
+        if op == "reduce":
+            wrong = int((x != exp).sum()) if r == root else 0
+        elif op == "reduce_scatter":
+            wrong = int((x[part[0]:part[1]] != exp[part[0]:part[1]]).sum())
+        else:
+            wrong = int((x != exp).sum())
+        buf = np.zeros(count, dt)
+        text = plan_json(op, spec["algo"], n, count, buf.itemsize, root, spec["chunk_bytes"])
+        for _ in range(spec["warmup"]):
+            c.run_plan(text, buf)
+        c.barrier()
+        t0 = time.perf_counter_ns()
+        for _ in range(spec["iters"]):
+            c.run_plan(text, buf)
+        t_ns = (time.perf_counter_ns() - t0) / spec["iters"]
+        rows.append({"size": count * buf.itemsize, "count": count, "time_ns": t_ns, "wrong": wrong})
+    Path(out_dir, f"rank{r}.json").write_text(json.dumps(rows))
+    if spec["telemetry"]:
+        c.write_telemetry(Path(out_dir, f"ccl{r}.parquet"))
+    c.close()
+
+
+def make_row(op: str, n: int, size: int, count: int, time_ns: float, wrong: int) -> Row:
+    """The printed figures: bandwidths follow from the printed (rounded) time."""
+    t_us = max(round(time_ns / 1e3, 2), 0.01)
+    algbw, busbw = bus_bandwidth(op, n, size, round(t_us * 1e6))
+    return Row(size, count, t_us, round(algbw / 1e9, 2), round(busbw / 1e9, 2), wrong)
+
+
+def run_bench(op: str, algo: str, sizes: str, factor: int, n: int, iters: int = 20, warmup: int = 5,
+              dtype: str = "float32", root: int = 0, chunk_bytes: int | None = 1 << 20,
+              master_port: int | None = None, telemetry_dir=None) -> list[Row]:
+    """Runs the ranks and returns the table's rows; with ``telemetry_dir``,
+    every rank's per-message telemetry goes to ``telemetry_dir/ccl.parquet``."""
+    from .launch import launch
+
+    if op not in OPS:
+        raise RuntimeInputError(f"--op: unknown collective {op!r} (known: {', '.join(OPS)})")
+    if algo not in ALGOS:
+        raise RuntimeInputError(f"--algo: unknown algorithm {algo!r} (the runtime has {', '.join(ALGOS)})")
+    if algo != "ring" and op != "allreduce":
+        raise RuntimeInputError(f"--algo: {algo} supports allreduce only (ring supports {', '.join(OPS)})")
+    if dtype not in NP_TYPES:
+        raise RuntimeInputError(f"--dtype: {dtype!r} is not one of {', '.join(NP_TYPES)}")
+    if not 1 <= n <= 256:
+        raise RuntimeInputError(f"-n: must be within 1..256, got {n}")
+    if iters < 1 or warmup < 0:
+        raise RuntimeInputError("--iters: must be at least 1 (and --warmup at least 0)")
+    if not 0 <= root < n:
+        raise RuntimeInputError(f"--root: must be a rank within 0..{n - 1}, got {root}")
+    size_list = parse_sizes(sizes, factor)
+    if size_list[-1] > 1 << 32:
+        raise RuntimeInputError("--sizes: at most 4G on local processes")
+    spec = {"op": op, "algo": algo, "sizes": size_list, "iters": iters, "warmup": warmup, "dtype": dtype,
+            "root": root, "chunk_bytes": chunk_bytes, "telemetry": telemetry_dir is not None}
+    with tempfile.TemporaryDirectory(prefix="fabriclab-bench-") as d:
+        cmd = [sys.executable, "-c", "import sys, json; from fabriclab.runtime.bench import worker; "
+               "worker(json.loads(sys.argv[1]), sys.argv[2])", json.dumps(spec), d]
+        rc = launch(n, cmd, master_port=master_port)
+        if rc != 0:
+            raise RuntimeFailure(f"bench: a rank failed (exit code {rc}); its error is printed above", "bench")
+        per_rank = [json.loads(Path(d, f"rank{r}.json").read_text()) for r in range(n)]
+        if telemetry_dir is not None:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            tables = [pq.read_table(Path(d, f"ccl{r}.parquet")) for r in range(n)]
+            pq.write_table(pa.concat_tables(tables), Path(telemetry_dir, "ccl.parquet"))
+    rows = []
+    for i in range(len(size_list)):
+        xs = [pr[i] for pr in per_rank]
+        rows.append(make_row(op, n, xs[0]["size"], xs[0]["count"], max(x["time_ns"] for x in xs),
+                             sum(x["wrong"] for x in xs)))
+    return rows
+
+
+def table_text(rows: list[Row], op: str, algo: str, n: int, dtype: str, root: int, iters: int, warmup: int) -> str:
+    redop = "sum" if op in ("allreduce", "reduce", "reduce_scatter") else "none"
+    r = root if op in ("broadcast", "reduce") else -1
+    lines = [
+        f"# fabriclab runtime bench: {op}, algo {algo}, {n} local processes over loopback TCP, "
+        f"{iters} iterations after {warmup} warm-up",
+        "# in-place only (the runtime runs collectives in place); time: the slowest rank's mean",
+        "#",
+        "#                                                          in-place",
+        "#       size         count      type   redop    root     time   algbw   busbw  #wrong",
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)",
+    ]
+    for x in rows:
+        lines.append(f"{x.size:12d}  {x.count:12d}  {NP_TYPES[dtype]:>8s}  {redop:>6s}  {r:6d}  {x.time_us:7.2f}  "
+                     f"{x.algbw_gbps:6.2f}  {x.busbw_gbps:6.2f}  {x.wrong:6d}")
+    wrong = sum(x.wrong for x in rows)
+    lines.append(f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}")
+    avg = sum(x.busbw_gbps for x in rows) / len(rows)
+    lines.append(f"# Avg bus bandwidth    : {avg:.4f} ")
+    return "\n".join(lines)
+
+
+def write_csv(rows: list[Row], path, op: str, algo: str, n: int, dtype: str, root: int) -> None:
+    import csv
+
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["op", "algorithm", "nranks", "size_bytes", "count", "type", "root", "placement", "time_us",
+                    "algbw_GBps", "busbw_GBps", "wrong"])
+        for x in rows:
+            w.writerow([op, algo, n, x.size, x.count, dtype, root if op in ("broadcast", "reduce") else -1,
+                        "in-place", f"{x.time_us:.2f}", f"{x.algbw_gbps:.2f}", f"{x.busbw_gbps:.2f}", x.wrong])

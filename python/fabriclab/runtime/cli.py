@@ -1,0 +1,63 @@
+"""The runtime's commands: `fabriclab launch` and `fabriclab runtime bench`.
+`register(app)` adds them to the main CLI; errors are InputError (exit 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    runtime_app = typer.Typer(no_args_is_help=True, help="The real runtime: collectives over TCP.")
+    app.add_typer(runtime_app, name="runtime")
+
+    @app.command("launch", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+    def launch_cmd(
+        n: int = typer.Option(..., "-n", "--nproc", help="Number of local processes (ranks)."),
+        master_port: Optional[int] = typer.Option(None, "--master-port", help="Rank 0's port; a free one if omitted."),
+        cmd: List[str] = typer.Argument(None, metavar="-- CMD ...", help="The command every rank runs."),
+    ) -> None:
+        """Start N local ranks with torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+        MASTER_PORT) and a random FABRICLAB_TOKEN; stop all if one fails."""
+        from .launch import launch
+
+        rc = launch(n, list(cmd or []), master_port=master_port)
+        raise typer.Exit(rc)
+
+    @runtime_app.command("bench")
+    def bench_cmd(
+        op: str = typer.Option("allreduce", "--op", help="allreduce, broadcast, reduce, allgather, reduce_scatter."),
+        algo: str = typer.Option("ring", "--algo", help="ring, tree, halving-doubling or direct."),
+        sizes: str = typer.Option("8:64M", "--sizes", help="min:max bytes (K, M, G suffixes)."),
+        factor: int = typer.Option(2, "--factor", help="Multiply the size by this between rows."),
+        n: int = typer.Option(4, "-n", "--nproc", help="Number of local processes."),
+        iters: int = typer.Option(20, "--iters", help="Timed iterations per size."),
+        warmup: int = typer.Option(5, "--warmup", help="Untimed iterations per size first."),
+        dtype: str = typer.Option("float32", "--dtype", help="float32, float64, int32, int64, float16."),
+        root: int = typer.Option(0, "--root", help="Root of broadcast and reduce."),
+        chunk: int = typer.Option(1 << 20, "--chunk", help="Pipelining chunk in bytes."),
+        csv: Optional[Path] = typer.Option(None, "--csv", help="Also write the rows to this CSV file."),
+        master_port: Optional[int] = typer.Option(None, "--master-port", help="Rank 0's port; a free one if omitted."),
+        telemetry: Optional[Path] = typer.Option(None, "--telemetry", help="Write every rank's per-message telemetry "
+                                                 "to this folder as ccl.parquet (docs/telemetry.md)."),
+    ) -> None:
+        """nccl-tests' table for the runtime, on local processes over loopback TCP."""
+        from .bench import run_bench, table_text, write_csv
+        from .errors import RuntimeFailure, RuntimeInputError
+
+        if csv is not None and (csv.is_dir() or not (csv.parent if str(csv.parent) else Path(".")).is_dir()):
+            raise RuntimeInputError(f"--csv: cannot write {csv} (a folder, or its folder does not exist)")
+        if telemetry is not None and not telemetry.is_dir():
+            raise RuntimeInputError(f"--telemetry: {telemetry} is not an existing folder")
+        if chunk < 1:
+            raise RuntimeInputError(f"--chunk: must be a positive number of bytes, got {chunk}")
+        try:
+            rows = run_bench(op, algo, sizes, factor, n, iters, warmup, dtype, root, chunk, master_port, telemetry)
+        except RuntimeFailure as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(1) from None
+        typer.echo(table_text(rows, op, algo, n, dtype, root, iters, warmup))
+        if csv is not None:
+            write_csv(rows, csv, op, algo, n, dtype, root)

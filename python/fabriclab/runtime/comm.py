@@ -1,0 +1,163 @@
+"""The communicator: one rank of a job, collectives in place on numpy arrays."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .errors import RuntimeInputError, translate
+from .plans import DEFAULT_CHUNK_BYTES, plan_json
+from .telemetry import Telemetry
+
+# numpy dtype name -> the runtime's element type
+DTYPES = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64", "float16": "float16"}
+
+
+def _env_int(name: str, env, lo: int, hi: int) -> int:
+    v = env.get(name)
+    if v is None or v == "":
+        raise RuntimeInputError(f"{name}: not set (set it, or use `fabriclab launch`, or pass it explicitly)")
+    try:
+        x = int(v)
+    except ValueError:
+        raise RuntimeInputError(f"{name}: must be an integer, got {v!r}") from None
+    if not lo <= x <= hi:
+        raise RuntimeInputError(f"{name}: must be within {lo}..{hi}, got {x}")
+    return x
+
+
+class Communicator:
+    """One rank's connections to every other rank of a job.
+
+    ``Communicator(rank, world_size, master_addr, master_port, token)`` joins
+    explicitly; :meth:`from_env` reads torchrun's variables (RANK,
+    WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and FABRICLAB_TOKEN. Every rank must
+    call the same collectives in the same order (as with NCCL or MPI)."""
+
+    def __init__(self, rank: int, world_size: int, master_addr: str, master_port: int, token: str, *,
+                 bind_addr: str | None = None, streams: int = 1, timeout_s: float = 5.0,
+                 connect_timeout_s: float = 60.0, checksum: bool = False, telemetry: bool = False,
+                 chunk_bytes: int | None = DEFAULT_CHUNK_BYTES, late_timeout_s: float = 600.0, _fault=None):
+        from .._core import RtCommunicator, RtError
+
+        for name, v, lo, hi in (("rank", rank, 0, world_size - 1), ("world_size", world_size, 1, 1 << 20),
+                                ("master_port", master_port, 1, 65535), ("streams", streams, 1, 64)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= v <= hi:
+                raise RuntimeInputError(f"{name}: must be an integer within {lo}..{hi}, got {v!r}")
+        if not token:
+            raise RuntimeInputError("token: the join token must be a non-empty string")
+        self.rank, self.world_size, self.chunk_bytes = int(rank), int(world_size), chunk_bytes
+        self.telemetry = Telemetry() if telemetry else None
+        try:
+            self._c = RtCommunicator(int(rank), int(world_size), str(master_addr), int(master_port), str(token),
+                                     bind_addr, int(streams), float(timeout_s), float(connect_timeout_s),
+                                     bool(checksum), bool(telemetry), _fault, float(late_timeout_s))
+        except RtError as e:
+            raise translate(e) from None
+
+    @classmethod
+    def from_env(cls, env=None, **kwargs) -> "Communicator":
+        """Joins with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and FABRICLAB_TOKEN;
+        FABRICLAB_TIMEOUT_S, FABRICLAB_LATE_TIMEOUT_S, FABRICLAB_STREAMS, FABRICLAB_CHECKSUM=1 and
+        FABRICLAB_BIND_ADDR are optional. Keyword arguments override the optional ones."""
+        env = os.environ if env is None else env
+        n = _env_int("WORLD_SIZE", env, 1, 1 << 20)
+        rank = _env_int("RANK", env, 0, n - 1)
+        port = _env_int("MASTER_PORT", env, 1, 65535)
+        addr = env.get("MASTER_ADDR") or None
+        if addr is None:
+            raise RuntimeInputError("MASTER_ADDR: not set (the address rank 0 listens at)")
+        token = env.get("FABRICLAB_TOKEN") or None
+        if token is None:
+            raise RuntimeInputError("FABRICLAB_TOKEN: not set (the job's join token; `fabriclab launch` sets one)")
+        opts = {}
+        if env.get("FABRICLAB_TIMEOUT_S"):
+            try:
+                opts["timeout_s"] = float(env["FABRICLAB_TIMEOUT_S"])
+            except ValueError:
+                raise RuntimeInputError(f"FABRICLAB_TIMEOUT_S: must be a number of seconds, got {env['FABRICLAB_TIMEOUT_S']!r}") from None
+        if env.get("FABRICLAB_LATE_TIMEOUT_S"):
+            try:
+                opts["late_timeout_s"] = float(env["FABRICLAB_LATE_TIMEOUT_S"])
+            except ValueError:
+                raise RuntimeInputError(f"FABRICLAB_LATE_TIMEOUT_S: must be a number of seconds, got {env['FABRICLAB_LATE_TIMEOUT_S']!r}") from None
+        if env.get("FABRICLAB_STREAMS"):
+            opts["streams"] = _env_int("FABRICLAB_STREAMS", env, 1, 64)
+        if env.get("FABRICLAB_CHECKSUM"):
+            opts["checksum"] = env["FABRICLAB_CHECKSUM"] not in ("0", "false", "no")
+        if env.get("FABRICLAB_BIND_ADDR"):
+            opts["bind_addr"] = env["FABRICLAB_BIND_ADDR"]
+        opts.update(kwargs)
+        return cls(rank, n, addr, port, token, **opts)
+
+    # ------------------------------------------------------------ running
+    def _check_array(self, array) -> str:
+        if not isinstance(array, np.ndarray):
+            raise RuntimeInputError(f"array: must be a numpy array, got {type(array).__name__}")
+        if array.dtype.name not in DTYPES:
+            raise RuntimeInputError(f"array: dtype {array.dtype.name} is not supported (supported: {', '.join(DTYPES)})")
+        if not array.flags.c_contiguous or not array.flags.writeable:
+            raise RuntimeInputError("array: must be C-contiguous and writable (the collective runs in place)")
+        if array.size < 1:
+            raise RuntimeInputError("array: must hold at least one element")
+        return DTYPES[array.dtype.name]
+
+    def run_plan(self, plan_text: str, array: np.ndarray) -> int:
+        """Runs this rank's part of a plan-format-v1 document in place on ``array``
+        (whose byte size must be the plan's size_bytes). Returns the op id."""
+        from .._core import RtError
+
+        dtype = self._check_array(array)
+        try:
+            op_id = self._c.run(plan_text, array.ctypes.data, array.nbytes, dtype)
+        except RtError as e:
+            raise translate(e) from None
+        if self.telemetry is not None:
+            self.telemetry.add(self._c.take_telemetry(), plan_text, dtype)
+        return op_id
+
+    def collective(self, op: str, array: np.ndarray, algo: str = "ring", root: int = 0) -> np.ndarray:
+        self._check_array(array)
+        text = plan_json(op, algo, self.world_size, array.size, array.itemsize, root, self.chunk_bytes)
+        self.run_plan(text, array)
+        return array
+
+    def allreduce(self, array, algo: str = "ring"):
+        """Every rank's ``array`` becomes the elementwise sum over ranks."""
+        return self.collective("allreduce", array, algo)
+
+    def broadcast(self, array, root: int = 0, algo: str = "ring"):
+        """Every rank's ``array`` becomes the root's."""
+        return self.collective("broadcast", array, algo, root)
+
+    def reduce(self, array, root: int = 0, algo: str = "ring"):
+        """The root's ``array`` becomes the sum; other ranks' arrays hold partial sums afterwards."""
+        return self.collective("reduce", array, algo, root)
+
+    def allgather(self, array, algo: str = "ring"):
+        """Rank i contributes shard i of ``array`` (see ``plans.shard_bounds``); every rank gets all shards."""
+        return self.collective("allgather", array, algo)
+
+    def reduce_scatter(self, array, algo: str = "ring"):
+        """Rank i's shard i of ``array`` becomes the sum of every rank's shard i."""
+        return self.collective("reduce_scatter", array, algo)
+
+    def barrier(self) -> None:
+        """Every rank has reached this point (a one-element allreduce)."""
+        self.allreduce(np.zeros(1, np.int32))
+
+    def write_telemetry(self, path) -> None:
+        """Writes the telemetry gathered so far as Parquet (docs/telemetry.md) and clears it."""
+        if self.telemetry is None:
+            raise RuntimeInputError("telemetry: the communicator was created with telemetry=False")
+        self.telemetry.write(path)
+
+    def close(self) -> None:
+        self._c.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,128 @@
+"""`fabriclab launch` and `fabriclab runtime bench` end to end, and the
+telemetry table's schema and values."""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+import time
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from fabriclab.runtime import Communicator
+from fabriclab.runtime.launch import free_port
+from fabriclab.runtime.telemetry import COLUMNS
+
+PY = sys.executable
+ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\w+)\s+(\w+)\s+(-?\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s*$")
+
+
+def test_launch_sets_torchrun_variables(cli):
+    # one write per rank (atomic on a pipe), so lines of different ranks do not interleave
+    code = ("import os, sys; e = os.environ; sys.stdout.write(' '.join(['R', e['RANK'], e['WORLD_SIZE'], "
+            "e['LOCAL_RANK'], e['MASTER_ADDR'], str(len(e['FABRICLAB_TOKEN'])), e['MASTER_PORT']]) + '\\n'); "
+            "sys.stdout.flush()")
+    port = free_port()
+    r = cli("launch", "-n", "3", "--master-port", str(port), "--", PY, "-c", code)
+    assert r.returncode == 0, r.stderr
+    lines = sorted(x for x in r.stdout.splitlines() if x.startswith("R "))
+    assert lines == [f"R {i} 3 {i} 127.0.0.1 32 {port}" for i in range(3)]
+
+
+def test_launch_fails_and_stops_the_others(cli):
+    code = "import os, sys, time; r = int(os.environ['RANK']); time.sleep(0.2 if r == 1 else 60); sys.exit(5)"
+    t0 = time.monotonic()
+    r = cli("launch", "-n", "3", "--", PY, "-c", code)
+    assert r.returncode == 5
+    assert "rank 1 exited with code 5; stopping the other ranks" in r.stderr
+    assert time.monotonic() - t0 < 20  # the sleepers were stopped, not waited for
+
+
+def test_launch_errors_name_the_option(cli):
+    r = cli("launch", "-n", "0", "--", PY, "-c", "pass")
+    assert r.returncode == 2 and "error: -n: " in r.stderr and "Traceback" not in r.stderr
+    r = cli("launch", "-n", "2")
+    assert r.returncode == 2 and "error: CMD: " in r.stderr
+    r = cli("launch", "-n", "2", "--", "/nonexistent/prog")
+    assert r.returncode == 2 and "error: CMD: cannot run" in r.stderr
+    r = cli("runtime", "bench", "--op", "broadcast", "--algo", "direct", "-n", "2")
+    assert r.returncode == 2 and "error: --algo: direct supports allreduce only" in r.stderr
+
+
+def test_bench_table_busbw_is_the_formula_on_the_printed_time(cli, tmp_path):
+    for op, n, factor in (("allreduce", 3, lambda n: 2 * (n - 1) / n), ("allgather", 2, lambda n: (n - 1) / n)):
+        csv = tmp_path / f"{op}.csv"
+        r = cli("runtime", "bench", "--op", op, "-n", str(n), "--sizes", "8:256K", "--factor", "32",
+                "--iters", "3", "--warmup", "1", "--csv", str(csv))
+        assert r.returncode == 0, r.stderr
+        rows = [ROW.match(x) for x in r.stdout.splitlines() if ROW.match(x)]
+        assert [int(m.group(1)) for m in rows] == [8, 256, 8192, 262144]
+        busbws = []
+        for m in rows:
+            size, count, t_us, algbw, busbw, wrong = (int(m.group(1)), int(m.group(2)), float(m.group(6)),
+                                                      float(m.group(7)), float(m.group(8)), int(m.group(9)))
+            assert count == size // 4 and m.group(3) == "float" and wrong == 0
+            assert abs(algbw - size / (t_us * 1e-6) / 1e9) <= 0.005 + 1e-9
+            assert abs(busbw - size / (t_us * 1e-6) / 1e9 * factor(n)) <= 0.005 + 1e-9
+            busbws.append(busbw)
+        avg = float(re.search(r"# Avg bus bandwidth\s*:\s*([\d.]+)", r.stdout).group(1))
+        assert abs(avg - sum(busbws) / len(busbws)) < 1e-4
+        assert "# Out of bounds values : 0 OK" in r.stdout
+        lines = csv.read_text().splitlines()
+        assert lines[0].startswith("op,algorithm,nranks,size_bytes") and len(lines) == 5
+
+
+def test_bench_writes_every_ranks_telemetry(cli, tmp_path):
+    r = cli("runtime", "bench", "-n", "2", "--sizes", "64", "--iters", "2", "--warmup", "1",
+            "--telemetry", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    t = pq.read_table(tmp_path / "ccl.parquet").to_pandas()
+    assert list(t.columns) == COLUMNS
+    # ring allreduce of 16 floats on 2 ranks: per op and rank, 2 sends and 2 receives of 32 bytes (half each);
+    # 4 such ops: the checked run, 1 warm-up, 2 timed (the barrier's one-int allreduce has 4-byte messages)
+    ar = t[t.bytes == 32]
+    assert sorted(set(ar["rank"])) == [0, 1] and len(ar) == 2 * 4 * 4
+    assert set(ar.collective) == {"allreduce"} and set(ar.algorithm) == {"ring"}
+
+
+def test_telemetry_rows_and_parquet_schema(tmp_path):
+    port = free_port()
+    comms = [None, None]
+
+    def make(r):
+        comms[r] = Communicator(r, 2, "127.0.0.1", port, "t", telemetry=True)
+
+    ts = [threading.Thread(target=make, args=(r,)) for r in (0, 1)]
+    [t.start() for t in ts]
+    [t.join(30) for t in ts]
+
+    def work(r):
+        comms[r].allreduce(np.ones(10, np.float32))  # ring, 2 ranks: 2 sends + 2 receives per rank
+        comms[r].broadcast(np.ones(3, np.int32), root=0)  # a chain: one message 0 -> 1
+        comms[r].write_telemetry(tmp_path / f"ccl{r}.parquet")
+
+    ts = [threading.Thread(target=work, args=(r,)) for r in (0, 1)]
+    [t.start() for t in ts]
+    [t.join(30) for t in ts]
+    t0 = pq.read_table(tmp_path / "ccl0.parquet").to_pandas()
+    t1 = pq.read_table(tmp_path / "ccl1.parquet").to_pandas()
+    assert list(t0.columns) == COLUMNS
+    assert len(t0) == 5 and len(t1) == 5
+    ar = t0[t0.op_id == 0]
+    assert sorted(ar.kind) == ["recv", "recv", "send", "send"] and set(ar.collective) == {"allreduce"}
+    assert set(ar.bytes) == {20} and set(ar.peer) == {1}
+    b0, b1 = t0[t0.op_id == 1], t1[t1.op_id == 1]
+    assert list(b0.kind) == ["send"] and list(b1.kind) == ["recv"] and int(b1.bytes.iloc[0]) == 12
+    s = b0.iloc[0]
+    assert s.post_mono_ns <= s.send_start_mono_ns <= s.send_end_mono_ns
+    assert s.send_queue_ns == s.send_start_mono_ns - s.post_mono_ns and np.isnan(s.recv_wait_ns)
+    v = b1.iloc[0]
+    assert v.recv_done_mono_ns >= v.recv_arrival_mono_ns and np.isnan(v.send_start_mono_ns)
+    assert v.recv_wait_ns == max(0, v.recv_arrival_mono_ns - v.post_mono_ns)
+    # CLOCK_REALTIME beside CLOCK_MONOTONIC: same durations within scheduling noise
+    assert abs((v.recv_done_real_ns - v.post_real_ns) - (v.recv_done_mono_ns - v.post_mono_ns)) < 5e6
+    assert abs(v.recv_done_real_ns / 1e9 - time.time()) < 60
+    for c in comms:
+        c.close()
