@@ -59,18 +59,35 @@ def human_bytes(n: float) -> str:
 
 
 def available_bytes() -> int | None:
-    """Memory the machine can give now (MemAvailable), else its physical memory."""
+    """Memory this process can get now: the machine's MemAvailable (else its
+    physical memory), or less when the process runs under an address-space
+    or data limit (ulimit -v / -d): that limit less what is mapped already."""
+    avail = None
     try:
         with open("/proc/meminfo") as f:
             for line in f:
                 if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+                    avail = int(line.split()[1]) * 1024
     except OSError:
         pass
+    if avail is None:
+        try:
+            avail = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            pass
     try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
+        import resource
+
+        with open("/proc/self/statm") as f:
+            mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        for which in (resource.RLIMIT_AS, resource.RLIMIT_DATA):
+            soft = resource.getrlimit(which)[0]
+            if soft != resource.RLIM_INFINITY:
+                left = max(soft - mapped, 0)
+                avail = left if avail is None else min(avail, left)
+    except (ImportError, OSError, ValueError):
+        pass
+    return avail
 
 
 def resolve_limit(limit: int | str | None, option: str = "--memory-limit") -> int | None:

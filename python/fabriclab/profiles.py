@@ -187,4 +187,10 @@ def build_profile(name: str, compute_ps: int | None = None, model_bytes: int | N
     fwd_total = round(compute_ps / 3)
     fwd = _arith(fwd_total, n, slope_ratio, increasing=False)
     bwd = _arith(compute_ps - fwd_total, n, slope_ratio, increasing=True)
+    if min(fwd) < 0 or min(bwd) < 0:  # rounding n terms of a few picoseconds each
+        raise ProfileError(f"layers: {n:,} layers leave {compute_ps / n:.1f} ps of compute each (compute_ps "
+                           f"{compute_ps}); give fewer layers or more compute_ps")
+    if min(sizes) < 0:  # rounding n sizes of a few bytes each
+        raise ProfileError(f"layers: {n:,} layers leave {total / n:.1f} bytes of gradient each (model_bytes "
+                           f"{total}); give fewer layers or more model_bytes")
     return [{"param_bytes": s, "fwd_ps": f, "bwd_ps": b} for s, f, b in zip(sizes, fwd, bwd)]

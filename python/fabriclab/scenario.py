@@ -210,6 +210,9 @@ class JobConfig(_Strict):
     allreduce_chunk_bytes: Optional[Annotated[SizeBytes, Field(gt=0)]] = None
 
 
+# Chunks of one fusion in a job's plan: every chunk is a plan step in memory.
+MAX_PLAN_CHUNKS = 1 << 16
+
 # Planners a job's allreduce can use by name (topology-free: ranks = workers).
 JOB_ALLREDUCE = ("ring", "ring-plan", "tree", "halving-doubling", "direct")
 
@@ -432,6 +435,9 @@ class Scenario(_Strict):
         name, chunk, size = j.allreduce, j.allreduce_chunk_bytes, j.fusion_bytes
         if name == "ring":
             return None
+        if chunk is not None and -(-size // chunk) > MAX_PLAN_CHUNKS:
+            raise ScenarioError(f"jobs[{i}].allreduce_chunk_bytes: {chunk} bytes cuts fusion_bytes ({size}) into more "
+                                f"than {MAX_PLAN_CHUNKS:,} chunks; give at least {-(-size // MAX_PLAN_CHUNKS)} bytes")
         if n < 2:
             return None
         builders = {

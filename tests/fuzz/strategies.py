@@ -1,0 +1,1326 @@
+"""Hypothesis strategies for scenario files, generated from the schema.
+
+Everything here is derived by walking the pydantic models of
+:class:`fabriclab.scenario.Scenario`: field names and aliases, types,
+``gt/ge/lt/le`` and length constraints, ``Literal`` choices, the discriminated
+topology union, lists, dicts, ``Optional`` (never written: TOML has no null),
+fields whose ``mode="before"`` validator turns ``"off"`` into ``None``, and the
+unit-carrying quantities ``TimePs`` / ``RateBps`` / ``SizeBytes`` (recognised
+by their parser, not by name), which take an integer or a string with a unit.
+A field added to the schema is fuzzed without touching this file.
+
+What is *not* in the schema lives in three small tables below, each entry
+optional: ``TUNING`` keeps valid scenarios quick to simulate (ranges for a few
+fields; anything not listed gets a range derived from its constraints),
+``STRING_HINTS`` gives names that mean something for free-text fields (CDFs,
+profiles, planners, fixture files), and ``_fixups`` applies the cross-field
+rules that validators enforce (priomap within bands, ``src != dst``, paths
+that exist, exactly one of load/flows_per_s, ...). New cross-field rules
+simply make some "valid" examples refused: still within the contract.
+
+Two families:
+
+* :func:`valid_scenarios` — small scenarios that pass schema validation
+  (few hosts, short traffic, ``stop_ps`` <= 5 ms most of the time, small jobs).
+* :func:`mutated_scenarios` — a valid one with 1-3 mutations: a field
+  removed, renamed or unknown, a wrong type, boundary and out-of-range
+  numbers, bad unit strings, host indices out of range, paths through hosts,
+  cross-field inconsistencies, oversized resources, bad file references.
+
+Both return :class:`FuzzScenario`: a plain ``dict`` (TOML-serialisable with
+``tomli_w``; NaN and inf are legal TOML floats) that also carries
+``.mutations``, a list of human-readable descriptions of what was changed.
+
+Some string fields name files (``cdf = "cdf.csv"``): they are resolved next
+to the scenario, where the harness writes :data:`FIXTURES` (see
+:func:`write_fixtures`).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import math
+import tempfile
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Union
+
+from hypothesis import assume
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from fabriclab import scenario as S
+from fabriclab import units as U
+
+# --------------------------------------------------------------------------- schema model
+
+
+@dataclass
+class Bounds:
+    ge: float | None = None  # inclusive lower bound (gt folded in for ints)
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+    min_len: int | None = None
+    max_len: int | None = None
+
+    def merge(self, meta) -> None:
+        for attr, dst in (("ge", "ge"), ("gt", "gt"), ("le", "le"), ("lt", "lt"),
+                          ("min_length", "min_len"), ("max_length", "max_len")):
+            v = getattr(meta, attr, None)
+            if v is not None:
+                setattr(self, dst, v)
+
+    def int_range(self) -> tuple[int | None, int | None]:
+        lo = self.ge if self.ge is not None else (self.gt + 1 if self.gt is not None else None)
+        hi = self.le if self.le is not None else (self.lt - 1 if self.lt is not None else None)
+        return (None if lo is None else math.ceil(lo)), (None if hi is None else math.floor(hi))
+
+
+@dataclass
+class T:
+    """A type in the schema. kind: int, float, bool, str, literal, quantity,
+    list, dict, union, model, any."""
+
+    kind: str
+    bounds: Bounds = field(default_factory=Bounds)
+    choices: tuple = ()  # literal
+    unit: str | None = None  # quantity: time | rate | size
+    item: "T | None" = None  # list item, dict value
+    options: list["T"] = field(default_factory=list)  # union members
+    model: "ModelSpec | None" = None
+    discriminator: str | None = None
+
+
+@dataclass
+class FieldSpec:
+    name: str  # python name
+    key: str  # the key in TOML (alias if any)
+    type: T
+    required: bool
+    optional: bool  # None allowed (then it is simply omitted)
+    off: bool  # accepts the string "off" (-> None)
+    default: Any
+    owner: str  # model class name
+
+
+@dataclass
+class ModelSpec:
+    cls: type
+    fields: dict[str, FieldSpec]  # by TOML key
+
+    @property
+    def name(self) -> str:
+        return self.cls.__name__
+
+
+def _unit_kinds() -> dict[int, str]:
+    kinds = {}
+    for kind, ann in (("time", U.TimePs), ("rate", U.RateBps), ("size", U.SizeBytes)):
+        for m in getattr(ann, "__metadata__", ()):
+            f = getattr(m, "func", None)
+            if f is not None:
+                kinds[id(f)] = kind
+    return kinds
+
+
+_UNIT_OF_FUNC = _unit_kinds()
+_NONE = type(None)
+
+
+def _type_of(ann, metadata=(), discriminator=None) -> tuple[T, bool]:
+    """(type, optional) of an annotation plus pydantic metadata."""
+    bounds = Bounds()
+    unit = None
+    optional = False
+    while True:
+        origin = typing.get_origin(ann)
+        if origin is typing.Annotated:
+            args = typing.get_args(ann)
+            ann, extra = args[0], args[1:]
+            metadata = list(metadata) + list(extra)
+            continue
+        break
+    for m in metadata:
+        f = getattr(m, "func", None)
+        if f is not None and id(f) in _UNIT_OF_FUNC:
+            unit = _UNIT_OF_FUNC[id(f)]
+        inner = getattr(m, "metadata", None)  # a FieldInfo inside Annotated
+        if isinstance(inner, list):
+            for x in inner:
+                bounds.merge(x)
+            discriminator = discriminator or getattr(m, "discriminator", None)
+        bounds.merge(m)
+    origin = typing.get_origin(ann)
+    args = typing.get_args(ann)
+    if origin in (Union, getattr(types, "UnionType", Union)):
+        members = [a for a in args if a is not _NONE]
+        optional = len(members) < len(args)
+        if len(members) == 1:
+            t, _ = _type_of(members[0], metadata, discriminator)
+            return t, optional
+        opts = [_type_of(a)[0] for a in members]
+        return T("union", bounds=bounds, options=opts, discriminator=discriminator), optional
+    if origin is Literal:
+        return T("literal", choices=args), optional
+    if origin in (list, typing.List):
+        item, _ = _type_of(args[0]) if args else (T("any"), False)
+        return T("list", bounds=bounds, item=item), optional
+    if origin in (dict, typing.Dict):
+        val, _ = _type_of(args[1]) if len(args) == 2 else (T("any"), False)
+        return T("dict", bounds=bounds, item=val), optional
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return T("model", model=model_spec(ann)), optional
+    if unit is not None:
+        return T("quantity", bounds=bounds, unit=unit), optional
+    if ann is bool:
+        return T("bool"), optional
+    if ann is int:
+        return T("int", bounds=bounds), optional
+    if ann is float:
+        return T("float", bounds=bounds), optional
+    if ann is str:
+        return T("str", bounds=bounds), optional
+    return T("any"), optional
+
+
+def _off_fields(cls) -> set[str]:
+    """Fields whose before-validator maps the string "off" to None."""
+    out = set()
+    decs = getattr(cls, "__pydantic_decorators__", None)
+    if decs is None:
+        return out
+    for d in decs.field_validators.values():
+        if getattr(d.info, "mode", None) != "before":
+            continue
+        fn = d.func
+        fn = getattr(fn, "__func__", fn)
+        try:
+            res = fn("off") if fn.__code__.co_argcount == 1 else fn(cls, "off")
+        except Exception:
+            continue
+        if res is None:
+            out.update(d.info.fields)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def model_spec(cls) -> ModelSpec:
+    fields = {}
+    offs = _off_fields(cls)
+    for name, fi in cls.model_fields.items():
+        t, optional = _type_of(fi.annotation, fi.metadata, fi.discriminator)
+        if fi.discriminator and t.kind == "union":
+            t.discriminator = fi.discriminator
+        default = None if fi.is_required() else (fi.default_factory() if fi.default_factory else fi.default)
+        key = fi.alias or name
+        fields[key] = FieldSpec(name=name, key=key, type=t, required=fi.is_required(), optional=optional,
+                                off=name in offs, default=default, owner=cls.__name__)
+    return ModelSpec(cls, fields)
+
+
+def root_spec() -> ModelSpec:
+    return model_spec(S.Scenario)
+
+
+def _disc_value(ms: ModelSpec, disc: str):
+    f = ms.fields.get(disc)
+    if f is not None and f.type.kind == "literal":
+        return f.type.choices[0]
+    return None
+
+
+def resolve_model(t: T, value) -> ModelSpec | None:
+    """The model a table value belongs to (discriminated unions by tag)."""
+    if t.kind == "model":
+        return t.model
+    if t.kind == "union":
+        models = [o.model for o in t.options if o.kind == "model"]
+        if t.discriminator and isinstance(value, dict):
+            for m in models:
+                if _disc_value(m, t.discriminator) == value.get(t.discriminator):
+                    return m
+        return models[0] if models else None
+    return None
+
+
+def spec_at(d: dict, path: tuple) -> tuple[FieldSpec | None, T | None]:
+    """The field spec and type at a path of keys/indices into a scenario dict
+    (None where the path leaves the schema)."""
+    ms = root_spec()
+    fs: FieldSpec | None = None
+    t: T | None = None
+    cur: Any = d
+    for part in path:
+        if isinstance(part, int):
+            if t is None or t.kind not in ("list", "union"):
+                return None, None
+            if t.kind == "union":
+                lists = [o for o in t.options if o.kind == "list"]
+                if not lists:
+                    return None, None
+                t = lists[0]
+            t = t.item
+            cur = cur[part] if isinstance(cur, list) and part < len(cur) else None
+            continue
+        if t is not None:
+            ms = resolve_model(t, cur) if t.kind in ("model", "union") else None
+            if ms is None and t.kind == "dict":
+                t = t.item
+                cur = cur.get(part) if isinstance(cur, dict) else None
+                continue
+        if ms is None:
+            return None, None
+        fs = ms.fields.get(part)
+        if fs is None:
+            return None, None
+        t = fs.type
+        cur = cur.get(part) if isinstance(cur, dict) else None
+    return fs, t
+
+
+# --------------------------------------------------------------------------- fixture files
+
+_CDF_OK = "size_bytes,cdf\n1000,0.0\n10000,0.5\n100000,1.0\n"
+_FLOWS_OK = "src,dst,size_bytes,start_ps,class\n0,1,1000,0,0\n1,0,20000,1000,1\n"
+_PROFILE_OK = "param_bytes,fwd_ps,bwd_ps\n1000,1000000,2000000\n50000,2000000,4000000\n"
+_TOPO_OK = """nodes = [{name = "a", kind = "host"}, {name = "b", kind = "host"}, {name = "c", kind = "host"},
+         {name = "d", kind = "host"}, {name = "s1", kind = "switch"}, {name = "s2", kind = "switch"}]
+links = [{a = "a", b = "s1", rate_bps = "10Gbps", delay_ps = "1us"},
+         {a = "b", b = "s1", rate_bps = "10Gbps", delay_ps = "1us"},
+         {a = "c", b = "s2", rate_bps = "25Gbps", delay_ps = "2us"},
+         {a = "d", b = "s2", rate_bps = "25Gbps", delay_ps = "2us"},
+         {a = "s1", b = "s2", rate_bps = "40Gbps", delay_ps = "1us"}]
+"""
+_TOPO_JSON_OK = ('{"nodes": [{"name": "x", "kind": "host"}, {"name": "y", "kind": "host"}, '
+                 '{"name": "sw", "kind": "switch"}], "links": [{"a": "x", "b": "sw", "rate_bps": 10000000000, '
+                 '"delay_ps": 1000000}, {"a": "y", "b": "sw", "rate_bps": "10Gbps", "delay_ps": "1us"}]}\n')
+
+
+def _plan_json(n: int) -> str:
+    try:
+        from fabriclab.collectives.rings import ring_allreduce
+
+        return ring_allreduce(n, 1 << 20).to_json()
+    except Exception as e:  # the collectives package is being changed: keep fuzzing the rest
+        return f'{{"broken_fixture": "{type(e).__name__}"}}'
+
+
+# name -> text (str) or bytes. Valid ones are what STRING_HINTS offers to
+# valid scenarios; the others are for mutations.
+FIXTURES: dict[str, Any] = {
+    "cdf.csv": _CDF_OK,
+    "flows.csv": _FLOWS_OK,
+    "profile.csv": _PROFILE_OK,
+    "topo.toml": _TOPO_OK,
+    "topo.json": _TOPO_JSON_OK,
+    "plan2.json": lambda: _plan_json(2),
+    # bad files
+    "plan3.json": lambda: _plan_json(3),
+    "cdf_bad.csv": "size_bytes,cdf\n100,0.0\n150,0.6\n200,0.5\n300,1.0\n",
+    "cdf_nan.csv": "size_bytes,cdf\nnan,0.0\n100,inf\n200,1.0\n",
+    "cdf_huge.csv": "size_bytes,cdf\n1,0.0\n1e30,1.0\n",
+    "flows_bad.csv": "src,dst,size_bytes,start_ps,class\n0,99,-5,x,9\n0,0,1e400,1,1\n",
+    "profile_bad.csv": "param_bytes,fwd_ps,bwd_ps\n0,-1,x\n",
+    "topo_bad.toml": ('nodes = [{name = "a", kind = "host"}, {name = "b", kind = "host"}, '
+                      '{name = "s", kind = "switch"}]\nlinks = [{a = "a", b = "s", rate_bps = "10Gbps", '
+                      'delay_ps = "1us"}]\n'),
+    "topo_weird.toml": 'nodes = 3\nlinks = [{a = "a"}]\n',
+    "empty.csv": "",
+    "garbage.bin": b"\xff\xfe\x00\x81binary\x00\n",
+}
+_FIXTURE_DIR: Path | None = None
+
+
+def write_fixtures(directory: str | Path) -> None:
+    """Writes :data:`FIXTURES` into ``directory`` (beside a scenario file)."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    for name, body in FIXTURES.items():
+        body = body() if callable(body) else body
+        p = d / name
+        if isinstance(body, bytes):
+            p.write_bytes(body)
+        else:
+            p.write_text(body)
+
+
+def fixture_dir() -> Path:
+    global _FIXTURE_DIR
+    if _FIXTURE_DIR is None:
+        import atexit
+        import shutil
+
+        _FIXTURE_DIR = Path(tempfile.mkdtemp(prefix="fabriclab-fuzz-fixtures-"))
+        atexit.register(shutil.rmtree, _FIXTURE_DIR, True)
+        write_fixtures(_FIXTURE_DIR)
+    return _FIXTURE_DIR
+
+
+def _builtin(mod: str, attr: str, fallback: tuple) -> tuple:
+    try:
+        m = __import__(f"fabriclab.{mod}", fromlist=[attr])
+        return tuple(getattr(m, attr))
+    except Exception:
+        return fallback
+
+
+# Free-text fields that name something, by TOML key (owner-qualified wins).
+STRING_HINTS: dict[str, tuple] = {
+    "PoissonTrafficConfig.cdf": _builtin("cdfs", "BUILTIN", ("websearch", "datamining")) + ("cdf.csv",),
+    "JobConfig.profile": _builtin("profiles", "BUILTIN", ("thesis-resnet50",)) + ("profile.csv",),
+    "JobConfig.allreduce": tuple(getattr(S, "JOB_ALLREDUCE", ("ring",))) + ("plan2.json",),
+    "Scenario.flows_csv": ("flows.csv",),
+    "FileTopology.path": ("topo.toml", "topo.json"),
+}
+# Values for file-like string fields in mutations.
+BAD_FILE_NAMES = ("nonexistent.csv", "", ".", "/", "/dev/null", "s.toml", "cdf_bad.csv", "cdf_nan.csv",
+                  "cdf_huge.csv", "flows_bad.csv", "profile_bad.csv", "topo_bad.toml", "topo_weird.toml",
+                  "empty.csv", "garbage.bin", "plan3.json", "../", "a" * 300, "dir/../cdf.csv", "nul\x00byte",
+                  "~/x.csv", "topo.toml", "flows.csv", "cdf.csv", "profile.csv", "plan2.json")
+
+MS = 10**9
+US = 10**6
+
+# Ranges that keep valid scenarios quick, by "Model.key" or "key" or unit kind.
+# (lo, hi) inclusive, or a tuple of choices via ("choices", ...).
+TUNING: dict[str, Any] = {
+    "StarTopology.hosts": (2, 6),
+    "LeafSpineTopology.leaves": (1, 3),
+    "LeafSpineTopology.hosts_per_leaf": (1, 3),
+    "LeafSpineTopology.spines": (1, 2),
+    "LeafSpineTopology.oversubscription": (0.25, 4.0),
+    "FatTreeTopology.k": ("choices", 2, 4),
+    "link_rate_bps": (10**9, 100 * 10**9),
+    "spine_link_rate_bps": (10**9, 100 * 10**9),
+    "link_delay_ps": (0, 20 * US),
+    "QueueConfig.limit_bytes": (9100, 2 * 10**6),
+    "QueueConfig.limit_packets": (8, 2000),
+    "QueueConfig.ecn_threshold_packets": (0, 300),
+    "QueueConfig.ecn_threshold_bytes": (0, 10**6),
+    "TransportConfig.min_rto_ps": (100 * US, 10 * MS),
+    "TransportConfig.initial_rto_ps": (100 * US, 10 * MS),
+    "TransportConfig.max_rto_ps": (10 * MS, 1000 * MS),
+    "TransportConfig.init_cwnd_packets": (1, 64),
+    "TransportConfig.dupack_threshold": (1, 5),
+    "TransportConfig.tsq_limit_bytes": (1, 10**6),
+    "Scenario.stop_ps": (10 * US, 5 * MS),
+    "Scenario.traffic": ("len", 0, 2),
+    "Scenario.flows": ("len", 0, 3),
+    "Scenario.jobs": ("len", 0, 1),
+    "PoissonTrafficConfig.duration_ps": (10 * US, 2 * MS),
+    "PoissonTrafficConfig.start_ps": (0, 1 * MS),
+    "PoissonTrafficConfig.flows_per_s": (100.0, 1e6),
+    "FlowConfig.size_bytes": (1, 10**6),
+    "FlowConfig.start_ps": (0, 2 * MS),
+    "JobConfig.layers": (1, 6),
+    "JobConfig.model_bytes": (1000, 2 * 10**6),
+    "JobConfig.compute_ps": (10 * US, 1 * MS),
+    "JobConfig.iterations": (1, 2),
+    "JobConfig.fusion_bytes": (1000, 4 * 10**6),
+    "JobConfig.allreduce_chunk_bytes": (64 * 1024, 10**6),
+    "JobConfig.max_inflight": (1, 3),
+    "JobConfig.start_ps": (0, 1 * MS),
+    "JobConfig.send_overhead_ps": (0, 10 * US),
+    "JobConfig.reduce_bps": (10**9, 10 * 10**12),
+    "JobConfig.slack_factor": (0.1, 4.0),
+    "JobConfig.slack_lag_rounds": (0, 3),
+    "JobConfig.slowdown": ("len", 0, 2),
+    "time": (0, 1 * MS),
+    "rate": (10**9, 100 * 10**9),
+    "size": (1, 10**6),
+}
+# Fields that valid scenarios always set (the defaults are too slow to simulate).
+ALWAYS = {"PoissonTrafficConfig.duration_ps", "JobConfig.model_bytes", "JobConfig.compute_ps",
+          "JobConfig.iterations", "JobConfig.fusion_bytes"}
+# Host-index fields (int or list of int): values come from the topology.
+HOST_INDEX = {"FlowConfig.src", "FlowConfig.dst", "PoissonTrafficConfig.hosts", "JobConfig.workers"}
+INCLUDE_P = {"Scenario.stop_ps": 0.75, "Scenario.flows_csv": 0.1, "FlowConfig.path": 0.3,
+             "JobConfig.layer_class": 0.2}
+
+
+def _tuning(f: FieldSpec | None, unit: str | None = None):
+    if f is not None:
+        for k in (f"{f.owner}.{f.key}", f.key):
+            if k in TUNING:
+                return TUNING[k]
+    if unit is not None:
+        return TUNING.get(unit)
+    return None
+
+
+def _qual(f: FieldSpec) -> str:
+    return f"{f.owner}.{f.key}"
+
+
+# --------------------------------------------------------------------------- topology context
+
+
+@dataclass
+class Ctx:
+    nhosts: int = 8
+    names: list[str] = field(default_factory=list)  # node names, index = node id
+    kinds: list[str] = field(default_factory=list)
+    adj: dict[int, list[int]] = field(default_factory=dict)
+    host_rates: list[int] = field(default_factory=list)
+
+    @property
+    def hosts(self) -> list[int]:
+        return [i for i, k in enumerate(self.kinds) if k == "host"]
+
+    def route(self, src: int, dst: int) -> list[int] | None:
+        """Node ids of a shortest path from host src to host dst through switches."""
+        hs = self.hosts
+        a, b = hs[src], hs[dst]
+        prev = {a: None}
+        q = [a]
+        while q:
+            nq = []
+            for u in q:
+                if u == b:
+                    break
+                if u != a and self.kinds[u] == "host":
+                    continue
+                for v in self.adj.get(u, []):
+                    if v not in prev:
+                        prev[v] = u
+                        nq.append(v)
+            q = nq
+        if b not in prev:
+            return None
+        path, u = [], b
+        while u is not None:
+            path.append(u)
+            u = prev[u]
+        return path[::-1]
+
+
+@functools.lru_cache(maxsize=256)
+def _ctx_cached(key: str) -> Ctx | None:
+    import json
+
+    try:
+        s = S.Scenario.model_validate({"topology": json.loads(key)})
+        s._base_dir = fixture_dir()
+        t = s.build_topology()
+    except Exception:
+        return None
+    ctx = Ctx(names=[n["name"] for n in t.nodes], kinds=[n["kind"] for n in t.nodes])
+    for lk in t.links:
+        ctx.adj.setdefault(lk["a"], []).append(lk["b"])
+        ctx.adj.setdefault(lk["b"], []).append(lk["a"])
+    ctx.nhosts = len(t.hosts)
+    ctx.host_rates = [t.host_rate_bps(h) for h in range(len(t.hosts))]
+    return ctx
+
+
+def topology_ctx(topology: dict | None) -> Ctx | None:
+    import json
+
+    return _ctx_cached(json.dumps(topology or {"kind": "star"}, sort_keys=True, default=str))
+
+
+# --------------------------------------------------------------------------- value strategies
+
+
+class FuzzScenario(dict):
+    """A scenario dict with the list of mutations applied to it (``.mutations``)."""
+
+    mutations: list[str]
+    family: str
+    ctx: "Ctx | None"  # the topology of the valid scenario it came from
+
+    def __init__(self, *a, mutations=None, family="valid", ctx=None, **kw):
+        super().__init__(*a, **kw)
+        self.mutations = list(mutations or [])
+        self.family = family
+        self.ctx = ctx
+
+    def __deepcopy__(self, memo):
+        return FuzzScenario(copy.deepcopy(dict(self), memo), mutations=self.mutations, family=self.family,
+                            ctx=self.ctx)
+
+
+_UNIT_STR = {
+    "time": (("ps", 1), ("ns", 10**3), ("us", 10**6), ("ms", 10**9), ("s", 10**12)),
+    "rate": (("bps", 1), ("Kbps", 10**3), ("Mbps", 10**6), ("Gbps", 10**9), ("Tbps", 10**12), ("Gbit/s", 10**9)),
+    "size": (("B", 1), ("KB", 10**3), ("MB", 10**6), ("GB", 10**9), ("KiB", 2**10), ("MiB", 2**20), ("GiB", 2**30)),
+}
+
+
+@st.composite
+def quantity_value(draw, unit: str, lo: int, hi: int):
+    """An integer in [lo, hi] written as an int or as a string with a unit."""
+    v = draw(st.integers(lo, hi))
+    if draw(st.booleans()):
+        return v
+    # largest unit that divides v exactly (strings must be whole base units)
+    units = [(n, m) for n, m in _UNIT_STR[unit] if v % m == 0 and v // m >= 1] or [_UNIT_STR[unit][0]]
+    name, mult = draw(st.sampled_from(units))
+    return f"{v // mult}{name}"
+
+
+def _num_range(t: T, f: FieldSpec | None, is_int: bool):
+    lo, hi = t.bounds.int_range() if is_int else (t.bounds.ge if t.bounds.ge is not None else t.bounds.gt,
+                                                  t.bounds.le if t.bounds.le is not None else t.bounds.lt)
+    tune = _tuning(f, t.unit)
+    if isinstance(tune, tuple) and tune and tune[0] == "choices":
+        return tune
+    if isinstance(tune, tuple) and len(tune) == 2:
+        tlo, thi = tune
+        lo = tlo if lo is None else max(lo, tlo)
+        hi = thi if hi is None else min(hi, thi)
+        if hi < lo:
+            hi = lo
+        return lo, hi
+    if lo is None:
+        lo = 0
+    if hi is None:
+        hi = lo + (10 if is_int else 10.0)
+    return lo, hi
+
+
+def value_strategy(t: T, f: FieldSpec | None, ctx: Ctx, path: tuple) -> st.SearchStrategy:
+    """A valid-looking value of type ``t`` (tuned by field ``f``); ``"off"``
+    too where the field takes it."""
+    s = _value_strategy(t, f, ctx, path)
+    if f is not None and f.off:
+        s = st.one_of(s, st.just("off"))
+    return s
+
+
+def _value_strategy(t: T, f: FieldSpec | None, ctx: Ctx, path: tuple) -> st.SearchStrategy:
+    qual = _qual(f) if f is not None else ""
+    if f is not None and qual in HOST_INDEX:
+        idx = st.integers(0, max(ctx.nhosts - 1, 0))
+        if t.kind in ("int",):
+            return idx
+        lst = st.lists(idx, min_size=min(2, ctx.nhosts), max_size=min(ctx.nhosts, 6), unique=True)
+        if t.kind == "union":
+            return st.one_of(st.just("all"), lst)
+        return lst
+    if t.kind == "literal":
+        return st.sampled_from(t.choices)
+    if t.kind == "bool":
+        return st.booleans()
+    if t.kind == "str":
+        hints = STRING_HINTS.get(qual)
+        if hints:
+            return st.sampled_from(hints)
+        return st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+    if t.kind == "int":
+        r = _num_range(t, f, True)
+        if r[0] == "choices":
+            return st.sampled_from(r[1:])
+        return st.integers(int(r[0]), int(r[1]))
+    if t.kind == "float":
+        r = _num_range(t, f, False)
+        if r[0] == "choices":
+            return st.sampled_from(r[1:])
+        lo, hi = float(r[0]), float(r[1])
+        excl_lo = t.bounds.gt is not None and lo <= t.bounds.gt
+        excl_hi = t.bounds.lt is not None and hi >= t.bounds.lt
+        return st.floats(lo, hi, exclude_min=excl_lo, exclude_max=excl_hi, allow_nan=False, allow_infinity=False)
+    if t.kind == "quantity":
+        r = _num_range(t, f, True)
+        return quantity_value(t.unit, int(r[0]), int(r[1]))
+    if t.kind == "list":
+        item = t.item or T("any")
+        tune = _tuning(f)
+        lo = t.bounds.min_len or 0
+        hi = t.bounds.max_len if t.bounds.max_len is not None else 3
+        if isinstance(tune, tuple) and tune and tune[0] == "len":
+            lo, hi = max(lo, tune[1]), min(hi, tune[2])
+        return st.lists(value_strategy(item, None, ctx, path + (0,)), min_size=lo, max_size=hi)
+    if t.kind == "dict":
+        tune = _tuning(f)
+        hi = tune[2] if isinstance(tune, tuple) and tune and tune[0] == "len" else 2
+        return st.dictionaries(st.text(st.characters(whitelist_categories=("Nd", "Ll")), min_size=1, max_size=3),
+                               value_strategy(t.item or T("any"), None, ctx, path), max_size=hi)
+    if t.kind == "model":
+        return model_strategy(t.model, ctx, path)
+    if t.kind == "union":
+        models = [o.model for o in t.options if o.kind == "model"]
+        others = [o for o in t.options if o.kind != "model"]
+        parts = [model_strategy(m, ctx, path, force={t.discriminator} if t.discriminator else set()) for m in models]
+        parts += [value_strategy(o, f, ctx, path) for o in others]
+        return st.one_of(parts)
+    return _any_value()
+
+
+def _any_value():
+    return st.one_of(st.integers(-5, 100), st.booleans(), st.text(max_size=5), st.floats(0, 10))
+
+
+@st.composite
+def model_strategy(draw, ms: ModelSpec, ctx: Ctx, path: tuple = (), force: set = frozenset()):
+    out = {}
+    for key, f in ms.fields.items():
+        q = _qual(f)
+        include = f.required or key in force or q in ALWAYS
+        if not include:
+            include = draw(st.booleans()) if q not in INCLUDE_P else draw(
+                st.integers(0, 99)) < INCLUDE_P[q] * 100
+        if not include:
+            continue
+        v = draw(value_strategy(f.type, f, ctx, path + (key,)))
+        out[key] = v
+    return out
+
+
+# --------------------------------------------------------------------------- cross-field fixups
+
+
+@functools.lru_cache(maxsize=None)
+def _adapter(unit: str):
+    from pydantic import TypeAdapter
+
+    return TypeAdapter({"time": U.TimePs, "rate": U.RateBps, "size": U.SizeBytes}[unit])
+
+
+def _base_units(value, unit: str) -> int | None:
+    """A quantity (int or "10us") in its base unit, or None if it does not parse."""
+    try:
+        return _adapter(unit).validate_python(value)
+    except Exception:
+        return None
+
+
+def _fixups(d: dict, ctx: Ctx, draw) -> None:
+    """The rules validators enforce across fields, for valid scenarios."""
+    q = d.get("queue")
+    if isinstance(q, dict) and "priomap" in q:
+        bands = q.get("bands", S.QueueConfig.model_fields["bands"].default)
+        q["priomap"] = [b % bands for b in q["priomap"]]
+    elif isinstance(q, dict) and "bands" in q:
+        default = S.QueueConfig.model_fields["priomap"].default_factory()
+        if any(b >= q["bands"] for b in default):
+            q["priomap"] = [min(b, q["bands"] - 1) for b in default]
+    tr = d.get("transport")
+    if isinstance(tr, dict):
+        def ps(key):
+            if key not in tr:
+                return S.TransportConfig.model_fields[key].default
+            return _base_units(tr[key], "time")
+        lo = [ps("min_rto_ps"), ps("initial_rto_ps")]
+        hi = ps("max_rto_ps")
+        if None not in lo and hi is not None and max(lo) > hi:
+            tr["max_rto_ps"] = max(lo)
+    for t in d.get("traffic", []):
+        has_load, has_fps = "load" in t, "flows_per_s" in t
+        if has_load == has_fps:
+            if has_load and draw(st.booleans()):
+                del t["load"]
+            elif has_load:
+                del t["flows_per_s"]
+            else:
+                t["load"] = draw(st.floats(0.01, 1.0))
+        if "flows_per_s" in t:
+            # keep the offered load <= 1: mean flow size of the CDF over the hosts' rate
+            try:
+                from fabriclab._core import cdf_mean
+                from fabriclab.cdfs import load_cdf
+
+                mean = cdf_mean(load_cdf(t.get("cdf", "websearch"), fixture_dir()))
+                hosts = range(ctx.nhosts) if t.get("hosts", "all") == "all" else set(t["hosts"])
+                rate = sum(ctx.host_rates[h] for h in hosts)
+                t["flows_per_s"] = min(t["flows_per_s"], 0.99 * rate / (8 * mean))
+            except Exception:
+                pass
+    for fl in d.get("flows", []):
+        if ctx.nhosts >= 2 and fl.get("src") == fl.get("dst"):
+            fl["dst"] = (fl["src"] + 1) % ctx.nhosts
+        if "path" in fl:
+            r = ctx.route(fl["src"], fl["dst"]) if ctx.nhosts >= 2 else None
+            if r is None:
+                del fl["path"]
+            else:
+                style = draw(st.sampled_from(["names", "ids", "mixed"]))
+                fl["path"] = [ctx.names[n] if style == "names" or (style == "mixed" and i % 2) else n
+                              for i, n in enumerate(r)]
+    for j in d.get("jobs", []):
+        workers = list(range(ctx.nhosts)) if j.get("workers", "all") == "all" else j["workers"]
+        if j.get("allreduce", "").endswith(".json") and ctx.nhosts >= 2:
+            j["workers"] = workers = draw(st.permutations(range(ctx.nhosts)))[:2]
+        if "slowdown" in j:
+            j["slowdown"] = {str(i): draw(st.floats(0.5, 3.0)) for i in
+                             draw(st.lists(st.integers(0, max(len(workers) - 1, 0)), max_size=2, unique=True))}
+        if "layer_class" in j:
+            try:
+                from fabriclab.profiles import build_profile
+
+                n = len(build_profile(j.get("profile", "thesis-resnet50"), 10**9, 10**6, j.get("layers"),
+                                      base_dir=fixture_dir()))
+                j["layer_class"] = draw(st.lists(st.integers(0, 7), min_size=n, max_size=n)) if n <= 200 else None
+                if j["layer_class"] is None:
+                    del j["layer_class"]
+            except Exception:
+                del j["layer_class"]
+        if "allreduce_chunk_bytes" in j and "fusion_bytes" in j:
+            # few chunks per fusion
+            fb = _base_units(j["fusion_bytes"], "size") or 1
+            cb = _base_units(j["allreduce_chunk_bytes"], "size") or 1
+            if fb // max(cb, 1) > 64:
+                j["allreduce_chunk_bytes"] = fb // 64 + 1
+
+
+def _schema_ok(d: dict) -> bool:
+    """False only when the schema itself refuses ``d`` (a ScenarioError);
+    anything else (a crash) is kept, for the harness to report."""
+    try:
+        S.Scenario.from_dict(dict(d))
+    except S.ScenarioError:
+        return False
+    except Exception:
+        return True
+    return True
+
+
+@st.composite
+def valid_scenarios(draw) -> FuzzScenario:
+    """Small, quick scenarios that pass schema validation."""
+    rs = root_spec()
+    topo_f = rs.fields.get("topology")
+    topo = None
+    if topo_f is not None and draw(st.integers(0, 9)) > 0:
+        topo = draw(value_strategy(topo_f.type, topo_f, Ctx(), ("topology",)))
+    ctx = topology_ctx(topo)
+    assume(ctx is not None)
+    rest = ModelSpec(rs.cls, {k: f for k, f in rs.fields.items() if k != "topology"})
+    d = draw(model_strategy(rest, ctx))
+    if topo is not None:
+        d = {"topology": topo, **d}
+    _fixups(d, ctx, draw)
+    assume(_schema_ok(d))
+    return FuzzScenario(d, family="valid", ctx=ctx)
+
+
+# --------------------------------------------------------------------------- mutations
+
+
+def _walk(d, path=()):
+    """Every (path, value) below d (tables, lists and leaves)."""
+    if isinstance(d, dict):
+        for k, v in d.items():
+            yield path + (k,), v
+            yield from _walk(v, path + (k,))
+    elif isinstance(d, list):
+        for i, v in enumerate(d):
+            yield path + (i,), v
+            yield from _walk(v, path + (i,))
+
+
+def _tables(d, path=()):
+    if isinstance(d, dict):
+        yield path, d
+        for k, v in d.items():
+            yield from _tables(v, path + (k,))
+    elif isinstance(d, list):
+        for i, v in enumerate(d):
+            yield from _tables(v, path + (i,))
+
+
+def _get(d, path):
+    for p in path:
+        d = d[p]
+    return d
+
+
+def _set(d, path, value):
+    _get(d, path[:-1])[path[-1]] = value
+
+
+def _fmt(path) -> str:
+    s = ""
+    for p in path:
+        s += f"[{p}]" if isinstance(p, int) else (("." if s else "") + str(p))
+    return s or "(top level)"
+
+
+def _slots(d) -> list[tuple[tuple, FieldSpec, T, bool]]:
+    """Every schema field that is present in d, or could be added to a table
+    of d: (path, field, type, present)."""
+    out = []
+    for tpath, table in _tables(d):
+        if tpath:
+            _, t = spec_at(d, tpath)
+            if t is None:
+                continue
+            ms = resolve_model(t, table) if t.kind in ("model", "union") else None
+        else:
+            ms = root_spec()
+        if ms is None:
+            continue
+        for key, f in ms.fields.items():
+            out.append((tpath + (key,), f, f.type, key in table))
+    # schema tables not present at all (e.g. [transport]) : their fields
+    for key, f in root_spec().fields.items():
+        if f.type.kind == "model" and key not in d:
+            for k2, f2 in f.type.model.fields.items():
+                out.append(((key, k2), f2, f2.type, False))
+    return out
+
+
+def _ensure_parent(d, path):
+    cur = d
+    for p in path[:-1]:
+        if isinstance(cur, dict):
+            cur = cur.setdefault(p, {})
+        else:
+            cur = cur[p]
+    return cur
+
+
+EXTREME_NUMBERS = (-1, 0, 1, -(2**31), 2**31 - 1, 2**32 - 1, 2**32, 2**53 + 1, 2**63 - 1, 2**63, -(2**63),
+                   -(2**63) - 1, 2**64 - 1, 2**64, 2**64 + 1, 10**30, 1e9, 1e30, -1e30, 1e308, 1e-300, 0.5, -0.0,
+                   1.5, float("inf"), float("-inf"), float("nan"))
+BIG_COUNTS = (64, 128, 1000, 10**4, 10**5, 10**6, 10**9, 1e9, 2**32 - 1, 2**32)
+
+
+def _boundary_values(t: T) -> list:
+    b = t.bounds
+    vals = []
+    for x in (b.ge, b.gt, b.le, b.lt):
+        if x is not None:
+            vals += [x, x - 1, x + 1] if t.kind != "float" else [x, x - 1e-9, x + 1e-9, x * 2]
+    return vals
+
+
+def _unit_strings(unit: str | None) -> list[str]:
+    wrong = {"time": "10Gbps", "rate": "10us", "size": "10Gbps", None: "10us"}[unit]
+    good = {"time": "us", "rate": "Gbps", "size": "MB", None: "us"}[unit]
+    return [wrong, "12", "", " ", "off", "none", "Gbps", f"1e400{good}", f"1e-400{good}", f"1e30{good}",
+            f"1e19{good}", f"18446744073709551616{_UNIT_STR.get(unit, _UNIT_STR['time'])[0][0]}",
+            f"0.5{_UNIT_STR.get(unit, _UNIT_STR['time'])[0][0]}", f"-5{good}", f"  10 {good}  ", f"10{good.lower()}",
+            f"10{good.upper()}", f"nan{good}", f"inf{good}", f"1_000_{good}", f"1__0{good}", f"0x10{good}",
+            f"1e{good}", f".5{good}", f"1.{good}", f"10 {good} extra", f"10{good}/s", "10 Gbit/s", "10GiB",
+            f"1e3", f"٣{good}", f"{'9' * 400}{good}", f"10{good}\x00"]
+
+
+def _rename(key: str, rnd) -> str:
+    return rnd.choice(([k for k in [key + "s", key.upper(), key.replace("_", "-"), key[:-1] or "x", key + "_",
+                                 "_" + key, key.replace("_ps", "_us").replace("_bps", "_gbps")
+                                 .replace("_bytes", "_mb"), key.capitalize()] if k != key]))
+
+
+def _mut_remove(d, rnd, ctx: Ctx):
+    paths = [p for p, _ in _walk(d)]
+    if not paths:
+        return None
+    p = rnd.choice((paths))
+    parent = _get(d, p[:-1])
+    if isinstance(parent, list):
+        parent.pop(p[-1])
+    else:
+        del parent[p[-1]]
+    return f"remove {_fmt(p)}"
+
+
+def _mut_rename(d, rnd, ctx: Ctx):
+    paths = [p for p, _ in _walk(d) if isinstance(p[-1], str)]
+    if not paths:
+        return None
+    p = rnd.choice((paths))
+    parent = _get(d, p[:-1])
+    new = _rename(p[-1], rnd)
+    parent[new] = parent.pop(p[-1])
+    return f"rename {_fmt(p)} -> {new!r}"
+
+
+def _mut_unknown(d, rnd, ctx: Ctx):
+    tables = [p for p, _ in _tables(d)]
+    p = rnd.choice((tables))
+    # a real field name from elsewhere in the schema (e.g. fat_tree's k on a star), or junk
+    names = sorted({f.key for _, f, _, _ in _slots(d)}) + ["colour", "", " ", "kind", "class_", "Name", "é",
+                                                           "a.b", "[x]", "1"]
+    key = rnd.choice((names))
+    if key in _get(d, p):
+        key = key + "_x"
+    val = rnd.choice([rnd.randint(-3, 10), "".join(rnd.choice("ab é\t\"'\\") for _ in range(rnd.randint(0, 4))),
+                      rnd.random() < 0.5, {"a": 1}, [1]])
+    _get(d, p)[key] = val
+    return f"unknown {_fmt(p + (key,))} = {val!r}"
+
+
+def _wrong_values(v) -> list:
+    cands = [True, False, "x", "", "10", [1, 2], [], {"a": 1}, {}, 1.5, 0, -1, "10Gbps", [{"a": 1}], "all",
+             "off", 3]
+    return [c for c in cands if type(c) is not type(v) or c != v]
+
+
+def _mut_wrong_type(d, rnd, ctx: Ctx):
+    paths = [p for p, _ in _walk(d)] + [(k,) for k in root_spec().fields if k not in d]
+    p = rnd.choice((paths))
+    cur = _get(d, p) if _exists(d, p) else None
+    v = rnd.choice((_wrong_values(cur)))
+    _ensure_parent(d, p)
+    _set(d, p, v)
+    return f"wrong type {_fmt(p)} = {v!r}"
+
+
+def _exists(d, path) -> bool:
+    try:
+        _get(d, path)
+        return True
+    except (KeyError, IndexError, TypeError):
+        return False
+
+
+def _mut_number(d, rnd, ctx: Ctx):
+    slots = [s for s in _slots(d) if s[2].kind in ("int", "float", "quantity")]
+    if not slots:
+        return None
+    p, f, t, _ = rnd.choice((slots))
+    v = rnd.choice((list(EXTREME_NUMBERS) + _boundary_values(t)))
+    _ensure_parent(d, p)
+    _set(d, p, v)
+    return f"number {_fmt(p)} = {v!r}"
+
+
+def _mut_unit(d, rnd, ctx: Ctx):
+    slots = [s for s in _slots(d) if s[2].kind == "quantity"]
+    if not slots:
+        return None
+    p, f, t, _ = rnd.choice((slots))
+    v = rnd.choice((_unit_strings(t.unit)))
+    _ensure_parent(d, p)
+    _set(d, p, v)
+    return f"unit {_fmt(p)} = {v!r}"
+
+
+def _mut_index(d, rnd, ctx: Ctx):
+    n = ctx.nhosts
+    bad = [n, n + 1, 2**16, 2**32 - 1, 2**32, 2**63, 2**64, -1]
+    choices = []
+    for p, v in _walk(d):
+        fs, _ = spec_at(d, p)
+        q = _qual(fs) if fs else ""
+        if q in HOST_INDEX:
+            choices.append(("host", p))
+        if q in ("QueueConfig.priomap", "JobConfig.layer_class") or (fs and fs.key in ("class", "urgent_class")):
+            choices.append(("class", p))
+        if q == "JobConfig.slowdown":
+            choices.append(("slowdown", p))
+    if not choices:
+        # add a flow with an out-of-range host
+        d.setdefault("flows", []).append({"src": 0, "dst": rnd.choice((bad)), "size_bytes": 1000})
+        return f"index flows[-1].dst out of range (hosts 0..{n - 1})"
+    what, p = rnd.choice((choices))
+    cur = _get(d, p)
+    if what == "host":
+        if isinstance(cur, list) or cur == "all":
+            v = rnd.choice(([[0, rnd.choice((bad))], [], [0], [1, 1], [0, 0, 1], "none", "ALL"]))
+        else:
+            v = rnd.choice((bad + [cur]))  # cur: makes src == dst for flows sometimes
+            if p[-1] in ("src", "dst"):
+                other = "dst" if p[-1] == "src" else "src"
+                parent = _get(d, p[:-1])
+                if (rnd.random() < 0.5) and other in parent:
+                    v = parent[other]
+        _set(d, p, v)
+    elif what == "class":
+        if isinstance(cur, list):
+            v = copy.deepcopy(cur)
+            if v and (rnd.random() < 0.5):
+                v[rnd.randint(0, len(v) - 1)] = rnd.choice(([8, 255, 256, -1, 2**64]))
+            else:
+                v = v + [0] if (rnd.random() < 0.5) else v[:-1]
+        else:
+            v = rnd.choice(([8, 255, 256, -1, 2**64]))
+        _set(d, p, v)
+    else:
+        v = {rnd.choice((["-1", "99", str(2**64), "x", "", " 0", "0.0", "٣"])):
+             rnd.choice(([2.0, 0.0, -1.0, float("nan"), float("inf"), 1e308]))}
+        _set(d, p, v)
+    return f"index {_fmt(p)} = {v!r}"
+
+
+def _mut_path(d, rnd, ctx: Ctx):
+    if ctx.nhosts < 2:
+        return None
+    flows = d.get("flows")
+    if not isinstance(flows, list) or not flows or not all(isinstance(f, dict) for f in flows):
+        d["flows"] = flows = [{"src": 0, "dst": 1, "size_bytes": 1000}]
+    i = rnd.randint(0, len(flows) - 1)
+    fl = flows[i]
+    src = fl.get("src", 0) if isinstance(fl.get("src"), int) and 0 <= fl.get("src", 0) < ctx.nhosts else 0
+    dst = fl.get("dst", 1) if isinstance(fl.get("dst"), int) and 0 <= fl.get("dst", 1) < ctx.nhosts else 1
+    if src == dst:
+        dst = (src + 1) % ctx.nhosts
+    fl["src"], fl["dst"] = src, dst
+    hosts = ctx.hosts
+    route = ctx.route(src, dst) or [hosts[src], hosts[dst]]
+    others = [h for k, h in enumerate(hosts) if k not in (src, dst)]
+    name = ctx.names
+    kind = rnd.choice((["through_host", "reversed", "no_dst", "no_src", "unknown", "index_oob", "empty",
+                                 "cycle", "single", "skip", "switches_only", "bool", "float", "nested"]))
+    if kind == "through_host" and others:
+        mid = rnd.choice((others))
+        sw = route[1] if len(route) > 2 else route[0]
+        path = [name[hosts[src]], name[sw], name[mid], name[sw], name[hosts[dst]]]
+    elif kind == "reversed":
+        path = [name[n] for n in route[::-1]]
+    elif kind == "no_dst":
+        path = [name[n] for n in route[:-1]]
+    elif kind == "no_src":
+        path = [name[n] for n in route[1:]]
+    elif kind == "unknown":
+        path = [name[route[0]], "nosuchnode", name[route[-1]]]
+    elif kind == "index_oob":
+        path = [route[0], len(name), route[-1]] if (rnd.random() < 0.5) else [route[0], 2**40, route[-1]]
+    elif kind == "empty":
+        path = []
+    elif kind == "cycle" and len(route) > 2:
+        path = [name[n] for n in route[:2] + route[1:2] + route[1:]]
+    elif kind == "single":
+        path = [name[route[0]]]
+    elif kind == "skip" and len(route) > 3:
+        path = [name[route[0]]] + [name[route[2]]] + [name[n] for n in route[3:]]
+    elif kind == "switches_only":
+        path = [name[n] for n in route[1:-1]] or ["s0"]
+    elif kind == "bool":
+        path = [True, False]
+    elif kind == "float":
+        path = [float(n) for n in route]
+    elif kind == "nested":
+        path = [[name[n]] for n in route]
+    else:
+        path = [name[hosts[src]], name[hosts[src]], name[hosts[dst]]]
+    fl["path"] = path
+    return f"path flows[{i}].path ({kind}) = {path!r}"
+
+
+def _mut_cross(d, rnd, ctx: Ctx):
+    """Cross-field inconsistencies: min_* > max_*, both/neither of exclusive
+    options, lengths that must agree, times after the stop."""
+    opts = []
+    # generic: min_X / max_X pairs (and initial_X) of any table in the schema
+    for tpath, table in list(_tables(d)) + [((k,), None) for k in root_spec().fields]:
+        if table is None:
+            fs, t = spec_at(d, tpath)
+            if t is None or t.kind != "model" or tpath[0] in d:
+                continue
+            ms = t.model
+        else:
+            _, t = spec_at(d, tpath) if tpath else (None, T("model", model=root_spec()))
+            ms = resolve_model(t, table) if t is not None and t.kind in ("model", "union") else None
+        if ms is None:
+            continue
+        for k in ms.fields:
+            for pre in ("min_", "initial_"):
+                if k.startswith(pre) and "max_" + k[len(pre):] in ms.fields:
+                    opts.append(("order", tpath, k, "max_" + k[len(pre):]))
+    for i, t in enumerate(d.get("traffic", []) if isinstance(d.get("traffic"), list) else []):
+        if isinstance(t, dict):
+            opts += [("both_rates", ("traffic", i)), ("no_rate", ("traffic", i)), ("after_stop", ("traffic", i))]
+    for i, j in enumerate(d.get("jobs", []) if isinstance(d.get("jobs"), list) else []):
+        if isinstance(j, dict):
+            opts += [("layer_class_len", ("jobs", i)), ("plan_ranks", ("jobs", i)), ("tiny_fusion", ("jobs", i)),
+                     ("one_worker", ("jobs", i))]
+    opts += [("bands_priomap",), ("stop_tiny",), ("limit_below_mtu",), ("outputs_off",)]
+    o = rnd.choice((opts))
+    kind = o[0]
+    if kind == "order":
+        _, tpath, lo_k, hi_k = o
+        table = _ensure_parent(d, tpath + (lo_k,))
+        table[lo_k], table[hi_k] = "2s", "1ms"
+        return f"cross {_fmt(tpath + (lo_k,))} > {hi_k}"
+    if kind == "both_rates":
+        t = _get(d, o[1])
+        t["load"], t["flows_per_s"] = 0.5, 1000.0
+    elif kind == "no_rate":
+        t = _get(d, o[1])
+        t.pop("load", None)
+        t.pop("flows_per_s", None)
+    elif kind == "after_stop":
+        t = _get(d, o[1])
+        d["stop_ps"] = "1ms"
+        t["start_ps"] = "2ms"
+    elif kind == "layer_class_len":
+        j = _get(d, o[1])
+        j["layers"] = 3
+        j["layer_class"] = rnd.choice(([[0], [0, 1, 2, 3], [], [9, 9, 9]]))
+    elif kind == "plan_ranks":
+        j = _get(d, o[1])
+        j["allreduce"] = rnd.choice((["plan3.json", "plan2.json", "nonexistent.json", "tree"]))
+        j["workers"] = rnd.choice(([[0, 1], [0, 1, 2], "all"]))
+    elif kind == "tiny_fusion":
+        j = _get(d, o[1])
+        j["fusion_bytes"] = 1
+        j["allreduce_chunk_bytes"] = rnd.choice(([1, 2, "1GB"]))
+        j["allreduce"] = rnd.choice((["ring-plan", "tree", "direct", "halving-doubling", "ring"]))
+    elif kind == "one_worker":
+        j = _get(d, o[1])
+        j["workers"] = rnd.choice(([[0], [], [0, 0]]))
+    elif kind == "bands_priomap":
+        q = d.setdefault("queue", {}) if isinstance(d.get("queue", {}), dict) else {}
+        q["discipline"] = "prio"
+        q["bands"] = 1
+        q.pop("priomap", None)
+    elif kind == "stop_tiny":
+        d["stop_ps"] = rnd.choice(([1, "1ps", "1ns"]))
+    elif kind == "limit_below_mtu":
+        q = d.setdefault("queue", {}) if isinstance(d.get("queue", {}), dict) else {}
+        q["limit_bytes"] = rnd.choice(([1, 100, 1499]))
+        q["limit_packets"] = rnd.choice(([1, "off"]))
+    elif kind == "outputs_off":
+        d["outputs"] = {"flows": False, "links": False}
+    return f"cross {kind} at {_fmt(o[1]) if len(o) > 1 else '(top level)'}"
+
+
+def _mut_oversize(d, rnd, ctx: Ctx):
+    """Resources far beyond a laptop: the contract wants a refusal naming the
+    field (or a run that ends in time), never an OOM kill or a hang."""
+    kind = rnd.choice((["fat_tree", "star", "leaf_spine", "iterations", "layers", "count", "long_traffic",
+                                 "huge_flow", "many_flows", "slow_link", "chunks"]))
+    if kind == "fat_tree":
+        k = rnd.choice(([64, 128, 1000, 2**16]))
+        d["topology"] = {"kind": "fat_tree", "k": k}
+        return f"oversize topology.k = {k}"
+    if kind == "star":
+        h = rnd.choice(([10**5, 10**6, 2**32 - 1]))
+        d["topology"] = {"kind": "star", "hosts": h}
+        return f"oversize topology.hosts = {h}"
+    if kind == "leaf_spine":
+        v = rnd.choice(([10**4, 10**6]))
+        d["topology"] = {"kind": "leaf_spine", "leaves": v, "spines": v}
+        return f"oversize topology.leaves = spines = {v}"
+    if kind in ("iterations", "layers"):
+        jobs = d.get("jobs") if isinstance(d.get("jobs"), list) else None
+        if not jobs or not isinstance(jobs[0], dict):
+            d["jobs"] = jobs = [{"compute_ps": "1ms", "model_bytes": "1MB"}]
+        v = rnd.choice(([10**6, 10**9, 1e9, 2**32 - 1]))
+        jobs[0][kind] = v
+        return f"oversize jobs[0].{kind} = {v!r}"
+    if kind == "count":
+        slots = [s for s in _slots(d) if s[2].kind == "int"]
+        if not slots:
+            return None
+        p, f, t, _ = rnd.choice((slots))
+        v = rnd.choice((BIG_COUNTS))
+        _ensure_parent(d, p)
+        _set(d, p, v)
+        return f"oversize {_fmt(p)} = {v!r}"
+    if kind == "long_traffic":
+        d.pop("stop_ps", None)
+        d["traffic"] = [{"load": 1.0, "duration_ps": rnd.choice((["1000s", "10s", 2**63]))}]
+        return f"oversize traffic[0].duration_ps = {d['traffic'][0]['duration_ps']!r} (no stop_ps)"
+    if kind == "huge_flow":
+        if (rnd.random() < 0.5):
+            d.pop("stop_ps", None)
+        v = rnd.choice((["1TB", "100GB", 2**62]))
+        d.setdefault("flows", []) if isinstance(d.get("flows"), list) else d.__setitem__("flows", [])
+        d["flows"].append({"src": 0, "dst": 1, "size_bytes": v})
+        return f"oversize flows[-1].size_bytes = {v!r} (stop_ps {'kept' if 'stop_ps' in d else 'removed'})"
+    if kind == "many_flows":
+        n = rnd.choice(([2000, 20000]))
+        d["flows"] = [{"src": 0, "dst": 1, "size_bytes": 100}] * n
+        return f"oversize {n} flows"
+    if kind == "slow_link":
+        t = d.get("topology") if isinstance(d.get("topology"), dict) else None
+        if t is None:
+            d["topology"] = t = {"kind": "star", "hosts": 2}
+        if "link_rate_bps" not in model_spec_for_table(d, ("topology",)):
+            return None
+        t["link_rate_bps"] = rnd.choice(([1, "1bps", "1Kbps"]))
+        d.pop("stop_ps", None)
+        d.setdefault("flows", []) if isinstance(d.get("flows"), list) else d.__setitem__("flows", [])
+        d["flows"].append({"src": 0, "dst": 1, "size_bytes": "1MB"})
+        return f"oversize topology.link_rate_bps = {t['link_rate_bps']!r} with a 1 MB flow, no stop_ps"
+    if kind == "chunks":
+        d["jobs"] = [{"compute_ps": "1ms", "model_bytes": "100MB", "fusion_bytes": "100MB",
+                      "allreduce": rnd.choice((["ring-plan", "tree", "direct"])),
+                      "allreduce_chunk_bytes": 1, "iterations": 1}]
+        return "oversize jobs[0].allreduce_chunk_bytes = 1 with fusion_bytes = 100MB"
+    return None
+
+
+def model_spec_for_table(d, path) -> dict:
+    _, t = spec_at(d, path)
+    ms = resolve_model(t, _get(d, path)) if t is not None and t.kind in ("model", "union") else None
+    return ms.fields if ms else {}
+
+
+def _mut_file(d, rnd, ctx: Ctx):
+    slots = [s for s in _slots(d) if s[2].kind == "str" and _qual(s[1]) in STRING_HINTS]
+    if not slots:
+        return None
+    p, f, t, _ = rnd.choice((slots))
+    if p[0] == "topology":
+        d["topology"] = {"kind": "file"}
+        p = ("topology", "path")
+    v = rnd.choice((BAD_FILE_NAMES))
+    _ensure_parent(d, p)
+    _set(d, p, v)
+    return f"file {_fmt(p)} = {v!r}"
+
+
+def _mut_table_shape(d, rnd, ctx: Ctx):
+    """Tables where lists are expected and the other way round; empty tables."""
+    keys = [k for k, f in root_spec().fields.items() if f.type.kind in ("list", "model", "union")]
+    k = rnd.choice((keys))
+    v = rnd.choice(([{}, [], [{}], [[]], {"0": {}}, [1], "x"]))
+    d[k] = v
+    return f"shape {k} = {v!r}"
+
+
+MUTATIONS = {
+    "remove": _mut_remove,
+    "rename": _mut_rename,
+    "unknown": _mut_unknown,
+    "wrong_type": _mut_wrong_type,
+    "number": _mut_number,
+    "unit": _mut_unit,
+    "index": _mut_index,
+    "path": _mut_path,
+    "cross": _mut_cross,
+    "oversize": _mut_oversize,
+    "file": _mut_file,
+    "shape": _mut_table_shape,
+}
+
+
+@st.composite
+def mutated_scenarios(draw, mutations: tuple[str, ...] = tuple(MUTATIONS)) -> FuzzScenario:
+    """A valid scenario with 1-3 mutations (``.mutations`` says which).
+
+    The mutation plan is drawn first and the choices inside a mutation come
+    from a seeded ``random.Random``: Hypothesis fills the tail of a long
+    example with its simplest choices, which would make nearly every
+    mutation "remove the first field"."""
+    import random
+
+    plan = draw(st.lists(st.sampled_from(mutations), min_size=1, max_size=3))
+    rnd = random.Random(draw(st.integers(0, 2**64 - 1)))
+    base = draw(valid_scenarios())
+    d = copy.deepcopy(dict(base))
+    ctx = base.ctx or Ctx(nhosts=8)  # never built from mutated data: that may be huge
+    applied = []
+    for name in plan:
+        try:
+            desc = MUTATIONS[name](d, rnd, ctx)
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+            # an earlier mutation changed the shape this one expects
+            desc = None
+        if desc:
+            applied.append(desc)
+    assume(applied)
+    return FuzzScenario(d, mutations=applied, family="mutated")
+
+
+def to_toml(d: dict) -> str:
+    """The TOML text of a scenario dict."""
+    import tomli_w
+
+    return tomli_w.dumps(_plain(d))
+
+
+def _plain(v):
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items() if x is not None}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v if x is not None]
+    return v
