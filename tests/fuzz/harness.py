@@ -60,6 +60,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+import mutations  # noqa: E402
 import strategies  # noqa: E402
 
 WORKER = HERE / "worker.py"
@@ -649,13 +650,13 @@ def minimize(scenario: dict, kind: str, runner, workdir: Path, budget_s: float =
     changed = True
     while changed and time.monotonic() < t_end:
         changed = False
-        paths = sorted((p for p, _ in strategies._walk(best)), key=len)
+        paths = sorted((p for p, _ in mutations._walk(best)), key=len)
         for p in paths:
             if time.monotonic() >= t_end:
                 break
             cand = copy.deepcopy(best)
             try:
-                cp = strategies._get(cand, p[:-1])
+                cp = mutations._get(cand, p[:-1])
                 if isinstance(cp, list):
                     cp.pop(p[-1])
                 else:
@@ -665,7 +666,7 @@ def minimize(scenario: dict, kind: str, runner, workdir: Path, budget_s: float =
             if still(cand):
                 best = cand
                 changed = True
-                log(f"dropped {strategies._fmt(p)}")
+                log(f"dropped {mutations._fmt(p)}")
                 break
     return best
 

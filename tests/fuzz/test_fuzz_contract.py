@@ -42,6 +42,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import harness  # noqa: E402
+import mutations  # noqa: E402
 import strategies  # noqa: E402
 
 ENV = os.environ
@@ -251,7 +252,7 @@ def _fuzz(request, runner, artifacts: Path, tmp_path: Path, family: str, strateg
 
 def test_mutated_scenarios_keep_the_contract(request, runner, artifacts, tmp_path):
     """Scenarios with 1-3 mutations: exit 0, or exit 2 naming a field."""
-    _fuzz(request, runner, artifacts, tmp_path, "mutated", strategies.mutated_scenarios())
+    _fuzz(request, runner, artifacts, tmp_path, "mutated", mutations.mutated_scenarios())
 
 
 def test_valid_scenarios_keep_the_contract(request, runner, artifacts, tmp_path):
