@@ -216,12 +216,8 @@ def _cdf_mean_bytes(points) -> float:
 
 
 def _csv_rows(s) -> int:
-    from pathlib import Path
-
-    p = Path(s.flows_csv)
-    p = p if p.is_absolute() else s._base_dir / p
     try:
-        with open(p, "rb") as f:
+        with open(s._resolve_path(s.flows_csv), "rb") as f:
             return sum(1 for _ in f)
     except OSError:
         return 0  # reading it later names the problem

@@ -307,8 +307,7 @@ class Scenario(_Strict):
                 )
             if isinstance(t, FatTreeTopology):
                 return topo.fat_tree(t.k, t.link_rate_bps, t.link_delay_ps)
-            p = Path(t.path)
-            return topo.from_file(p if p.is_absolute() else self._base_dir / p)
+            return topo.from_file(self._resolve_path(t.path))
         except topo.TopologyError as e:
             raise ScenarioError(str(e)) from None
 
@@ -320,9 +319,7 @@ class Scenario(_Strict):
     def _explicit_flows(self, t: topo.TopologyData) -> list[FlowConfig]:
         flows = list(self.flows)
         if self.flows_csv:
-            p = Path(self.flows_csv)
-            p = p if p.is_absolute() else self._base_dir / p
-            text = read_text(p, "flows_csv", "flows CSV file")
+            text = read_text(self._resolve_path(self.flows_csv), "flows_csv", "flows CSV file")
             lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
             rows = list(csv.DictReader(lines))
             for i, r in enumerate(rows):
@@ -449,9 +446,7 @@ class Scenario(_Strict):
         if name in builders:
             p = builders[name]()
         else:
-            path = Path(name)
-            if not path.is_absolute() and self._base_dir is not None:
-                path = self._base_dir / path
+            path = self._resolve_path(name)
             if not path.exists():
                 raise ScenarioError(f"jobs[{i}].allreduce: {name!r} is neither a planner ({', '.join(JOB_ALLREDUCE)}) "
                                     f"nor a plan JSON file")
@@ -504,18 +499,31 @@ class Scenario(_Strict):
             },
         }
 
-    def input_files(self) -> list[Path]:
-        """The files this scenario reads besides itself (topology, CDFs,
-        flows CSV, profiles, plans), resolved against its folder."""
+    def _file_refs(self, d: dict):
+        """(table, key) of every entry of ``d`` (this scenario dumped by
+        alias) that names a file: topology path, CDFs, flows CSV, profiles, plans."""
         from .cdfs import BUILTIN as CDFS
         from .profiles import BUILTIN as PROFILES
 
-        names = [self.topology.path] if isinstance(self.topology, FileTopology) else []
-        names += [tr.cdf for tr in self.traffic if tr.cdf not in CDFS]
-        names += [self.flows_csv] if self.flows_csv else []
-        names += [j.profile for j in self.jobs if j.profile not in PROFILES]
-        names += [j.allreduce for j in self.jobs if j.allreduce not in JOB_ALLREDUCE]
-        return [p if p.is_absolute() else self._base_dir / p for p in map(Path, names)]
+        if d["topology"]["kind"] == "file":
+            yield d["topology"], "path"
+        yield from ((tr, "cdf") for tr in d["traffic"] if tr["cdf"] not in CDFS)
+        if d.get("flows_csv"):
+            yield d, "flows_csv"
+        for j in d["jobs"]:
+            if j["profile"] not in PROFILES:
+                yield j, "profile"
+            if j["allreduce"] not in JOB_ALLREDUCE:
+                yield j, "allreduce"
+
+    def _resolve_path(self, name: str) -> Path:
+        p = Path(name)
+        return p if p.is_absolute() else self._base_dir / p
+
+    def input_files(self) -> list[Path]:
+        """The files this scenario reads besides itself, resolved against its folder."""
+        d = self.model_dump(by_alias=True)
+        return [self._resolve_path(t[k]) for t, k in self._file_refs(d)]
 
     def to_core_json(self) -> str:
         return json.dumps(self.to_core())
@@ -524,30 +532,18 @@ class Scenario(_Strict):
         """Every field with its default filled in (None fields omitted), for
         ``scenario.resolved.toml``."""
         from . import __version__
-        from .cdfs import BUILTIN as CDFS
-        from .profiles import BUILTIN as PROFILES
 
-        d = {**self.model_dump(by_alias=True, exclude_none=True), "fabriclab_version": __version__}
-        d = {"fabriclab_version": d.pop("fabriclab_version"), **d}
+        dump = self.model_dump(by_alias=True, exclude_none=True)
+        dump.pop("fabriclab_version", None)  # the version that wrote it; this one writes its own
+        d = {"fabriclab_version": __version__, **dump}
         # Queue limits and thresholds default to a value, so "none" must be
         # written explicitly (as "off") for the resolved file to mean the same.
         for k in ("limit_bytes", "limit_packets", "ecn_threshold_bytes", "ecn_threshold_packets"):
             d["queue"].setdefault(k, "off")
         # Files are named by absolute paths, so the resolved file runs the
         # same from wherever it is written.
-        absolute = lambda name: str(Path(name) if Path(name).is_absolute() else self._base_dir / name)  # noqa: E731
-        if d["topology"]["kind"] == "file":
-            d["topology"]["path"] = absolute(d["topology"]["path"])
-        for tr in d["traffic"]:
-            if tr["cdf"] not in CDFS:
-                tr["cdf"] = absolute(tr["cdf"])
-        if "flows_csv" in d:
-            d["flows_csv"] = absolute(d["flows_csv"])
-        for j in d["jobs"]:
-            if j["profile"] not in PROFILES:
-                j["profile"] = absolute(j["profile"])
-            if j["allreduce"] not in JOB_ALLREDUCE:
-                j["allreduce"] = absolute(j["allreduce"])
+        for table, key in self._file_refs(d):
+            table[key] = str(self._resolve_path(table[key]))
         return d
 
     def arrivals_end_ps(self) -> int:
