@@ -3,10 +3,10 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use fabriclab_core::event::EventQueue;
-use fabriclab_core::net::maxmin::{max_min_rates, FlowDemand};
-use fabriclab_core::packet::Packet;
-use fabriclab_core::qdisc::Qdisc;
-use fabriclab_core::spec::{Discipline, QueueSpec};
+use fabriclab_core::net::flow::maxmin::{max_min_rates, FlowDemand};
+use fabriclab_core::net::packet::header::Packet;
+use fabriclab_core::net::packet::qdisc::Qdisc;
+use fabriclab_core::net::packet::{Discipline, QueueSpec};
 
 fn event_queue(c: &mut Criterion) {
     c.bench_function("event_queue/hold_10k_pop_push", |b| {

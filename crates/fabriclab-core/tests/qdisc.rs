@@ -1,6 +1,7 @@
-use fabriclab_core::packet::{wire_bytes, Packet, FLAG_CE, FLAG_ECT};
-use fabriclab_core::qdisc::{Enqueued, Qdisc};
-use fabriclab_core::spec::{Discipline, QueueSpec};
+use fabriclab_core::fabric::frame::wire_bytes;
+use fabriclab_core::net::packet::header::{Packet, FLAG_CE, FLAG_ECT};
+use fabriclab_core::net::packet::qdisc::{Enqueued, Qdisc};
+use fabriclab_core::net::packet::{Discipline, QueueSpec};
 
 fn spec(discipline: Discipline, limit_packets: Option<u64>, ecn_packets: Option<u64>) -> QueueSpec {
     QueueSpec {

@@ -15,7 +15,8 @@
 //! barrier it also waits for all of the iteration's gradients.
 
 use fabriclab_plan::{Op, PlanGraph, PlanRun, Step};
-use crate::sim::{Api, App, Message, MsgId};
+use super::{section, AppKind, BuildEnv};
+use crate::engine::{Api, App, Message, MsgId, Table};
 use crate::time::ser_time_ps;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -23,6 +24,7 @@ use serde::Deserialize;
 use std::collections::HashMap;
 
 mod plan;
+mod tables;
 mod slack_aware;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -93,7 +95,7 @@ fn yes() -> bool {
 }
 
 /// Before each ring message, and again when the slack would run out, the
-/// job plays its transmit queue forward (see [`crate::slack`]): the
+/// job plays its transmit queue forward (see [`crate::apps::slack`]): the
 /// allreduces in flight, the queued ones and the fusions of the same
 /// iterations still to come out of the backward pass, each taking `factor` ×
 /// its remaining bytes' time at the urgent-class rate measured on the job's
@@ -678,8 +680,10 @@ impl TrainingJob {
             dst: self.spec.workers[to as usize],
             size_bytes: bytes,
             class,
-            path: None,
+            // Which allreduce, ring round (or plan step) and sender.
+            tag: (id as u64) << 32 | (round as u64 & 0xFFFF) << 16 | (w as u64 & 0xFFFF),
             persistent: self.spec.persistent_connections,
+            ..Default::default()
         };
         match api.send(&m) {
             Ok(msg) => {
@@ -814,7 +818,16 @@ impl App for TrainingJob {
         &self.spec.name
     }
 
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
+    fn tables(&self) -> Vec<Table> {
+        tables::tables(self)
     }
+}
+
+/// `[[jobs]]`: training jobs.
+pub const KIND: AppKind = AppKind { key: "jobs", build: build_jobs };
+
+fn build_jobs(v: &serde_json::Value, env: &BuildEnv) -> Result<Vec<Box<dyn App>>, String> {
+    let specs: Vec<JobSpec> = section("jobs", v)?;
+    let nh = env.topo.num_hosts() as u32;
+    specs.into_iter().map(|j| Ok(Box::new(TrainingJob::new(j, nh)?) as Box<dyn App>)).collect()
 }

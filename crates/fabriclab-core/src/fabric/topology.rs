@@ -1,8 +1,8 @@
 //! The fabric graph and its routing: directed ports, hop distances to every
 //! host, and per-flow ECMP path selection.
 
-use crate::packet::wire_bytes;
-use crate::spec::{NodeKind, TopologySpec};
+use super::frame::wire_bytes;
+use super::{NodeKind, TopologySpec};
 use crate::time::ser_time_ps;
 use std::collections::VecDeque;
 

@@ -4,7 +4,7 @@
 
 use super::{tok, TrainingJob, T_PLAN_REDUCE, T_PLAN_SEND};
 use fabriclab_plan::Action;
-use crate::sim::Api;
+use crate::engine::Api;
 use crate::time::ser_time_ps;
 
 impl TrainingJob {

@@ -3,8 +3,8 @@
 //! re-check timer, and raising ring stragglers.
 
 use super::{tok, Phase, RingMsg, TrainingJob, T_SLACK_CHECK};
-use crate::sim::{Api, MsgId};
-use crate::slack::{min_slack_ps, Pending};
+use crate::engine::{Api, MsgId};
+use crate::apps::slack::{min_slack_ps, Pending};
 use crate::time::ser_time_ps;
 
 impl TrainingJob {

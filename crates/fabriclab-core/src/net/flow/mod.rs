@@ -5,16 +5,22 @@
 //! then added once. It shows no queueing delay, no ECN, no loss, no slow
 //! start and no ACK traffic.
 
-use super::maxmin::{max_min_rates, FlowDemand};
-use super::{Backend, LinkStats};
+pub mod maxmin;
+
+use crate::engine::{Arrival, Backend, BackendSend, Completion, Ctx, LinkStats, NetEv};
 use crate::event::EventKey;
-use crate::packet::wire_bytes;
-use crate::sim::{Completion, Ctx, Ev};
+use crate::fabric::frame::wire_bytes;
+use crate::fabric::topology::Topology;
 use crate::time::PS_PER_S;
-use crate::topology::Topology;
+use maxmin::{max_min_rates, FlowDemand};
+
+/// This backend's events (encoded in the engine's opaque [`NetEv`]).
+const EV_DRAIN: u8 = 0;
+const EV_DELIVER: u8 = 1;
 
 struct FluidFlow {
     msg: u32,
+    size_bytes: u64,
     class: u8,
     route: Box<[u32]>,
     remaining_bits: f64,
@@ -29,6 +35,8 @@ pub struct FlowNet {
     bits_sent: Vec<f64>,
     active: Vec<FluidFlow>,
     delivering: usize,
+    /// (message, size) of drained flows still propagating.
+    delivering_sizes: Vec<(u32, u64)>,
     last_ps: u64,
     pending: Option<EventKey>,
     mss_bytes: u32,
@@ -65,6 +73,7 @@ impl FlowNet {
             bits_sent: vec![0.0; topo.ports.len()],
             active: Vec::new(),
             delivering: 0,
+            delivering_sizes: Vec::new(),
             last_ps: 0,
             pending: None,
             mss_bytes,
@@ -100,7 +109,7 @@ impl FlowNet {
             f.rate_bps = r;
         }
         if let Some(k) = self.pending.take() {
-            ctx.queue.cancel(k);
+            ctx.cancel(k);
         }
         let next = self
             .active
@@ -109,7 +118,7 @@ impl FlowNet {
             .map(|f| (f.remaining_bits / f.rate_bps * PS_PER_S as f64).ceil() as u64)
             .min();
         if let Some(dt) = next {
-            self.pending = Some(ctx.queue.schedule(ctx.now + dt, Ev::FlowDrain));
+            self.pending = Some(ctx.schedule(ctx.now + dt, NetEv { kind: EV_DRAIN, id: 0 }));
         }
     }
 
@@ -124,8 +133,8 @@ impl FlowNet {
             if f.remaining_bits <= f.rate_bps / PS_PER_S as f64 + 1e-6 {
                 let f = self.active.remove(i);
                 self.delivering += 1;
-                ctx.queue
-                    .schedule(ctx.now + f.delay_ps, Ev::FlowDeliver(f.msg));
+                self.delivering_sizes.push((f.msg, f.size_bytes));
+                ctx.schedule(ctx.now + f.delay_ps, NetEv { kind: EV_DELIVER, id: f.msg });
             } else {
                 i += 1;
             }
@@ -135,21 +144,14 @@ impl FlowNet {
 }
 
 impl Backend for FlowNet {
-    fn send(
-        &mut self,
-        ctx: &mut Ctx,
-        msg: u32,
-        size_bytes: u64,
-        class: u8,
-        _persistent: bool,
-        fwd: Vec<u32>,
-        _rev: Vec<u32>,
-    ) {
+    fn send(&mut self, ctx: &mut Ctx, send: BackendSend) {
+        let BackendSend { msg, size_bytes, class, fwd, .. } = send;
         self.advance(ctx.now);
         let delay_ps = fwd.iter().map(|&p| self.delay_ps[p as usize]).sum();
         let bits = message_wire_bytes(size_bytes, self.mss_bytes) as f64 * 8.0;
         self.active.push(FluidFlow {
             msg,
+            size_bytes,
             class,
             route: fwd.into_boxed_slice(),
             remaining_bits: bits,
@@ -171,17 +173,19 @@ impl Backend for FlowNet {
         true
     }
 
-    fn handle(&mut self, ctx: &mut Ctx, ev: Ev) -> bool {
-        match ev {
-            Ev::FlowDrain => self.on_drain(ctx),
-            Ev::FlowDeliver(msg) => {
+    fn handle(&mut self, ctx: &mut Ctx, ev: NetEv) -> bool {
+        match ev.kind {
+            EV_DRAIN => self.on_drain(ctx),
+            EV_DELIVER => {
+                let msg = ev.id;
                 self.delivering -= 1;
-                ctx.completions.push(Completion {
-                    msg,
-                    retransmits: 0,
-                });
+                // A fluid flow has no packets: its bytes arrive all at once.
+                let k = self.delivering_sizes.iter().position(|d| d.0 == msg).expect("delivering");
+                let (_, bytes) = self.delivering_sizes.swap_remove(k);
+                ctx.arrivals.push(Arrival { msg, bytes });
+                ctx.completions.push(Completion { msg, retransmits: 0 });
             }
-            other => unreachable!("flow backend got {other:?}"),
+            k => unreachable!("flow backend got event kind {k}"),
         }
         true
     }

@@ -3,9 +3,32 @@
 //! instantaneous queue length (as DCTCP's switches do, SIGCOMM'10 §3.1),
 //! and a per-band pause mask as the hook for PFC (IEEE 802.1Qbb).
 
-use crate::packet::{Packet, FLAG_CE, FLAG_ECT};
-use crate::spec::{Discipline, QueueSpec};
+use super::header::{Packet, FLAG_CE, FLAG_ECT};
+use crate::engine::BandSample;
+use serde::Deserialize;
 use std::collections::VecDeque;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Discipline {
+    Fifo,
+    Prio,
+}
+
+/// Egress queue discipline of every switch port. Limits and ECN thresholds
+/// apply per band (as Linux `prio` gives each band its own child FIFO).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueSpec {
+    pub discipline: Discipline,
+    pub bands: u8,
+    /// `priomap[class]` is the band of traffic class `class` (band 0 is served first).
+    pub priomap: [u8; 8],
+    pub limit_bytes: Option<u64>,
+    pub limit_packets: Option<u64>,
+    pub ecn_threshold_bytes: Option<u64>,
+    pub ecn_threshold_packets: Option<u64>,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Enqueued {
@@ -25,6 +48,10 @@ pub struct Qdisc {
     /// Bit b set: band b may not be dequeued (paused by PFC).
     paused: u32,
     total_bytes: u64,
+    /// Per band: wire bytes dequeued, drops, CE marks (cumulative).
+    band_tx: Vec<u64>,
+    band_drops: Vec<u64>,
+    band_marks: Vec<u64>,
 }
 
 impl Qdisc {
@@ -47,6 +74,9 @@ impl Qdisc {
             ecn_packets: spec.ecn_threshold_packets.unwrap_or(u64::MAX),
             paused: 0,
             total_bytes: 0,
+            band_tx: vec![0; nb],
+            band_drops: vec![0; nb],
+            band_marks: vec![0; nb],
         }
     }
 
@@ -72,11 +102,13 @@ impl Qdisc {
         let q = &mut self.bands[b];
         let bytes = self.band_bytes[b];
         if bytes + pkt.wire as u64 > self.limit_bytes || q.len() as u64 + 1 > self.limit_packets {
+            self.band_drops[b] += 1;
             return Enqueued::Dropped;
         }
         let mut res = Enqueued::Queued;
         if pkt.flags & FLAG_ECT != 0 && (bytes > self.ecn_bytes || q.len() as u64 > self.ecn_packets) {
             pkt.flags |= FLAG_CE;
+            self.band_marks[b] += 1;
             res = Enqueued::Marked;
         }
         self.band_bytes[b] += pkt.wire as u64;
@@ -94,6 +126,7 @@ impl Qdisc {
             if let Some(p) = self.bands[b].pop_front() {
                 self.band_bytes[b] -= p.wire as u64;
                 self.total_bytes -= p.wire as u64;
+                self.band_tx[b] += p.wire as u64;
                 return Some(p);
             }
         }
@@ -107,6 +140,21 @@ impl Qdisc {
             self.paused |= 1 << b;
         } else {
             self.paused &= !(1 << b);
+        }
+    }
+
+    /// Appends one sample per band of this queue (egress port `port`).
+    pub fn sample(&self, port: u32, out: &mut Vec<BandSample>) {
+        for b in 0..self.bands.len() {
+            out.push(BandSample {
+                port,
+                band: b as u8,
+                queue_bytes: self.band_bytes[b],
+                tx_bytes: self.band_tx[b],
+                drops: self.band_drops[b],
+                ecn_marks: self.band_marks[b],
+                paused: self.paused & (1 << b) != 0,
+            });
         }
     }
 

@@ -5,16 +5,27 @@
 //! packet) and every link at most one pending arrival event (the head packet
 //! on the wire), as in htsim.
 
-use super::{Backend, LinkStats};
-use crate::packet::{wire_bytes, Packet, FLAG_ACK, FLAG_CE, FLAG_ECE, FLAG_ECT};
-use crate::qdisc::{Enqueued, Qdisc};
-use crate::sim::{Completion, Ctx, Ev};
-use crate::spec::{CcKind, QueueSpec, TransportSpec};
+pub mod header;
+pub mod qdisc;
+
+pub use qdisc::{Discipline, QueueSpec};
+
+use crate::engine::{Arrival, Backend, BackendSend, BandSample, Completion, Ctx, LinkStats, NetEv};
+use crate::fabric::frame::wire_bytes;
+use crate::fabric::topology::Topology;
+use crate::fabric::NodeKind;
 use crate::time::ser_time_ps;
-use crate::topology::Topology;
 use crate::transport::{
-    CongestionControl, Dctcp, NewReno, Segment, SenderConfig, TcpReceiver, TcpSender, WindowState,
+    CcKind, CongestionControl, Dctcp, NewReno, Segment, SenderConfig, TcpReceiver, TcpSender, TransportSpec,
+    WindowState,
 };
+use header::{Packet, FLAG_ACK, FLAG_CE, FLAG_ECE, FLAG_ECT};
+use qdisc::{Enqueued, Qdisc};
+
+/// This backend's events (encoded in the engine's opaque [`NetEv`]).
+const EV_PORT_TX: u8 = 0;
+const EV_WIRE_HEAD: u8 = 1;
+const EV_CONN_TIMER: u8 = 2;
 use std::collections::{HashMap, VecDeque};
 
 struct Port {
@@ -53,6 +64,7 @@ struct Conn {
     /// (source node, destination node, class): the persistent connection it continues.
     pair: (u32, u32, u8),
     persistent: bool,
+    notify_packets: bool,
 }
 
 pub struct PacketNet {
@@ -75,7 +87,7 @@ impl PacketNet {
             .ports
             .iter()
             .map(|p| {
-                let host_port = topo.kinds[p.from as usize] == crate::spec::NodeKind::Host;
+                let host_port = topo.kinds[p.from as usize] == NodeKind::Host;
                 Port {
                     host_port,
                     rate_bps: p.rate_bps,
@@ -157,7 +169,7 @@ impl PacketNet {
         if let Some(pkt) = p.qdisc.dequeue() {
             let done = ctx.now + ser_time_ps(pkt.wire as u64, p.rate_bps);
             p.tx = Some(pkt);
-            ctx.queue.schedule(done, Ev::PortTx(port));
+            ctx.schedule(done, NetEv { kind: EV_PORT_TX, id: port });
         }
     }
 
@@ -171,7 +183,7 @@ impl PacketNet {
         let arrive = ctx.now + p.delay_ps;
         p.wire.push_back((arrive, pkt));
         if p.wire.len() == 1 {
-            ctx.queue.schedule(arrive, Ev::WireHead(port));
+            ctx.schedule(arrive, NetEv { kind: EV_WIRE_HEAD, id: port });
         }
         let host_data = p.host_port && !pkt.is_ack();
         self.start_tx(ctx, port);
@@ -187,7 +199,7 @@ impl PacketNet {
         let p = &mut self.ports[port as usize];
         let (_, mut pkt) = p.wire.pop_front().expect("WireHead on an empty wire");
         if let Some(&(next, _)) = p.wire.front() {
-            ctx.queue.schedule(next, Ev::WireHead(port));
+            ctx.schedule(next, NetEv { kind: EV_WIRE_HEAD, id: port });
         }
         let Some(conn) = self.conns[pkt.conn as usize].as_deref() else {
             // The connection already finished: a late duplicate, discarded.
@@ -215,7 +227,12 @@ impl PacketNet {
         let conn = self.conns[id as usize]
             .as_deref_mut()
             .expect("checked by caller");
+        let before = conn.receiver.delivered_bytes();
         let ack_no = conn.receiver.on_segment(pkt.seq, pkt.payload);
+        let now_in_order = conn.receiver.delivered_bytes();
+        if now_in_order > before && (before == 0 || conn.notify_packets) {
+            ctx.arrivals.push(Arrival { msg: id, bytes: now_in_order });
+        }
         if conn.receiver.is_complete() && !conn.delivered {
             conn.delivered = true;
             ctx.completions.push(Completion {
@@ -275,7 +292,7 @@ impl PacketNet {
         if let Some(t) = conn.sender.poll_at() {
             if conn.timer.map_or(true, |t0| t < t0) {
                 conn.timer = Some(t);
-                ctx.queue.schedule(t, Ev::ConnTimer(id));
+                ctx.schedule(t, NetEv { kind: EV_CONN_TIMER, id });
             }
         }
         let finished = conn.sender.is_done();
@@ -316,16 +333,8 @@ impl PacketNet {
 }
 
 impl Backend for PacketNet {
-    fn send(
-        &mut self,
-        ctx: &mut Ctx,
-        msg: u32,
-        size_bytes: u64,
-        class: u8,
-        persistent: bool,
-        fwd: Vec<u32>,
-        rev: Vec<u32>,
-    ) {
+    fn send(&mut self, ctx: &mut Ctx, send: BackendSend) {
+        let BackendSend { msg, size_bytes, class, persistent, notify_packets, fwd, rev } = send;
         if self.conns.len() <= msg as usize {
             self.conns.resize_with(msg as usize + 1, || None);
         }
@@ -352,6 +361,7 @@ impl Backend for PacketNet {
             nic_bytes: 0,
             pair,
             persistent,
+            notify_packets,
         }));
         self.live_conns += 1;
         self.poll_conn(ctx, msg);
@@ -370,14 +380,20 @@ impl Backend for PacketNet {
         }
     }
 
-    fn handle(&mut self, ctx: &mut Ctx, ev: Ev) -> bool {
-        match ev {
-            Ev::PortTx(p) => self.on_tx_done(ctx, p),
-            Ev::WireHead(p) => self.on_wire_head(ctx, p),
-            Ev::ConnTimer(c) => return self.on_conn_timer(ctx, c),
-            other => unreachable!("packet backend got {other:?}"),
+    fn handle(&mut self, ctx: &mut Ctx, ev: NetEv) -> bool {
+        match ev.kind {
+            EV_PORT_TX => self.on_tx_done(ctx, ev.id),
+            EV_WIRE_HEAD => self.on_wire_head(ctx, ev.id),
+            EV_CONN_TIMER => return self.on_conn_timer(ctx, ev.id),
+            k => unreachable!("packet backend got event kind {k}"),
         }
         true
+    }
+
+    fn sample_bands(&self, out: &mut Vec<BandSample>) {
+        for (i, p) in self.ports.iter().enumerate() {
+            p.qdisc.sample(i as u32, out);
+        }
     }
 
     fn link_stats(&self, now_ps: u64) -> Vec<LinkStats> {

@@ -1,0 +1,98 @@
+//! The resolved scenario as the core reads it (JSON produced by the Python
+//! scenario layer) and the simulation built from it. Every field is
+//! explicit: defaults are filled in by the Python schema, so the core never
+//! guesses a unit or a value. Fabric sections are typed here; each
+//! application section belongs to its app kind in [`crate::apps::REGISTRY`].
+
+use crate::apps::{BuildEnv, REGISTRY};
+use crate::engine::{Backend, Simulation};
+use crate::fabric::topology::Topology;
+use crate::fabric::TopologySpec;
+use crate::net::{flow::FlowNet, packet::PacketNet, packet::QueueSpec};
+use crate::transport::TransportSpec;
+use serde::Deserialize;
+
+/// The fabric part of a scenario: everything but the applications.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FabricSpec {
+    pub seed: u64,
+    pub backend: BackendKind,
+    pub topology: TopologySpec,
+    pub queue: QueueSpec,
+    pub transport: TransportSpec,
+    pub routing: RoutingSpec,
+    /// Hard stop of simulated time; `None` runs until no event is left.
+    #[serde(default)]
+    pub stop_ps: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    Packet,
+    Flow,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoutingSpec {
+    pub ecmp_hash_seed: u64,
+}
+
+/// A resolved scenario: its fabric, and each app kind's section (in
+/// registry order) as the JSON value that kind reads.
+#[derive(Debug, Clone)]
+pub struct SimSpec {
+    pub fabric: FabricSpec,
+    pub apps: Vec<(&'static str, serde_json::Value)>,
+}
+
+impl SimSpec {
+    pub fn from_json(json: &str) -> Result<SimSpec, String> {
+        let mut map: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(json).map_err(|e| format!("scenario: {e}"))?;
+        let mut apps = Vec::new();
+        for kind in REGISTRY {
+            if let Some(v) = map.remove(kind.key) {
+                apps.push((kind.key, v));
+            }
+        }
+        let fabric: FabricSpec = serde_json::from_value(serde_json::Value::Object(map))
+            .map_err(|e| format!("scenario: {e}"))?;
+        Ok(SimSpec { fabric, apps })
+    }
+}
+
+/// Parses a resolved scenario (JSON) and builds its simulation.
+pub fn build_from_json(json: &str) -> Result<Simulation, String> {
+    build(&SimSpec::from_json(json)?)
+}
+
+/// Builds a simulation from a resolved scenario.
+pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
+    let f = &spec.fabric;
+    let topo = Topology::build(&f.topology)?;
+    let t = &f.transport;
+    if t.mss_bytes == 0 || t.mss_bytes > 9000 {
+        return Err("transport.mss_bytes: must be within 1..=9000".into());
+    }
+    if t.init_cwnd_packets == 0 {
+        return Err("transport.init_cwnd_packets: must be positive".into());
+    }
+    let backend: Box<dyn Backend> = match f.backend {
+        BackendKind::Packet => Box::new(PacketNet::new(&topo, &f.queue, t)),
+        BackendKind::Flow => Box::new(FlowNet::new(&topo, t.mss_bytes)),
+    };
+    let env = BuildEnv { topo: &topo, seed: f.seed };
+    let mut apps = Vec::new();
+    for (key, value) in &spec.apps {
+        let kind = REGISTRY.iter().find(|k| k.key == *key).expect("registered");
+        apps.extend((kind.build)(value, &env)?);
+    }
+    let mut sim = Simulation::new(topo, backend, f.routing.ecmp_hash_seed, t.mss_bytes);
+    for a in apps {
+        sim.add_app(a);
+    }
+    Ok(sim)
+}
