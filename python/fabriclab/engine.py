@@ -8,7 +8,7 @@ import time
 
 from . import __version__
 from ._core import Simulator
-from .results import BUCKETS, Results, fct_stats, flows_table, links_table
+from .results import BUCKETS, Results, fct_stats, flows_table, links_table, messages_table, queues_table
 from .limits import check_memory
 from .scenario import Scenario, ScenarioError
 
@@ -25,7 +25,10 @@ def build_simulator(scenario: Scenario, memory_limit: int | str | None = None, t
     ``topology_data``: the scenario's topology if already built."""
     check_memory(scenario, memory_limit)
     try:
-        return Simulator(json.dumps(scenario.to_core(topology_data)))
+        sim = Simulator(json.dumps(scenario.to_core(topology_data)))
+        if scenario.outputs.queues_every_ps is not None:
+            sim.sample_queues(scenario.outputs.queues_every_ps)
+        return sim
     except ValueError as e:
         # The core numbers explicit flows in one list; name them as the user wrote them.
         msg = re.sub(r"^flows\[(\d+)\]", lambda m: scenario.flow_label(int(m.group(1))), str(e))
@@ -128,9 +131,12 @@ def _collect(scenario: Scenario, sim: Simulator, wall_s: float) -> Results:
         for i, name in enumerate(sends["job"]):
             summary["jobs"][name].update({k: sends[c][i] for k, c in zip(keys, cols)})
         _gradient_slack(summary["jobs"], timeline_arrow.to_pandas())
+    out = scenario.outputs
+    messages = messages_table(sim.messages()) if out.messages else None
+    queues = queues_table(sim.queues()) if out.queues_every_ps is not None else None
     resolved = scenario.resolved_dict()
     return Results(flows_arrow=flows, links_arrow=links, summary=summary, resolved=resolved,
-                   jobs_arrow=jobs_arrow, timeline_arrow=timeline_arrow)
+                   jobs_arrow=jobs_arrow, timeline_arrow=timeline_arrow, messages_arrow=messages, queues_arrow=queues)
 
 
 def _gradient_slack(jobs: dict, tl) -> None:

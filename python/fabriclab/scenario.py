@@ -220,6 +220,12 @@ JOB_ALLREDUCE = ("ring", "ring-plan", "tree", "halving-doubling", "direct")
 class OutputsConfig(_Strict):
     flows: bool = True
     links: bool = True
+    # Every message with its app, tag, first and last byte times and path.
+    messages: bool = True
+    # Sample every port's queue bands this often (queues.parquet); off by default.
+    queues_every_ps: Optional[Annotated[TimePs, Field(gt=0)]] = None
+
+    _off = field_validator("queues_every_ps", mode="before")(_off_is_none)
 
 
 class Scenario(_Strict):
