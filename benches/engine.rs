@@ -37,12 +37,12 @@ fn qdisc_path(c: &mut Criterion) {
     c.bench_function("qdisc/prio_enqueue_dequeue", |b| {
         let mut q = Qdisc::new(&spec);
         for i in 0..100u64 {
-            q.enqueue(Packet { conn: 0, seq: i, payload: 1460, wire: 1538, hop: 0, class: (i % 3) as u8, flags: 2 });
+            q.enqueue(Packet::tcp(0, i, 1460, 1538, (i % 3) as u8, 2));
         }
         let mut i = 0u64;
         b.iter(|| {
             i += 1;
-            q.enqueue(Packet { conn: 0, seq: i, payload: 1460, wire: 1538, hop: 0, class: (i % 3) as u8, flags: 2 });
+            q.enqueue(Packet::tcp(0, i, 1460, 1538, (i % 3) as u8, 2));
             black_box(q.dequeue())
         })
     });

@@ -127,6 +127,43 @@ class QueueConfig(_Strict):
         return self
 
 
+QUEUE_FIELDS = ("discipline", "bands", "priomap", "limit_bytes", "limit_packets", "ecn_threshold_bytes",
+                "ecn_threshold_packets")
+
+
+class QueueOverrideConfig(QueueConfig):
+    """A queue discipline for the egress ports of one node (``node``) or of
+    one link direction (``node`` -> ``to``); fields not given are the
+    ``[queue]`` section's."""
+    node: str
+    to: Optional[str] = None
+
+
+class PfcConfig(_Strict):
+    """Priority flow control (IEEE 802.1Qbb) at every switch, packet backend."""
+    classes: list[int] = Field(min_length=1, max_length=8, description="lossless traffic classes")
+    xoff_bytes: Annotated[SizeBytes, Field(gt=0)] = 100_000
+    xon_bytes: Annotated[SizeBytes, Field(ge=0)] = 50_000
+    # None: twice the largest link's bandwidth-delay product plus two full frames.
+    headroom_bytes: Optional[Annotated[SizeBytes, Field(ge=0)]] = None
+    pause_quanta: int = Field(65535, ge=1, le=65535)
+
+    @model_validator(mode="after")
+    def _check(self):
+        bad = [c for c in self.classes if not 0 <= c <= 7]
+        if bad:
+            raise ValueError(f"classes: traffic classes are 0..7, got {bad}")
+        if len(set(self.classes)) != len(self.classes):
+            raise ValueError(f"classes: each class once, got {self.classes}")
+        if self.xon_bytes > self.xoff_bytes:
+            raise ValueError(f"xon_bytes: {self.xon_bytes} must not exceed xoff_bytes ({self.xoff_bytes})")
+        return self
+
+
+def _core_queue(q: QueueConfig) -> dict:
+    return {k: getattr(q, k) for k in QUEUE_FIELDS}
+
+
 class TransportConfig(_Strict):
     cc: Literal["newreno", "dctcp"] = "dctcp"
     mss_bytes: Annotated[SizeBytes, Field(ge=64, le=9000)] = 1460
@@ -235,6 +272,10 @@ class Scenario(_Strict):
     stop_ps: Optional[Annotated[TimePs, Field(gt=0)]] = None
     topology: TopologyConfig = Field(default_factory=StarTopology)
     queue: QueueConfig = Field(default_factory=QueueConfig)
+    # Host NIC ports' queues; None: unlimited and never marking (bounded by TCP Small Queues).
+    host_queue: Optional[QueueConfig] = None
+    queue_overrides: list[QueueOverrideConfig] = Field(default_factory=list)
+    pfc: Optional[PfcConfig] = None
     transport: TransportConfig = Field(default_factory=TransportConfig)
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
     traffic: list[PoissonTrafficConfig] = Field(default_factory=list)
@@ -248,13 +289,30 @@ class Scenario(_Strict):
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
 
     @model_validator(mode="after")
+    def _overrides_inherit(self):
+        # An override's unset fields are [queue]'s; the result is checked as a whole.
+        for i, o in enumerate(self.queue_overrides):
+            merged = {k: getattr(self.queue, k) for k in QUEUE_FIELDS}
+            merged.update({k: getattr(o, k) for k in o.model_fields_set if k in QUEUE_FIELDS})
+            try:
+                self.queue_overrides[i] = QueueOverrideConfig(**merged, node=o.node, to=o.to)
+            except ValidationError as e:
+                raise ValueError(f"queue_overrides[{i}]: {e.errors()[0]['msg']}") from None
+        return self
+
+    @model_validator(mode="after")
     def _a_packet_fits(self):
         # A queue that cannot hold one full segment drops every packet and the run never ends.
         full = self.transport.mss_bytes + WIRE_OVERHEAD_BYTES
-        if self.queue.limit_bytes is not None and self.queue.limit_bytes < full:
-            raise ValueError(f"queue.limit_bytes: {self.queue.limit_bytes} bytes cannot hold one full segment "
-                             f"({full} wire bytes: transport.mss_bytes + {WIRE_OVERHEAD_BYTES} of headers, preamble "
-                             f"and gap); give at least {full}")
+        queues = [("queue", self.queue), ("host_queue", self.host_queue)]
+        queues += [(f"queue_overrides[{i}]", o) for i, o in enumerate(self.queue_overrides)]
+        for name, q in queues:
+            if q is not None and q.limit_bytes is not None and q.limit_bytes < full:
+                raise ValueError(f"{name}.limit_bytes: {q.limit_bytes} bytes cannot hold one full segment "
+                                 f"({full} wire bytes: transport.mss_bytes + {WIRE_OVERHEAD_BYTES} of headers, "
+                                 f"preamble and gap); give at least {full}")
+        if self.pfc is not None and self.backend != "packet":
+            raise ValueError('pfc: the flow backend has no queues to pause; PFC needs backend = "packet"')
         return self
 
     @field_validator("topology", mode="before")
@@ -401,16 +459,35 @@ class Scenario(_Strict):
         jobs = [self._job_core(i, j, t) for i, j in enumerate(self.jobs)]
         q = self.queue
         tr = self.transport
+        core_pfc = None
+        if self.pfc is not None:
+            p = self.pfc
+            headroom = p.headroom_bytes
+            if headroom is None:
+                # What can still arrive after an XOFF: the link's round trip of data
+                # and a full frame in serialization at each end, on the worst link.
+                headroom = max((2 * lk["rate_bps"] * lk["delay_ps"] // (8 * 10**12) for lk in t.links), default=0)
+                headroom += 2 * (tr.mss_bytes + WIRE_OVERHEAD_BYTES)
+            core_pfc = {"classes": p.classes, "xoff_bytes": p.xoff_bytes, "xon_bytes": p.xon_bytes,
+                        "headroom_bytes": headroom, "pause_quanta": p.pause_quanta}
+        overrides = []
+        for i, o in enumerate(self.queue_overrides):
+            ends = []
+            for key in ("node", "to"):
+                name = getattr(o, key)
+                if name is not None and name not in names:
+                    raise ScenarioError(f"queue_overrides[{i}].{key}: unknown node {name!r}")
+                ends.append(None if name is None else names[name])
+            overrides.append({"from": ends[0], "to": ends[1], "queue": _core_queue(o)})
         return {
             "jobs": jobs,
             "seed": self.seed,
             "backend": self.backend,
             "topology": t.to_core(),
-            "queue": {
-                "discipline": q.discipline, "bands": q.bands, "priomap": q.priomap,
-                "limit_bytes": q.limit_bytes, "limit_packets": q.limit_packets,
-                "ecn_threshold_bytes": q.ecn_threshold_bytes, "ecn_threshold_packets": q.ecn_threshold_packets,
-            },
+            "queue": _core_queue(q),
+            "host_queue": None if self.host_queue is None else _core_queue(self.host_queue),
+            "queue_overrides": overrides,
+            "pfc": core_pfc,
             "transport": {
                 "cc": tr.cc, "mss_bytes": tr.mss_bytes, "init_cwnd_packets": tr.init_cwnd_packets,
                 "min_rto_ps": tr.min_rto_ps, "initial_rto_ps": tr.initial_rto_ps, "max_rto_ps": tr.max_rto_ps,
@@ -544,8 +621,10 @@ class Scenario(_Strict):
         d = {"fabriclab_version": __version__, **dump}
         # Queue limits and thresholds default to a value, so "none" must be
         # written explicitly (as "off") for the resolved file to mean the same.
-        for k in ("limit_bytes", "limit_packets", "ecn_threshold_bytes", "ecn_threshold_packets"):
-            d["queue"].setdefault(k, "off")
+        for table in [d["queue"], d.get("host_queue"), *d.get("queue_overrides", [])]:
+            for k in ("limit_bytes", "limit_packets", "ecn_threshold_bytes", "ecn_threshold_packets"):
+                if table is not None:
+                    table.setdefault(k, "off")
         # Files are named by absolute paths, so the resolved file runs the
         # same from wherever it is written.
         for table, key in self._file_refs(d):

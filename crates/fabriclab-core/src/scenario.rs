@@ -8,7 +8,8 @@ use crate::apps::{BuildEnv, REGISTRY};
 use crate::engine::{Backend, Simulation};
 use crate::fabric::topology::Topology;
 use crate::fabric::TopologySpec;
-use crate::net::{flow::FlowNet, packet::PacketNet, packet::QueueSpec};
+use crate::net::flow::FlowNet;
+use crate::net::packet::{PacketNet, PfcSpec, PortQueues, QueueOverride, QueueSpec};
 use crate::transport::TransportSpec;
 use serde::Deserialize;
 
@@ -19,7 +20,17 @@ pub struct FabricSpec {
     pub seed: u64,
     pub backend: BackendKind,
     pub topology: TopologySpec,
+    /// Egress queues of switch ports.
     pub queue: QueueSpec,
+    /// Egress queues of host NIC ports; `None`: unlimited, never marking.
+    #[serde(default)]
+    pub host_queue: Option<QueueSpec>,
+    /// Per node or per link direction (packet backend).
+    #[serde(default)]
+    pub queue_overrides: Vec<QueueOverride>,
+    /// Priority flow control at switches (packet backend).
+    #[serde(default)]
+    pub pfc: Option<PfcSpec>,
     pub transport: TransportSpec,
     pub routing: RoutingSpec,
     /// Hard stop of simulated time; `None` runs until no event is left.
@@ -81,7 +92,25 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
         return Err("transport.init_cwnd_packets: must be positive".into());
     }
     let backend: Box<dyn Backend> = match f.backend {
-        BackendKind::Packet => Box::new(PacketNet::new(&topo, &f.queue, t)),
+        BackendKind::Packet => {
+            let n = topo.names.len() as u32;
+            for (i, o) in f.queue_overrides.iter().enumerate() {
+                if o.from >= n || o.to.is_some_and(|t| t >= n) {
+                    return Err(format!("queue_overrides[{i}]: node index out of range (0..{n})"));
+                }
+                if let Some(to) = o.to {
+                    if !topo.out_ports[o.from as usize].iter().any(|&p| topo.ports[p as usize].to == to) {
+                        return Err(format!(
+                            "queue_overrides[{i}]: no link from '{}' to '{}'",
+                            topo.names[o.from as usize], topo.names[to as usize]
+                        ));
+                    }
+                }
+            }
+            let queues =
+                PortQueues { switch: f.queue.clone(), host: f.host_queue.clone(), overrides: f.queue_overrides.clone() };
+            Box::new(PacketNet::new(&topo, &queues, t, f.pfc.clone()))
+        }
         BackendKind::Flow => Box::new(FlowNet::new(&topo, t.mss_bytes)),
     };
     let env = BuildEnv { topo: &topo, seed: f.seed };

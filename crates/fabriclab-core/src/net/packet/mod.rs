@@ -6,49 +6,35 @@
 //! on the wire), as in htsim.
 
 pub mod header;
+pub mod pfc;
+mod port;
 pub mod qdisc;
 
-pub use qdisc::{Discipline, QueueSpec};
+pub use pfc::PfcSpec;
+pub use qdisc::{Discipline, QueueOverride, QueueSpec};
 
 use crate::engine::{Arrival, Backend, BackendSend, BandSample, Completion, Ctx, LinkStats, NetEv};
 use crate::fabric::frame::wire_bytes;
 use crate::fabric::topology::Topology;
 use crate::fabric::NodeKind;
-use crate::time::ser_time_ps;
 use crate::transport::{
     CcKind, CongestionControl, Dctcp, NewReno, Segment, SenderConfig, TcpReceiver, TcpSender, TransportSpec,
     WindowState,
 };
-use header::{Packet, FLAG_ACK, FLAG_CE, FLAG_ECE, FLAG_ECT};
-use qdisc::{Enqueued, Qdisc};
+use header::{Packet, FLAG_ACK, FLAG_CE, FLAG_ECE, FLAG_ECT, PROTO_PAUSE};
+use pfc::PfcState;
+use port::Port;
+use qdisc::Qdisc;
 
 /// This backend's events (encoded in the engine's opaque [`NetEv`]).
-const EV_PORT_TX: u8 = 0;
-const EV_WIRE_HEAD: u8 = 1;
-const EV_CONN_TIMER: u8 = 2;
-use std::collections::{HashMap, VecDeque};
-
-struct Port {
-    /// A host's NIC port: its departures release the sender's TSQ budget.
-    host_port: bool,
-    rate_bps: u64,
-    delay_ps: u64,
-    qdisc: Qdisc,
-    /// Packet being serialized, if any.
-    tx: Option<Packet>,
-    /// Packets propagating on the wire with their arrival times (non-decreasing).
-    wire: VecDeque<(u64, Packet)>,
-    stats: LinkStats,
-    q_changed_ps: u64,
-}
-
-impl Port {
-    fn account_queue(&mut self, now: u64) {
-        let dt = now - self.q_changed_ps;
-        self.stats.queue_area += self.qdisc.bytes() as u128 * dt as u128;
-        self.q_changed_ps = now;
-    }
-}
+pub(crate) const EV_PORT_TX: u8 = 0;
+pub(crate) const EV_WIRE_HEAD: u8 = 1;
+pub(crate) const EV_CONN_TIMER: u8 = 2;
+/// A port's pause of one class ends (id: port * 8 + class).
+pub(crate) const EV_PAUSE_END: u8 = 3;
+/// A switch refreshes an XOFF it sent (id: ingress port * 8 + class).
+pub(crate) const EV_PFC_REFRESH: u8 = 4;
+use std::collections::HashMap;
 
 struct Conn {
     fwd: Box<[u32]>,
@@ -79,36 +65,37 @@ pub struct PacketNet {
     /// Window state of persistent connections, by (source node, destination node, class).
     windows: HashMap<(u32, u32, u8), WindowState>,
     port_ends: Vec<(u32, u32)>,
+    pfc: Option<PfcState>,
+}
+
+/// Queue disciplines of every port: switch ports' default, host NIC ports'
+/// (`None`: unlimited and never marking, bounded by TCP Small Queues), and
+/// overrides per node or per link direction (the last match wins).
+#[derive(Debug, Clone)]
+pub struct PortQueues {
+    pub switch: QueueSpec,
+    pub host: Option<QueueSpec>,
+    pub overrides: Vec<QueueOverride>,
 }
 
 impl PacketNet {
-    pub fn new(topo: &Topology, queue: &QueueSpec, transport: &TransportSpec) -> PacketNet {
-        let ports = topo
+    pub fn new(topo: &Topology, queues: &PortQueues, transport: &TransportSpec, pfc: Option<PfcSpec>) -> PacketNet {
+        let ports: Vec<Port> = topo
             .ports
             .iter()
             .map(|p| {
                 let host_port = topo.kinds[p.from as usize] == NodeKind::Host;
-                Port {
-                    host_port,
-                    rate_bps: p.rate_bps,
-                    delay_ps: p.delay_ps,
-                    qdisc: if host_port {
-                        Qdisc::unlimited(queue)
-                    } else {
-                        Qdisc::new(queue)
-                    },
-                    tx: None,
-                    wire: VecDeque::new(),
-                    stats: LinkStats {
-                        from: p.from,
-                        to: p.to,
-                        rate_bps: p.rate_bps,
-                        ..Default::default()
-                    },
-                    q_changed_ps: 0,
-                }
+                let over = queues.overrides.iter().rev().find(|o| o.from == p.from && o.to.map_or(true, |t| t == p.to));
+                let qdisc = match (over, host_port, &queues.host) {
+                    (Some(o), _, _) => Qdisc::new(&o.queue),
+                    (None, true, Some(h)) => Qdisc::new(h),
+                    (None, true, None) => Qdisc::unlimited(&queues.switch),
+                    (None, false, _) => Qdisc::new(&queues.switch),
+                };
+                Port::new(host_port, p.from, p.to, p.rate_bps, p.delay_ps, qdisc)
             })
             .collect();
+        let n = ports.len();
         PacketNet {
             ports,
             conns: Vec::new(),
@@ -127,6 +114,7 @@ impl PacketNet {
             scratch: Vec::new(),
             windows: HashMap::new(),
             port_ends: topo.ports.iter().map(|p| (p.from, p.to)).collect(),
+            pfc: pfc.map(|spec| PfcState::new(spec, n)),
         }
     }
 
@@ -145,61 +133,17 @@ impl PacketNet {
         self.live_conns
     }
 
-    fn enqueue(&mut self, ctx: &mut Ctx, port: u32, pkt: Packet) {
-        let p = &mut self.ports[port as usize];
-        p.account_queue(ctx.now);
-        match p.qdisc.enqueue(pkt) {
-            Enqueued::Dropped => {
-                p.stats.drops += 1;
-                self.packets_in_network -= 1;
-                return;
-            }
-            Enqueued::Marked => p.stats.ecn_marks += 1,
-            Enqueued::Queued => {}
-        }
-        p.stats.max_queue_bytes = p.stats.max_queue_bytes.max(p.qdisc.bytes());
-        if p.tx.is_none() {
-            self.start_tx(ctx, port);
-        }
-    }
-
-    fn start_tx(&mut self, ctx: &mut Ctx, port: u32) {
-        let p = &mut self.ports[port as usize];
-        p.account_queue(ctx.now);
-        if let Some(pkt) = p.qdisc.dequeue() {
-            let done = ctx.now + ser_time_ps(pkt.wire as u64, p.rate_bps);
-            p.tx = Some(pkt);
-            ctx.schedule(done, NetEv { kind: EV_PORT_TX, id: port });
-        }
-    }
-
-    fn on_tx_done(&mut self, ctx: &mut Ctx, port: u32) {
-        let p = &mut self.ports[port as usize];
-        let pkt =
-            p.tx.take()
-                .expect("PortTx without a packet in serialization");
-        p.stats.bytes += pkt.wire as u64;
-        p.stats.packets += 1;
-        let arrive = ctx.now + p.delay_ps;
-        p.wire.push_back((arrive, pkt));
-        if p.wire.len() == 1 {
-            ctx.schedule(arrive, NetEv { kind: EV_WIRE_HEAD, id: port });
-        }
-        let host_data = p.host_port && !pkt.is_ack();
-        self.start_tx(ctx, port);
-        if host_data {
-            if let Some(conn) = self.conns[pkt.conn as usize].as_deref_mut() {
-                conn.nic_bytes -= pkt.payload as u64;
-                self.poll_conn(ctx, pkt.conn);
-            }
-        }
-    }
-
     fn on_wire_head(&mut self, ctx: &mut Ctx, port: u32) {
         let p = &mut self.ports[port as usize];
         let (_, mut pkt) = p.wire.pop_front().expect("WireHead on an empty wire");
         if let Some(&(next, _)) = p.wire.front() {
             ctx.schedule(next, NetEv { kind: EV_WIRE_HEAD, id: port });
+        }
+        if pkt.proto == PROTO_PAUSE {
+            // Ports come in pairs (2i: a -> b, 2i + 1: b -> a): the frame
+            // stops the receiver's egress port back over the same link.
+            self.on_pause(ctx, port ^ 1, pkt.class, pkt.seq as u16);
+            return;
         }
         let Some(conn) = self.conns[pkt.conn as usize].as_deref() else {
             // The connection already finished: a late duplicate, discarded.
@@ -210,6 +154,7 @@ impl PacketNet {
         let hop = pkt.hop as usize + 1;
         if hop < route.len() {
             pkt.hop = hop as u16;
+            pkt.ingress = port;
             let next = route[hop];
             self.enqueue(ctx, next, pkt);
         } else {
@@ -247,15 +192,7 @@ impl PacketNet {
         } else {
             0
         };
-        let ack = Packet {
-            conn: id,
-            seq: ack_no,
-            payload: 0,
-            wire: wire_bytes(0),
-            hop: 0,
-            class: conn.class,
-            flags: FLAG_ACK | ece,
-        };
+        let ack = Packet::tcp(id, ack_no, 0, wire_bytes(0), conn.class, FLAG_ACK | ece);
         let first = conn.rev[0];
         self.packets_in_network += 1;
         self.enqueue(ctx, first, ack);
@@ -297,15 +234,7 @@ impl PacketNet {
         }
         let finished = conn.sender.is_done();
         for s in segs.drain(..) {
-            let pkt = Packet {
-                conn: id,
-                seq: s.seq,
-                payload: s.len,
-                wire: wire_bytes(s.len),
-                hop: 0,
-                class,
-                flags: ect,
-            };
+            let pkt = Packet::tcp(id, s.seq, s.len, wire_bytes(s.len), class, ect);
             self.packets_in_network += 1;
             self.enqueue(ctx, first, pkt);
         }
@@ -385,6 +314,8 @@ impl Backend for PacketNet {
             EV_PORT_TX => self.on_tx_done(ctx, ev.id),
             EV_WIRE_HEAD => self.on_wire_head(ctx, ev.id),
             EV_CONN_TIMER => return self.on_conn_timer(ctx, ev.id),
+            EV_PAUSE_END => return self.on_pause_end(ctx, ev.id / 8, (ev.id % 8) as u8),
+            EV_PFC_REFRESH => return self.on_pfc_refresh(ctx, ev.id / 8, (ev.id % 8) as u8),
             k => unreachable!("packet backend got event kind {k}"),
         }
         true
@@ -397,15 +328,7 @@ impl Backend for PacketNet {
     }
 
     fn link_stats(&self, now_ps: u64) -> Vec<LinkStats> {
-        self.ports
-            .iter()
-            .map(|p| {
-                let mut s = p.stats.clone();
-                s.queue_area +=
-                    p.qdisc.bytes() as u128 * (now_ps.saturating_sub(p.q_changed_ps)) as u128;
-                s
-            })
-            .collect()
+        self.ports.iter().map(|p| p.stats_at(now_ps)).collect()
     }
 
     fn in_flight(&self) -> usize {

@@ -30,6 +30,17 @@ pub struct QueueSpec {
     pub ecn_threshold_packets: Option<u64>,
 }
 
+/// A queue discipline for the egress ports of one node (`to: None`) or of
+/// one link direction `from -> to` (node indices).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueOverride {
+    pub from: u32,
+    #[serde(default)]
+    pub to: Option<u32>,
+    pub queue: QueueSpec,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Enqueued {
     Queued,
@@ -97,11 +108,27 @@ impl Qdisc {
 
     /// Enqueue with drop-tail per band; ECT packets are marked CE when the
     /// band holds more than the threshold on arrival.
-    pub fn enqueue(&mut self, mut pkt: Packet) -> Enqueued {
+    pub fn enqueue(&mut self, pkt: Packet) -> Enqueued {
+        self.enqueue_inner(pkt, false)
+    }
+
+    /// Enqueue a packet of a lossless class (PFC keeps it within its
+    /// headroom): never dropped by the band's limit; marked as usual.
+    pub fn enqueue_lossless(&mut self, pkt: Packet) -> Enqueued {
+        self.enqueue_inner(pkt, true)
+    }
+
+    /// Counts a packet of `class` dropped before reaching this queue.
+    pub fn count_drop(&mut self, class: u8) {
+        let b = self.band_of(class);
+        self.band_drops[b] += 1;
+    }
+
+    fn enqueue_inner(&mut self, mut pkt: Packet, lossless: bool) -> Enqueued {
         let b = self.band_of(pkt.class);
         let q = &mut self.bands[b];
         let bytes = self.band_bytes[b];
-        if bytes + pkt.wire as u64 > self.limit_bytes || q.len() as u64 + 1 > self.limit_packets {
+        if !lossless && (bytes + pkt.wire as u64 > self.limit_bytes || q.len() as u64 + 1 > self.limit_packets) {
             self.band_drops[b] += 1;
             return Enqueued::Dropped;
         }
@@ -133,14 +160,15 @@ impl Qdisc {
         None
     }
 
-    /// PFC hook: pause or resume the band that carries `class`.
-    pub fn set_class_paused(&mut self, class: u8, paused: bool) {
-        let b = self.band_of(class);
-        if paused {
-            self.paused |= 1 << b;
-        } else {
-            self.paused &= !(1 << b);
-        }
+    /// PFC: pauses exactly the bands that carry a class of `classes` (bit c
+    /// set: class c is paused); the others may be dequeued.
+    pub fn set_paused_classes(&mut self, classes: u8) {
+        self.paused = (0..8u8).filter(|c| classes & (1 << c) != 0).fold(0, |m, c| m | 1 << self.band_of(c));
+    }
+
+    /// Whether any packet waits in a band that is not paused.
+    pub fn has_sendable(&self) -> bool {
+        (0..self.bands.len()).any(|b| self.paused & (1 << b) == 0 && !self.bands[b].is_empty())
     }
 
     /// Appends one sample per band of this queue (egress port `port`).
