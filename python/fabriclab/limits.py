@@ -150,12 +150,12 @@ def _topology(s, est: Estimate) -> tuple[int, float, int]:
     if kind == "star":
         hosts, switches, links, groups, name = t.hosts, 1, t.hosts, 1, "topology.hosts"
     elif kind == "leaf_spine":
-        hosts = t.leaves * t.hosts_per_leaf
-        switches, links, groups = t.leaves + t.spines, hosts + t.leaves * t.spines, t.leaves
+        hosts = t.leaves // t.host_ports * t.hosts_per_leaf
+        switches, links, groups = t.leaves + t.spines, hosts * t.host_ports + t.leaves * t.spines, t.leaves
         name = "topology.hosts_per_leaf" if t.hosts_per_leaf >= t.leaves else "topology.leaves"
     elif kind == "fat_tree":
         k = t.k
-        hosts, switches, links, groups, name = k**3 // 4, 5 * k * k // 4, 3 * k**3 // 4, k * k // 2, "topology.k"
+        hosts, switches, links, groups, name = k**3 // 4 // t.host_ports, 5 * k * k // 4, 3 * k**3 // 4, k * k // 2, "topology.k"
     else:  # a file: its size is what it is; count it once built
         data = s.build_topology()
         hosts = len(data.hosts)

@@ -44,7 +44,7 @@ MESSAGE_SCHEMA = pa.schema([
     ("msg_id", pa.uint32()), ("app", pa.string()), ("tag", pa.uint64()), ("src", pa.uint32()), ("dst", pa.uint32()),
     ("src_node", pa.string()), ("dst_node", pa.string()), ("size_bytes", pa.uint64()), ("class", pa.uint8()),
     ("start_ps", pa.uint64()), ("first_byte_ps", pa.uint64()), ("end_ps", pa.uint64()), ("fct_ps", pa.uint64()),
-    ("retransmits", pa.uint64()), ("path", pa.string()),
+    ("retransmits", pa.uint64()), ("path", pa.string()), ("reroutes", pa.uint32()), ("route_lost", pa.bool_()),
 ])
 
 QUEUE_SCHEMA = pa.schema([
@@ -61,6 +61,7 @@ def messages_table(cols: dict) -> pa.Table:
     done = ~np.asarray(end.is_null())
     fct = np.where(done, end.fill_null(0).to_numpy() - np.asarray(start), 0).astype(np.uint64)
     data = {k: cols[k] for k in MESSAGE_SCHEMA.names if k != "fct_ps"}
+    data["route_lost"] = np.asarray(cols["route_lost"], dtype=bool)
     data["fct_ps"] = pa.array(fct, pa.uint64(), mask=~done)
     return pa.table({k: pa.array(data[k], MESSAGE_SCHEMA.field(k).type) if not isinstance(data[k], pa.Array)
                      else data[k] for k in MESSAGE_SCHEMA.names}, schema=MESSAGE_SCHEMA)

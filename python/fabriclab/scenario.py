@@ -64,6 +64,8 @@ class LeafSpineTopology(_Strict):
     link_delay_ps: Delay = 1_000_000
     oversubscription: float = Field(1.0, gt=0)
     spine_link_rate_bps: Optional[PositiveRate] = None
+    # 2: dual-port hosts, one port on each leaf of a pair.
+    host_ports: int = Field(1, ge=1, le=2)
 
     @model_validator(mode="after")
     def _spine_rate(self):
@@ -81,6 +83,8 @@ class FatTreeTopology(_Strict):
     k: int = Field(4, ge=2, le=U32_MAX)
     link_rate_bps: PositiveRate = 10_000_000_000
     link_delay_ps: Delay = 1_000_000
+    # 2: dual-port hosts, one port on each edge switch of a pair.
+    host_ports: int = Field(1, ge=1, le=2)
 
     @field_validator("k")
     @classmethod
@@ -188,6 +192,31 @@ class TransportConfig(_Strict):
 
 class RoutingConfig(_Strict):
     ecmp_hash_seed: int = Field(0, ge=0, lt=2**64)
+    # After a link goes down or up, routing follows this much later.
+    convergence_ps: Annotated[TimePs, Field(ge=0)] = 0
+
+
+class LinkEventConfig(_Strict):
+    """At ``at_ps``, the link between two nodes (both directions; every
+    parallel link between them) goes down or up, changes its rate, or starts
+    losing packets with probability ``loss``."""
+    at_ps: Annotated[TimePs, Field(ge=0)]
+    link: list[str] = Field(min_length=2, max_length=2, description="the two nodes the link joins")
+    action: Literal["down", "up", "rate", "loss"]
+    rate_bps: Optional[Annotated[RateBps, Field(gt=0)]] = None
+    loss: Optional[float] = Field(None, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _fields_of_action(self):
+        if self.action == "rate" and self.rate_bps is None:
+            raise ValueError('rate_bps: action = "rate" needs the new rate')
+        if self.action == "loss" and self.loss is None:
+            raise ValueError('loss: action = "loss" needs a probability within [0, 1]')
+        if self.action != "rate" and self.rate_bps is not None:
+            raise ValueError(f'rate_bps: only for action = "rate", not "{self.action}"')
+        if self.action != "loss" and self.loss is not None:
+            raise ValueError(f'loss: only for action = "loss", not "{self.action}"')
+        return self
 
 
 class PoissonTrafficConfig(_Strict):
@@ -276,6 +305,7 @@ class Scenario(_Strict):
     host_queue: Optional[QueueConfig] = None
     queue_overrides: list[QueueOverrideConfig] = Field(default_factory=list)
     pfc: Optional[PfcConfig] = None
+    link_events: list[LinkEventConfig] = Field(default_factory=list)
     transport: TransportConfig = Field(default_factory=TransportConfig)
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
     traffic: list[PoissonTrafficConfig] = Field(default_factory=list)
@@ -313,6 +343,10 @@ class Scenario(_Strict):
                                  f"preamble and gap); give at least {full}")
         if self.pfc is not None and self.backend != "packet":
             raise ValueError('pfc: the flow backend has no queues to pause; PFC needs backend = "packet"')
+        for i, e in enumerate(self.link_events):
+            if e.action == "loss" and self.backend != "packet":
+                raise ValueError(f'link_events[{i}].action: the flow backend has no packets to lose; "loss" '
+                                 f'needs backend = "packet"')
         return self
 
     @field_validator("topology", mode="before")
@@ -367,10 +401,10 @@ class Scenario(_Strict):
             if isinstance(t, LeafSpineTopology):
                 return topo.leaf_spine(
                     t.leaves, t.hosts_per_leaf, t.spines, t.link_rate_bps, t.link_delay_ps,
-                    t.oversubscription, t.spine_link_rate_bps,
+                    t.oversubscription, t.spine_link_rate_bps, t.host_ports,
                 )
             if isinstance(t, FatTreeTopology):
-                return topo.fat_tree(t.k, t.link_rate_bps, t.link_delay_ps)
+                return topo.fat_tree(t.k, t.link_rate_bps, t.link_delay_ps, t.host_ports)
             return topo.from_file(self._resolve_path(t.path))
         except topo.TopologyError as e:
             raise ScenarioError(str(e)) from None
@@ -479,6 +513,18 @@ class Scenario(_Strict):
                     raise ScenarioError(f"queue_overrides[{i}].{key}: unknown node {name!r}")
                 ends.append(None if name is None else names[name])
             overrides.append({"from": ends[0], "to": ends[1], "queue": _core_queue(o)})
+        link_events = []
+        for i, e in enumerate(self.link_events):
+            for key, name in zip(("link[0]", "link[1]"), e.link):
+                if name not in names:
+                    raise ScenarioError(f"link_events[{i}].{key}: unknown node {name!r}")
+            a, b = names[e.link[0]], names[e.link[1]]
+            found = [k for k, lk in enumerate(t.links) if {lk["a"], lk["b"]} == {a, b}]
+            if not found:
+                raise ScenarioError(f"link_events[{i}].link: no link joins {e.link[0]!r} and {e.link[1]!r}")
+            for k in found:
+                link_events.append({"at_ps": e.at_ps, "link": k, "action": e.action,
+                                    "rate_bps": e.rate_bps, "loss": e.loss})
         return {
             "jobs": jobs,
             "seed": self.seed,
@@ -495,7 +541,9 @@ class Scenario(_Strict):
                 "dctcp_initial_alpha": tr.dctcp_initial_alpha, "tsq_limit_bytes": tr.tsq_limit_bytes,
                 "persistent_connections": tr.persistent_connections,
             },
-            "routing": {"ecmp_hash_seed": self.routing.ecmp_hash_seed},
+            "routing": {"ecmp_hash_seed": self.routing.ecmp_hash_seed,
+                        "convergence_ps": self.routing.convergence_ps},
+            "link_events": link_events,
             "traffic": traffic,
             "flows": flows,
             "stop_ps": self.stop_ps,

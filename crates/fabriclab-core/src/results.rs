@@ -89,6 +89,8 @@ pub fn message_table(sim: &Simulation) -> Table {
         .col("end_ps", Column::OptU64(msgs.iter().map(|m| m.end_ps).collect()))
         .col("retransmits", Column::U64(msgs.iter().map(|m| m.retransmits).collect()))
         .col("path", Column::Str(path))
+        .col("reroutes", Column::U32(msgs.iter().map(|m| m.reroutes).collect()))
+        .col("route_lost", Column::U32(msgs.iter().map(|m| m.route_lost as u32).collect()))
 }
 
 /// The queue sampler's rows: per sample and band, the queue and the

@@ -7,7 +7,7 @@
 use crate::apps::{BuildEnv, REGISTRY};
 use crate::engine::{Backend, Simulation};
 use crate::fabric::topology::Topology;
-use crate::fabric::TopologySpec;
+use crate::fabric::{LinkAction, LinkEventSpec, TopologySpec};
 use crate::net::flow::FlowNet;
 use crate::net::packet::{PacketNet, PfcSpec, PortQueues, QueueOverride, QueueSpec};
 use crate::transport::TransportSpec;
@@ -33,6 +33,9 @@ pub struct FabricSpec {
     pub pfc: Option<PfcSpec>,
     pub transport: TransportSpec,
     pub routing: RoutingSpec,
+    /// Timed link changes (both backends).
+    #[serde(default)]
+    pub link_events: Vec<LinkEventSpec>,
     /// Hard stop of simulated time; `None` runs until no event is left.
     #[serde(default)]
     pub stop_ps: Option<u64>,
@@ -49,6 +52,9 @@ pub enum BackendKind {
 #[serde(deny_unknown_fields)]
 pub struct RoutingSpec {
     pub ecmp_hash_seed: u64,
+    /// After a link goes down or up, routing follows this much later.
+    #[serde(default)]
+    pub convergence_ps: u64,
 }
 
 /// A resolved scenario: its fabric, and each app kind's section (in
@@ -109,10 +115,25 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
             }
             let queues =
                 PortQueues { switch: f.queue.clone(), host: f.host_queue.clone(), overrides: f.queue_overrides.clone() };
-            Box::new(PacketNet::new(&topo, &queues, t, f.pfc.clone()))
+            Box::new(PacketNet::new(&topo, &queues, t, f.pfc.clone(), f.seed))
         }
         BackendKind::Flow => Box::new(FlowNet::new(&topo, t.mss_bytes)),
     };
+    let nl = f.topology.links.len() as u32;
+    for (i, e) in f.link_events.iter().enumerate() {
+        if e.link >= nl {
+            return Err(format!("link_events[{i}].link: link index {} out of range (0..{nl})", e.link));
+        }
+        match e.action {
+            LinkAction::Rate if e.rate_bps.map_or(true, |r| r == 0) => {
+                return Err(format!("link_events[{i}].rate_bps: a positive rate is needed"))
+            }
+            LinkAction::Loss if e.loss.map_or(true, |x| !(0.0..=1.0).contains(&x)) => {
+                return Err(format!("link_events[{i}].loss: a probability within [0, 1] is needed"))
+            }
+            _ => {}
+        }
+    }
     let env = BuildEnv { topo: &topo, seed: f.seed };
     let mut apps = Vec::new();
     for (key, value) in &spec.apps {
@@ -120,6 +141,7 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
         apps.extend((kind.build)(value, &env)?);
     }
     let mut sim = Simulation::new(topo, backend, f.routing.ecmp_hash_seed, t.mss_bytes);
+    sim.set_link_events(f.link_events.clone(), f.routing.convergence_ps);
     for a in apps {
         sim.add_app(a);
     }

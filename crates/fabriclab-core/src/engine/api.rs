@@ -49,8 +49,31 @@ pub struct MsgRecord {
     pub ideal_fct_ps: u64,
     pub retransmits: u64,
     pub app: u16,
-    /// Egress ports of its forward route.
+    /// Egress ports of its forward route (the latest, after reroutes).
     pub route: Box<[u32]>,
+    /// Sent on an explicit path (routing never moves it).
+    pub pinned: bool,
+    /// Times routing moved it after a link changed.
+    pub reroutes: u32,
+    /// Its pinned path crossed a link that went down.
+    pub route_lost: bool,
+}
+
+/// The 5-tuple of message `id`'s connection: an ephemeral source port from
+/// the id, a fixed destination port, protocol TCP (6).
+pub fn message_tuple(id: MsgId, src: u32, dst: u32) -> FiveTuple {
+    FiveTuple { src, dst, src_port: 1024 + (id % 64512) as u16, dst_port: 5001, protocol: 6 }
+}
+
+/// Forward and reverse ECMP routes of a message over the links routing
+/// knows to be up; while the destination is unreachable, the route it
+/// would take with every link up (its packets are lost until routing
+/// converges on a way around).
+pub(super) fn ecmp_routes(topo: &Topology, id: MsgId, src: u32, dst: u32, seed: u64) -> (Vec<u32>, Vec<u32>) {
+    let tuple = message_tuple(id, src, dst);
+    let fwd = topo.ecmp_route(&tuple, seed).unwrap_or_else(|| topo.any_route(src, dst));
+    let rev = topo.ecmp_route(&tuple.reversed(), seed).unwrap_or_else(|| topo.any_route(dst, src));
+    (fwd, rev)
 }
 
 /// An application: traffic generator, collective, training job.
@@ -64,6 +87,10 @@ pub trait App: Send + Sync {
     /// of messages sent with `notify_packets`; the last call comes just
     /// before `on_complete`.
     fn on_receive(&mut self, _api: &mut Api, _msg: MsgId, _bytes: u64) {}
+    /// Routing converged after a link went down and `msg`'s pinned path
+    /// crosses it: its packets are lost until the app moves it
+    /// ([`Api::set_path`]) or the link comes back.
+    fn on_route_lost(&mut self, _api: &mut Api, _msg: MsgId) {}
     /// Label written in the flows table's `tag` column and messages' `app`.
     fn tag(&self) -> &str;
     /// The app's own result tables (tables of one name from several apps
@@ -121,25 +148,12 @@ impl Api<'_> {
             return Err("size_bytes must be positive".into());
         }
         let id = self.msgs.len() as u32;
-        // Each message is a connection: ephemeral source port from the id,
-        // a fixed destination port, protocol TCP (6).
-        let tuple = FiveTuple {
-            src: m.src,
-            dst: m.dst,
-            src_port: 1024 + (id % 64512) as u16,
-            dst_port: 5001,
-            protocol: 6,
-        };
-        let fwd = match &m.path {
-            Some(p) => self.topo.explicit_route(p, m.src, m.dst)?,
-            None => self.topo.ecmp_route(&tuple, self.hash_seed),
-        };
-        let rev = match &m.path {
+        let (fwd, rev) = match &m.path {
             Some(p) => {
                 let back: Vec<u32> = p.iter().rev().copied().collect();
-                self.topo.explicit_route(&back, m.dst, m.src)?
+                (self.topo.explicit_route(p, m.src, m.dst)?, self.topo.explicit_route(&back, m.dst, m.src)?)
             }
-            None => self.topo.ecmp_route(&tuple.reversed(), self.hash_seed),
+            None => ecmp_routes(self.topo, id, m.src, m.dst, self.hash_seed),
         };
         let ideal = self.topo.ideal_fct_ps(&fwd, m.size_bytes, self.mss_bytes);
         self.msgs.push(MsgRecord {
@@ -155,6 +169,9 @@ impl Api<'_> {
             retransmits: 0,
             app: self.app,
             route: fwd.clone().into_boxed_slice(),
+            pinned: m.path.is_some(),
+            reroutes: 0,
+            route_lost: false,
         });
         if !self.net.probes.is_empty() {
             let rec = &self.msgs[id as usize];
@@ -194,6 +211,36 @@ impl Api<'_> {
             probes: self.net.probes,
         };
         self.backend.set_class(&mut ctx, msg, class)
+    }
+
+    /// Moves a live message onto an explicit node path (source host ...
+    /// destination host); its ACKs take the reverse. False when the message
+    /// has no traffic left in the network.
+    pub fn set_path(&mut self, msg: MsgId, path: &[u32]) -> Result<bool, String> {
+        let rec = self.msgs.get(msg as usize).ok_or("no such message")?;
+        let (src, dst) = (rec.src, rec.dst);
+        let fwd = self.topo.explicit_route(path, src, dst)?;
+        let back: Vec<u32> = path.iter().rev().copied().collect();
+        let rev = self.topo.explicit_route(&back, dst, src)?;
+        let mut live = Vec::new();
+        self.backend.live_messages(&mut live);
+        if !live.contains(&msg) {
+            return Ok(false);
+        }
+        let rec = &mut self.msgs[msg as usize];
+        rec.route = fwd.clone().into_boxed_slice();
+        rec.pinned = true;
+        rec.route_lost = false;
+        rec.reroutes += 1;
+        let mut ctx = Ctx {
+            now: self.now,
+            queue: self.queue,
+            completions: self.net.completions,
+            arrivals: self.net.arrivals,
+            probes: self.net.probes,
+        };
+        self.backend.reroute(&mut ctx, msg, fwd, rev);
+        Ok(true)
     }
 
     /// Stops the simulation with an error (reported by `run_until`).

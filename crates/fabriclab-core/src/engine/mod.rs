@@ -9,12 +9,13 @@ pub mod probe;
 pub mod table;
 
 pub use api::{Api, App, Message, MsgId, MsgRecord};
-pub use net::{Arrival, Backend, BackendSend, BandSample, Completion, Ctx, LinkStats, NetEv};
+pub use net::{Arrival, Backend, BackendSend, BandSample, Completion, Ctx, LinkChange, LinkStats, NetEv};
 pub use probe::{PortEvent, Probe};
 pub use table::{merge_tables, Column, Table};
 
 use crate::event::EventQueue;
 use crate::fabric::topology::Topology;
+use crate::fabric::{LinkAction, LinkEventSpec};
 use api::NetOut;
 
 /// Every event of a simulation: a backend's own, an application's timer, or
@@ -24,6 +25,10 @@ pub enum Ev {
     Net(NetEv),
     App { app: u16, token: u64 },
     Sample,
+    /// Timed link event `i` of the scenario happens.
+    Link(u32),
+    /// Routing converges on the link state after event `i`.
+    Converge(u32),
 }
 
 /// Queue samples kept by the engine's sampler: one row per band whose queue
@@ -55,6 +60,8 @@ pub struct Simulation {
     samples: Samples,
     last_sample: Vec<BandSample>,
     scratch: Vec<BandSample>,
+    link_events: Vec<LinkEventSpec>,
+    convergence_ps: u64,
 }
 
 impl Simulation {
@@ -79,7 +86,17 @@ impl Simulation {
             samples: Samples::default(),
             last_sample: Vec::new(),
             scratch: Vec::new(),
+            link_events: Vec::new(),
+            convergence_ps: 0,
         }
+    }
+
+    /// Timed link events (before the run starts; checked by the builder) and
+    /// the delay after a link goes down or up before routing follows.
+    pub fn set_link_events(&mut self, events: Vec<LinkEventSpec>, convergence_ps: u64) {
+        assert!(!self.started, "link events must be set before the simulation starts");
+        self.link_events = events;
+        self.convergence_ps = convergence_ps;
     }
 
     pub fn add_app(&mut self, app: Box<dyn App>) {
@@ -161,6 +178,76 @@ impl Simulation {
         }
         if let Some(dt) = self.sample_every_ps {
             self.queue.schedule(dt, Ev::Sample);
+        }
+        for (i, e) in self.link_events.iter().enumerate() {
+            self.queue.schedule(e.at_ps, Ev::Link(i as u32));
+        }
+    }
+
+    fn net_ctx(&mut self) -> (Ctx<'_>, &mut dyn Backend) {
+        (
+            Ctx {
+                now: self.now,
+                queue: &mut self.queue,
+                completions: &mut self.completions,
+                arrivals: &mut self.arrivals,
+                probes: &mut self.probes,
+            },
+            self.backend.as_mut(),
+        )
+    }
+
+    /// A link changes now; routing follows after the convergence delay.
+    fn link_event(&mut self, i: u32) {
+        let e = self.link_events[i as usize].clone();
+        let change = match e.action {
+            LinkAction::Down => LinkChange::Down,
+            LinkAction::Up => LinkChange::Up,
+            LinkAction::Rate => LinkChange::Rate(e.rate_bps.expect("checked by the builder")),
+            LinkAction::Loss => LinkChange::Loss(e.loss.expect("checked by the builder")),
+        };
+        let (mut ctx, backend) = self.net_ctx();
+        backend.link_change(&mut ctx, e.link, change);
+        if matches!(e.action, LinkAction::Down | LinkAction::Up) {
+            let at = self.now + self.convergence_ps;
+            self.queue.schedule(at, Ev::Converge(i));
+        }
+    }
+
+    /// Routing learns the link's state: distances are recomputed and every
+    /// live message routed by ECMP takes its hash's path over the links up
+    /// (the same path as before when nothing on it changed); a pinned
+    /// message whose path crosses a link down is reported to its app.
+    fn converge(&mut self, i: u32) {
+        let e = &self.link_events[i as usize];
+        self.topo.set_link_up(e.link, e.action == LinkAction::Up);
+        self.topo.compute_routing();
+        let mut live = Vec::new();
+        self.backend.live_messages(&mut live);
+        live.sort_unstable();
+        for msg in live {
+            let rec = &self.msgs[msg as usize];
+            if rec.pinned {
+                let broken = rec.route.iter().any(|&p| !self.topo.port_up(p));
+                if broken && !rec.route_lost {
+                    self.msgs[msg as usize].route_lost = true;
+                    let app = self.msgs[msg as usize].app;
+                    self.with_app(app, |a, api| a.on_route_lost(api, msg));
+                }
+                continue;
+            }
+            let (fwd, rev) = api::ecmp_routes(&self.topo, msg, rec.src, rec.dst, self.hash_seed);
+            if *fwd == *rec.route {
+                // The forward path stands; the ACKs' may still have moved.
+                let (mut ctx, backend) = self.net_ctx();
+                backend.reroute(&mut ctx, msg, fwd, rev);
+                continue;
+            }
+            let rec = &mut self.msgs[msg as usize];
+            rec.route = fwd.clone().into_boxed_slice();
+            rec.reroutes += 1;
+            let (mut ctx, backend) = self.net_ctx();
+            backend.reroute(&mut ctx, msg, fwd, rev);
         }
     }
 
@@ -252,6 +339,14 @@ impl Simulation {
                 Ev::Sample => {
                     self.sample();
                     false
+                }
+                Ev::Link(i) => {
+                    self.link_event(i);
+                    true
+                }
+                Ev::Converge(i) => {
+                    self.converge(i);
+                    true
                 }
             };
             if effective {

@@ -98,6 +98,19 @@ impl Ctx<'_> {
     }
 }
 
+/// A change of one link (both directions), applied by the backend at once;
+/// routing follows after the convergence delay.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LinkChange {
+    /// Packets on the link and in its queues are lost; nothing passes.
+    Down,
+    Up,
+    /// A degraded (or restored) link: serialization at this rate.
+    Rate(u64),
+    /// Each packet sent on the link is lost with this probability.
+    Loss(f64),
+}
+
 /// A network backend: moves messages along routes and reports arrivals.
 pub trait Backend: Send + Sync {
     /// Starts moving message `msg` along `fwd` (its ACKs, if any, along `rev`).
@@ -115,6 +128,13 @@ pub trait Backend: Send + Sync {
     fn sample_bands(&self, _out: &mut Vec<BandSample>) {}
     /// Packets (packet backend) or flows (flow backend) still in the network.
     fn in_flight(&self) -> usize;
+    /// Applies a change of link `link` (egress ports `2 * link` and `2 * link + 1`).
+    fn link_change(&mut self, ctx: &mut Ctx, link: u32, change: LinkChange);
+    /// Appends the messages that still have traffic in the network.
+    fn live_messages(&self, out: &mut Vec<u32>);
+    /// Moves a live message's later traffic onto new routes (packets already
+    /// in the network finish on the route they took).
+    fn reroute(&mut self, ctx: &mut Ctx, msg: u32, fwd: Vec<u32>, rev: Vec<u32>);
 }
 
 /// A message handed to a backend, its route resolved to egress ports.

@@ -37,3 +37,28 @@ pub struct TopologySpec {
     pub nodes: Vec<NodeSpec>,
     pub links: Vec<LinkSpec>,
 }
+
+/// What a timed link event does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkAction {
+    Down,
+    Up,
+    /// Serialize at `rate_bps` from now on (a degraded NIC or link).
+    Rate,
+    /// Lose each packet sent with probability `loss` from now on.
+    Loss,
+}
+
+/// At `at_ps`, link `link` (index into `topology.links`, both directions) changes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkEventSpec {
+    pub at_ps: u64,
+    pub link: u32,
+    pub action: LinkAction,
+    #[serde(default)]
+    pub rate_bps: Option<u64>,
+    #[serde(default)]
+    pub loss: Option<f64>,
+}

@@ -7,7 +7,7 @@
 
 pub mod maxmin;
 
-use crate::engine::{Arrival, Backend, BackendSend, Completion, Ctx, LinkStats, NetEv};
+use crate::engine::{Arrival, Backend, BackendSend, Completion, Ctx, LinkChange, LinkStats, NetEv};
 use crate::event::EventKey;
 use crate::fabric::frame::wire_bytes;
 use crate::fabric::topology::Topology;
@@ -30,6 +30,8 @@ struct FluidFlow {
 
 pub struct FlowNet {
     capacity_bps: Vec<f64>,
+    /// Each port's rate when up (capacity is 0 while its link is down).
+    rate_bps: Vec<f64>,
     delay_ps: Vec<u64>,
     stats: Vec<LinkStats>,
     bits_sent: Vec<f64>,
@@ -59,6 +61,7 @@ impl FlowNet {
     pub fn new(topo: &Topology, mss_bytes: u32) -> FlowNet {
         FlowNet {
             capacity_bps: topo.ports.iter().map(|p| p.rate_bps as f64).collect(),
+            rate_bps: topo.ports.iter().map(|p| p.rate_bps as f64).collect(),
             delay_ps: topo.ports.iter().map(|p| p.delay_ps).collect(),
             stats: topo
                 .ports
@@ -203,5 +206,41 @@ impl Backend for FlowNet {
 
     fn in_flight(&self) -> usize {
         self.active.len() + self.delivering
+    }
+
+    /// A link down carries nothing (its flows stall until routing moves
+    /// them); up restores its rate; a rate change sets it. Loss has no
+    /// meaning for fluid flows (the scenario refuses it with this backend).
+    fn link_change(&mut self, ctx: &mut Ctx, link: u32, change: LinkChange) {
+        self.advance(ctx.now);
+        for port in [2 * link as usize, 2 * link as usize + 1] {
+            match change {
+                LinkChange::Down => self.capacity_bps[port] = 0.0,
+                LinkChange::Up => self.capacity_bps[port] = self.rate_bps[port],
+                LinkChange::Rate(r) => {
+                    self.rate_bps[port] = r as f64;
+                    if self.capacity_bps[port] > 0.0 {
+                        self.capacity_bps[port] = r as f64;
+                    }
+                }
+                LinkChange::Loss(_) => {}
+            }
+        }
+        self.reallocate(ctx);
+    }
+
+    fn live_messages(&self, out: &mut Vec<u32>) {
+        out.extend(self.active.iter().map(|f| f.msg));
+    }
+
+    fn reroute(&mut self, ctx: &mut Ctx, msg: u32, fwd: Vec<u32>, _rev: Vec<u32>) {
+        let Some(k) = self.active.iter().position(|f| f.msg == msg) else { return };
+        if *self.active[k].route == *fwd {
+            return;
+        }
+        self.advance(ctx.now);
+        self.active[k].delay_ps = fwd.iter().map(|&p| self.delay_ps[p as usize]).sum();
+        self.active[k].route = fwd.into_boxed_slice();
+        self.reallocate(ctx);
     }
 }

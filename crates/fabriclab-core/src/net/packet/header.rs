@@ -32,6 +32,9 @@ pub struct Packet {
     /// The port (link direction) it last arrived over, while held by a switch.
     pub ingress: u32,
     pub hop: u16,
+    /// Which of its connection's routes it follows (routes change when
+    /// routing converges after a link event; packets finish on theirs).
+    pub route: u16,
     pub class: u8,
     pub flags: u8,
     pub proto: u8,
@@ -40,7 +43,7 @@ pub struct Packet {
 impl Packet {
     /// A TCP packet of connection `conn` that has not left its host yet.
     pub fn tcp(conn: u32, seq: u64, payload: u32, wire: u32, class: u8, flags: u8) -> Packet {
-        Packet { conn, seq, payload, wire, ingress: NO_PORT, hop: 0, class, flags, proto: PROTO_TCP }
+        Packet { conn, seq, payload, wire, ingress: NO_PORT, hop: 0, route: 0, class, flags, proto: PROTO_TCP }
     }
     /// A PFC PAUSE frame for priority `class`.
     pub fn pause(class: u8, quanta: u16) -> Packet {
@@ -51,6 +54,7 @@ impl Packet {
             wire: PAUSE_WIRE_BYTES,
             ingress: NO_PORT,
             hop: 0,
+            route: 0,
             class,
             flags: 0,
             proto: PROTO_PAUSE,

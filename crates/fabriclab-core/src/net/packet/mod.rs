@@ -6,6 +6,7 @@
 //! on the wire), as in htsim.
 
 pub mod header;
+mod links;
 pub mod pfc;
 mod port;
 pub mod qdisc;
@@ -34,11 +35,13 @@ pub(crate) const EV_CONN_TIMER: u8 = 2;
 pub(crate) const EV_PAUSE_END: u8 = 3;
 /// A switch refreshes an XOFF it sent (id: ingress port * 8 + class).
 pub(crate) const EV_PFC_REFRESH: u8 = 4;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
 
 struct Conn {
-    fwd: Box<[u32]>,
-    rev: Box<[u32]>,
+    /// Forward and reverse routes (egress ports), the last one current.
+    routes: Vec<(Box<[u32]>, Box<[u32]>)>,
     class: u8,
     sender: TcpSender,
     receiver: TcpReceiver,
@@ -66,6 +69,8 @@ pub struct PacketNet {
     windows: HashMap<(u32, u32, u8), WindowState>,
     port_ends: Vec<(u32, u32)>,
     pfc: Option<PfcState>,
+    /// Draws of packet loss on lossy links (only links with a loss event draw).
+    loss_rng: ChaCha8Rng,
 }
 
 /// Queue disciplines of every port: switch ports' default, host NIC ports'
@@ -79,7 +84,13 @@ pub struct PortQueues {
 }
 
 impl PacketNet {
-    pub fn new(topo: &Topology, queues: &PortQueues, transport: &TransportSpec, pfc: Option<PfcSpec>) -> PacketNet {
+    pub fn new(
+        topo: &Topology,
+        queues: &PortQueues,
+        transport: &TransportSpec,
+        pfc: Option<PfcSpec>,
+        seed: u64,
+    ) -> PacketNet {
         let ports: Vec<Port> = topo
             .ports
             .iter()
@@ -115,6 +126,7 @@ impl PacketNet {
             windows: HashMap::new(),
             port_ends: topo.ports.iter().map(|p| (p.from, p.to)).collect(),
             pfc: pfc.map(|spec| PfcState::new(spec, n)),
+            loss_rng: ChaCha8Rng::seed_from_u64(seed),
         }
     }
 
@@ -133,9 +145,13 @@ impl PacketNet {
         self.live_conns
     }
 
-    fn on_wire_head(&mut self, ctx: &mut Ctx, port: u32) {
+    /// Returns false for a stale event (its packet was lost when the link went down).
+    fn on_wire_head(&mut self, ctx: &mut Ctx, port: u32) -> bool {
         let p = &mut self.ports[port as usize];
-        let (_, mut pkt) = p.wire.pop_front().expect("WireHead on an empty wire");
+        if p.wire.front().map_or(true, |&(t, _)| t != ctx.now) {
+            return false;
+        }
+        let (_, mut pkt) = p.wire.pop_front().expect("checked");
         if let Some(&(next, _)) = p.wire.front() {
             ctx.schedule(next, NetEv { kind: EV_WIRE_HEAD, id: port });
         }
@@ -143,14 +159,15 @@ impl PacketNet {
             // Ports come in pairs (2i: a -> b, 2i + 1: b -> a): the frame
             // stops the receiver's egress port back over the same link.
             self.on_pause(ctx, port ^ 1, pkt.class, pkt.seq as u16);
-            return;
+            return true;
         }
         let Some(conn) = self.conns[pkt.conn as usize].as_deref() else {
             // The connection already finished: a late duplicate, discarded.
             self.packets_in_network -= 1;
-            return;
+            return true;
         };
-        let route = if pkt.is_ack() { &conn.rev } else { &conn.fwd };
+        let (fwd, rev) = &conn.routes[pkt.route as usize];
+        let route = if pkt.is_ack() { rev } else { fwd };
         let hop = pkt.hop as usize + 1;
         if hop < route.len() {
             pkt.hop = hop as u16;
@@ -165,6 +182,7 @@ impl PacketNet {
                 self.data_arrived(ctx, pkt);
             }
         }
+        true
     }
 
     fn data_arrived(&mut self, ctx: &mut Ctx, pkt: Packet) {
@@ -192,8 +210,9 @@ impl PacketNet {
         } else {
             0
         };
-        let ack = Packet::tcp(id, ack_no, 0, wire_bytes(0), conn.class, FLAG_ACK | ece);
-        let first = conn.rev[0];
+        let mut ack = Packet::tcp(id, ack_no, 0, wire_bytes(0), conn.class, FLAG_ACK | ece);
+        ack.route = (conn.routes.len() - 1) as u16;
+        let first = conn.routes.last().expect("a route").1[0];
         self.packets_in_network += 1;
         self.enqueue(ctx, first, ack);
     }
@@ -222,7 +241,7 @@ impl PacketNet {
         } else {
             0
         };
-        let (first, class) = (conn.fwd[0], conn.class);
+        let (first, class, route) = (conn.routes.last().expect("a route").0[0], conn.class, (conn.routes.len() - 1) as u16);
         // One timer per connection. An event whose time no longer matches
         // the connection's armed time is stale and ignored when it fires
         // (cheaper than cancelling it in the heap on every ACK).
@@ -234,7 +253,8 @@ impl PacketNet {
         }
         let finished = conn.sender.is_done();
         for s in segs.drain(..) {
-            let pkt = Packet::tcp(id, s.seq, s.len, wire_bytes(s.len), class, ect);
+            let mut pkt = Packet::tcp(id, s.seq, s.len, wire_bytes(s.len), class, ect);
+            pkt.route = route;
             self.packets_in_network += 1;
             self.enqueue(ctx, first, pkt);
         }
@@ -280,8 +300,7 @@ impl Backend for PacketNet {
             }
         }
         self.conns[msg as usize] = Some(Box::new(Conn {
-            fwd: fwd.into_boxed_slice(),
-            rev: rev.into_boxed_slice(),
+            routes: vec![(fwd.into_boxed_slice(), rev.into_boxed_slice())],
             class,
             sender,
             receiver: TcpReceiver::new(size_bytes),
@@ -313,12 +332,11 @@ impl Backend for PacketNet {
         match ev.kind {
             EV_PORT_TX => self.on_tx_done(ctx, ev.id),
             EV_WIRE_HEAD => self.on_wire_head(ctx, ev.id),
-            EV_CONN_TIMER => return self.on_conn_timer(ctx, ev.id),
-            EV_PAUSE_END => return self.on_pause_end(ctx, ev.id / 8, (ev.id % 8) as u8),
-            EV_PFC_REFRESH => return self.on_pfc_refresh(ctx, ev.id / 8, (ev.id % 8) as u8),
+            EV_CONN_TIMER => self.on_conn_timer(ctx, ev.id),
+            EV_PAUSE_END => self.on_pause_end(ctx, ev.id / 8, (ev.id % 8) as u8),
+            EV_PFC_REFRESH => self.on_pfc_refresh(ctx, ev.id / 8, (ev.id % 8) as u8),
             k => unreachable!("packet backend got event kind {k}"),
         }
-        true
     }
 
     fn sample_bands(&self, out: &mut Vec<BandSample>) {
@@ -333,5 +351,17 @@ impl Backend for PacketNet {
 
     fn in_flight(&self) -> usize {
         self.packets_in_network + self.live_conns
+    }
+
+    fn link_change(&mut self, ctx: &mut Ctx, link: u32, change: crate::engine::LinkChange) {
+        self.apply_link_change(ctx, link, change);
+    }
+
+    fn live_messages(&self, out: &mut Vec<u32>) {
+        self.live(out);
+    }
+
+    fn reroute(&mut self, _ctx: &mut Ctx, msg: u32, fwd: Vec<u32>, rev: Vec<u32>) {
+        self.set_routes(msg, fwd, rev);
     }
 }

@@ -8,6 +8,7 @@ use super::qdisc::{Enqueued, Qdisc};
 use super::{PacketNet, EV_PAUSE_END, EV_PFC_REFRESH, EV_PORT_TX, EV_WIRE_HEAD};
 use crate::engine::{Ctx, LinkStats, NetEv, PortEvent};
 use crate::time::{ser_time_ps, PS_PER_S};
+use rand::Rng;
 use std::collections::VecDeque;
 
 pub(super) struct Port {
@@ -24,6 +25,12 @@ pub(super) struct Port {
     pub wire: VecDeque<(u64, Packet)>,
     pub stats: LinkStats,
     pub q_changed_ps: u64,
+    /// The link is up (timed link events); when down, nothing passes.
+    pub up: bool,
+    /// Probability that a frame sent is lost on the wire.
+    pub loss: f64,
+    /// When the frame in `tx` finishes (a PortTx event at another time is stale).
+    pub tx_done_ps: u64,
     /// Classes paused by PFC (bit c), when each pause ends and began.
     paused: u8,
     pause_end_ps: [u64; 8],
@@ -42,6 +49,9 @@ impl Port {
             wire: VecDeque::new(),
             stats: LinkStats { from, to, rate_bps, ..Default::default() },
             q_changed_ps: 0,
+            up: true,
+            loss: 0.0,
+            tx_done_ps: 0,
             paused: 0,
             pause_end_ps: [0; 8],
             pause_since_ps: [0; 8],
@@ -78,7 +88,10 @@ impl PacketNet {
         let lossless = pkt.ingress != NO_PORT && self.pfc.as_ref().is_some_and(|f| f.is_lossless(pkt.class));
         let p = &mut self.ports[port as usize];
         p.account_queue(ctx.now);
-        let res = if lossless {
+        let res = if !p.up {
+            p.qdisc.count_drop(pkt.class); // the link is down
+            Enqueued::Dropped
+        } else if lossless {
             let pfc = self.pfc.as_mut().expect("lossless needs PFC");
             if pfc.admits(pkt.ingress, pkt.class, pkt.wire) {
                 p.qdisc.enqueue_lossless(pkt)
@@ -93,10 +106,10 @@ impl PacketNet {
         match res {
             Enqueued::Dropped => {
                 p.stats.drops += 1;
-                self.packets_in_network -= 1;
                 if ctx.probed() {
                     ctx.port_event(port, band, PortEvent::Drop, pkt.wire);
                 }
+                self.lost(port, &pkt);
                 return;
             }
             Enqueued::Marked => p.stats.ecn_marks += 1,
@@ -126,9 +139,13 @@ impl PacketNet {
     /// else the next packet of a band that is not paused.
     pub(super) fn start_tx(&mut self, ctx: &mut Ctx, port: u32) {
         let p = &mut self.ports[port as usize];
+        if !p.up {
+            return;
+        }
         if let Some(frame) = p.ctrl.pop_front() {
             let done = ctx.now + ser_time_ps(frame.wire as u64, p.rate_bps);
             p.tx = Some(frame);
+            p.tx_done_ps = done;
             ctx.schedule(done, NetEv { kind: EV_PORT_TX, id: port });
             return;
         }
@@ -136,6 +153,7 @@ impl PacketNet {
         let Some(pkt) = p.qdisc.dequeue() else { return };
         let done = ctx.now + ser_time_ps(pkt.wire as u64, p.rate_bps);
         p.tx = Some(pkt);
+        p.tx_done_ps = done;
         ctx.schedule(done, NetEv { kind: EV_PORT_TX, id: port });
         if ctx.probed() {
             let band = p.qdisc.band_of(pkt.class) as u8;
@@ -150,21 +168,34 @@ impl PacketNet {
         }
     }
 
-    pub(super) fn on_tx_done(&mut self, ctx: &mut Ctx, port: u32) {
+    /// Returns false for a stale event (the frame was lost when its link went down).
+    pub(super) fn on_tx_done(&mut self, ctx: &mut Ctx, port: u32) -> bool {
         let p = &mut self.ports[port as usize];
-        let pkt = p.tx.take().expect("PortTx without a packet in serialization");
+        if p.tx.is_none() || p.tx_done_ps != ctx.now {
+            return false;
+        }
+        let pkt = p.tx.take().expect("checked");
         p.stats.bytes += pkt.wire as u64;
         if pkt.proto == PROTO_PAUSE {
             p.stats.pause_frames_sent += 1;
         } else {
             p.stats.packets += 1;
         }
-        let arrive = ctx.now + p.delay_ps;
-        p.wire.push_back((arrive, pkt));
-        if p.wire.len() == 1 {
-            ctx.schedule(arrive, NetEv { kind: EV_WIRE_HEAD, id: port });
+        let lost = p.loss > 0.0 && self.loss_rng.gen::<f64>() < p.loss;
+        if lost {
+            p.stats.drops += 1;
+        } else {
+            let arrive = ctx.now + p.delay_ps;
+            p.wire.push_back((arrive, pkt));
+            if p.wire.len() == 1 {
+                ctx.schedule(arrive, NetEv { kind: EV_WIRE_HEAD, id: port });
+            }
         }
         let host_data = p.host_port && pkt.proto != PROTO_PAUSE && !pkt.is_ack();
+        if lost && pkt.proto != PROTO_PAUSE {
+            // Lost on the wire: out of the network; a host's data still left its NIC (below).
+            self.packets_in_network -= 1;
+        }
         self.start_tx(ctx, port);
         if host_data {
             if let Some(conn) = self.conns[pkt.conn as usize].as_deref_mut() {
@@ -172,11 +203,28 @@ impl PacketNet {
                 self.poll_conn(ctx, pkt.conn);
             }
         }
+        true
+    }
+
+    /// Bookkeeping of a TCP packet lost before or in a queue: out of the
+    /// network, and a host's data no longer counts against its connection's
+    /// NIC budget (TCP Small Queues). Its sender learns by timeout or
+    /// duplicate ACKs, as with any loss.
+    pub(super) fn lost(&mut self, port: u32, pkt: &Packet) {
+        if pkt.proto == PROTO_PAUSE {
+            return;
+        }
+        self.packets_in_network -= 1;
+        if self.ports[port as usize].host_port && !pkt.is_ack() && pkt.ingress == NO_PORT {
+            if let Some(conn) = self.conns[pkt.conn as usize].as_deref_mut() {
+                conn.nic_bytes -= pkt.payload as u64;
+            }
+        }
     }
 
     /// Sends a PAUSE for `class` (`quanta` 0: XON) back over the link that
     /// `ingress` arrives on; an XOFF is refreshed every half pause time.
-    fn send_pause(&mut self, ctx: &mut Ctx, ingress: u32, class: u8, quanta: u16) {
+    pub(super) fn send_pause(&mut self, ctx: &mut Ctx, ingress: u32, class: u8, quanta: u16) {
         let out = ingress ^ 1;
         let p = &mut self.ports[out as usize];
         p.ctrl.push_back(Packet::pause(class, quanta));

@@ -160,6 +160,19 @@ impl Qdisc {
         None
     }
 
+    /// Removes the next packet in band order, paused bands included (a link going down).
+    pub fn dequeue_any(&mut self) -> Option<Packet> {
+        for b in 0..self.bands.len() {
+            if let Some(p) = self.bands[b].pop_front() {
+                self.band_bytes[b] -= p.wire as u64;
+                self.total_bytes -= p.wire as u64;
+                self.band_drops[b] += 1;
+                return Some(p);
+            }
+        }
+        None
+    }
+
     /// PFC: pauses exactly the bands that carry a class of `classes` (bit c
     /// set: class c is paused); the others may be dequeued.
     pub fn set_paused_classes(&mut self, classes: u8) {
