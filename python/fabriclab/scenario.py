@@ -168,6 +168,17 @@ def _core_queue(q: QueueConfig) -> dict:
     return {k: getattr(q, k) for k in QUEUE_FIELDS}
 
 
+class TapLogicConfig(_Strict):
+    """Switch logic that counts the packets of one class a switch receives,
+    mirrors each to its port toward ``mirror_to`` (a neighbour), and absorbs
+    them instead of forwarding when ``absorb`` (packet backend)."""
+    kind: Literal["tap"]
+    node: str
+    class_: int = Field(0, ge=0, le=7, alias="class")
+    mirror_to: Optional[str] = None
+    absorb: bool = False
+
+
 class TransportConfig(_Strict):
     cc: Literal["newreno", "dctcp"] = "dctcp"
     mss_bytes: Annotated[SizeBytes, Field(ge=64, le=9000)] = 1460
@@ -306,6 +317,7 @@ class Scenario(_Strict):
     queue_overrides: list[QueueOverrideConfig] = Field(default_factory=list)
     pfc: Optional[PfcConfig] = None
     link_events: list[LinkEventConfig] = Field(default_factory=list)
+    switch_logic: list[TapLogicConfig] = Field(default_factory=list)
     transport: TransportConfig = Field(default_factory=TransportConfig)
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
     traffic: list[PoissonTrafficConfig] = Field(default_factory=list)
@@ -343,6 +355,8 @@ class Scenario(_Strict):
                                  f"preamble and gap); give at least {full}")
         if self.pfc is not None and self.backend != "packet":
             raise ValueError('pfc: the flow backend has no queues to pause; PFC needs backend = "packet"')
+        if self.switch_logic and self.backend != "packet":
+            raise ValueError('switch_logic: the flow backend has no packets for logic to see; needs backend = "packet"')
         for i, e in enumerate(self.link_events):
             if e.action == "loss" and self.backend != "packet":
                 raise ValueError(f'link_events[{i}].action: the flow backend has no packets to lose; "loss" '
@@ -525,6 +539,20 @@ class Scenario(_Strict):
             for k in found:
                 link_events.append({"at_ps": e.at_ps, "link": k, "action": e.action,
                                     "rate_bps": e.rate_bps, "loss": e.loss})
+        logic = []
+        for i, lg in enumerate(self.switch_logic):
+            if lg.node not in names or t.nodes[names[lg.node]]["kind"] != "switch":
+                raise ScenarioError(f"switch_logic[{i}].node: {lg.node!r} is not a switch of the topology")
+            mirror = None
+            if lg.mirror_to is not None:
+                if lg.mirror_to not in names:
+                    raise ScenarioError(f"switch_logic[{i}].mirror_to: unknown node {lg.mirror_to!r}")
+                a, b = names[lg.node], names[lg.mirror_to]
+                if not any({lk["a"], lk["b"]} == {a, b} for lk in t.links):
+                    raise ScenarioError(f"switch_logic[{i}].mirror_to: {lg.mirror_to!r} is not a neighbour of {lg.node!r}")
+                mirror = b
+            logic.append({"kind": lg.kind, "node": names[lg.node], "class": lg.class_, "mirror_to": mirror,
+                          "absorb": lg.absorb})
         return {
             "jobs": jobs,
             "seed": self.seed,
@@ -544,6 +572,7 @@ class Scenario(_Strict):
             "routing": {"ecmp_hash_seed": self.routing.ecmp_hash_seed,
                         "convergence_ps": self.routing.convergence_ps},
             "link_events": link_events,
+            "switch_logic": logic,
             "traffic": traffic,
             "flows": flows,
             "stop_ps": self.stop_ps,

@@ -9,7 +9,7 @@ use crate::engine::{Backend, Simulation};
 use crate::fabric::topology::Topology;
 use crate::fabric::{LinkAction, LinkEventSpec, TopologySpec};
 use crate::net::flow::FlowNet;
-use crate::net::packet::{PacketNet, PfcSpec, PortQueues, QueueOverride, QueueSpec};
+use crate::net::packet::{PacketNet, PfcSpec, PortQueues, QueueOverride, QueueSpec, SwitchLogicSpec};
 use crate::transport::TransportSpec;
 use serde::Deserialize;
 
@@ -31,6 +31,9 @@ pub struct FabricSpec {
     /// Priority flow control at switches (packet backend).
     #[serde(default)]
     pub pfc: Option<PfcSpec>,
+    /// Logic attached to chosen switches (packet backend).
+    #[serde(default)]
+    pub switch_logic: Vec<SwitchLogicSpec>,
     pub transport: TransportSpec,
     pub routing: RoutingSpec,
     /// Timed link changes (both backends).

@@ -194,6 +194,7 @@ impl Api<'_> {
             completions: self.net.completions,
             arrivals: self.net.arrivals,
             probes: self.net.probes,
+            topo: self.topo,
         };
         self.backend.send(&mut ctx, send);
         Ok(id)
@@ -209,6 +210,7 @@ impl Api<'_> {
             completions: self.net.completions,
             arrivals: self.net.arrivals,
             probes: self.net.probes,
+            topo: self.topo,
         };
         self.backend.set_class(&mut ctx, msg, class)
     }
@@ -238,6 +240,7 @@ impl Api<'_> {
             completions: self.net.completions,
             arrivals: self.net.arrivals,
             probes: self.net.probes,
+            topo: self.topo,
         };
         self.backend.reroute(&mut ctx, msg, fwd, rev);
         Ok(true)

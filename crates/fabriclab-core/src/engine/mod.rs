@@ -192,6 +192,7 @@ impl Simulation {
                 completions: &mut self.completions,
                 arrivals: &mut self.arrivals,
                 probes: &mut self.probes,
+                topo: &self.topo,
             },
             self.backend.as_mut(),
         )
@@ -333,6 +334,7 @@ impl Simulation {
                         completions: &mut self.completions,
                         arrivals: &mut self.arrivals,
                         probes: &mut self.probes,
+                        topo: &self.topo,
                     };
                     self.backend.handle(&mut ctx, net)
                 }

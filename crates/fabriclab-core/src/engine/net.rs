@@ -6,6 +6,7 @@
 use super::probe::{PortEvent, Probe};
 use super::Ev;
 use crate::event::{EventKey, EventQueue};
+use crate::fabric::topology::Topology;
 
 /// A backend's own event, opaque to the engine: the backend chooses `kind`
 /// and `id` (e.g. "port 12 finished serializing") and decodes them itself.
@@ -70,6 +71,9 @@ pub struct Ctx<'a> {
     pub completions: &'a mut Vec<Completion>,
     pub arrivals: &'a mut Vec<Arrival>,
     pub(super) probes: &'a mut [Box<dyn Probe>],
+    /// The fabric as routing knows it now (next hops of packets that are not
+    /// source-routed, e.g. those a switch's logic emits).
+    pub topo: &'a Topology,
 }
 
 impl Ctx<'_> {

@@ -14,6 +14,10 @@ pub const PROTO_TCP: u8 = 0;
 /// it pauses, `seq` its pause time in quanta of 512 bit times (0 resumes).
 pub const PROTO_PAUSE: u8 = 1;
 
+/// A copy made by a switch's logic (port mirroring): not source-routed;
+/// the next node absorbs it (a host) or forwards it toward `dst` (a switch).
+pub const PROTO_MIRROR: u8 = 2;
+
 /// Wire bytes of a MAC control frame: the 64-byte minimum frame plus
 /// preamble and inter-frame gap.
 pub const PAUSE_WIRE_BYTES: u32 = 84;

@@ -7,10 +7,12 @@
 
 pub mod header;
 mod links;
+pub mod logic;
 pub mod pfc;
 mod port;
 pub mod qdisc;
 
+pub use logic::SwitchLogicSpec;
 pub use pfc::PfcSpec;
 pub use qdisc::{Discipline, QueueOverride, QueueSpec};
 
