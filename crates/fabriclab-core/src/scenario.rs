@@ -14,7 +14,7 @@ use crate::transport::TransportSpec;
 use serde::Deserialize;
 
 /// The fabric part of a scenario: everything but the applications.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FabricSpec {
     pub seed: u64,
@@ -44,14 +44,14 @@ pub struct FabricSpec {
     pub stop_ps: Option<u64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     Packet,
     Flow,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RoutingSpec {
     pub ecmp_hash_seed: u64,
@@ -118,9 +118,14 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
             }
             let queues =
                 PortQueues { switch: f.queue.clone(), host: f.host_queue.clone(), overrides: f.queue_overrides.clone() };
-            Box::new(PacketNet::new(&topo, &queues, t, f.pfc.clone(), f.seed))
+            Box::new(PacketNet::new(&topo, &queues, t, f.pfc.clone(), f.seed, &f.switch_logic)?)
         }
-        BackendKind::Flow => Box::new(FlowNet::new(&topo, t.mss_bytes)),
+        BackendKind::Flow => {
+            if !f.switch_logic.is_empty() {
+                return Err("switch_logic: the flow backend has no packets; needs backend \"packet\"".into());
+            }
+            Box::new(FlowNet::new(&topo, t.mss_bytes))
+        }
     };
     let nl = f.topology.links.len() as u32;
     for (i, e) in f.link_events.iter().enumerate() {
@@ -149,4 +154,36 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
         sim.add_app(a);
     }
     Ok(sim)
+}
+
+/// The JSON Schema of the resolved scenario the core reads, derived from
+/// the serde types themselves: [`FabricSpec`]'s, with every registered app
+/// kind's section as a further property (none required). Shared
+/// definitions live in one `$defs`; the Python contract test compares it
+/// with what the scenario layer emits.
+pub fn core_schema() -> serde_json::Value {
+    use serde_json::Value;
+    let mut root = schemars::schema_for!(FabricSpec).to_value();
+    let mut defs = match root.as_object_mut().and_then(|o| o.remove("$defs")) {
+        Some(Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    for kind in REGISTRY {
+        let mut s = (kind.schema)();
+        let o = s.as_object_mut().expect("a schema object");
+        o.remove("$schema");
+        if let Some(Value::Object(d)) = o.remove("$defs") {
+            for (name, def) in d {
+                match defs.get(&name) {
+                    Some(old) if *old != def => panic!("schema definition {name} differs between sections"),
+                    _ => {
+                        defs.insert(name, def);
+                    }
+                }
+            }
+        }
+        root["properties"][kind.key] = s;
+    }
+    root["$defs"] = Value::Object(defs);
+    root
 }

@@ -15,13 +15,13 @@
 //! The collective ends when every step of every rank has completed.
 
 use fabriclab_plan::{Action, Hop, PlanGraph, PlanRun, Step};
-use super::{section, AppKind, BuildEnv};
+use super::{list_schema, section, AppKind, BuildEnv};
 use crate::engine::{Api, App, Column, Message, MsgId, Table};
 use serde::Deserialize;
 use std::collections::HashMap;
 
 /// A collective to run: its plan, where its ranks live, and its costs.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CollectiveSpec {
     pub name: String,
@@ -216,7 +216,7 @@ impl App for CollectiveApp {
 }
 
 /// `[[collectives]]`: plans run as apps.
-pub const KIND: AppKind = AppKind { key: "collectives", build: build_collectives };
+pub const KIND: AppKind = AppKind { key: "collectives", build: build_collectives, schema: list_schema::<CollectiveSpec> };
 
 fn build_collectives(v: &serde_json::Value, env: &BuildEnv) -> Result<Vec<Box<dyn App>>, String> {
     let specs: Vec<CollectiveSpec> = section("collectives", v)?;

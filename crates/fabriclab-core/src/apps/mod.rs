@@ -21,10 +21,17 @@ pub struct BuildEnv<'a> {
 pub struct AppKind {
     pub key: &'static str,
     pub build: fn(&serde_json::Value, &BuildEnv) -> Result<Vec<Box<dyn App>>, String>,
+    /// The JSON Schema of the section `build` reads (from its serde types).
+    pub schema: fn() -> serde_json::Value,
 }
 
 /// Every app kind, in the order their apps are added to a simulation.
 pub const REGISTRY: &[AppKind] = &[traffic::POISSON, traffic::FLOWS, collective::KIND, job::KIND];
+
+/// The schema of a section that is a list of `T` (every app section is one).
+pub fn list_schema<T: schemars::JsonSchema>() -> serde_json::Value {
+    schemars::schema_for!(Vec<T>).to_value()
+}
 
 /// Deserializes an app section, naming it on error.
 pub fn section<T: serde::de::DeserializeOwned>(key: &str, v: &serde_json::Value) -> Result<T, String> {

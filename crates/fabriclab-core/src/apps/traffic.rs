@@ -2,7 +2,7 @@
 //! flow-size CDF, and explicit flow lists. Each source keeps one pending
 //! timer: the next arrival.
 
-use super::{section, AppKind, BuildEnv};
+use super::{list_schema, section, AppKind, BuildEnv};
 use crate::engine::{Api, App, Message};
 use crate::fabric::topology::mix64;
 use crate::time::PS_PER_S;
@@ -192,7 +192,7 @@ impl App for FlowList {
 }
 
 /// Poisson background flows sized to a target load.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PoissonSpec {
     /// Offered load as a fraction of the summed host link rate of `hosts`.
@@ -208,7 +208,7 @@ pub struct PoissonSpec {
 }
 
 /// One explicit flow (message).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FlowSpec {
     pub src: u32,
@@ -222,9 +222,9 @@ pub struct FlowSpec {
 }
 
 /// `[[traffic]]`: Poisson background flows.
-pub const POISSON: AppKind = AppKind { key: "traffic", build: build_poisson };
+pub const POISSON: AppKind = AppKind { key: "traffic", build: build_poisson, schema: list_schema::<PoissonSpec> };
 /// `flows`: explicit flows, one app for all of them.
-pub const FLOWS: AppKind = AppKind { key: "flows", build: build_flows };
+pub const FLOWS: AppKind = AppKind { key: "flows", build: build_flows, schema: list_schema::<FlowSpec> };
 
 fn build_poisson(v: &serde_json::Value, env: &BuildEnv) -> Result<Vec<Box<dyn App>>, String> {
     let specs: Vec<PoissonSpec> = section("traffic", v)?;

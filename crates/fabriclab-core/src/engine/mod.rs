@@ -137,9 +137,11 @@ impl Simulation {
     pub fn app_tag(&self, app: u16) -> &str {
         self.apps[app as usize].tag()
     }
-    /// Every app's result tables, tables of one name concatenated.
+    /// Every app's result tables, then the backend's, tables of one name concatenated.
     pub fn app_tables(&self) -> Vec<Table> {
-        merge_tables(self.apps.iter().flat_map(|a| a.tables()).collect())
+        let mut all: Vec<Table> = self.apps.iter().flat_map(|a| a.tables()).collect();
+        all.extend(self.backend.tables());
+        merge_tables(all)
     }
     pub fn probes(&self) -> &[Box<dyn Probe>] {
         &self.probes

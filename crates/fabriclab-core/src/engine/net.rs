@@ -134,6 +134,10 @@ pub trait Backend: Send + Sync {
     fn in_flight(&self) -> usize;
     /// Applies a change of link `link` (egress ports `2 * link` and `2 * link + 1`).
     fn link_change(&mut self, ctx: &mut Ctx, link: u32, change: LinkChange);
+    /// The backend's own result tables (e.g. switch logic's counters).
+    fn tables(&self) -> Vec<super::Table> {
+        Vec::new()
+    }
     /// Appends the messages that still have traffic in the network.
     fn live_messages(&self, out: &mut Vec<u32>);
     /// Moves a live message's later traffic onto new routes (packets already

@@ -7,14 +7,14 @@ pub mod topology;
 
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum NodeKind {
     Host,
     Switch,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NodeSpec {
     pub name: String,
@@ -22,7 +22,7 @@ pub struct NodeSpec {
 }
 
 /// A full-duplex link: two directed ports, one at each end.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LinkSpec {
     pub a: u32,
@@ -31,7 +31,7 @@ pub struct LinkSpec {
     pub delay_ps: u64,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TopologySpec {
     pub nodes: Vec<NodeSpec>,
@@ -39,7 +39,7 @@ pub struct TopologySpec {
 }
 
 /// What a timed link event does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum LinkAction {
     Down,
@@ -51,7 +51,7 @@ pub enum LinkAction {
 }
 
 /// At `at_ps`, link `link` (index into `topology.links`, both directions) changes.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LinkEventSpec {
     pub at_ps: u64,

@@ -29,7 +29,7 @@
 //!
 //! [`Engine`]: allreduce::Engine
 
-use super::{section, AppKind, BuildEnv};
+use super::{list_schema, section, AppKind, BuildEnv};
 use crate::engine::{Api, App, MsgId, Table};
 use allreduce::{Allreduce, Engine, JobMsg};
 use rand_chacha::ChaCha8Rng;
@@ -230,7 +230,7 @@ impl App for TrainingJob {
 }
 
 /// `[[jobs]]`: training jobs.
-pub const KIND: AppKind = AppKind { key: "jobs", build: build_jobs };
+pub const KIND: AppKind = AppKind { key: "jobs", build: build_jobs, schema: list_schema::<JobSpec> };
 
 fn build_jobs(v: &serde_json::Value, env: &BuildEnv) -> Result<Vec<Box<dyn App>>, String> {
     let specs: Vec<JobSpec> = section("jobs", v)?;

@@ -4,7 +4,7 @@
 use fabriclab_plan::Step;
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LayerSpec {
     pub param_bytes: u64,
@@ -12,7 +12,7 @@ pub struct LayerSpec {
     pub bwd_ps: u64,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobSpec {
     pub name: String,
@@ -50,7 +50,7 @@ pub struct JobSpec {
 }
 
 /// An allreduce plan for a job: steps over `size_bytes`, one list per worker.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobPlan {
     pub size_bytes: u64,
@@ -74,7 +74,7 @@ fn yes() -> bool {
 /// the layers below it, at the worker that gets there first. If some fusion
 /// would then miss its deadline by more than it must, new messages go out at
 /// `urgent_class` and low-class messages in flight are raised to it.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SlackAware {
     pub urgent_class: u8,

@@ -14,8 +14,9 @@ pub const PROTO_TCP: u8 = 0;
 /// it pauses, `seq` its pause time in quanta of 512 bit times (0 resumes).
 pub const PROTO_PAUSE: u8 = 1;
 
-/// A copy made by a switch's logic (port mirroring): not source-routed;
-/// the next node absorbs it (a host) or forwards it toward `dst` (a switch).
+/// A copy made by a switch's logic (port mirroring). Packets of protocols
+/// other than TCP and PAUSE are not source-routed: the node they reach
+/// hands them to its logic, or absorbs them if it has none.
 pub const PROTO_MIRROR: u8 = 2;
 
 /// Wire bytes of a MAC control frame: the 64-byte minimum frame plus

@@ -24,7 +24,7 @@ use crate::transport::{
     CcKind, CongestionControl, Dctcp, NewReno, Segment, SenderConfig, TcpReceiver, TcpSender, TransportSpec,
     WindowState,
 };
-use header::{Packet, FLAG_ACK, FLAG_CE, FLAG_ECE, FLAG_ECT, PROTO_PAUSE};
+use header::{Packet, FLAG_ACK, FLAG_CE, FLAG_ECE, FLAG_ECT, PROTO_PAUSE, PROTO_TCP};
 use pfc::PfcState;
 use port::Port;
 use qdisc::Qdisc;
@@ -37,6 +37,8 @@ pub(crate) const EV_CONN_TIMER: u8 = 2;
 pub(crate) const EV_PAUSE_END: u8 = 3;
 /// A switch refreshes an XOFF it sent (id: ingress port * 8 + class).
 pub(crate) const EV_PFC_REFRESH: u8 = 4;
+/// A switch's logic asked to be polled (id: its index).
+pub(crate) const EV_LOGIC: u8 = 5;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
@@ -73,6 +75,8 @@ pub struct PacketNet {
     pfc: Option<PfcState>,
     /// Draws of packet loss on lossy links (only links with a loss event draw).
     loss_rng: ChaCha8Rng,
+    logics: logic::Logics,
+    names: Vec<String>,
 }
 
 /// Queue disciplines of every port: switch ports' default, host NIC ports'
@@ -92,7 +96,8 @@ impl PacketNet {
         transport: &TransportSpec,
         pfc: Option<PfcSpec>,
         seed: u64,
-    ) -> PacketNet {
+        logic: &[SwitchLogicSpec],
+    ) -> Result<PacketNet, String> {
         let ports: Vec<Port> = topo
             .ports
             .iter()
@@ -109,7 +114,9 @@ impl PacketNet {
             })
             .collect();
         let n = ports.len();
-        PacketNet {
+        Ok(PacketNet {
+            logics: logic::Logics::new(topo, logic)?,
+            names: topo.names.clone(),
             ports,
             conns: Vec::new(),
             live_conns: 0,
@@ -129,7 +136,7 @@ impl PacketNet {
             port_ends: topo.ports.iter().map(|p| (p.from, p.to)).collect(),
             pfc: pfc.map(|spec| PfcState::new(spec, n)),
             loss_rng: ChaCha8Rng::seed_from_u64(seed),
-        }
+        })
     }
 
     fn make_cc(&self) -> Box<dyn CongestionControl> {
@@ -161,6 +168,11 @@ impl PacketNet {
             // Ports come in pairs (2i: a -> b, 2i + 1: b -> a): the frame
             // stops the receiver's egress port back over the same link.
             self.on_pause(ctx, port ^ 1, pkt.class, pkt.seq as u16);
+            return true;
+        }
+        if (pkt.proto != PROTO_TCP || self.logics.at[self.port_ends[port as usize].1 as usize] != u32::MAX)
+            && self.at_node(ctx, self.port_ends[port as usize].1, port, &pkt)
+        {
             return true;
         }
         let Some(conn) = self.conns[pkt.conn as usize].as_deref() else {
@@ -337,6 +349,7 @@ impl Backend for PacketNet {
             EV_CONN_TIMER => self.on_conn_timer(ctx, ev.id),
             EV_PAUSE_END => self.on_pause_end(ctx, ev.id / 8, (ev.id % 8) as u8),
             EV_PFC_REFRESH => self.on_pfc_refresh(ctx, ev.id / 8, (ev.id % 8) as u8),
+            EV_LOGIC => self.on_logic_timer(ctx, ev.id),
             k => unreachable!("packet backend got event kind {k}"),
         }
     }
@@ -361,6 +374,10 @@ impl Backend for PacketNet {
 
     fn live_messages(&self, out: &mut Vec<u32>) {
         self.live(out);
+    }
+
+    fn tables(&self) -> Vec<crate::engine::Table> {
+        self.logics.tables(&self.names)
     }
 
     fn reroute(&mut self, _ctx: &mut Ctx, msg: u32, fwd: Vec<u32>, rev: Vec<u32>) {

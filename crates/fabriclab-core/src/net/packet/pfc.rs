@@ -14,7 +14,7 @@
 
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PfcSpec {
     /// Lossless traffic classes (0..7); the others stay lossy.

@@ -8,7 +8,7 @@ use crate::engine::BandSample;
 use serde::Deserialize;
 use std::collections::VecDeque;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Discipline {
     Fifo,
@@ -17,7 +17,7 @@ pub enum Discipline {
 
 /// Egress queue discipline of every switch port. Limits and ECN thresholds
 /// apply per band (as Linux `prio` gives each band its own child FIFO).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QueueSpec {
     pub discipline: Discipline,
@@ -32,7 +32,7 @@ pub struct QueueSpec {
 
 /// A queue discipline for the egress ports of one node (`to: None`) or of
 /// one link direction `from -> to` (node indices).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QueueOverride {
     pub from: u32,

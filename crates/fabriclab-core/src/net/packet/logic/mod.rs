@@ -8,7 +8,10 @@
 //! call the backend asks [`SwitchLogic::poll_at`] and calls
 //! [`SwitchLogic::poll`] then.
 
+mod hook;
 pub mod tap;
+
+pub(super) use hook::Logics;
 
 use super::header::Packet;
 use crate::engine::Table;
@@ -48,7 +51,7 @@ pub trait SwitchLogic: Send + Sync {
 
 /// Logic to attach to a switch, by kind (node indices resolved by the
 /// scenario layer).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum SwitchLogicSpec {
     /// Count packets of `class`; mirror each to the egress port toward
