@@ -170,9 +170,7 @@ impl PacketNet {
             self.on_pause(ctx, port ^ 1, pkt.class, pkt.seq as u16);
             return true;
         }
-        if (pkt.proto != PROTO_TCP || self.logics.at[self.port_ends[port as usize].1 as usize] != u32::MAX)
-            && self.at_node(ctx, self.port_ends[port as usize].1, port, &pkt)
-        {
+        if (self.logics.any() || pkt.proto != PROTO_TCP) && self.at_node(ctx, self.port_ends[port as usize].1, port, &pkt) {
             return true;
         }
         let Some(conn) = self.conns[pkt.conn as usize].as_deref() else {

@@ -31,10 +31,16 @@ pub(super) struct Port {
     pub loss: f64,
     /// When the frame in `tx` finishes (a PortTx event at another time is stale).
     pub tx_done_ps: u64,
-    /// Classes paused by PFC (bit c), when each pause ends and began.
+    /// Classes paused by PFC (bit c); when each pause ends and began (kept
+    /// apart, allocated on the first pause: most ports are never paused).
     paused: u8,
-    pause_end_ps: [u64; 8],
-    pause_since_ps: [u64; 8],
+    pause_times: Option<Box<PauseTimes>>,
+}
+
+#[derive(Default)]
+struct PauseTimes {
+    end_ps: [u64; 8],
+    since_ps: [u64; 8],
 }
 
 impl Port {
@@ -53,8 +59,7 @@ impl Port {
             loss: 0.0,
             tx_done_ps: 0,
             paused: 0,
-            pause_end_ps: [0; 8],
-            pause_since_ps: [0; 8],
+            pause_times: None,
         }
     }
 
@@ -68,9 +73,11 @@ impl Port {
     pub fn stats_at(&self, now_ps: u64) -> LinkStats {
         let mut s = self.stats.clone();
         s.queue_area += self.qdisc.bytes() as u128 * now_ps.saturating_sub(self.q_changed_ps) as u128;
-        for c in 0..8 {
-            if self.paused & (1 << c) != 0 {
-                s.paused_ps += now_ps.saturating_sub(self.pause_since_ps[c]);
+        if let Some(t) = &self.pause_times {
+            for c in 0..8 {
+                if self.paused & (1 << c) != 0 {
+                    s.paused_ps += now_ps.saturating_sub(t.since_ps[c]);
+                }
             }
         }
         s
@@ -85,7 +92,7 @@ impl Port {
 
 impl PacketNet {
     pub(super) fn enqueue(&mut self, ctx: &mut Ctx, port: u32, pkt: Packet) {
-        let lossless = pkt.ingress != NO_PORT && self.pfc.as_ref().is_some_and(|f| f.is_lossless(pkt.class));
+        let lossless = self.pfc.as_ref().is_some_and(|f| pkt.ingress != NO_PORT && f.is_lossless(pkt.class));
         let p = &mut self.ports[port as usize];
         p.account_queue(ctx.now);
         let res = if !p.up {
@@ -102,11 +109,11 @@ impl PacketNet {
         } else {
             p.qdisc.enqueue(pkt)
         };
-        let band = p.qdisc.band_of(pkt.class) as u8;
         match res {
             Enqueued::Dropped => {
                 p.stats.drops += 1;
                 if ctx.probed() {
+                    let band = p.qdisc.band_of(pkt.class) as u8;
                     ctx.port_event(port, band, PortEvent::Drop, pkt.wire);
                 }
                 self.lost(port, &pkt);
@@ -118,6 +125,7 @@ impl PacketNet {
         p.stats.max_queue_bytes = p.stats.max_queue_bytes.max(p.qdisc.bytes());
         let idle = p.tx.is_none();
         if ctx.probed() {
+            let band = p.qdisc.band_of(pkt.class) as u8;
             if res == Enqueued::Marked {
                 ctx.port_event(port, band, PortEvent::Mark, pkt.wire);
             }
@@ -142,7 +150,7 @@ impl PacketNet {
         if !p.up {
             return;
         }
-        if let Some(frame) = p.ctrl.pop_front() {
+        if let Some(frame) = if p.ctrl.is_empty() { None } else { p.ctrl.pop_front() } {
             let done = ctx.now + ser_time_ps(frame.wire as u64, p.rate_bps);
             p.tx = Some(frame);
             p.tx_done_ps = done;
@@ -159,11 +167,9 @@ impl PacketNet {
             let band = p.qdisc.band_of(pkt.class) as u8;
             ctx.port_event(port, band, PortEvent::Dequeue, pkt.wire);
         }
-        if pkt.ingress != NO_PORT {
-            if let Some(pfc) = self.pfc.as_mut().filter(|f| f.is_lossless(pkt.class)) {
-                if pfc.departed(pkt.ingress, pkt.class, pkt.wire) == Signal::Xon {
-                    self.send_pause(ctx, pkt.ingress, pkt.class, 0);
-                }
+        if let Some(pfc) = self.pfc.as_mut().filter(|f| pkt.ingress != NO_PORT && f.is_lossless(pkt.class)) {
+            if pfc.departed(pkt.ingress, pkt.class, pkt.wire) == Signal::Xon {
+                self.send_pause(ctx, pkt.ingress, pkt.class, 0);
             }
         }
     }
@@ -258,23 +264,24 @@ impl PacketNet {
         let p = &mut self.ports[port as usize];
         let c = class as usize & 7;
         let end = ctx.now + p.pause_ps(quanta);
+        let times = p.pause_times.get_or_insert_with(Default::default);
         if p.paused & (1 << c) == 0 {
             p.paused |= 1 << c;
-            p.pause_since_ps[c] = ctx.now;
+            times.since_ps[c] = ctx.now;
             p.qdisc.set_paused_classes(p.paused);
             if ctx.probed() {
                 let band = p.qdisc.band_of(class) as u8;
                 ctx.port_event(port, band, PortEvent::Pause, 0);
             }
         }
-        p.pause_end_ps[c] = end;
+        times.end_ps[c] = end;
         ctx.schedule(end, NetEv { kind: EV_PAUSE_END, id: port * 8 + c as u32 });
     }
 
     pub(super) fn on_pause_end(&mut self, ctx: &mut Ctx, port: u32, class: u8) -> bool {
         let p = &self.ports[port as usize];
         let c = class as usize & 7;
-        if p.paused & (1 << c) == 0 || p.pause_end_ps[c] != ctx.now {
+        if p.paused & (1 << c) == 0 || p.pause_times.as_ref().map_or(true, |t| t.end_ps[c] != ctx.now) {
             return false; // resumed by XON, or extended by a refresh
         }
         self.resume(ctx, port, class);
@@ -288,7 +295,7 @@ impl PacketNet {
             return;
         }
         p.paused &= !(1 << c);
-        p.stats.paused_ps += ctx.now - p.pause_since_ps[c];
+        p.stats.paused_ps += ctx.now - p.pause_times.as_ref().expect("paused").since_ps[c];
         p.qdisc.set_paused_classes(p.paused);
         if ctx.probed() {
             let band = p.qdisc.band_of(class) as u8;

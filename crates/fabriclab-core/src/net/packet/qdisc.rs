@@ -41,6 +41,15 @@ pub struct QueueOverride {
     pub queue: QueueSpec,
 }
 
+/// One band's queued bytes and cumulative wire bytes sent, drops and marks.
+#[derive(Debug, Clone, Copy, Default)]
+struct BandCounters {
+    bytes: u64,
+    tx: u64,
+    drops: u64,
+    marks: u64,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Enqueued {
     Queued,
@@ -50,7 +59,8 @@ pub enum Enqueued {
 
 pub struct Qdisc {
     bands: Vec<VecDeque<Packet>>,
-    band_bytes: Vec<u64>,
+    /// Per band: bytes queued and cumulative counters, side by side (one cache line).
+    band: Vec<BandCounters>,
     priomap: [u8; 8],
     limit_bytes: u64,
     limit_packets: u64,
@@ -59,10 +69,6 @@ pub struct Qdisc {
     /// Bit b set: band b may not be dequeued (paused by PFC).
     paused: u32,
     total_bytes: u64,
-    /// Per band: wire bytes dequeued, drops, CE marks (cumulative).
-    band_tx: Vec<u64>,
-    band_drops: Vec<u64>,
-    band_marks: Vec<u64>,
 }
 
 impl Qdisc {
@@ -77,7 +83,7 @@ impl Qdisc {
         }
         Qdisc {
             bands: (0..nb).map(|_| VecDeque::new()).collect(),
-            band_bytes: vec![0; nb],
+            band: vec![BandCounters::default(); nb],
             priomap,
             limit_bytes: spec.limit_bytes.unwrap_or(u64::MAX),
             limit_packets: spec.limit_packets.unwrap_or(u64::MAX),
@@ -85,9 +91,6 @@ impl Qdisc {
             ecn_packets: spec.ecn_threshold_packets.unwrap_or(u64::MAX),
             paused: 0,
             total_bytes: 0,
-            band_tx: vec![0; nb],
-            band_drops: vec![0; nb],
-            band_marks: vec![0; nb],
         }
     }
 
@@ -121,24 +124,24 @@ impl Qdisc {
     /// Counts a packet of `class` dropped before reaching this queue.
     pub fn count_drop(&mut self, class: u8) {
         let b = self.band_of(class);
-        self.band_drops[b] += 1;
+        self.band[b].drops += 1;
     }
 
     fn enqueue_inner(&mut self, mut pkt: Packet, lossless: bool) -> Enqueued {
         let b = self.band_of(pkt.class);
         let q = &mut self.bands[b];
-        let bytes = self.band_bytes[b];
+        let bytes = self.band[b].bytes;
         if !lossless && (bytes + pkt.wire as u64 > self.limit_bytes || q.len() as u64 + 1 > self.limit_packets) {
-            self.band_drops[b] += 1;
+            self.band[b].drops += 1;
             return Enqueued::Dropped;
         }
         let mut res = Enqueued::Queued;
         if pkt.flags & FLAG_ECT != 0 && (bytes > self.ecn_bytes || q.len() as u64 > self.ecn_packets) {
             pkt.flags |= FLAG_CE;
-            self.band_marks[b] += 1;
+            self.band[b].marks += 1;
             res = Enqueued::Marked;
         }
-        self.band_bytes[b] += pkt.wire as u64;
+        self.band[b].bytes += pkt.wire as u64;
         self.total_bytes += pkt.wire as u64;
         q.push_back(pkt);
         res
@@ -151,9 +154,9 @@ impl Qdisc {
                 continue;
             }
             if let Some(p) = self.bands[b].pop_front() {
-                self.band_bytes[b] -= p.wire as u64;
+                self.band[b].bytes -= p.wire as u64;
                 self.total_bytes -= p.wire as u64;
-                self.band_tx[b] += p.wire as u64;
+                self.band[b].tx += p.wire as u64;
                 return Some(p);
             }
         }
@@ -164,9 +167,9 @@ impl Qdisc {
     pub fn dequeue_any(&mut self) -> Option<Packet> {
         for b in 0..self.bands.len() {
             if let Some(p) = self.bands[b].pop_front() {
-                self.band_bytes[b] -= p.wire as u64;
+                self.band[b].bytes -= p.wire as u64;
                 self.total_bytes -= p.wire as u64;
-                self.band_drops[b] += 1;
+                self.band[b].drops += 1;
                 return Some(p);
             }
         }
@@ -190,10 +193,10 @@ impl Qdisc {
             out.push(BandSample {
                 port,
                 band: b as u8,
-                queue_bytes: self.band_bytes[b],
-                tx_bytes: self.band_tx[b],
-                drops: self.band_drops[b],
-                ecn_marks: self.band_marks[b],
+                queue_bytes: self.band[b].bytes,
+                tx_bytes: self.band[b].tx,
+                drops: self.band[b].drops,
+                ecn_marks: self.band[b].marks,
                 paused: self.paused & (1 << b) != 0,
             });
         }
@@ -204,7 +207,7 @@ impl Qdisc {
     }
 
     pub fn band_bytes(&self, band: usize) -> u64 {
-        self.band_bytes[band]
+        self.band[band].bytes
     }
 
     pub fn is_empty(&self) -> bool {

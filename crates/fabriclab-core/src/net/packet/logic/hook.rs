@@ -66,6 +66,12 @@ impl Logics {
         Ok(l)
     }
 
+    /// Whether any switch has logic.
+    #[inline]
+    pub fn any(&self) -> bool {
+        !self.list.is_empty()
+    }
+
     pub fn tables(&self, names: &[String]) -> Vec<Table> {
         if self.list.is_empty() {
             return Vec::new();
