@@ -50,6 +50,7 @@ def run(pythonpath: str, name: str, probes: bool) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--base", required=True, help="python folder of the build to compare against")
+    ap.add_argument("--current", default=CURRENT, help="python folder of the build under test (default: this checkout)")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     sys.path.insert(0, str(HERE))
@@ -58,8 +59,8 @@ def main() -> None:
     for name in SCENARIOS:
         best: dict[str, dict] = {}
         for _ in range(args.rounds):
-            for label, path, probes in (("base", args.base, False), ("current", CURRENT, False),
-                                        ("current+probes", CURRENT, True)):
+            for label, path, probes in (("base", args.base, False), ("current", args.current, False),
+                                        ("current+probes", args.current, True)):
                 r = run(path, name, probes)
                 if label not in best or r["wall"] < best[label]["wall"]:
                     best[label] = r
