@@ -98,7 +98,8 @@ def test_non_empty_output_refused_without_force(cli, tmp_path):
     assert (out / "keep.txt").read_text() == "mine"
     r = cli("run", str(scen), "--out", str(out), "-q", "--force")
     assert r.returncode == 0, r.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["flows.parquet", "links.parquet", "scenario.resolved.toml", "summary.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["flows.parquet", "links.parquet", "messages.parquet", "scenario.resolved.toml",
+                                                     "summary.json"]
 
 
 def test_bad_cli_option_value(cli, tmp_path):

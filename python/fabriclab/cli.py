@@ -163,13 +163,11 @@ def validate(
     memory_limit: Optional[str] = MEMORY_LIMIT,
 ) -> None:
     """Check a scenario without running it (schema, files, topology, memory)."""
-    from .engine import build_simulator
-    from .limits import check_memory
+    from .engine import resolve_and_build
 
     s = Scenario.load(scenario)
-    check_memory(s, memory_limit)  # before building a topology that may not fit
-    t = s.build_topology()
-    build_simulator(s, "off", topology_data=t)
+    # Resolved once: the memory check (before building a topology that may not fit), the topology, the core's JSON.
+    _, t = resolve_and_build(s, memory_limit)
     out.print(f"{scenario}: ok ({len(t.hosts)} hosts, {len(t.nodes) - len(t.hosts)} switches, "
               f"{len(t.links)} links, backend {s.backend})")
 

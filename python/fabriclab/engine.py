@@ -23,12 +23,20 @@ def build_simulator(scenario: Scenario, memory_limit: int | str | None = None, t
     not fit in memory (``memory_limit``: bytes, a size string, 'off', or
     None for FABRICLAB_MEMORY_LIMIT or else the memory available).
     ``topology_data``: the scenario's topology if already built."""
-    check_memory(scenario, memory_limit)
+    return resolve_and_build(scenario, memory_limit, topology_data)[0]
+
+
+def resolve_and_build(scenario: Scenario, memory_limit: int | str | None = None, topology_data=None):
+    """The scenario resolved once for a run: the memory estimate, then the
+    topology (built once: the estimate's if it had to build it), then the
+    core's JSON, then the simulator. Returns (simulator, topology)."""
+    est = check_memory(scenario, memory_limit, topology_data)
+    t = est.topology if est.topology is not None else scenario.build_topology()
     try:
-        sim = Simulator(json.dumps(scenario.to_core(topology_data)))
+        sim = Simulator(json.dumps(scenario.to_core(t)))
         if scenario.outputs.queues_every_ps is not None:
             sim.sample_queues(scenario.outputs.queues_every_ps)
-        return sim
+        return sim, t
     except ValueError as e:
         # The core numbers explicit flows in one list; name them as the user wrote them.
         msg = re.sub(r"^flows\[(\d+)\]", lambda m: scenario.flow_label(int(m.group(1))), str(e))
@@ -131,12 +139,37 @@ def _collect(scenario: Scenario, sim: Simulator, wall_s: float) -> Results:
         for i, name in enumerate(sends["job"]):
             summary["jobs"][name].update({k: sends[c][i] for k, c in zip(keys, cols)})
         _gradient_slack(summary["jobs"], timeline_arrow.to_pandas())
+    steps_arrow, coll_summary = _collectives(tables)
+    if coll_summary:
+        summary["collectives"] = coll_summary
     out = scenario.outputs
     messages = messages_table(sim.messages()) if out.messages else None
     queues = queues_table(sim.queues()) if out.queues_every_ps is not None else None
     resolved = scenario.resolved_dict()
     return Results(flows_arrow=flows, links_arrow=links, summary=summary, resolved=resolved,
-                   jobs_arrow=jobs_arrow, timeline_arrow=timeline_arrow, messages_arrow=messages, queues_arrow=queues)
+                   jobs_arrow=jobs_arrow, timeline_arrow=timeline_arrow, messages_arrow=messages, queues_arrow=queues,
+                   steps_arrow=steps_arrow)
+
+
+def _collectives(tables: dict):
+    """The steps of every collective (steps.parquet) and, per collective, its
+    start, end and duration (None while unfinished) for the summary."""
+    import pyarrow as pa
+
+    co = tables.get("collectives")
+    if not co or not co["collective"]:
+        return None, {}
+    summary = {}
+    for name, start, end in zip(co["collective"], co["start_ps"], co["end_ps"]):
+        summary[name] = {"start_ps": start, "end_ps": end, "duration_ps": None if end is None else end - start}
+    st = tables["steps"]
+    steps = pa.table({
+        "collective": pa.array(st["collective"], pa.string()), "rank": pa.array(st["rank"], pa.uint32()),
+        "step": pa.array(st["step"], pa.uint32()), "op": pa.array(st["op"], pa.string()),
+        "peer": pa.array(st["peer"], pa.uint32()), "bytes": pa.array(st["bytes"], pa.uint64()),
+        "start_ps": pa.array(st["start_ps"], pa.uint64()), "end_ps": pa.array(st["end_ps"], pa.uint64()),
+    })
+    return steps, summary
 
 
 def _gradient_slack(jobs: dict, tl) -> None:

@@ -39,6 +39,8 @@ class Estimate:
     """Bytes per cause; each cause names the field that drives it."""
 
     parts: dict[str, tuple[int, str]] = field(default_factory=dict)
+    # The topology, when the estimate had to build it (a topology file) or was given it.
+    topology: object = None
 
     def add(self, field_name: str, nbytes: float, detail: str) -> None:
         old, old_detail = self.parts.get(field_name, (0, ""))
@@ -117,9 +119,10 @@ def resolve_limit(limit: int | str | None, option: str = "--memory-limit") -> in
     return int(limit)
 
 
-def estimate(scenario) -> Estimate:
-    """The memory a run of ``scenario`` needs, by cause."""
-    est = Estimate()
+def estimate(scenario, topology_data=None) -> Estimate:
+    """The memory a run of ``scenario`` needs, by cause (``topology_data``:
+    the scenario's topology if already built)."""
+    est = Estimate(topology=topology_data)
     hosts, rate_bps, links = _topology(scenario, est)
     _traffic(scenario, est, hosts, rate_bps)
     _jobs(scenario, est, hosts)
@@ -127,10 +130,10 @@ def estimate(scenario) -> Estimate:
     return est
 
 
-def check_memory(scenario, limit: int | str | None = None) -> Estimate:
+def check_memory(scenario, limit: int | str | None = None, topology_data=None) -> Estimate:
     """Refuses (MemoryLimitError naming the dominant field) a scenario whose
     estimate exceeds the limit; returns the estimate otherwise."""
-    est = estimate(scenario)
+    est = estimate(scenario, topology_data)
     cap = resolve_limit(limit)
     if cap is not None and est.total_bytes > cap:
         name, b, detail = est.dominant()
@@ -156,8 +159,9 @@ def _topology(s, est: Estimate) -> tuple[int, float, int]:
     elif kind == "fat_tree":
         k = t.k
         hosts, switches, links, groups, name = k**3 // 4 // t.host_ports, 5 * k * k // 4, 3 * k**3 // 4, k * k // 2, "topology.k"
-    else:  # a file: its size is what it is; count it once built
-        data = s.build_topology()
+    else:  # a file: its size is what it is; count it once built (and keep it for the run)
+        data = est.topology if est.topology is not None else s.build_topology()
+        est.topology = data
         hosts = len(data.hosts)
         switches = len(data.nodes) - hosts
         links, groups, name = len(data.links), hosts, "topology.path"

@@ -151,6 +151,7 @@ class Results:
     timeline_arrow: pa.Table | None = None
     messages_arrow: pa.Table | None = None
     queues_arrow: pa.Table | None = None
+    steps_arrow: pa.Table | None = None
 
     @property
     def flows(self) -> pd.DataFrame:
@@ -171,6 +172,10 @@ class Results:
     @property
     def messages(self) -> pd.DataFrame | None:
         return None if self.messages_arrow is None else self.messages_arrow.to_pandas()
+
+    @property
+    def steps(self) -> pd.DataFrame | None:
+        return None if self.steps_arrow is None else self.steps_arrow.to_pandas()
 
     @property
     def queues(self) -> pd.DataFrame | None:
@@ -199,6 +204,8 @@ class Results:
             pq.write_table(self.messages_arrow, folder / "messages.parquet")
         if self.queues_arrow is not None:
             pq.write_table(self.queues_arrow, folder / "queues.parquet")
+        if self.steps_arrow is not None:
+            pq.write_table(self.steps_arrow, folder / "steps.parquet")
         (folder / "summary.json").write_text(json.dumps(self.summary, indent=2, sort_keys=True) + "\n")
         (folder / "scenario.resolved.toml").write_text(tomli_w.dumps(self.resolved))
 

@@ -294,6 +294,83 @@ MAX_PLAN_CHUNKS = 1 << 16
 JOB_ALLREDUCE = ("ring", "ring-plan", "tree", "halving-doubling", "direct")
 
 
+# A collective's reduction throughput: a GPU sums at memory speed; a V100's
+# HBM2 gives about 900 GB/s, and a reduction streams three operands (two
+# reads, one write), so about 300 GB/s of reduced data (NVIDIA V100 datasheet).
+COLLECTIVE_REDUCE_BPS = 300 * 8 * 10**9
+# Software overhead per message (kernel launch and synchronisation), an
+# assumption of the order of NCCL's per-step latency on NVLink.
+COLLECTIVE_SEND_OVERHEAD_PS = 1_000_000
+
+# Planners a [[collectives]] entry can use by name, and the operations each builds.
+COLLECTIVE_PLANNERS = {
+    "ring": ("allreduce", "reduce_scatter", "allgather"),
+    "tree": ("allreduce",),
+    "halving-doubling": ("allreduce",),
+    "direct": ("allreduce",),
+}
+
+
+class CollectiveConfig(_Strict):
+    """A collective run once as an app: a plan (format v1) from a file, or
+    built by a planner over ``ranks`` ranks, placed on ``hosts``."""
+
+    name: str = "collective"
+    # A plan JSON file (docs/plans.md), relative to the scenario file; verified.
+    plan: Optional[str] = None
+    planner: Optional[Literal["ring", "tree", "halving-doubling", "direct"]] = None
+    op: Optional[Literal["allreduce", "reduce_scatter", "allgather"]] = None
+    size_bytes: Optional[Annotated[SizeBytes, Field(gt=0)]] = None
+    chunk_bytes: Optional[Annotated[SizeBytes, Field(gt=0)]] = None
+    # Ranks of a planner's plan; default: len(hosts), else every host.
+    ranks: Optional[int] = Field(None, ge=2, le=U32_MAX)
+    # Host index of every rank; default: hosts 0..n-1.
+    hosts: Optional[list[Annotated[int, Field(ge=0, le=U32_MAX)]]] = None
+    start_ps: Delay = 0
+    class_: int = Field(0, ge=0, le=7, alias="class")
+    reduce_bps: Annotated[RateBps, Field(gt=0)] = COLLECTIVE_REDUCE_BPS
+    send_overhead_ps: Delay = COLLECTIVE_SEND_OVERHEAD_PS
+    persistent_connections: bool = False
+
+    # A plan built in code (collectives.run.run_plan); not part of the file format.
+    _plan_object = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _source(self):
+        if (self.plan is None) == (self.planner is None):
+            raise ValueError("plan: give exactly one of plan (a plan JSON file) and planner (ring, tree, "
+                             "halving-doubling, direct)")
+        if self.planner is None:
+            for k in ("op", "size_bytes", "chunk_bytes", "ranks"):
+                if getattr(self, k) is not None:
+                    raise ValueError(f"{k}: only with planner (a plan file gives its own)")
+        else:
+            if self.size_bytes is None:
+                raise ValueError(f"size_bytes: planner = {self.planner!r} needs the collective's size")
+            ops = COLLECTIVE_PLANNERS[self.planner]
+            if self.op is not None and self.op not in ops:
+                raise ValueError(f"op: planner {self.planner!r} builds {', '.join(ops)}, not {self.op!r}")
+            if self.ranks is not None and self.hosts is not None and self.ranks != len(self.hosts):
+                raise ValueError(f"ranks: {self.ranks} ranks but hosts lists {len(self.hosts)}")
+            if self.chunk_bytes is not None and -(-self.size_bytes // self.chunk_bytes) > MAX_PLAN_CHUNKS:
+                raise ValueError(f"chunk_bytes: {self.chunk_bytes} bytes cuts size_bytes ({self.size_bytes}) into "
+                                 f"more than {MAX_PLAN_CHUNKS:,} chunks; give at least "
+                                 f"{-(-self.size_bytes // MAX_PLAN_CHUNKS)} bytes")
+        if self.hosts is not None and len(set(self.hosts)) != len(self.hosts):
+            raise ValueError(f"hosts: each rank needs its own host, got {self.hosts}")
+        return self
+
+    @classmethod
+    def of_plan(cls, plan, hosts: list[int], name: str = "collective", start_ps: int = 0, class_: int = 0,
+                reduce_bps: int = COLLECTIVE_REDUCE_BPS, send_overhead_ps: int = COLLECTIVE_SEND_OVERHEAD_PS,
+                persistent_connections: bool = False) -> "CollectiveConfig":
+        """A collective running ``plan`` (a :class:`fabriclab.collectives.plan.Plan` built in code)."""
+        c = cls.model_construct(name=name, hosts=list(hosts), start_ps=start_ps, class_=class_, reduce_bps=reduce_bps,
+                                send_overhead_ps=send_overhead_ps, persistent_connections=persistent_connections)
+        c._plan_object = plan
+        return c
+
+
 class OutputsConfig(_Strict):
     flows: bool = True
     links: bool = True
@@ -324,6 +401,7 @@ class Scenario(_Strict):
     flows: list[FlowConfig] = Field(default_factory=list)
     flows_csv: Optional[str] = None
     jobs: list[JobConfig] = Field(default_factory=list)
+    collectives: list[CollectiveConfig] = Field(default_factory=list)
     outputs: OutputsConfig = Field(default_factory=OutputsConfig)
     # Written into scenario.resolved.toml by the version that ran it; informative only.
     fabriclab_version: Optional[str] = None
@@ -340,6 +418,16 @@ class Scenario(_Strict):
                 self.queue_overrides[i] = QueueOverrideConfig(**merged, node=o.node, to=o.to)
             except ValidationError as e:
                 raise ValueError(f"queue_overrides[{i}]: {e.errors()[0]['msg']}") from None
+        return self
+
+    @model_validator(mode="after")
+    def _collective_names(self):
+        seen: dict[str, int] = {}
+        for i, c in enumerate(self.collectives):
+            if c.name in seen:
+                raise ValueError(f"collectives[{i}].name: {c.name!r} is already the name of collectives[{seen[c.name]}]; "
+                                 f"give each collective its own name")
+            seen[c.name] = i
         return self
 
     @model_validator(mode="after")
@@ -486,13 +574,9 @@ class Scenario(_Strict):
                 "hosts": sorted(set(hosts)), "class": tr.class_, "tag": tr.tag,
             })
         flows = []
+        # Host indices in range and src != dst are the core's checks (build_flows); build_simulator
+        # names the flow as the user wrote it ([[flows]] or a flows_csv row).
         for i, f in enumerate(self._explicit_flows(t)):
-            for end in ("src", "dst"):
-                v = getattr(f, end)
-                if v >= nh:
-                    raise ScenarioError(f"{self.flow_label(i)}.{end}: host index {v} out of range (the topology has hosts 0..{nh - 1})")
-            if f.src == f.dst:
-                raise ScenarioError(f"{self.flow_label(i)}: src and dst must differ")
             path = None
             if f.path is not None:
                 path = []
@@ -505,6 +589,7 @@ class Scenario(_Strict):
             flows.append({"src": f.src, "dst": f.dst, "size_bytes": f.size_bytes,
                           "start_ps": f.start_ps, "class": f.class_, "path": path})
         jobs = [self._job_core(i, j, t) for i, j in enumerate(self.jobs)]
+        collectives = [self._collective_core(i, c, t) for i, c in enumerate(self.collectives)]
         q = self.queue
         tr = self.transport
         core_pfc = None
@@ -575,6 +660,7 @@ class Scenario(_Strict):
             "switch_logic": logic,
             "traffic": traffic,
             "flows": flows,
+            "collectives": collectives,
             "stop_ps": self.stop_ps,
         }
 
@@ -619,8 +705,67 @@ class Scenario(_Strict):
             if p.collective != "allreduce" or p.nranks != n:
                 raise ScenarioError(f"jobs[{i}].allreduce: {path}: needs an allreduce plan over {n} ranks (the job's "
                                     f"workers), got {p.collective} over {p.nranks}")
-        steps = [[{k: v for k, v in st.to_dict().items() if k != "path"} for st in r] for r in p.ranks]
+        # Every field explicit; a job's plan is scaled per fusion, so pinned paths are not used.
+        steps = [[{"op": st.op, "peer": st.peer, "offset": st.offset, "bytes": st.bytes, "reduce": st.reduce,
+                   "deps": list(st.deps), "path": None} for st in r] for r in p.ranks]
         return {"size_bytes": p.size_bytes, "steps": steps}
+
+    def _collective_plan(self, i: int, c: "CollectiveConfig", nh: int):
+        """The collective's plan and its hosts (rank -> host index)."""
+        from .collectives import plan as plan_mod
+        from .collectives.verify import PlanError, verify
+
+        where = f"collectives[{i}]"
+        if c._plan_object is not None:
+            p = c._plan_object
+        elif c.planner is not None:
+            from .collectives.direct import direct_allreduce
+            from .collectives.halving_doubling import halving_doubling_allreduce
+            from .collectives.rings import ring_allgather, ring_allreduce, ring_reduce_scatter
+            from .collectives.trees import double_binary_tree_allreduce
+
+            n = c.ranks or (len(c.hosts) if c.hosts is not None else nh)
+            if n > nh:
+                raise ScenarioError(f"{where}.ranks: {n} ranks need {n} hosts; the topology has {nh}")
+            size, chunk = c.size_bytes, c.chunk_bytes
+            build = {
+                ("ring", "allreduce"): lambda: ring_allreduce(n, size, chunk_bytes=chunk),
+                ("ring", "reduce_scatter"): lambda: ring_reduce_scatter(n, size, chunk_bytes=chunk),
+                ("ring", "allgather"): lambda: ring_allgather(n, size, chunk_bytes=chunk),
+                ("tree", "allreduce"): lambda: double_binary_tree_allreduce(n, size, chunk),
+                ("halving-doubling", "allreduce"): lambda: halving_doubling_allreduce(n, size),
+                ("direct", "allreduce"): lambda: direct_allreduce(n, size, chunk),
+            }[(c.planner, c.op or "allreduce")]
+            try:
+                p = build()
+            except ValueError as e:
+                raise ScenarioError(f"{where}.planner: {e}") from None
+        else:
+            path = self._resolve_path(c.plan)
+            text = read_text(path, f"{where}.plan", "plan JSON file")
+            try:
+                p = plan_mod.Plan.from_json(text)
+                verify(p)
+            except (ValueError, KeyError, TypeError, PlanError) as e:
+                raise ScenarioError(f"{where}.plan: {path}: {e}") from None
+        hosts = list(c.hosts) if c.hosts is not None else list(range(p.nranks))
+        if len(hosts) != p.nranks:
+            raise ScenarioError(f"{where}.hosts: the plan has {p.nranks} ranks but hosts lists {len(hosts)}")
+        bad = [h for h in hosts if h >= nh]
+        if bad:
+            raise ScenarioError(f"{where}.hosts: host index {bad[0]} out of range (the topology has hosts 0..{nh - 1})")
+        return p, hosts
+
+    def _collective_core(self, i: int, c: "CollectiveConfig", t: topo.TopologyData) -> dict:
+        from .collectives.run import collective_spec
+
+        p, hosts = self._collective_plan(i, c, len(t.hosts))
+        try:
+            return collective_spec(p, t, hosts, name=c.name, start_ps=c.start_ps, traffic_class=c.class_,
+                                   reduce_bps=c.reduce_bps, send_overhead_ps=c.send_overhead_ps,
+                                   persistent_connections=c.persistent_connections)
+        except ScenarioError as e:
+            raise ScenarioError(f"collectives[{i}].{e}") from None
 
     def _job_core(self, i: int, j: "JobConfig", t: topo.TopologyData) -> dict:
         from .profiles import ProfileError, build_profile
@@ -675,6 +820,9 @@ class Scenario(_Strict):
                 yield j, "profile"
             if j["allreduce"] not in JOB_ALLREDUCE:
                 yield j, "allreduce"
+        for c in d.get("collectives", []):
+            if c.get("plan") is not None:
+                yield c, "plan"
 
     def _resolve_path(self, name: str) -> Path:
         p = Path(name)
@@ -714,6 +862,7 @@ class Scenario(_Strict):
         ends += [f.start_ps for f in self.flows]
         from .profiles import p100_iteration_ps
 
+        ends += [c.start_ps for c in self.collectives]
         ends += [j.start_ps + j.iterations * (j.compute_ps or p100_iteration_ps(j.profile) or 0) for j in self.jobs]
         end = max(ends, default=0)
         return min(end, self.stop_ps) if self.stop_ps else end

@@ -94,8 +94,9 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
     let f = &spec.fabric;
     let topo = Topology::build(&f.topology)?;
     let t = &f.transport;
-    if t.mss_bytes == 0 || t.mss_bytes > 9000 {
-        return Err("transport.mss_bytes: must be within 1..=9000".into());
+    // The scenario layer checks the user's range (64..=9000); zero would never move a byte.
+    if t.mss_bytes == 0 {
+        return Err("transport.mss_bytes: must be positive".into());
     }
     if t.init_cwnd_packets == 0 {
         return Err("transport.init_cwnd_packets: must be positive".into());

@@ -235,6 +235,12 @@ fn cdf_mean(points: Vec<(f64, f64)>) -> PyResult<f64> {
     Ok(Cdf::new(&points).map_err(PyValueError::new_err)?.mean())
 }
 
+/// The JSON Schema of the resolved scenario the core reads (from its serde types), as a JSON string.
+#[pyfunction]
+fn core_schema() -> String {
+    fabriclab_core::scenario::core_schema().to_string()
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     install_panic_hook();
@@ -243,6 +249,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sample_cdf, m)?)?;
     m.add_function(wrap_pyfunction!(cdf_mean, m)?)?;
     m.add_function(wrap_pyfunction!(read_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(core_schema, m)?)?;
     runtime::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

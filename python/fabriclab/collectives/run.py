@@ -6,17 +6,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..scenario import Scenario, ScenarioError
+from ..scenario import COLLECTIVE_REDUCE_BPS, COLLECTIVE_SEND_OVERHEAD_PS, CollectiveConfig, Scenario, ScenarioError
 from ..topology import TopologyData
 from .plan import Plan
 
-# Reduction throughput: a GPU sums at memory speed; a V100's HBM2 gives
-# about 900 GB/s, and a reduction streams three operands (two reads, one
-# write), so about 300 GB/s of reduced data (NVIDIA V100 datasheet).
-DEFAULT_REDUCE_BPS = 300 * 8 * 10**9
-# Software overhead per message (kernel launch and synchronisation), an
-# assumption of the order of NCCL's per-step latency on NVLink.
-DEFAULT_SEND_OVERHEAD_PS = 1_000_000
+# The defaults of [[collectives]] (their sources are in scenario.py).
+DEFAULT_REDUCE_BPS = COLLECTIVE_REDUCE_BPS
+DEFAULT_SEND_OVERHEAD_PS = COLLECTIVE_SEND_OVERHEAD_PS
 
 BUSBW_FACTOR = {
     "allreduce": lambda n: 2 * (n - 1) / n,
@@ -38,15 +34,16 @@ class PlanRun:
 
 def collective_spec(plan: Plan, topo: TopologyData, rank_hosts: list[int], name: str = "collective",
                     start_ps: int = 0, traffic_class: int = 0, reduce_bps: int = DEFAULT_REDUCE_BPS,
-                    send_overhead_ps: int = DEFAULT_SEND_OVERHEAD_PS) -> dict:
-    """The core's description of a collective: the plan's steps with node
-    names of pinned paths turned into node indices."""
+                    send_overhead_ps: int = DEFAULT_SEND_OVERHEAD_PS, persistent_connections: bool = False) -> dict:
+    """The core's description of a collective (every field explicit): the
+    plan's steps with node names of pinned paths turned into node indices."""
     index = {n["name"]: i for i, n in enumerate(topo.nodes)}
     steps = []
     for r, rs in enumerate(plan.ranks):
         out = []
         for s in rs:
-            d = {"op": s.op, "peer": s.peer, "offset": s.offset, "bytes": s.bytes, "reduce": s.reduce, "deps": s.deps}
+            d = {"op": s.op, "peer": s.peer, "offset": s.offset, "bytes": s.bytes, "reduce": s.reduce,
+                 "deps": list(s.deps), "path": None}
             if s.path is not None:
                 try:
                     d["path"] = [index[x] if isinstance(x, str) else x for x in s.path]
@@ -55,7 +52,8 @@ def collective_spec(plan: Plan, topo: TopologyData, rank_hosts: list[int], name:
             out.append(d)
         steps.append(out)
     return {"name": name, "rank_hosts": list(rank_hosts), "steps": steps, "start_ps": start_ps,
-            "class": traffic_class, "reduce_bps": reduce_bps, "send_overhead_ps": send_overhead_ps}
+            "class": traffic_class, "reduce_bps": reduce_bps, "send_overhead_ps": send_overhead_ps,
+            "persistent_connections": persistent_connections}
 
 
 def run_plan(plan: Plan, topo: TopologyData, rank_hosts: list[int], backend: str = "flow",
@@ -66,9 +64,13 @@ def run_plan(plan: Plan, topo: TopologyData, rank_hosts: list[int], backend: str
     from .._core import Simulator
 
     base = Scenario.from_dict({"backend": backend, **(scenario or {})})
-    core = base.to_core(topology_data=topo)
-    core["collectives"] = [collective_spec(plan, topo, rank_hosts, reduce_bps=reduce_bps,
-                                           send_overhead_ps=send_overhead_ps)]
+    base.collectives.append(CollectiveConfig.of_plan(plan, rank_hosts, reduce_bps=reduce_bps,
+                                                     send_overhead_ps=send_overhead_ps))
+    try:
+        core = base.to_core(topology_data=topo)
+    except ScenarioError as e:
+        # One collective, built in code: name the plan as before.
+        raise ScenarioError(str(e).removeprefix("collectives[0].")) from None
     import json
 
     try:

@@ -232,8 +232,9 @@ fn build_poisson(v: &serde_json::Value, env: &BuildEnv) -> Result<Vec<Box<dyn Ap
     let mut apps: Vec<Box<dyn App>> = Vec::new();
     for (i, tr) in specs.into_iter().enumerate() {
         let cdf = Cdf::new(&tr.cdf).map_err(|e| format!("traffic[{i}].{e}"))?;
-        if !(tr.load > 0.0 && tr.load <= 1.0) {
-            return Err(format!("traffic[{i}].load: must be within (0, 1], got {}", tr.load));
+        // The scenario layer checks the user's range (0, 1]; a rate of zero or less would never advance time.
+        if !(tr.load > 0.0) {
+            return Err(format!("traffic[{i}].load: must be positive, got {}", tr.load));
         }
         if tr.hosts.len() < 2 {
             return Err(format!("traffic[{i}].hosts: needs at least two hosts"));
@@ -258,8 +259,10 @@ fn build_flows(v: &serde_json::Value, env: &BuildEnv) -> Result<Vec<Box<dyn App>
     let nh = env.topo.num_hosts() as u32;
     let mut list = Vec::with_capacity(specs.len());
     for (i, f) in specs.into_iter().enumerate() {
-        if f.src >= nh || f.dst >= nh {
-            return Err(format!("flows[{i}]: host index out of range (0..{nh})"));
+        for (end, h) in [("src", f.src), ("dst", f.dst)] {
+            if h >= nh {
+                return Err(format!("flows[{i}].{end}: host index {h} out of range (the topology has hosts 0..{})", nh - 1));
+            }
         }
         if f.src == f.dst {
             return Err(format!("flows[{i}]: src and dst must differ"));

@@ -1,0 +1,337 @@
+"""One scenario contract (issue 9, section 6): the pydantic schema is the one
+source, and the core reads exactly what ``Scenario.to_core()`` emits.
+
+The core's side is its JSON Schema derived from the serde types themselves
+(``_core.core_schema()``, schemars). The checks:
+
+- field sets: every pydantic model's fields (pydantic's JSON schema) against
+  the core object it resolves to; the fields resolved into other fields are
+  listed below (TRANSLATED) with what they become, so a field added on one
+  side only fails until it is wired through;
+- emitted keys: for a scenario filling every section and optional field,
+  the keys of every object ``to_core()`` emits equal the properties of the
+  core's schema object at that place (``$ref`` and ``anyOf``/``oneOf``
+  resolved), every required property among them, enum and const values
+  allowed, integers within the core's type, and every core object refuses
+  unknown properties (``additionalProperties: false``);
+- unknown fields are refused on both sides: a key injected into any object
+  of the emitted JSON makes ``Simulator`` raise ValueError naming it; a key
+  injected into any table of the TOML makes pydantic raise ScenarioError
+  naming it."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+import pytest
+
+from fabriclab import _core
+from fabriclab._core import Simulator
+from fabriclab.collectives.rings import ring_allreduce
+from fabriclab.scenario import Scenario, ScenarioError
+
+UNKNOWN = "zz_not_a_field"
+
+
+@pytest.fixture(scope="module")
+def core_schema():
+    return json.loads(_core.core_schema())
+
+
+# ---------------------------------------------------------------- a full scenario
+def full_scenario(tmp_path) -> tuple[Scenario, dict]:
+    """A scenario giving every section and every optional field (values
+    chosen to be valid together), and its raw TOML-like dict."""
+    plan = ring_allreduce(2, 2000)
+    for steps in plan.ranks:  # pin every send over leaf0 (names, as a plan file gives them)
+        for st in steps:
+            if st.op == "send":
+                hosts = {0: 1, 1: 2}  # the collective's hosts = [1, 2]
+                st.path = [f"h{hosts[1 - st.peer]}", "leaf0", f"h{hosts[st.peer]}"]
+    (tmp_path / "ring.json").write_text(plan.to_json())
+    (tmp_path / "sizes.csv").write_text("size_bytes,cdf\n1000,0.5\n20000,1\n")
+    raw = {
+        "name": "contract", "seed": 7, "backend": "packet", "stop_ps": "50ms",
+        "topology": {"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 4, "spines": 2,
+                     "link_rate_bps": "10Gbps", "link_delay_ps": "1us", "oversubscription": 1.0,
+                     "spine_link_rate_bps": "20Gbps", "host_ports": 2},
+        "queue": {"discipline": "prio", "bands": 3, "priomap": [0, 1, 2, 2, 2, 2, 2, 2], "limit_bytes": "1MB",
+                  "limit_packets": 1000, "ecn_threshold_bytes": "100KB", "ecn_threshold_packets": 65},
+        "host_queue": {"discipline": "fifo", "limit_packets": 5000, "ecn_threshold_packets": "off"},
+        "queue_overrides": [{"node": "leaf0", "limit_packets": 500},
+                            {"node": "spine0", "to": "leaf1", "ecn_threshold_packets": 30}],
+        "pfc": {"classes": [1], "xoff_bytes": "200KB", "xon_bytes": "100KB", "headroom_bytes": "50KB",
+                "pause_quanta": 1000},
+        "link_events": [{"at_ps": "1ms", "link": ["leaf1", "spine1"], "action": "down"},
+                        {"at_ps": "2ms", "link": ["leaf1", "spine1"], "action": "up"},
+                        {"at_ps": "3ms", "link": ["leaf0", "spine0"], "action": "rate", "rate_bps": "5Gbps"},
+                        {"at_ps": "4ms", "link": ["leaf0", "spine1"], "action": "loss", "loss": 0.001}],
+        "switch_logic": [{"kind": "tap", "node": "leaf1", "class": 2, "mirror_to": "spine0", "absorb": False}],
+        "transport": {"cc": "dctcp", "mss_bytes": 1460, "init_cwnd_packets": 10, "min_rto_ps": "1ms",
+                      "initial_rto_ps": "1ms", "max_rto_ps": "1s", "dupack_threshold": 3, "dctcp_g": 0.0625,
+                      "dctcp_initial_alpha": 1.0, "tsq_limit_bytes": 131072, "persistent_connections": True},
+        "routing": {"ecmp_hash_seed": 3, "convergence_ps": "100us"},
+        "traffic": [{"kind": "poisson", "load": 0.1, "cdf": "sizes.csv", "start_ps": 0, "duration_ps": "2ms",
+                     "hosts": [0, 1, 2], "class": 2, "tag": "bg"},
+                    {"flows_per_s": 1000, "duration_ps": "1ms"}],
+        "flows": [{"src": 0, "dst": 3, "size_bytes": "10KB", "start_ps": "1us", "class": 1,
+                   "path": ["h0", "leaf1", "h3"]}],
+        "collectives": [{"name": "file", "plan": "ring.json", "hosts": [1, 2], "start_ps": "10us", "class": 1,
+                         "reduce_bps": "100Gbps", "send_overhead_ps": "1us", "persistent_connections": True},
+                        {"name": "hd", "planner": "halving-doubling", "op": "allreduce", "size_bytes": "64KB",
+                         "ranks": 4},
+                        {"name": "rs", "planner": "ring", "op": "reduce_scatter", "size_bytes": "32KB",
+                         "chunk_bytes": "4KB", "hosts": [3, 2, 1, 0]}],
+        "jobs": [{"name": "j", "workers": [0, 1, 2, 3], "profile": "thesis-resnet50", "layers": 4,
+                  "model_bytes": "100KB", "compute_ps": "1ms", "iterations": 2, "fusion_bytes": "50KB",
+                  "barrier": True, "queue": "priority", "max_inflight": 2, "class": 1, "layer_class": [1, 1, 2, 2],
+                  "start_ps": 0, "slowdown": {"1": 1.5}, "jitter": 0.1, "reduce_bps": "1Tbps",
+                  "send_overhead_ps": "1us", "slack_aware": True, "urgent_class": 0, "slack_factor": 1.5,
+                  "slack_lag_rounds": 1, "persistent_connections": True, "allreduce": "tree",
+                  "allreduce_chunk_bytes": "10KB"}],
+        "outputs": {"flows": True, "links": True, "messages": True, "queues_every_ps": "1ms"},
+    }
+    s = Scenario.from_dict(copy.deepcopy(raw))
+    s._base_dir = tmp_path
+    return s, raw
+
+
+# ---------------------------------------------------------------- schema walking
+def _deref(schema: dict, root: dict) -> dict:
+    while "$ref" in schema:
+        name = schema["$ref"].removeprefix("#/$defs/")
+        schema = {**root["$defs"][name], **{k: v for k, v in schema.items() if k != "$ref"}}
+    return schema
+
+
+def _types(schema: dict) -> set:
+    t = schema.get("type")
+    return set() if t is None else ({t} if isinstance(t, str) else set(t))
+
+
+def _json_type(v) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
+
+
+def check(value, schema: dict, root: dict, where: str, objects: list) -> list[str]:
+    """Problems of ``value`` against the core's ``schema`` (empty: it fits);
+    appends the name of every core definition it fits to ``objects``."""
+    if "$ref" in schema:
+        objects.append(schema["$ref"].removeprefix("#/$defs/"))
+    schema = _deref(schema, root)
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            tries = []
+            for branch in schema[key]:
+                seen: list = []
+                errs = check(value, {**{k: v for k, v in schema.items() if k != key}, **branch}, root, where, seen)
+                if not errs:
+                    objects.extend(seen)
+                    return []
+                tries.append(errs)
+            return [f"{where}: fits no branch of {key}: {tries}"]
+    jt = _json_type(value)
+    types = _types(schema)
+    if types and jt not in types and not (jt == "integer" and "number" in types):
+        return [f"{where}: {jt} where the core reads {sorted(types)}"]
+    if "const" in schema and value != schema["const"]:
+        return [f"{where}: {value!r} is not {schema['const']!r}"]
+    if "enum" in schema and value not in schema["enum"]:
+        return [f"{where}: {value!r} is not one of the core's {schema['enum']}"]
+    errs = []
+    if jt == "integer":
+        lo, hi = schema.get("minimum"), schema.get("maximum")
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            errs.append(f"{where}: {value} outside the core's range [{lo}, {hi}]")
+    elif jt == "object":
+        props = schema.get("properties", {})
+        if schema.get("additionalProperties") is not False:
+            errs.append(f"{where}: the core does not refuse unknown fields here")
+        if set(value) != set(props):
+            errs.append(f"{where}: emitted {sorted(value)} but the core reads {sorted(props)} "
+                        f"(only emitted: {sorted(set(value) - set(props))}, "
+                        f"only in the core: {sorted(set(props) - set(value))})")
+        missing = set(schema.get("required", [])) - set(value)
+        if missing:
+            errs.append(f"{where}: required by the core but not emitted: {sorted(missing)}")
+        for k, v in value.items():
+            if k in props:
+                errs += check(v, props[k], root, f"{where}.{k}", objects)
+    elif jt == "array":
+        if "prefixItems" in schema:
+            items = schema["prefixItems"]
+            if len(items) != len(value):
+                errs.append(f"{where}: {len(value)} items where the core reads {len(items)}")
+            for i, (v, s) in enumerate(zip(value, items)):
+                errs += check(v, s, root, f"{where}[{i}]", objects)
+        elif "items" in schema:
+            for i, v in enumerate(value):
+                errs += check(v, schema["items"], root, f"{where}[{i}]", objects)
+    return errs
+
+
+# ---------------------------------------------------------------- emitted keys
+def test_full_scenario_fills_every_section(tmp_path):
+    s, raw = full_scenario(tmp_path)
+    core = s.to_core()
+    for key in ("host_queue", "pfc", "stop_ps"):
+        assert core[key] is not None, key
+    for key in ("queue_overrides", "link_events", "switch_logic", "traffic", "flows", "collectives", "jobs"):
+        assert core[key], key
+    assert {e["action"] for e in core["link_events"]} == {"down", "up", "rate", "loss"}
+    assert core["jobs"][0]["allreduce_plan"] is not None and core["jobs"][0]["slack_aware"] is not None
+    assert any(st["path"] for r in core["collectives"][0]["steps"] for st in r)
+    assert {o["to"] is None for o in core["queue_overrides"]} == {True, False}
+    # Every field of every pydantic model is given (so each optional one is exercised).
+    pyd = Scenario.model_json_schema(by_alias=True)["$defs"]
+    for section, model in (("queue", "QueueConfig"), ("pfc", "PfcConfig"), ("transport", "TransportConfig"),
+                           ("routing", "RoutingConfig"), ("outputs", "OutputsConfig")):
+        assert set(raw[section]) == set(pyd[model]["properties"]), section
+    assert set(raw["topology"]) == set(pyd["LeafSpineTopology"]["properties"])
+    assert set(raw["jobs"][0]) == set(pyd["JobConfig"]["properties"])
+    assert set(raw["flows"][0]) == set(pyd["FlowConfig"]["properties"])
+    assert set(raw["switch_logic"][0]) == set(pyd["TapLogicConfig"]["properties"])
+    assert set(raw["traffic"][0]) | {"flows_per_s"} == set(pyd["PoissonTrafficConfig"]["properties"])
+    assert set().union(*raw["collectives"]) == set(pyd["CollectiveConfig"]["properties"])
+    assert set(raw) - {"flows_csv", "fabriclab_version"} == set(Scenario.model_json_schema()["properties"]) - {
+        "flows_csv", "fabriclab_version"}
+
+
+def test_emitted_json_is_exactly_what_the_core_reads(tmp_path, core_schema):
+    s, _ = full_scenario(tmp_path)
+    core = json.loads(json.dumps(s.to_core()))  # as the core receives it (tuples are arrays)
+    objects: list = []
+    errs = check(core, core_schema, core_schema, "scenario", objects)
+    assert not errs, "\n".join(errs)
+    # Every object definition of the core was visited (nothing the core reads is left unchecked).
+    assert set(core_schema["$defs"]) - set(objects) == set(), "core definitions the full scenario never emits"
+    # And the core builds and runs it.
+    sim = Simulator(json.dumps(core))
+    sim.run_until(1_000_000_000)
+
+
+def test_check_catches_a_field_on_one_side(tmp_path, core_schema):
+    """The checker itself: an extra emitted key, a missing one, a bad enum value."""
+    s, _ = full_scenario(tmp_path)
+    core = json.loads(json.dumps(s.to_core()))
+    bad = copy.deepcopy(core)
+    bad["transport"]["extra"] = 1
+    assert any("only emitted: ['extra']" in e for e in check(bad, core_schema, core_schema, "scenario", []))
+    bad = copy.deepcopy(core)
+    del bad["collectives"][0]["steps"][0][0]["deps"]
+    assert any("only in the core: ['deps']" in e for e in check(bad, core_schema, core_schema, "scenario", []))
+    bad = copy.deepcopy(core)
+    bad["link_events"][0]["action"] = "flap"
+    assert check(bad, core_schema, core_schema, "scenario", [])
+
+
+# ---------------------------------------------------------------- field sets
+# Pydantic model -> (the core's definition it resolves to, fields of the model
+# resolved into other fields, core fields derived from them). Everything else
+# must have the same name on both sides.
+TRANSLATED = {
+    "Scenario": ("FabricSpec", {"name", "flows_csv", "outputs", "fabriclab_version"}, set()),
+    "QueueConfig": ("QueueSpec", set(), set()),
+    # node/to names -> from/to indices; the inherited queue fields -> queue
+    "QueueOverrideConfig": ("QueueOverride", {"node", "discipline", "bands", "priomap", "limit_bytes",
+                                              "limit_packets", "ecn_threshold_bytes", "ecn_threshold_packets"},
+                            {"from", "queue"}),
+    "PfcConfig": ("PfcSpec", set(), set()),
+    "LinkEventConfig": ("LinkEventSpec", set(), set()),
+    "TapLogicConfig": ("SwitchLogicSpec", set(), set()),
+    "TransportConfig": ("TransportSpec", set(), set()),
+    "RoutingConfig": ("RoutingSpec", set(), set()),
+    # flows_per_s -> load; kind selects the generator
+    "PoissonTrafficConfig": ("PoissonSpec", {"kind", "flows_per_s"}, set()),
+    "FlowConfig": ("FlowSpec", set(), set()),
+    # the plan (file or planner) -> steps; hosts -> rank_hosts
+    "CollectiveConfig": ("CollectiveSpec", {"plan", "planner", "op", "size_bytes", "chunk_bytes", "ranks", "hosts"},
+                         {"steps", "rank_hosts"}),
+    # profile & co -> layers (a list of LayerSpec); queue -> priority_queue; the
+    # slack-aware knobs -> slack_aware (SlackAware); allreduce -> allreduce_plan
+    "JobConfig": ("JobSpec", {"profile", "model_bytes", "compute_ps", "queue", "urgent_class", "slack_factor",
+                              "slack_lag_rounds", "allreduce", "allreduce_chunk_bytes"},
+                  {"priority_queue", "seed", "allreduce_plan"}),
+}
+# Models the core never sees as such (resolved into other data, or Python-only).
+NOT_IN_CORE = {"StarTopology": "built into topology.nodes/links", "LeafSpineTopology": "built into topology.nodes/links",
+               "FatTreeTopology": "built into topology.nodes/links", "FileTopology": "read into topology.nodes/links",
+               "OutputsConfig": "what Python writes; queue sampling is Simulator.sample_queues"}
+
+
+def _core_props(core_schema: dict, name: str) -> set:
+    d = _deref(core_schema["$defs"][name] if name in core_schema["$defs"] else core_schema, core_schema)
+    props = set()
+    for branch in d.get("oneOf", [d]):
+        props |= set(_deref(branch, core_schema)["properties"])
+    return props
+
+
+def test_field_sets_match(core_schema):
+    pyd = Scenario.model_json_schema(by_alias=True)
+    models = {"Scenario": set(pyd["properties"])}
+    models.update({name: set(d.get("properties", {})) for name, d in pyd["$defs"].items() if "properties" in d})
+    assert set(models) == set(TRANSLATED) | set(NOT_IN_CORE), "a pydantic model with no entry in TRANSLATED"
+    for model, (core_name, py_only, core_only) in TRANSLATED.items():
+        core = _core_props(core_schema, core_name) if core_name != "FabricSpec" else set(core_schema["properties"])
+        assert py_only <= models[model], f"{model}: TRANSLATED names fields it no longer has"
+        assert core_only <= core, f"{core_name}: TRANSLATED names fields it no longer has"
+        assert models[model] - py_only == core - core_only, (
+            f"{model} vs the core's {core_name}: only in pydantic {sorted(models[model] - py_only - core)}, "
+            f"only in the core {sorted(core - core_only - models[model])}")
+
+
+# ---------------------------------------------------------------- unknown fields
+def _object_paths(value, path=()):
+    """Paths of every object in ``value`` (the first item of each list stands for the others)."""
+    if isinstance(value, dict):
+        yield path
+        for k, v in value.items():
+            yield from _object_paths(v, path + (k,))
+    elif isinstance(value, list) and value:
+        yield from _object_paths(value[0], path + (0,))
+
+
+def test_core_refuses_unknown_fields_everywhere(tmp_path):
+    s, _ = full_scenario(tmp_path)
+    core = s.to_core()
+    paths = list(_object_paths(core))
+    assert len(paths) >= 20
+    for path in paths:
+        bad = copy.deepcopy(core)
+        obj = bad
+        for k in path:
+            obj = obj[k]
+        obj[UNKNOWN] = 1
+        with pytest.raises(ValueError, match=UNKNOWN):
+            Simulator(json.dumps(bad))
+
+
+def test_pydantic_refuses_unknown_fields_everywhere(tmp_path):
+    _, raw = full_scenario(tmp_path)
+    paths = [p for p in _object_paths(raw) if not (p and p[-1] == "slowdown")]  # slowdown is a map
+    assert len(paths) >= 15
+    for path in paths:
+        bad = copy.deepcopy(raw)
+        obj = bad
+        for k in path:
+            obj = obj[k]
+        obj[UNKNOWN] = 1
+        where = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in path).lstrip(".")
+        field = f"{where}.{UNKNOWN}" if where else UNKNOWN
+        with pytest.raises(ScenarioError, match=re.escape(f"{field}: unknown field")):
+            Scenario.from_dict(bad)
