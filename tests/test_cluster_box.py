@@ -219,3 +219,49 @@ def test_down_leaves_nothing(box):
     assert veths() <= box["veths_before"]
     r = fl("cluster", "status", "--name", NAME)
     assert "leftover namespaces: none" in r.stdout
+
+
+FLOWS = """
+import socket, sys, threading
+addr, n, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+s = socket.socket(); s.bind((addr, 5003)); s.listen(n); print("ready", flush=True)
+def drain(c):
+    while c.recv(1 << 16): pass
+for _ in range(n):
+    c, _ = s.accept(); threading.Thread(target=drain, args=(c,)).start()
+"""
+
+
+def _sent_bytes(ns: str, dev: str) -> int:
+    out = subprocess.run(["tc", "-n", ns, "-s", "qdisc", "show", "dev", dev], capture_output=True, text=True).stdout
+    return int(out.split("Sent ")[1].split()[0])  # the root qdisc's counter
+
+
+def test_leaf_spine_spreads_flows_over_both_spines(tmp_path):
+    """16 TCP connections between two leaves: each picks a spine by its 5-tuple's hash (policy 1), so
+    both uplinks of the sender's leaf carry some (all on one spine: probability 2^-15)."""
+    f = tmp_path / "ls.toml"
+    f.write_text('[topology]\nkind = "leaf_spine"\nleaves = 2\nhosts_per_leaf = 1\nspines = 2\n'
+                 'link_rate_bps = "1Gbps"\nlink_delay_ps = "0us"\n[queue]\necn_threshold_packets = "off"\n'
+                 '[transport]\ncc = "newreno"\n')
+    fl("cluster", "down", "--name", "ecmp")
+    r = fl("cluster", "up", str(f), "--name", "ecmp")
+    try:
+        assert r.returncode == 0, r.stderr
+        hosts = json.loads(state_path("ecmp").read_text())["hosts"]
+        assert [h["addr"] for h in hosts] == ["10.1.0.1", "10.2.0.1"]
+        before = [_sent_bytes("flbox-ecmp-leaf0", f"up{s}") for s in (0, 1)]
+        rx = subprocess.Popen(["ip", "netns", "exec", "flbox-ecmp-h1", PY, "-c", FLOWS, hosts[1]["addr"], "16", "0"],
+                              stdout=subprocess.PIPE, text=True)
+        assert rx.stdout.readline().strip() == "ready"
+        send = ("import socket, sys\nfor _ in range(16):\n    c = socket.create_connection((sys.argv[1], 5003)); "
+                "c.sendall(bytes(200_000)); c.close()\n")
+        assert subprocess.run(["ip", "netns", "exec", "flbox-ecmp-h0", PY, "-c", send, hosts[1]["addr"]],
+                              timeout=30).returncode == 0
+        rx.wait(10)
+        after = [_sent_bytes("flbox-ecmp-leaf0", f"up{s}") for s in (0, 1)]
+        moved = [a - b for a, b in zip(after, before)]
+        assert sum(moved) > 16 * 200_000  # everything crossed a spine, headers on top
+        assert min(moved) > 200_000, moved  # at least one whole connection on each spine
+    finally:
+        fl("cluster", "down", "--name", "ecmp")
