@@ -1,8 +1,9 @@
 """The cluster-in-a-box for real (root only): a 4-host star shaped to
 100 Mbit/s, a plain TCP transfer's goodput against the rate, RTT against the
 netem delays, a 4-rank allreduce through `fabriclab launch --cluster`, and
-`cluster down` leaving nothing, also after `cluster up` was killed midway.
-About 10 s in all."""
+`cluster down` leaving nothing, also after `cluster up` was killed midway;
+ECMP over both spines of a leaf-spine; strict priority between bands.
+About 20 s in all."""
 
 from __future__ import annotations
 
@@ -265,3 +266,63 @@ def test_leaf_spine_spreads_flows_over_both_spines(tmp_path):
         assert min(moved) > 200_000, moved  # at least one whole connection on each spine
     finally:
         fl("cluster", "down", "--name", "ecmp")
+
+
+PRIO_RECV = """
+import socket, sys, time
+addr, port, t0, t1 = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+s = socket.socket(); s.bind((addr, port)); s.listen(1); print("ready", flush=True)
+c, _ = s.accept(); buf = bytearray(1 << 16); n = 0
+while True:
+    k = c.recv_into(buf)
+    if not k: break
+    if t0 <= time.time() < t1: n += k
+print(n * 8 / (t1 - t0), flush=True)
+"""
+PRIO_SEND = """
+import socket, sys, time
+addr, port, tos, until = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+c = socket.socket(); c.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos); c.connect((addr, port))
+data = bytes(1 << 16)
+while time.time() < until: c.sendall(data)
+c.close()
+"""
+
+
+def _two_senders_into_one_port(tmp_path, discipline: str) -> tuple[float, float]:
+    """h0 sends class 0 (DSCP CS0, TOS 0x00) and h1 class 2 (CS2, TOS 0x40) to h2 over a 100 Mbit/s star;
+    returns both goodputs (bit/s) over a window after both have ramped up."""
+    f = tmp_path / f"{discipline}.toml"
+    f.write_text('[topology]\nkind = "star"\nhosts = 3\nlink_rate_bps = "100Mbps"\nlink_delay_ps = "0us"\n'
+                 f'[queue]\ndiscipline = "{discipline}"\nbands = 3\necn_threshold_packets = "off"\n'
+                 '[transport]\ncc = "newreno"\n')
+    fl("cluster", "down", "--name", "prio")
+    r = fl("cluster", "up", str(f), "--name", "prio")
+    try:
+        assert r.returncode == 0, r.stderr
+        dst = json.loads(state_path("prio").read_text())["hosts"][2]["addr"]
+        now = time.time()
+        t0, t1, until = now + 1.0, now + 2.5, now + 3.0
+        rx = [subprocess.Popen(["ip", "netns", "exec", "flbox-prio-h2", PY, "-c", PRIO_RECV, dst, str(port),
+                                str(t0), str(t1)], stdout=subprocess.PIPE, text=True) for port in (5101, 5102)]
+        for p in rx:
+            assert p.stdout.readline().strip() == "ready"
+        tx = [subprocess.Popen(["ip", "netns", "exec", f"flbox-prio-h{h}", PY, "-c", PRIO_SEND, dst, str(port),
+                                str(tos), str(until)]) for h, port, tos in ((0, 5101, 0x00), (1, 5102, 0x40))]
+        for p in tx:
+            assert p.wait(30) == 0
+        high, low = (float(p.communicate(timeout=10)[0]) for p in rx)
+        return high, low
+    finally:
+        fl("cluster", "down", "--name", "prio")
+
+
+def test_strict_priority_bands_on_a_switch_port(tmp_path):
+    """Default priomap: class 0 -> band 0, class 2 -> band 2. Band 2 gets only what band 0 leaves (its
+    1/1000 guarantee and scraps); the same two flows share the port under fifo."""
+    goodput = 100e6 * 1448 / 1538
+    high, low = _two_senders_into_one_port(tmp_path, "prio")
+    assert high > 0.9 * goodput, (high, low)  # band 0 as if alone
+    assert low < 0.05 * goodput, (high, low)
+    high, low = _two_senders_into_one_port(tmp_path, "fifo")
+    assert high + low > 0.9 * goodput and min(high, low) > 0.1 * goodput, (high, low)  # both get a share

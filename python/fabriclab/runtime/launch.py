@@ -4,7 +4,8 @@ Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 MASTER_ADDR=127.0.0.1, MASTER_PORT (a free port unless given) and a random
 FABRICLAB_TOKEN. SIGINT, SIGTERM and SIGHUP are forwarded to every rank.
 When a rank fails the others are stopped (SIGTERM, then SIGKILL after a
-grace period) and the launcher exits with that rank's code."""
+grace period) and the launcher exits with that rank's code. With ``--cluster NAME``
+rank i runs in host i of a cluster-in-a-box (docs/cluster.md)."""
 
 from __future__ import annotations
 
