@@ -174,6 +174,15 @@ def test_allreduce_through_launch_cluster_is_numpys_sum(box, tmp_path):
         assert (tmp_path / f"a{k}").read_text().split() == [hosts[k]["addr"]] * 2
 
 
+def test_runtime_bench_runs_in_the_box(box):
+    r = fl("runtime", "bench", "--cluster", NAME, "-n", "4", "--sizes", "256K", "--iters", "2", "--warmup", "1")
+    assert r.returncode == 0, r.stderr
+    assert f"4 ranks in cluster-in-a-box '{NAME}'" in r.stdout and "# Out of bounds values : 0 OK" in r.stdout
+    # a 256 KiB ring allreduce moves 1.5 x 256 KiB per link: at 94.15 Mbit/s of goodput at least 33 ms
+    t_us = float(next(x for x in r.stdout.splitlines() if x.strip().startswith("262144")).split()[5])
+    assert t_us > 262144 * 1.5 * 8 / (RATE * 1448 / 1538) * 1e6
+
+
 def test_down_after_a_crash_midway_leaves_nothing(box, tmp_path):
     f = Path(box["state"]["scenario"])
     env = dict(os.environ, FABRICLAB_CLUSTER_CRASH_AFTER="15")  # killed (SIGKILL) after 15 commands
