@@ -37,7 +37,8 @@ pytestmark = pytest.mark.skipif(reason is not None, reason=reason or "")
 PY = sys.executable
 RATE = 100_000_000
 DELAY_US = 2000
-NAME = "pyt"
+SUFFIX = str(os.getpid() % 10**6)  # concurrent runs on one machine do not meet
+NAME = "t" + SUFFIX
 
 
 def fl(*args, env=None):
@@ -51,7 +52,7 @@ def veths() -> set[str]:
 
 @pytest.fixture(scope="module")
 def features():
-    return probe("flbox-pyt-probe") if reason is None else set()
+    return probe(f"flbox-{NAME}-probe") if reason is None else set()
 
 
 @pytest.fixture(scope="module")
@@ -186,16 +187,16 @@ def test_runtime_bench_runs_in_the_box(box):
 def test_down_after_a_crash_midway_leaves_nothing(box, tmp_path):
     f = Path(box["state"]["scenario"])
     env = dict(os.environ, FABRICLAB_CLUSTER_CRASH_AFTER="15")  # killed (SIGKILL) after 15 commands
-    r = fl("cluster", "up", str(f), "--name", "crash", env=env)
+    r = fl("cluster", "up", str(f), "--name", "c" + SUFFIX, env=env)
     assert r.returncode == -signal.SIGKILL
-    state = json.loads(state_path("crash").read_text())
+    state = json.loads(state_path("c" + SUFFIX).read_text())
     assert state["status"] == "creating"
-    assert len(list_namespaces("flbox-crash-")) == 5  # namespaces made, not all links
-    st = fl("cluster", "status", "--name", "crash")
+    assert len(list_namespaces(f"flbox-c{SUFFIX}-")) == 5  # namespaces made, not all links
+    st = fl("cluster", "status", "--name", "c" + SUFFIX)
     assert "creation did not finish" in st.stdout
-    r = fl("cluster", "down", "--name", "crash")
+    r = fl("cluster", "down", "--name", "c" + SUFFIX)
     assert r.returncode == 0, r.stderr
-    assert list_namespaces("flbox-crash-") == [] and not state_path("crash").exists()
+    assert list_namespaces(f"flbox-c{SUFFIX}-") == [] and not state_path("c" + SUFFIX).exists()
     assert veths() <= box["veths_before"]  # the box makes its veths inside its namespaces, never in the root
 
 
@@ -205,19 +206,19 @@ def test_missing_kernel_features_are_refused_naming_the_field(box, features, tmp
     f = tmp_path / "s.toml"
     f.write_text('[topology]\nkind = "star"\nhosts = 2\nlink_delay_ps = "10us"\n'
                  '[queue]\necn_threshold_packets = 65\n[transport]\ncc = "newreno"\n')
-    r = fl("cluster", "up", str(f), "--name", "miss")
+    r = fl("cluster", "up", str(f), "--name", "m" + SUFFIX)
     assert r.returncode == 2 and r.stderr.startswith("error: ") and "Traceback" not in r.stderr
     if "netem" not in features:
         assert "topology.link_delay_ps: this kernel lacks netem" in r.stderr
     if "red" not in features:
         assert "queue.ecn_threshold_packets: this kernel lacks red" in r.stderr
-    assert list_namespaces("flbox-miss-") == [] and not state_path("miss").exists()
-    r = fl("cluster", "up", str(f), "--name", "miss", "--allow-missing")
+    assert list_namespaces(f"flbox-m{SUFFIX}-") == [] and not state_path("m" + SUFFIX).exists()
+    r = fl("cluster", "up", str(f), "--name", "m" + SUFFIX, "--allow-missing")
     try:
         assert r.returncode == 0, r.stderr
         assert "not emulated: " in r.stdout
     finally:
-        fl("cluster", "down", "--name", "miss")
+        fl("cluster", "down", "--name", "m" + SUFFIX)
 
 
 def test_down_leaves_nothing(box):
@@ -254,27 +255,27 @@ def test_leaf_spine_spreads_flows_over_both_spines(tmp_path):
     f.write_text('[topology]\nkind = "leaf_spine"\nleaves = 2\nhosts_per_leaf = 1\nspines = 2\n'
                  'link_rate_bps = "1Gbps"\nlink_delay_ps = "0us"\n[queue]\necn_threshold_packets = "off"\n'
                  '[transport]\ncc = "newreno"\n')
-    fl("cluster", "down", "--name", "ecmp")
-    r = fl("cluster", "up", str(f), "--name", "ecmp")
+    fl("cluster", "down", "--name", "e" + SUFFIX)
+    r = fl("cluster", "up", str(f), "--name", "e" + SUFFIX)
     try:
         assert r.returncode == 0, r.stderr
-        hosts = json.loads(state_path("ecmp").read_text())["hosts"]
+        hosts = json.loads(state_path("e" + SUFFIX).read_text())["hosts"]
         assert [h["addr"] for h in hosts] == ["10.1.0.1", "10.2.0.1"]
-        before = [_sent_bytes("flbox-ecmp-leaf0", f"up{s}") for s in (0, 1)]
-        rx = subprocess.Popen(["ip", "netns", "exec", "flbox-ecmp-h1", PY, "-c", FLOWS, hosts[1]["addr"], "16", "0"],
+        before = [_sent_bytes(f"flbox-e{SUFFIX}-leaf0", f"up{s}") for s in (0, 1)]
+        rx = subprocess.Popen(["ip", "netns", "exec", f"flbox-e{SUFFIX}-h1", PY, "-c", FLOWS, hosts[1]["addr"], "16", "0"],
                               stdout=subprocess.PIPE, text=True)
         assert rx.stdout.readline().strip() == "ready"
         send = ("import socket, sys\nfor _ in range(16):\n    c = socket.create_connection((sys.argv[1], 5003)); "
                 "c.sendall(bytes(200_000)); c.close()\n")
-        assert subprocess.run(["ip", "netns", "exec", "flbox-ecmp-h0", PY, "-c", send, hosts[1]["addr"]],
+        assert subprocess.run(["ip", "netns", "exec", f"flbox-e{SUFFIX}-h0", PY, "-c", send, hosts[1]["addr"]],
                               timeout=30).returncode == 0
         rx.wait(10)
-        after = [_sent_bytes("flbox-ecmp-leaf0", f"up{s}") for s in (0, 1)]
+        after = [_sent_bytes(f"flbox-e{SUFFIX}-leaf0", f"up{s}") for s in (0, 1)]
         moved = [a - b for a, b in zip(after, before)]
         assert sum(moved) > 16 * 200_000  # everything crossed a spine, headers on top
         assert min(moved) > 200_000, moved  # at least one whole connection on each spine
     finally:
-        fl("cluster", "down", "--name", "ecmp")
+        fl("cluster", "down", "--name", "e" + SUFFIX)
 
 
 PRIO_RECV = """
@@ -305,25 +306,25 @@ def _two_senders_into_one_port(tmp_path, discipline: str) -> tuple[float, float]
     f.write_text('[topology]\nkind = "star"\nhosts = 3\nlink_rate_bps = "100Mbps"\nlink_delay_ps = "0us"\n'
                  f'[queue]\ndiscipline = "{discipline}"\nbands = 3\necn_threshold_packets = "off"\n'
                  '[transport]\ncc = "newreno"\n')
-    fl("cluster", "down", "--name", "prio")
-    r = fl("cluster", "up", str(f), "--name", "prio")
+    fl("cluster", "down", "--name", "p" + SUFFIX)
+    r = fl("cluster", "up", str(f), "--name", "p" + SUFFIX)
     try:
         assert r.returncode == 0, r.stderr
-        dst = json.loads(state_path("prio").read_text())["hosts"][2]["addr"]
+        dst = json.loads(state_path("p" + SUFFIX).read_text())["hosts"][2]["addr"]
         now = time.time()
         t0, t1, until = now + 1.0, now + 2.5, now + 3.0
-        rx = [subprocess.Popen(["ip", "netns", "exec", "flbox-prio-h2", PY, "-c", PRIO_RECV, dst, str(port),
+        rx = [subprocess.Popen(["ip", "netns", "exec", f"flbox-p{SUFFIX}-h2", PY, "-c", PRIO_RECV, dst, str(port),
                                 str(t0), str(t1)], stdout=subprocess.PIPE, text=True) for port in (5101, 5102)]
         for p in rx:
             assert p.stdout.readline().strip() == "ready"
-        tx = [subprocess.Popen(["ip", "netns", "exec", f"flbox-prio-h{h}", PY, "-c", PRIO_SEND, dst, str(port),
+        tx = [subprocess.Popen(["ip", "netns", "exec", f"flbox-p{SUFFIX}-h{h}", PY, "-c", PRIO_SEND, dst, str(port),
                                 str(tos), str(until)]) for h, port, tos in ((0, 5101, 0x00), (1, 5102, 0x40))]
         for p in tx:
             assert p.wait(30) == 0
         high, low = (float(p.communicate(timeout=10)[0]) for p in rx)
         return high, low
     finally:
-        fl("cluster", "down", "--name", "prio")
+        fl("cluster", "down", "--name", "p" + SUFFIX)
 
 
 def test_strict_priority_bands_on_a_switch_port(tmp_path):
