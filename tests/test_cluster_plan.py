@@ -203,3 +203,31 @@ def test_cli_refuses_bad_input_with_exit_2(cli, tmp_path):
     assert r.returncode == 2 and r.stderr.startswith("error: --cluster: no cluster 'nosuchbox1'")
     r = cli("runtime", "bench", "--baseline", "nccl", "-n", "2", "--sizes", "1K:1K")
     assert r.returncode == 2 and r.stderr.startswith("error: --baseline: unknown baseline 'nccl'")
+
+
+def _with(obj, **fields):
+    """Sets fields that newer scenario schemas have (host_queue, pfc, ...) on this branch's models."""
+    for k, v in fields.items():
+        object.__setattr__(obj, k, v)
+    return obj
+
+
+def test_newer_schema_features_are_refused_or_built():
+    with pytest.raises(ClusterError, match=r"^topology\.host_ports: "):
+        s = scen(LS)
+        _with(s.topology, host_ports=2)
+        build_plan(s)
+    for field in ("queue_overrides", "pfc", "link_events", "switch_logic"):
+        with pytest.raises(ClusterError, match=rf"^{field}: "):
+            build_plan(_with(scen(STAR4), **{field: [{"x": 1}]}))
+    # a host queue is a queue like a switch port's: here 20 packets, marking at 5 (5 x 1514 = 7570 bytes)
+    from fabriclab.scenario import QueueConfig
+
+    s = _with(scen(STAR4, queue={"ecn_threshold_packets": "off"}),
+              host_queue=QueueConfig(limit_packets=20, ecn_threshold_packets=5))
+    p = build_plan(s, "t")
+    red = [c for c in tc_of(p, "flbox-t-h1", "eth0") if "red" in c]
+    assert len(red) == 1 and red[0][red[0].index("min") + 1] == "7570"
+    assert not any("red" in c for c in tc_of(p, "flbox-t-sw", "p1"))
+    assert p.needs["red"] == "host_queue.ecn_threshold_packets"
+    assert ("flbox-t-h1", "net.ipv4.tcp_ecn", "1") in p.sysctls

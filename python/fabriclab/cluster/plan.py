@@ -196,6 +196,19 @@ def link_end_tc(dev: str, rate_bps: int, delay_ps: int, q: QueueConfig, switch_p
 OMITTABLE = {"netem": "delay", "red": "ecn", "cc": "cc"}
 
 
+def _refuse_unbuildable(s: Scenario) -> None:
+    """Scenario features the box does not build, named by their field (getattr: newer schemas have them)."""
+    t = s.topology
+    if getattr(t, "host_ports", 1) != 1:
+        raise ClusterError(f"topology.host_ports: the box builds one port per host, got {t.host_ports}")
+    for field, why in (("queue_overrides", "the box gives every switch port [queue]; per-port overrides are not built"),
+                       ("pfc", "veths have no priority flow control (PAUSE frames)"),
+                       ("link_events", "the box does not replay timed link events"),
+                       ("switch_logic", "the box's switches are plain Linux routers")):
+        if getattr(s, field, None):
+            raise ClusterError(f"{field}: {why}; remove it to build the box")
+
+
 def build_plan(s: Scenario, name: str = "box", omit: frozenset = frozenset(), gso: bool = False) -> Plan:
     """The box for scenario ``s``: a star or a leaf-spine; anything else is refused naming the field.
     ``omit`` leaves out "delay" (no netem), "ecn" (plain fifo bands) or "cc" (the kernel's default
@@ -217,8 +230,10 @@ def build_plan(s: Scenario, name: str = "box", omit: frozenset = frozenset(), gs
                                f"{leaves} leaves + {spines} spines")
     else:
         raise ClusterError(f"topology.kind: the box builds star and leaf_spine topologies, not {t.kind}")
+    _refuse_unbuildable(s)
     data = s.build_topology()  # the simulator's own nodes and links: the same rates and delays
     q = s.queue
+    host_q = getattr(s, "host_queue", None)  # newer schemas: host NIC queues that drop and mark like any port
     ns = lambda label: f"{PREFIX}{name}-{label}"  # noqa: E731
     p = Plan(name=name, kind=t.kind, gso=gso)
     node_ns: dict[int, str] = {}
@@ -260,7 +275,9 @@ def build_plan(s: Scenario, name: str = "box", omit: frozenset = frozenset(), gs
             p.sysctls.append((sw, key, value))
     if "ecn" in omit:
         q = q.model_copy(update={"ecn_threshold_bytes": None, "ecn_threshold_packets": None})
-    ecn = ecn_threshold_bytes(q) is not None
+        if host_q is not None:
+            host_q = host_q.model_copy(update={"ecn_threshold_bytes": None, "ecn_threshold_packets": None})
+    ecn = ecn_threshold_bytes(q) is not None or (host_q is not None and ecn_threshold_bytes(host_q) is not None)
     cc = CC_NAMES[s.transport.cc]
     for host in p.hosts:
         if "cc" not in omit:
@@ -272,11 +289,16 @@ def build_plan(s: Scenario, name: str = "box", omit: frozenset = frozenset(), gs
     for lk in p.links:
         delay = 0 if "delay" in omit else lk.delay_ps
         for end_ns, dev, sw_port in ((lk.a_ns, lk.a_dev, lk.a_switch), (lk.b_ns, lk.b_dev, lk.b_switch)):
-            for argv in link_end_tc(dev, lk.rate_bps, delay, q, sw_port):
+            if sw_port or host_q is None:
+                cmds = link_end_tc(dev, lk.rate_bps, delay, q, sw_port)
+            else:
+                cmds = link_end_tc(dev, lk.rate_bps, delay, host_q, True)
+            for argv in cmds:
                 p.tc.append((end_ns, argv))
                 if argv[0] == "qdisc" and "netem" in argv:
                     p.needs["netem"] = "topology.link_delay_ps"
                 if argv[0] == "qdisc" and "red" in argv:
-                    p.needs["red"] = ("queue.ecn_threshold_bytes" if q.ecn_threshold_bytes is not None
-                                      else "queue.ecn_threshold_packets")
+                    qq, sec = (q, "queue") if sw_port or host_q is None else (host_q, "host_queue")
+                    p.needs.setdefault("red", f"{sec}.ecn_threshold_bytes" if qq.ecn_threshold_bytes is not None
+                                       else f"{sec}.ecn_threshold_packets")
     return p
