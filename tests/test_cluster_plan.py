@@ -231,3 +231,13 @@ def test_newer_schema_features_are_refused_or_built():
     assert not any("red" in c for c in tc_of(p, "flbox-t-sw", "p1"))
     assert p.needs["red"] == "host_queue.ecn_threshold_packets"
     assert ("flbox-t-h1", "net.ipv4.tcp_ecn", "1") in p.sysctls
+
+
+def test_mss_sets_the_mtu_and_the_frame_size_of_queue_conversions():
+    p = build_plan(scen(STAR4), "t")
+    assert not any("mtu" in c for c in p.commands())  # 1460 + 40 = 1500: the veth's default
+    p = build_plan(scen(STAR4, transport={"mss_bytes": 8960}, queue={"ecn_threshold_packets": 65}), "t")
+    mtus = [c for c in p.commands() if "mtu" in c]
+    assert len(mtus) == 8 and all(c[c.index("mtu") + 1] == "9000" for c in mtus)  # 8960 + 20 IP + 20 TCP
+    red = next(c for c in tc_of(p, "flbox-t-sw", "p0") if "red" in c)
+    assert red[red.index("min") + 1] == str(65 * 9014) and red[red.index("avpkt") + 1] == "9014"  # 9000 + 14

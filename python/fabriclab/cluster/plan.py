@@ -22,10 +22,12 @@ from ..scenario import LeafSpineTopology, QueueConfig, Scenario, StarTopology
 PREFIX = "flbox-"
 MAX_HOSTS = 32
 MAX_SWITCHES = 16
-# Bytes Linux's tc counts per full-size frame (skb->len: IP packet 1500 + Ethernet header 14) and what
-# the wire adds beyond it (FCS 4 + preamble 8 + inter-frame gap 12): 1514 + 24 = 1538, the simulator's
-# wire bytes of a full segment (docs/architecture.md).
+# Bytes Linux's tc counts per full-size frame (skb->len: IP packet = MTU, + Ethernet header 14) and what
+# the wire adds beyond it (FCS 4 + preamble 8 + inter-frame gap 12): at MTU 1500, 1514 + 24 = 1538, the
+# simulator's wire bytes of a full segment (docs/architecture.md). The MTU is transport.mss_bytes + 40
+# (IP and TCP headers), so the box's segments are the simulator's.
 FRAME_BYTES = 1514
+ETH_HEADER_BYTES = 14
 WIRE_EXTRA_BYTES = 24
 HOST_QUEUE_PACKETS = 100_000  # a host's NIC queue: the simulator's is unlimited (TSQ bounds it)
 CC_NAMES = {"newreno": "reno", "dctcp": "dctcp"}
@@ -73,6 +75,7 @@ class Plan:
     # True: the kernel's GSO super-packets (up to 64 KB), cheaper, but htb adds the 24 bytes of
     # preamble, gap and FCS once per super-packet (docs/cluster.md)
     gso: bool = False
+    mtu: int = 1500
 
     @property
     def namespaces(self) -> list[str]:
@@ -94,7 +97,9 @@ class Plan:
             for ns, dev, addr in ((lk.a_ns, lk.a_dev, lk.a_addr), (lk.b_ns, lk.b_dev, lk.b_addr)):
                 if not self.gso:
                     cmds.append(["ip", "-n", ns, "link", "set", "dev", dev, "gso_max_segs", "1", "gso_max_size",
-                                 str(FRAME_BYTES)])
+                                 str(self.mtu + ETH_HEADER_BYTES)])
+                if self.mtu != 1500:
+                    cmds.append(["ip", "-n", ns, "link", "set", "dev", dev, "mtu", str(self.mtu)])
                 cmds.append(["ip", "-n", ns, "addr", "add", addr, "dev", dev])
                 cmds.append(["ip", "-n", ns, "link", "set", "dev", dev, "up"])
         for ns, argv in self.tc:
@@ -126,7 +131,7 @@ def time_arg(ps: int) -> str:
     return f"{ps // 1000}ns"
 
 
-def _queue_limits(q: QueueConfig) -> tuple[str, int]:
+def _queue_limits(q: QueueConfig, frame: int = FRAME_BYTES) -> tuple[str, int]:
     """The band's drop-tail limit as a Linux fifo: ('pfifo', packets) or ('bfifo', bytes)."""
     if q.limit_bytes is None and q.limit_packets is None:
         return "pfifo", HOST_QUEUE_PACKETS
@@ -134,18 +139,19 @@ def _queue_limits(q: QueueConfig) -> tuple[str, int]:
         return "pfifo", q.limit_packets
     if q.limit_packets is None:
         return "bfifo", q.limit_bytes
-    return "bfifo", min(q.limit_bytes, q.limit_packets * FRAME_BYTES)
+    return "bfifo", min(q.limit_bytes, q.limit_packets * frame)
 
 
-def ecn_threshold_bytes(q: QueueConfig) -> int | None:
+def ecn_threshold_bytes(q: QueueConfig, frame: int = FRAME_BYTES) -> int | None:
     """The marking threshold in bytes (packets counted as full frames); the smaller if both are given."""
     vals = [v for v in (q.ecn_threshold_bytes,
-                        None if q.ecn_threshold_packets is None else q.ecn_threshold_packets * FRAME_BYTES)
+                        None if q.ecn_threshold_packets is None else q.ecn_threshold_packets * frame)
             if v is not None]
     return min(vals) if vals else None
 
 
-def link_end_tc(dev: str, rate_bps: int, delay_ps: int, q: QueueConfig, switch_port: bool) -> list[list[str]]:
+def link_end_tc(dev: str, rate_bps: int, delay_ps: int, q: QueueConfig, switch_port: bool,
+                frame: int = FRAME_BYTES) -> list[list[str]]:
     """tc for one link end's egress: netem (delay) at the root when the delay is positive, an htb tree
     under it (rate, counted on the wire: +24 bytes per frame), one htb class per band, strict priority
     between bands by htb's prio, DSCP class selector -> band by u32 filters, and per band a drop-tail
@@ -156,7 +162,7 @@ def link_end_tc(dev: str, rate_bps: int, delay_ps: int, q: QueueConfig, switch_p
     parent = ["root"]
     if delay_ps > 0:
         # netem only delays: its queue must never drop (rate x delay in frames, with a wide margin)
-        inflight = rate_bps * delay_ps // (8 * FRAME_BYTES * 10**12)
+        inflight = rate_bps * delay_ps // (8 * frame * 10**12)
         cmds.append(["qdisc", "add", "dev", dev, "root", "handle", "1:", "netem", "delay", time_arg(delay_ps),
                      "limit", str(max(10_000, 4 * inflight))])
         parent = ["parent", "1:1"]
@@ -164,12 +170,12 @@ def link_end_tc(dev: str, rate_bps: int, delay_ps: int, q: QueueConfig, switch_p
     bands = q.bands if prio else 1
     default_band = q.priomap[0] if prio else 0
     cmds.append(["qdisc", "add", "dev", dev, *parent, "handle", "2:", "htb", "default", f"{10 + default_band:x}"])
-    shape = ["overhead", str(WIRE_EXTRA_BYTES), "quantum", str(FRAME_BYTES)]
+    shape = ["overhead", str(WIRE_EXTRA_BYTES), "quantum", str(frame)]
     cmds.append(["class", "add", "dev", dev, "parent", "2:", "classid", "2:1", "htb", "rate", r, "ceil", r, *shape])
     # a band's guaranteed rate is 1/1000 of the link (htb needs one); the rest goes to the lowest prio first
     band_rate = r if bands == 1 else rate_arg(max(8000, rate_bps // 1000))
-    ecn = ecn_threshold_bytes(q) if switch_port else None
-    kind, limit = _queue_limits(q) if switch_port else ("pfifo", HOST_QUEUE_PACKETS)
+    ecn = ecn_threshold_bytes(q, frame) if switch_port else None
+    kind, limit = _queue_limits(q, frame) if switch_port else ("pfifo", HOST_QUEUE_PACKETS)
     for b in range(bands):
         cid = f"{10 + b:x}"
         cmds.append(["class", "add", "dev", dev, "parent", "2:1", "classid", f"2:{cid}", "htb", "rate", band_rate,
@@ -177,13 +183,13 @@ def link_end_tc(dev: str, rate_bps: int, delay_ps: int, q: QueueConfig, switch_p
         if ecn is None:
             cmds.append(["qdisc", "add", "dev", dev, "parent", f"2:{cid}", kind, "limit", str(limit)])
         else:
-            limit_b = limit * FRAME_BYTES if kind == "pfifo" else limit
+            limit_b = limit * frame if kind == "pfifo" else limit
             lo = max(1, ecn)
-            hi = lo + FRAME_BYTES
+            hi = lo + frame
             # burst = lo / avpkt makes tc pick red's smallest averaging shift (weight 1/2): near-instantaneous
-            burst = max(1, -(-lo // FRAME_BYTES))
+            burst = max(1, -(-lo // frame))
             cmds.append(["qdisc", "add", "dev", dev, "parent", f"2:{cid}", "red", "limit", str(max(limit_b, 2 * hi)),
-                         "min", str(lo), "max", str(hi), "avpkt", str(FRAME_BYTES), "burst", str(burst),
+                         "min", str(lo), "max", str(hi), "avpkt", str(frame), "burst", str(burst),
                          "probability", "1.0", "bandwidth", r, "ecn"])
     if prio:
         for c in range(8):  # traffic class c = DSCP class selector CSc (TOS bits 7..5)
@@ -235,7 +241,8 @@ def build_plan(s: Scenario, name: str = "box", omit: frozenset = frozenset(), gs
     q = s.queue
     host_q = getattr(s, "host_queue", None)  # newer schemas: host NIC queues that drop and mark like any port
     ns = lambda label: f"{PREFIX}{name}-{label}"  # noqa: E731
-    p = Plan(name=name, kind=t.kind, gso=gso)
+    p = Plan(name=name, kind=t.kind, gso=gso, mtu=s.transport.mss_bytes + 40)
+    frame = p.mtu + ETH_HEADER_BYTES
     node_ns: dict[int, str] = {}
     for i, node in enumerate(data.nodes):
         label = "sw" if spines == 0 and node["kind"] == "switch" else node["name"]
@@ -290,9 +297,9 @@ def build_plan(s: Scenario, name: str = "box", omit: frozenset = frozenset(), gs
         delay = 0 if "delay" in omit else lk.delay_ps
         for end_ns, dev, sw_port in ((lk.a_ns, lk.a_dev, lk.a_switch), (lk.b_ns, lk.b_dev, lk.b_switch)):
             if sw_port or host_q is None:
-                cmds = link_end_tc(dev, lk.rate_bps, delay, q, sw_port)
+                cmds = link_end_tc(dev, lk.rate_bps, delay, q, sw_port, frame)
             else:
-                cmds = link_end_tc(dev, lk.rate_bps, delay, host_q, True)
+                cmds = link_end_tc(dev, lk.rate_bps, delay, host_q, True, frame)
             for argv in cmds:
                 p.tc.append((end_ns, argv))
                 if argv[0] == "qdisc" and "netem" in argv:
