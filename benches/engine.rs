@@ -3,10 +3,10 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use fabriclab_core::event::EventQueue;
-use fabriclab_core::net::maxmin::{max_min_rates, FlowDemand};
-use fabriclab_core::packet::Packet;
-use fabriclab_core::qdisc::Qdisc;
-use fabriclab_core::spec::{Discipline, QueueSpec};
+use fabriclab_core::net::flow::maxmin::{max_min_rates, FlowDemand};
+use fabriclab_core::net::packet::header::Packet;
+use fabriclab_core::net::packet::qdisc::Qdisc;
+use fabriclab_core::net::packet::{Discipline, QueueSpec};
 
 fn event_queue(c: &mut Criterion) {
     c.bench_function("event_queue/hold_10k_pop_push", |b| {
@@ -37,12 +37,12 @@ fn qdisc_path(c: &mut Criterion) {
     c.bench_function("qdisc/prio_enqueue_dequeue", |b| {
         let mut q = Qdisc::new(&spec);
         for i in 0..100u64 {
-            q.enqueue(Packet { conn: 0, seq: i, payload: 1460, wire: 1538, hop: 0, class: (i % 3) as u8, flags: 2 });
+            q.enqueue(Packet::tcp(0, i, 1460, 1538, (i % 3) as u8, 2));
         }
         let mut i = 0u64;
         b.iter(|| {
             i += 1;
-            q.enqueue(Packet { conn: 0, seq: i, payload: 1460, wire: 1538, hop: 0, class: (i % 3) as u8, flags: 2 });
+            q.enqueue(Packet::tcp(0, i, 1460, 1538, (i % 3) as u8, 2));
             black_box(q.dequeue())
         })
     });

@@ -8,7 +8,7 @@ import time
 
 from . import __version__
 from ._core import Simulator
-from .results import BUCKETS, Results, fct_stats, flows_table, links_table
+from .results import BUCKETS, Results, fct_stats, flows_table, links_table, messages_table, queues_table
 from .limits import check_memory
 from .scenario import Scenario, ScenarioError
 
@@ -25,7 +25,10 @@ def build_simulator(scenario: Scenario, memory_limit: int | str | None = None, t
     ``topology_data``: the scenario's topology if already built."""
     check_memory(scenario, memory_limit)
     try:
-        return Simulator(json.dumps(scenario.to_core(topology_data)))
+        sim = Simulator(json.dumps(scenario.to_core(topology_data)))
+        if scenario.outputs.queues_every_ps is not None:
+            sim.sample_queues(scenario.outputs.queues_every_ps)
+        return sim
     except ValueError as e:
         # The core numbers explicit flows in one list; name them as the user wrote them.
         msg = re.sub(r"^flows\[(\d+)\]", lambda m: scenario.flow_label(int(m.group(1))), str(e))
@@ -115,18 +118,25 @@ def _collect(scenario: Scenario, sim: Simulator, wall_s: float) -> Results:
         # Wall-clock figures vary run to run; everything above is deterministic.
         "performance": {"wall_time_s": wall_s, "events_per_s": sim.events / wall_s if wall_s > 0 else 0.0},
     }
-    jobs_arrow, timeline_arrow, job_summary = _jobs(sim)
+    tables = sim.app_tables()
+    jobs_arrow, timeline_arrow, job_summary = _jobs(tables)
     if job_summary:
         summary["jobs"] = job_summary
-        for name, f, low, nbytes in sim.job_fusions():
+        fus = tables["job_fusions"]
+        for name, f, low, nbytes in zip(fus["job"], fus["fusion"], fus["lowest_layer"], fus["bytes"]):
             summary["jobs"][name].setdefault("fusions", []).append({"fusion": f, "lowest_layer": low, "bytes": nbytes})
-        for name, counts in sim.job_sends():
-            keys = ("ring_messages", "ring_bytes", "urgent_messages", "urgent_bytes", "raised_messages", "raised_bytes")
-            summary["jobs"][name].update(zip(keys, counts))
+        sends = tables["job_sends"]
+        keys = ("ring_messages", "ring_bytes", "urgent_messages", "urgent_bytes", "raised_messages", "raised_bytes")
+        cols = ("messages", "bytes", "urgent_messages", "urgent_bytes", "raised_messages", "raised_bytes")
+        for i, name in enumerate(sends["job"]):
+            summary["jobs"][name].update({k: sends[c][i] for k, c in zip(keys, cols)})
         _gradient_slack(summary["jobs"], timeline_arrow.to_pandas())
+    out = scenario.outputs
+    messages = messages_table(sim.messages()) if out.messages else None
+    queues = queues_table(sim.queues()) if out.queues_every_ps is not None else None
     resolved = scenario.resolved_dict()
     return Results(flows_arrow=flows, links_arrow=links, summary=summary, resolved=resolved,
-                   jobs_arrow=jobs_arrow, timeline_arrow=timeline_arrow)
+                   jobs_arrow=jobs_arrow, timeline_arrow=timeline_arrow, messages_arrow=messages, queues_arrow=queues)
 
 
 def _gradient_slack(jobs: dict, tl) -> None:
@@ -157,7 +167,7 @@ def _gradient_slack(jobs: dict, tl) -> None:
                                   "per_layer_mean": per_layer}
 
 
-def _jobs(sim: Simulator):
+def _jobs(tables: dict):
     """Tables of the training jobs' iterations and timelines, and their summary.
     A worker's iteration ends when its backward pass is done and it holds
     every reduced gradient; iteration time = end - previous end (the first
@@ -165,9 +175,10 @@ def _jobs(sim: Simulator):
     import numpy as np
     import pyarrow as pa
 
-    rows = sim.job_iterations()
-    if not rows:
+    it = tables.get("job_iterations")
+    if not it or not it["job"]:
         return None, None, {}
+    rows = zip(it["job"], it["worker"], it["iteration"], it["start_ps"], it["end_ps"])
     prev: dict = {}
     cols = {k: [] for k in ("job", "worker", "iteration", "start_ps", "end_ps", "iteration_time_ps")}
     for job, w, it, start, end in rows:
@@ -185,7 +196,7 @@ def _jobs(sim: Simulator):
         "end_ps": pa.array(cols["end_ps"], pa.uint64()),
         "iteration_time_ps": pa.array(cols["iteration_time_ps"], pa.uint64()),
     })
-    tl = sim.timeline()
+    tl = tables["timeline"]
     timeline = pa.table({
         "job": pa.array(tl["job"], pa.string()), "worker": pa.array(tl["worker"], pa.uint32()),
         "kind": pa.array(tl["kind"], pa.string()), "index": pa.array(tl["index"], pa.uint32()),

@@ -23,6 +23,8 @@ BYTES_PER_TIMELINE_ROW = 500
 BYTES_PER_LINK = 1500
 BYTES_PER_NODE = 500
 BYTES_PER_DIST_ENTRY = 2
+# A queue sample row: the core's record and its Python columns while converted.
+BYTES_PER_QUEUE_ROW = 300
 # The interpreter, numpy, pyarrow, pandas and the extension loaded.
 BASE_BYTES = 200 * 2**20
 ENV_LIMIT = "FABRICLAB_MEMORY_LIMIT"
@@ -118,9 +120,10 @@ def resolve_limit(limit: int | str | None, option: str = "--memory-limit") -> in
 def estimate(scenario) -> Estimate:
     """The memory a run of ``scenario`` needs, by cause."""
     est = Estimate()
-    hosts, rate_bps = _topology(scenario, est)
+    hosts, rate_bps, links = _topology(scenario, est)
     _traffic(scenario, est, hosts, rate_bps)
     _jobs(scenario, est, hosts)
+    _queue_samples(scenario, est, links)
     return est
 
 
@@ -139,20 +142,20 @@ def check_memory(scenario, limit: int | str | None = None) -> Estimate:
     return est
 
 
-def _topology(s, est: Estimate) -> tuple[int, float]:
-    """Adds the topology's cost; returns its hosts and fastest link rate."""
+def _topology(s, est: Estimate) -> tuple[int, float, int]:
+    """Adds the topology's cost; returns its hosts, fastest link rate and links."""
     t = s.topology
     rate = getattr(t, "link_rate_bps", None)
     kind = t.kind
     if kind == "star":
         hosts, switches, links, groups, name = t.hosts, 1, t.hosts, 1, "topology.hosts"
     elif kind == "leaf_spine":
-        hosts = t.leaves * t.hosts_per_leaf
-        switches, links, groups = t.leaves + t.spines, hosts + t.leaves * t.spines, t.leaves
+        hosts = t.leaves // t.host_ports * t.hosts_per_leaf
+        switches, links, groups = t.leaves + t.spines, hosts * t.host_ports + t.leaves * t.spines, t.leaves
         name = "topology.hosts_per_leaf" if t.hosts_per_leaf >= t.leaves else "topology.leaves"
     elif kind == "fat_tree":
         k = t.k
-        hosts, switches, links, groups, name = k**3 // 4, 5 * k * k // 4, 3 * k**3 // 4, k * k // 2, "topology.k"
+        hosts, switches, links, groups, name = k**3 // 4 // t.host_ports, 5 * k * k // 4, 3 * k**3 // 4, k * k // 2, "topology.k"
     else:  # a file: its size is what it is; count it once built
         data = s.build_topology()
         hosts = len(data.hosts)
@@ -162,7 +165,20 @@ def _topology(s, est: Estimate) -> tuple[int, float]:
     nodes = hosts + switches
     est.add(name, nodes * BYTES_PER_NODE + links * BYTES_PER_LINK + groups * switches * BYTES_PER_DIST_ENTRY,
             f"a topology of {nodes:,} nodes and {links:,} links")
-    return hosts, float(rate)
+    return hosts, float(rate), links
+
+
+def _queue_samples(s, est: Estimate, links: int) -> None:
+    """At most one row per sample, port (two per link) and band while the
+    network is busy (rows of idle bands are skipped, so this is a bound)."""
+    every = s.outputs.queues_every_ps
+    if every is None:
+        return
+    bands = s.queue.bands if s.queue.discipline == "prio" else 1
+    samples = s.stop_ps // every if s.stop_ps else s.arrivals_end_ps() // every + 1
+    rows = samples * 2 * links * bands
+    est.add("outputs.queues_every_ps", rows * BYTES_PER_QUEUE_ROW,
+            f"up to {_count(rows)} queue samples ({_count(samples)} samples x {2 * links:,} ports x {bands} bands)")
 
 
 def _traffic(s, est: Estimate, hosts: int, rate: float) -> None:

@@ -37,7 +37,42 @@ LINK_SCHEMA = pa.schema([
     ("link_id", pa.uint32()), ("src_node", pa.string()), ("dst_node", pa.string()), ("rate_bps", pa.uint64()),
     ("bytes", pa.uint64()), ("packets", pa.uint64()), ("utilization", pa.float64()), ("drops", pa.uint64()),
     ("ecn_marks", pa.uint64()), ("max_queue_bytes", pa.uint64()), ("mean_queue_bytes", pa.float64()),
+    ("pause_frames_sent", pa.uint64()), ("paused_ps", pa.uint64()),
 ])
+
+MESSAGE_SCHEMA = pa.schema([
+    ("msg_id", pa.uint32()), ("app", pa.string()), ("tag", pa.uint64()), ("src", pa.uint32()), ("dst", pa.uint32()),
+    ("src_node", pa.string()), ("dst_node", pa.string()), ("size_bytes", pa.uint64()), ("class", pa.uint8()),
+    ("start_ps", pa.uint64()), ("first_byte_ps", pa.uint64()), ("end_ps", pa.uint64()), ("fct_ps", pa.uint64()),
+    ("retransmits", pa.uint64()), ("path", pa.string()), ("reroutes", pa.uint32()), ("route_lost", pa.bool_()),
+])
+
+QUEUE_SCHEMA = pa.schema([
+    ("time_ps", pa.uint64()), ("link_id", pa.uint32()), ("src_node", pa.string()), ("dst_node", pa.string()),
+    ("band", pa.uint8()), ("queue_bytes", pa.uint64()), ("tx_bytes", pa.uint64()), ("drops", pa.uint64()),
+    ("ecn_marks", pa.uint64()), ("paused", pa.bool_()),
+])
+
+
+def messages_table(cols: dict) -> pa.Table:
+    """messages.parquet: one row per message (see docs/scenario.md, Outputs)."""
+    start = pa.array(cols["start_ps"], pa.uint64())
+    end = pa.array(cols["end_ps"], pa.uint64())
+    done = ~np.asarray(end.is_null())
+    fct = np.where(done, end.fill_null(0).to_numpy() - np.asarray(start), 0).astype(np.uint64)
+    data = {k: cols[k] for k in MESSAGE_SCHEMA.names if k != "fct_ps"}
+    data["route_lost"] = np.asarray(cols["route_lost"], dtype=bool)
+    data["fct_ps"] = pa.array(fct, pa.uint64(), mask=~done)
+    return pa.table({k: pa.array(data[k], MESSAGE_SCHEMA.field(k).type) if not isinstance(data[k], pa.Array)
+                     else data[k] for k in MESSAGE_SCHEMA.names}, schema=MESSAGE_SCHEMA)
+
+
+def queues_table(cols: dict) -> pa.Table:
+    """queues.parquet: per sample and port band, the queue and the band's
+    cumulative transmitted bytes, drops and marks, and whether it was paused."""
+    data = dict(cols, paused=np.asarray(cols["paused"], dtype=bool))
+    return pa.table({k: pa.array(data[k], QUEUE_SCHEMA.field(k).type) for k in QUEUE_SCHEMA.names},
+                    schema=QUEUE_SCHEMA)
 
 
 def flows_table(cols: dict) -> pa.Table:
@@ -81,6 +116,8 @@ def links_table(cols: dict, duration_ps: int) -> pa.Table:
         "ecn_marks": pa.array(cols["ecn_marks"], pa.uint64()),
         "max_queue_bytes": pa.array(cols["max_queue_bytes"], pa.uint64()),
         "mean_queue_bytes": pa.array(cols["mean_queue_bytes"], pa.float64()),
+        "pause_frames_sent": pa.array(cols["pause_frames_sent"], pa.uint64()),
+        "paused_ps": pa.array(cols["paused_ps"], pa.uint64()),
     }, schema=LINK_SCHEMA)
 
 
@@ -112,6 +149,8 @@ class Results:
     resolved: dict = field(repr=False, default_factory=dict)
     jobs_arrow: pa.Table | None = None
     timeline_arrow: pa.Table | None = None
+    messages_arrow: pa.Table | None = None
+    queues_arrow: pa.Table | None = None
 
     @property
     def flows(self) -> pd.DataFrame:
@@ -128,6 +167,14 @@ class Results:
     @property
     def timeline(self) -> pd.DataFrame | None:
         return None if self.timeline_arrow is None else self.timeline_arrow.to_pandas()
+
+    @property
+    def messages(self) -> pd.DataFrame | None:
+        return None if self.messages_arrow is None else self.messages_arrow.to_pandas()
+
+    @property
+    def queues(self) -> pd.DataFrame | None:
+        return None if self.queues_arrow is None else self.queues_arrow.to_pandas()
 
     def write(self, out_dir: str | Path, force: bool = False) -> Path:
         """Writes flows.parquet, links.parquet, summary.json and
@@ -148,6 +195,10 @@ class Results:
         if self.jobs_arrow is not None:
             pq.write_table(self.jobs_arrow, folder / "jobs.parquet")
             pq.write_table(self.timeline_arrow, folder / "timeline.parquet")
+        if self.messages_arrow is not None:
+            pq.write_table(self.messages_arrow, folder / "messages.parquet")
+        if self.queues_arrow is not None:
+            pq.write_table(self.queues_arrow, folder / "queues.parquet")
         (folder / "summary.json").write_text(json.dumps(self.summary, indent=2, sort_keys=True) + "\n")
         (folder / "scenario.resolved.toml").write_text(tomli_w.dumps(self.resolved))
 

@@ -64,6 +64,8 @@ class LeafSpineTopology(_Strict):
     link_delay_ps: Delay = 1_000_000
     oversubscription: float = Field(1.0, gt=0)
     spine_link_rate_bps: Optional[PositiveRate] = None
+    # 2: dual-port hosts, one port on each leaf of a pair.
+    host_ports: int = Field(1, ge=1, le=2)
 
     @model_validator(mode="after")
     def _spine_rate(self):
@@ -81,6 +83,8 @@ class FatTreeTopology(_Strict):
     k: int = Field(4, ge=2, le=U32_MAX)
     link_rate_bps: PositiveRate = 10_000_000_000
     link_delay_ps: Delay = 1_000_000
+    # 2: dual-port hosts, one port on each edge switch of a pair.
+    host_ports: int = Field(1, ge=1, le=2)
 
     @field_validator("k")
     @classmethod
@@ -127,6 +131,54 @@ class QueueConfig(_Strict):
         return self
 
 
+QUEUE_FIELDS = ("discipline", "bands", "priomap", "limit_bytes", "limit_packets", "ecn_threshold_bytes",
+                "ecn_threshold_packets")
+
+
+class QueueOverrideConfig(QueueConfig):
+    """A queue discipline for the egress ports of one node (``node``) or of
+    one link direction (``node`` -> ``to``); fields not given are the
+    ``[queue]`` section's."""
+    node: str
+    to: Optional[str] = None
+
+
+class PfcConfig(_Strict):
+    """Priority flow control (IEEE 802.1Qbb) at every switch, packet backend."""
+    classes: list[int] = Field(min_length=1, max_length=8, description="lossless traffic classes")
+    xoff_bytes: Annotated[SizeBytes, Field(gt=0)] = 100_000
+    xon_bytes: Annotated[SizeBytes, Field(ge=0)] = 50_000
+    # None: twice the largest link's bandwidth-delay product plus two full frames.
+    headroom_bytes: Optional[Annotated[SizeBytes, Field(ge=0)]] = None
+    pause_quanta: int = Field(65535, ge=1, le=65535)
+
+    @model_validator(mode="after")
+    def _check(self):
+        bad = [c for c in self.classes if not 0 <= c <= 7]
+        if bad:
+            raise ValueError(f"classes: traffic classes are 0..7, got {bad}")
+        if len(set(self.classes)) != len(self.classes):
+            raise ValueError(f"classes: each class once, got {self.classes}")
+        if self.xon_bytes > self.xoff_bytes:
+            raise ValueError(f"xon_bytes: {self.xon_bytes} must not exceed xoff_bytes ({self.xoff_bytes})")
+        return self
+
+
+def _core_queue(q: QueueConfig) -> dict:
+    return {k: getattr(q, k) for k in QUEUE_FIELDS}
+
+
+class TapLogicConfig(_Strict):
+    """Switch logic that counts the packets of one class a switch receives,
+    mirrors each to its port toward ``mirror_to`` (a neighbour), and absorbs
+    them instead of forwarding when ``absorb`` (packet backend)."""
+    kind: Literal["tap"]
+    node: str
+    class_: int = Field(0, ge=0, le=7, alias="class")
+    mirror_to: Optional[str] = None
+    absorb: bool = False
+
+
 class TransportConfig(_Strict):
     cc: Literal["newreno", "dctcp"] = "dctcp"
     mss_bytes: Annotated[SizeBytes, Field(ge=64, le=9000)] = 1460
@@ -151,6 +203,31 @@ class TransportConfig(_Strict):
 
 class RoutingConfig(_Strict):
     ecmp_hash_seed: int = Field(0, ge=0, lt=2**64)
+    # After a link goes down or up, routing follows this much later.
+    convergence_ps: Annotated[TimePs, Field(ge=0)] = 0
+
+
+class LinkEventConfig(_Strict):
+    """At ``at_ps``, the link between two nodes (both directions; every
+    parallel link between them) goes down or up, changes its rate, or starts
+    losing packets with probability ``loss``."""
+    at_ps: Annotated[TimePs, Field(ge=0)]
+    link: list[str] = Field(min_length=2, max_length=2, description="the two nodes the link joins")
+    action: Literal["down", "up", "rate", "loss"]
+    rate_bps: Optional[Annotated[RateBps, Field(gt=0)]] = None
+    loss: Optional[float] = Field(None, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _fields_of_action(self):
+        if self.action == "rate" and self.rate_bps is None:
+            raise ValueError('rate_bps: action = "rate" needs the new rate')
+        if self.action == "loss" and self.loss is None:
+            raise ValueError('loss: action = "loss" needs a probability within [0, 1]')
+        if self.action != "rate" and self.rate_bps is not None:
+            raise ValueError(f'rate_bps: only for action = "rate", not "{self.action}"')
+        if self.action != "loss" and self.loss is not None:
+            raise ValueError(f'loss: only for action = "loss", not "{self.action}"')
+        return self
 
 
 class PoissonTrafficConfig(_Strict):
@@ -220,6 +297,12 @@ JOB_ALLREDUCE = ("ring", "ring-plan", "tree", "halving-doubling", "direct")
 class OutputsConfig(_Strict):
     flows: bool = True
     links: bool = True
+    # Every message with its app, tag, first and last byte times and path.
+    messages: bool = True
+    # Sample every port's queue bands this often (queues.parquet); off by default.
+    queues_every_ps: Optional[Annotated[TimePs, Field(gt=0)]] = None
+
+    _off = field_validator("queues_every_ps", mode="before")(_off_is_none)
 
 
 class Scenario(_Strict):
@@ -229,6 +312,12 @@ class Scenario(_Strict):
     stop_ps: Optional[Annotated[TimePs, Field(gt=0)]] = None
     topology: TopologyConfig = Field(default_factory=StarTopology)
     queue: QueueConfig = Field(default_factory=QueueConfig)
+    # Host NIC ports' queues; None: unlimited and never marking (bounded by TCP Small Queues).
+    host_queue: Optional[QueueConfig] = None
+    queue_overrides: list[QueueOverrideConfig] = Field(default_factory=list)
+    pfc: Optional[PfcConfig] = None
+    link_events: list[LinkEventConfig] = Field(default_factory=list)
+    switch_logic: list[TapLogicConfig] = Field(default_factory=list)
     transport: TransportConfig = Field(default_factory=TransportConfig)
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
     traffic: list[PoissonTrafficConfig] = Field(default_factory=list)
@@ -242,13 +331,36 @@ class Scenario(_Strict):
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
 
     @model_validator(mode="after")
+    def _overrides_inherit(self):
+        # An override's unset fields are [queue]'s; the result is checked as a whole.
+        for i, o in enumerate(self.queue_overrides):
+            merged = {k: getattr(self.queue, k) for k in QUEUE_FIELDS}
+            merged.update({k: getattr(o, k) for k in o.model_fields_set if k in QUEUE_FIELDS})
+            try:
+                self.queue_overrides[i] = QueueOverrideConfig(**merged, node=o.node, to=o.to)
+            except ValidationError as e:
+                raise ValueError(f"queue_overrides[{i}]: {e.errors()[0]['msg']}") from None
+        return self
+
+    @model_validator(mode="after")
     def _a_packet_fits(self):
         # A queue that cannot hold one full segment drops every packet and the run never ends.
         full = self.transport.mss_bytes + WIRE_OVERHEAD_BYTES
-        if self.queue.limit_bytes is not None and self.queue.limit_bytes < full:
-            raise ValueError(f"queue.limit_bytes: {self.queue.limit_bytes} bytes cannot hold one full segment "
-                             f"({full} wire bytes: transport.mss_bytes + {WIRE_OVERHEAD_BYTES} of headers, preamble "
-                             f"and gap); give at least {full}")
+        queues = [("queue", self.queue), ("host_queue", self.host_queue)]
+        queues += [(f"queue_overrides[{i}]", o) for i, o in enumerate(self.queue_overrides)]
+        for name, q in queues:
+            if q is not None and q.limit_bytes is not None and q.limit_bytes < full:
+                raise ValueError(f"{name}.limit_bytes: {q.limit_bytes} bytes cannot hold one full segment "
+                                 f"({full} wire bytes: transport.mss_bytes + {WIRE_OVERHEAD_BYTES} of headers, "
+                                 f"preamble and gap); give at least {full}")
+        if self.pfc is not None and self.backend != "packet":
+            raise ValueError('pfc: the flow backend has no queues to pause; PFC needs backend = "packet"')
+        if self.switch_logic and self.backend != "packet":
+            raise ValueError('switch_logic: the flow backend has no packets for logic to see; needs backend = "packet"')
+        for i, e in enumerate(self.link_events):
+            if e.action == "loss" and self.backend != "packet":
+                raise ValueError(f'link_events[{i}].action: the flow backend has no packets to lose; "loss" '
+                                 f'needs backend = "packet"')
         return self
 
     @field_validator("topology", mode="before")
@@ -303,10 +415,10 @@ class Scenario(_Strict):
             if isinstance(t, LeafSpineTopology):
                 return topo.leaf_spine(
                     t.leaves, t.hosts_per_leaf, t.spines, t.link_rate_bps, t.link_delay_ps,
-                    t.oversubscription, t.spine_link_rate_bps,
+                    t.oversubscription, t.spine_link_rate_bps, t.host_ports,
                 )
             if isinstance(t, FatTreeTopology):
-                return topo.fat_tree(t.k, t.link_rate_bps, t.link_delay_ps)
+                return topo.fat_tree(t.k, t.link_rate_bps, t.link_delay_ps, t.host_ports)
             return topo.from_file(self._resolve_path(t.path))
         except topo.TopologyError as e:
             raise ScenarioError(str(e)) from None
@@ -395,16 +507,61 @@ class Scenario(_Strict):
         jobs = [self._job_core(i, j, t) for i, j in enumerate(self.jobs)]
         q = self.queue
         tr = self.transport
+        core_pfc = None
+        if self.pfc is not None:
+            p = self.pfc
+            headroom = p.headroom_bytes
+            if headroom is None:
+                # What can still arrive after an XOFF: the link's round trip of data
+                # and a full frame in serialization at each end, on the worst link.
+                headroom = max((2 * lk["rate_bps"] * lk["delay_ps"] // (8 * 10**12) for lk in t.links), default=0)
+                headroom += 2 * (tr.mss_bytes + WIRE_OVERHEAD_BYTES)
+            core_pfc = {"classes": p.classes, "xoff_bytes": p.xoff_bytes, "xon_bytes": p.xon_bytes,
+                        "headroom_bytes": headroom, "pause_quanta": p.pause_quanta}
+        overrides = []
+        for i, o in enumerate(self.queue_overrides):
+            ends = []
+            for key in ("node", "to"):
+                name = getattr(o, key)
+                if name is not None and name not in names:
+                    raise ScenarioError(f"queue_overrides[{i}].{key}: unknown node {name!r}")
+                ends.append(None if name is None else names[name])
+            overrides.append({"from": ends[0], "to": ends[1], "queue": _core_queue(o)})
+        link_events = []
+        for i, e in enumerate(self.link_events):
+            for key, name in zip(("link[0]", "link[1]"), e.link):
+                if name not in names:
+                    raise ScenarioError(f"link_events[{i}].{key}: unknown node {name!r}")
+            a, b = names[e.link[0]], names[e.link[1]]
+            found = [k for k, lk in enumerate(t.links) if {lk["a"], lk["b"]} == {a, b}]
+            if not found:
+                raise ScenarioError(f"link_events[{i}].link: no link joins {e.link[0]!r} and {e.link[1]!r}")
+            for k in found:
+                link_events.append({"at_ps": e.at_ps, "link": k, "action": e.action,
+                                    "rate_bps": e.rate_bps, "loss": e.loss})
+        logic = []
+        for i, lg in enumerate(self.switch_logic):
+            if lg.node not in names or t.nodes[names[lg.node]]["kind"] != "switch":
+                raise ScenarioError(f"switch_logic[{i}].node: {lg.node!r} is not a switch of the topology")
+            mirror = None
+            if lg.mirror_to is not None:
+                if lg.mirror_to not in names:
+                    raise ScenarioError(f"switch_logic[{i}].mirror_to: unknown node {lg.mirror_to!r}")
+                a, b = names[lg.node], names[lg.mirror_to]
+                if not any({lk["a"], lk["b"]} == {a, b} for lk in t.links):
+                    raise ScenarioError(f"switch_logic[{i}].mirror_to: {lg.mirror_to!r} is not a neighbour of {lg.node!r}")
+                mirror = b
+            logic.append({"kind": lg.kind, "node": names[lg.node], "class": lg.class_, "mirror_to": mirror,
+                          "absorb": lg.absorb})
         return {
             "jobs": jobs,
             "seed": self.seed,
             "backend": self.backend,
             "topology": t.to_core(),
-            "queue": {
-                "discipline": q.discipline, "bands": q.bands, "priomap": q.priomap,
-                "limit_bytes": q.limit_bytes, "limit_packets": q.limit_packets,
-                "ecn_threshold_bytes": q.ecn_threshold_bytes, "ecn_threshold_packets": q.ecn_threshold_packets,
-            },
+            "queue": _core_queue(q),
+            "host_queue": None if self.host_queue is None else _core_queue(self.host_queue),
+            "queue_overrides": overrides,
+            "pfc": core_pfc,
             "transport": {
                 "cc": tr.cc, "mss_bytes": tr.mss_bytes, "init_cwnd_packets": tr.init_cwnd_packets,
                 "min_rto_ps": tr.min_rto_ps, "initial_rto_ps": tr.initial_rto_ps, "max_rto_ps": tr.max_rto_ps,
@@ -412,7 +569,10 @@ class Scenario(_Strict):
                 "dctcp_initial_alpha": tr.dctcp_initial_alpha, "tsq_limit_bytes": tr.tsq_limit_bytes,
                 "persistent_connections": tr.persistent_connections,
             },
-            "routing": {"ecmp_hash_seed": self.routing.ecmp_hash_seed},
+            "routing": {"ecmp_hash_seed": self.routing.ecmp_hash_seed,
+                        "convergence_ps": self.routing.convergence_ps},
+            "link_events": link_events,
+            "switch_logic": logic,
             "traffic": traffic,
             "flows": flows,
             "stop_ps": self.stop_ps,
@@ -538,8 +698,10 @@ class Scenario(_Strict):
         d = {"fabriclab_version": __version__, **dump}
         # Queue limits and thresholds default to a value, so "none" must be
         # written explicitly (as "off") for the resolved file to mean the same.
-        for k in ("limit_bytes", "limit_packets", "ecn_threshold_bytes", "ecn_threshold_packets"):
-            d["queue"].setdefault(k, "off")
+        for table in [d["queue"], d.get("host_queue"), *d.get("queue_overrides", [])]:
+            for k in ("limit_bytes", "limit_packets", "ecn_threshold_bytes", "ecn_threshold_packets"):
+                if table is not None:
+                    table.setdefault(k, "off")
         # Files are named by absolute paths, so the resolved file runs the
         # same from wherever it is written.
         for table, key in self._file_refs(d):

@@ -68,41 +68,61 @@ def leaf_spine(
     link_delay_ps: int,
     oversubscription: float = 1.0,
     spine_link_rate_bps: int | None = None,
+    host_ports: int = 1,
 ) -> TopologyData:
     """Two tiers: every leaf joins every spine. Unless given, the leaf-spine
     link rate makes the leaf's downlink capacity ``oversubscription`` times
-    its uplink capacity: ``hosts_per_leaf * rate / (spines * oversubscription)``."""
+    its uplink capacity: ``hosts_per_leaf * rate / (spines * oversubscription)``.
+    ``host_ports = 2``: leaves form pairs (0-1, 2-3, ...) and each of a
+    pair's ``hosts_per_leaf`` hosts has one port on each leaf of the pair
+    (dual-port NICs, C4's setting), so each leaf still has ``hosts_per_leaf``
+    host links."""
+    if host_ports not in (1, 2):
+        raise TopologyError("topology.host_ports: must be 1 or 2")
+    if host_ports == 2 and leaves % 2:
+        raise TopologyError("topology.leaves: with host_ports = 2, leaves pair up and must be even")
     if spine_link_rate_bps is None:
         spine_link_rate_bps = leaf_spine_uplink_bps(hosts_per_leaf, spines, link_rate_bps, oversubscription)
     t = TopologyData()
-    hs = [t.add_node(f"h{i}", "host", 0) for i in range(leaves * hosts_per_leaf)]
+    hs = [t.add_node(f"h{i}", "host", 0) for i in range(leaves // host_ports * hosts_per_leaf)]
     ls = [t.add_node(f"leaf{i}", "switch", 1) for i in range(leaves)]
     ss = [t.add_node(f"spine{i}", "switch", 2) for i in range(spines)]
     for i, h in enumerate(hs):
-        t.add_link(h, ls[i // hosts_per_leaf], link_rate_bps, link_delay_ps)
+        first = i // hosts_per_leaf * host_ports
+        for port in range(host_ports):
+            t.add_link(h, ls[first + port], link_rate_bps, link_delay_ps)
     for leaf in ls:
         for sp in ss:
             t.add_link(leaf, sp, spine_link_rate_bps, link_delay_ps)
     return t
 
 
-def fat_tree(k: int, link_rate_bps: int, link_delay_ps: int) -> TopologyData:
+def fat_tree(k: int, link_rate_bps: int, link_delay_ps: int, host_ports: int = 1) -> TopologyData:
     """k-ary three-tier fat-tree (Al-Fares et al., SIGCOMM 2008): k pods of
-    k/2 edge and k/2 aggregation switches, (k/2)^2 cores, k^3/4 hosts."""
+    k/2 edge and k/2 aggregation switches, (k/2)^2 cores, k^3/4 hosts.
+    ``host_ports = 2``: a pod's edge switches form pairs and each host has
+    one port on each edge of its pair (k^3/8 hosts, k a multiple of 4)."""
     if k < 2 or k % 2:
         raise TopologyError("topology.k: must be an even number >= 2")
+    if host_ports not in (1, 2):
+        raise TopologyError("topology.host_ports: must be 1 or 2")
+    if host_ports == 2 and k % 4:
+        raise TopologyError("topology.k: with host_ports = 2, edge switches pair up: k must be a multiple of 4")
     half = k // 2
     t = TopologyData()
-    hs = [t.add_node(f"h{i}", "host", 0) for i in range(k * half * half)]
+    hs = [t.add_node(f"h{i}", "host", 0) for i in range(k * half * half // host_ports)]
     edges, aggs = [], []
     for p in range(k):
         edges.append([t.add_node(f"edge{p}_{e}", "switch", 1) for e in range(half)])
     for p in range(k):
         aggs.append([t.add_node(f"agg{p}_{a}", "switch", 2) for a in range(half)])
     cores = [t.add_node(f"core{c}", "switch", 3) for c in range(half * half)]
+    per_pod = half * half // host_ports
     for i, h in enumerate(hs):
-        pod, rem = divmod(i, half * half)
-        t.add_link(h, edges[pod][rem // half], link_rate_bps, link_delay_ps)
+        pod, rem = divmod(i, per_pod)
+        first = rem // half * host_ports
+        for port in range(host_ports):
+            t.add_link(h, edges[pod][first + port], link_rate_bps, link_delay_ps)
     for p in range(k):
         for e in edges[p]:
             for a in aggs[p]:

@@ -1,6 +1,9 @@
-//! Column-oriented results of a simulation, ready to become Arrow tables.
+//! Column-oriented results of a simulation, ready to become Arrow tables:
+//! the engine's flows, messages and links, queue samples, and every app's
+//! own tables ([`crate::engine::Simulation::app_tables`]). Nothing here
+//! names an app type.
 
-use crate::sim::Simulation;
+use crate::engine::{Column, Simulation, Table};
 
 #[derive(Debug, Default, Clone)]
 pub struct FlowColumns {
@@ -29,6 +32,8 @@ pub struct LinkColumns {
     pub ecn_marks: Vec<u64>,
     pub max_queue_bytes: Vec<u64>,
     pub mean_queue_bytes: Vec<f64>,
+    pub pause_frames_sent: Vec<u64>,
+    pub paused_ps: Vec<u64>,
 }
 
 pub fn flow_columns(sim: &Simulation) -> FlowColumns {
@@ -48,6 +53,68 @@ pub fn flow_columns(sim: &Simulation) -> FlowColumns {
     c
 }
 
+/// Every message: the app's label and tag, end hosts (index and node name),
+/// size, class, start, first byte and last byte delivered, retransmissions,
+/// and its forward path as node names joined by " > ".
+pub fn message_table(sim: &Simulation) -> Table {
+    let topo = sim.topology();
+    let msgs = sim.messages();
+    let n = msgs.len();
+    let (mut app, mut tag, mut src_node, mut dst_node, mut path) =
+        (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    for m in msgs {
+        app.push(sim.app_tag(m.app).to_string());
+        tag.push(m.tag);
+        src_node.push(topo.names[topo.hosts[m.src as usize] as usize].clone());
+        dst_node.push(topo.names[topo.hosts[m.dst as usize] as usize].clone());
+        let mut p = src_node.last().cloned().unwrap_or_default();
+        for &port in m.route.iter() {
+            p.push_str(" > ");
+            p.push_str(&topo.names[topo.ports[port as usize].to as usize]);
+        }
+        path.push(p);
+    }
+    Table::new("messages")
+        .col("msg_id", Column::U32((0..n as u32).collect()))
+        .col("app", Column::Str(app))
+        .col("tag", Column::U64(tag))
+        .col("src", Column::U32(msgs.iter().map(|m| m.src).collect()))
+        .col("dst", Column::U32(msgs.iter().map(|m| m.dst).collect()))
+        .col("src_node", Column::Str(src_node))
+        .col("dst_node", Column::Str(dst_node))
+        .col("size_bytes", Column::U64(msgs.iter().map(|m| m.size_bytes).collect()))
+        .col("class", Column::U32(msgs.iter().map(|m| m.class as u32).collect()))
+        .col("start_ps", Column::U64(msgs.iter().map(|m| m.start_ps).collect()))
+        .col("first_byte_ps", Column::OptU64(msgs.iter().map(|m| m.first_byte_ps).collect()))
+        .col("end_ps", Column::OptU64(msgs.iter().map(|m| m.end_ps).collect()))
+        .col("retransmits", Column::U64(msgs.iter().map(|m| m.retransmits).collect()))
+        .col("path", Column::Str(path))
+        .col("reroutes", Column::U32(msgs.iter().map(|m| m.reroutes).collect()))
+        .col("route_lost", Column::U32(msgs.iter().map(|m| m.route_lost as u32).collect()))
+}
+
+/// The queue sampler's rows: per sample and band, the queue and the
+/// band's cumulative transmitted bytes, drops and marks, and whether paused.
+pub fn queue_table(sim: &Simulation) -> Table {
+    let topo = sim.topology();
+    let s = sim.samples();
+    let name = |port: u32, to: bool| {
+        let p = &topo.ports[port as usize];
+        topo.names[if to { p.to } else { p.from } as usize].clone()
+    };
+    Table::new("queues")
+        .col("time_ps", Column::U64(s.time_ps.clone()))
+        .col("link_id", Column::U32(s.rows.iter().map(|r| r.port).collect()))
+        .col("src_node", Column::Str(s.rows.iter().map(|r| name(r.port, false)).collect()))
+        .col("dst_node", Column::Str(s.rows.iter().map(|r| name(r.port, true)).collect()))
+        .col("band", Column::U32(s.rows.iter().map(|r| r.band as u32).collect()))
+        .col("queue_bytes", Column::U64(s.rows.iter().map(|r| r.queue_bytes).collect()))
+        .col("tx_bytes", Column::U64(s.rows.iter().map(|r| r.tx_bytes).collect()))
+        .col("drops", Column::U64(s.rows.iter().map(|r| r.drops).collect()))
+        .col("ecn_marks", Column::U64(s.rows.iter().map(|r| r.ecn_marks).collect()))
+        .col("paused", Column::U32(s.rows.iter().map(|r| r.paused as u32).collect()))
+}
+
 pub fn link_columns(sim: &Simulation) -> LinkColumns {
     let mut c = LinkColumns::default();
     let now = sim.last_active_ps();
@@ -62,143 +129,9 @@ pub fn link_columns(sim: &Simulation) -> LinkColumns {
         c.drops.push(s.drops);
         c.ecn_marks.push(s.ecn_marks);
         c.max_queue_bytes.push(s.max_queue_bytes);
-        c.mean_queue_bytes.push(if now > 0 {
-            s.queue_area as f64 / now as f64
-        } else {
-            0.0
-        });
+        c.mean_queue_bytes.push(if now > 0 { s.queue_area as f64 / now as f64 } else { 0.0 });
+        c.pause_frames_sent.push(s.pause_frames_sent);
+        c.paused_ps.push(s.paused_ps);
     }
     c
-}
-
-/// One row per step of every collective.
-#[derive(Debug, Default, Clone)]
-pub struct StepColumns {
-    pub collective: Vec<String>,
-    pub rank: Vec<u32>,
-    pub step: Vec<u32>,
-    pub op: Vec<String>,
-    pub peer: Vec<u32>,
-    pub bytes: Vec<u64>,
-    pub start_ps: Vec<u64>,
-    pub end_ps: Vec<u64>,
-}
-
-/// Collective name, start and end (None when it did not finish).
-pub fn collective_summary(sim: &Simulation) -> Vec<(String, u64, Option<u64>)> {
-    sim.apps()
-        .filter_map(|a| {
-            a.as_any()
-                .downcast_ref::<crate::collective::CollectiveApp>()
-        })
-        .map(|c| (c.name().to_string(), c.start_ps(), c.end_ps()))
-        .collect()
-}
-
-pub fn step_columns(sim: &Simulation) -> StepColumns {
-    let mut c = StepColumns::default();
-    for app in sim.apps().filter_map(|a| {
-        a.as_any()
-            .downcast_ref::<crate::collective::CollectiveApp>()
-    }) {
-        for (r, (times, steps)) in app.step_times().iter().zip(app.steps()).enumerate() {
-            for (i, (t, s)) in times.iter().zip(steps).enumerate() {
-                c.collective.push(app.name().to_string());
-                c.rank.push(r as u32);
-                c.step.push(i as u32);
-                c.op.push(if s.op == fabriclab_plan::Op::Send {
-                    "send".into()
-                } else {
-                    "recv".into()
-                });
-                c.peer.push(s.peer);
-                c.bytes.push(s.bytes);
-                c.start_ps.push(t.start_ps);
-                c.end_ps.push(t.end_ps);
-            }
-        }
-    }
-    c
-}
-
-/// Every job's timeline: one row per compute step and per worker's allreduce.
-#[derive(Debug, Default, Clone)]
-pub struct TimelineColumns {
-    pub job: Vec<String>,
-    pub worker: Vec<u32>,
-    pub kind: Vec<String>,
-    pub index: Vec<u32>,
-    pub iteration: Vec<u32>,
-    pub start_ps: Vec<u64>,
-    pub end_ps: Vec<u64>,
-}
-
-pub fn timeline_columns(sim: &Simulation) -> TimelineColumns {
-    let mut c = TimelineColumns::default();
-    for job in sim
-        .apps()
-        .filter_map(|a| a.as_any().downcast_ref::<crate::job::TrainingJob>())
-    {
-        for r in job.timeline() {
-            c.job.push(job.name().to_string());
-            c.worker.push(r.worker);
-            c.kind
-                .push(["forward", "backward", "allreduce"][r.kind as usize].to_string());
-            c.index.push(r.index);
-            c.iteration.push(r.iteration);
-            c.start_ps.push(r.start_ps);
-            c.end_ps.push(r.end_ps);
-        }
-    }
-    c
-}
-
-/// Per job, worker and iteration: start and end (None when unfinished).
-pub fn job_iterations(sim: &Simulation) -> Vec<(String, u32, u32, u64, Option<u64>)> {
-    let mut out = Vec::new();
-    for job in sim
-        .apps()
-        .filter_map(|a| a.as_any().downcast_ref::<crate::job::TrainingJob>())
-    {
-        for (w, its) in job.iterations().into_iter().enumerate() {
-            for (i, (s, e)) in its.into_iter().enumerate() {
-                out.push((job.name().to_string(), w as u32, i as u32, s, e));
-            }
-        }
-    }
-    out
-}
-
-/// Per job: every fusion's (index, lowest layer, bytes).
-pub fn job_fusions(sim: &Simulation) -> Vec<(String, u32, u32, u64)> {
-    let mut out = Vec::new();
-    for job in sim
-        .apps()
-        .filter_map(|a| a.as_any().downcast_ref::<crate::job::TrainingJob>())
-    {
-        for (f, (low, bytes)) in job.fusions().into_iter().enumerate() {
-            out.push((job.name().to_string(), f as u32, low, bytes));
-        }
-    }
-    out
-}
-
-/// Per job: ring messages and bytes sent; at the urgent class from the
-/// start; raised to it in flight.
-pub fn job_sends(sim: &Simulation) -> Vec<(String, [u64; 6])> {
-    sim.apps()
-        .filter_map(|a| a.as_any().downcast_ref::<crate::job::TrainingJob>())
-        .map(|job| {
-            let c = job.send_counts();
-            let counts = [
-                c.messages,
-                c.bytes,
-                c.urgent_messages,
-                c.urgent_bytes,
-                c.raised_messages,
-                c.raised_bytes,
-            ];
-            (job.name().to_string(), counts)
-        })
-        .collect()
 }

@@ -1,5 +1,5 @@
 //! Max-min allocations computed by hand.
-use fabriclab_core::net::maxmin::{max_min_rates, FlowDemand};
+use fabriclab_core::net::flow::maxmin::{max_min_rates, FlowDemand};
 
 fn rates(flows: &[(u8, Vec<u32>)], caps: &[f64]) -> Vec<f64> {
     let d: Vec<FlowDemand> = flows.iter().map(|(c, p)| FlowDemand { class: *c, ports: p }).collect();

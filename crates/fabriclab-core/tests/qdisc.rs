@@ -1,6 +1,7 @@
-use fabriclab_core::packet::{wire_bytes, Packet, FLAG_CE, FLAG_ECT};
-use fabriclab_core::qdisc::{Enqueued, Qdisc};
-use fabriclab_core::spec::{Discipline, QueueSpec};
+use fabriclab_core::fabric::frame::wire_bytes;
+use fabriclab_core::net::packet::header::{Packet, FLAG_CE, FLAG_ECT};
+use fabriclab_core::net::packet::qdisc::{Enqueued, Qdisc};
+use fabriclab_core::net::packet::{Discipline, QueueSpec};
 
 fn spec(discipline: Discipline, limit_packets: Option<u64>, ecn_packets: Option<u64>) -> QueueSpec {
     QueueSpec {
@@ -15,7 +16,7 @@ fn spec(discipline: Discipline, limit_packets: Option<u64>, ecn_packets: Option<
 }
 
 fn pkt(seq: u64, class: u8, flags: u8) -> Packet {
-    Packet { conn: 0, seq, payload: 1460, wire: wire_bytes(1460), hop: 0, class, flags }
+    Packet::tcp(0, seq, 1460, wire_bytes(1460), class, flags)
 }
 
 #[test]
@@ -67,9 +68,9 @@ fn paused_band_is_skipped_until_resumed() {
     let mut q = Qdisc::new(&spec(Discipline::Prio, None, None));
     q.enqueue(pkt(0, 0, 0));
     q.enqueue(pkt(1, 1, 0));
-    q.set_class_paused(0, true);
+    q.set_paused_classes(1 << 0);
     assert_eq!(q.dequeue().map(|p| p.seq), Some(1));
     assert!(q.dequeue().is_none());
-    q.set_class_paused(0, false);
+    q.set_paused_classes(0);
     assert_eq!(q.dequeue().map(|p| p.seq), Some(0));
 }

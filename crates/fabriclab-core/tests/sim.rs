@@ -1,6 +1,6 @@
 //! Whole-simulation checks through the core's public API.
 use fabriclab_core::build_from_json;
-use fabriclab_core::packet::wire_bytes;
+use fabriclab_core::fabric::frame::wire_bytes;
 use fabriclab_core::results::{flow_columns, link_columns};
 use serde_json::{json, Value};
 

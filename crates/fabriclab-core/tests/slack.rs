@@ -1,7 +1,7 @@
 //! The transmit-queue slack of slack-aware jobs, against hand-played
 //! single-server schedules.
 
-use fabriclab_core::slack::{min_slack_ps, Pending};
+use fabriclab_core::apps::slack::{min_slack_ps, Pending};
 
 fn piece(ready_ps: u64, deadline_ps: u64, work_ps: u64, layer: u32) -> Pending {
     Pending {

@@ -1,4 +1,4 @@
-use fabriclab_core::traffic::Cdf;
+use fabriclab_core::apps::traffic::Cdf;
 use rand::SeedableRng;
 
 #[test]

@@ -7,12 +7,9 @@
 
 mod runtime;
 
-use fabriclab_core::results::{
-    collective_summary, flow_columns, job_fusions, job_iterations, job_sends, link_columns,
-    step_columns, timeline_columns,
-};
-use fabriclab_core::sim::Simulation;
-use fabriclab_core::traffic::Cdf;
+use fabriclab_core::apps::traffic::Cdf;
+use fabriclab_core::engine::{Column, Simulation, Table};
+use fabriclab_core::results::{flow_columns, link_columns, message_table, queue_table};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -145,54 +142,40 @@ impl Simulator {
         Ok(d)
     }
 
-    /// Collectives: list of (name, start_ps, end_ps or None).
-    fn collectives(&self) -> PyResult<Vec<(String, u64, Option<u64>)>> {
-        guarded(|| collective_summary(&self.sim))
-    }
-
-    /// Every collective step with its start and end times, as a dict of columns.
-    fn steps<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let c = guarded(|| step_columns(&self.sim))?;
+    /// Every app's result tables: {table name: {column: list}} (tables of
+    /// one name from several apps concatenated).
+    fn app_tables<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let tables = guarded(|| self.sim.app_tables())?;
         let d = PyDict::new(py);
-        d.set_item("collective", c.collective)?;
-        d.set_item("rank", c.rank)?;
-        d.set_item("step", c.step)?;
-        d.set_item("op", c.op)?;
-        d.set_item("peer", c.peer)?;
-        d.set_item("bytes", c.bytes)?;
-        d.set_item("start_ps", c.start_ps)?;
-        d.set_item("end_ps", c.end_ps)?;
+        for t in tables {
+            d.set_item(t.name.clone(), table_dict(py, t)?)?;
+        }
         Ok(d)
     }
 
-    /// Training jobs' iterations: list of (job, worker, iteration, start_ps, end_ps or None).
-    fn job_iterations(&self) -> PyResult<Vec<(String, u32, u32, u64, Option<u64>)>> {
-        guarded(|| job_iterations(&self.sim))
+    /// Every message (app, tag, hosts, size, class, start, first byte, end,
+    /// retransmits, path) as a dict of columns.
+    fn messages<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let t = guarded(|| message_table(&self.sim))?;
+        table_dict(py, t)
     }
 
-    /// Training jobs' fusions: list of (job, fusion, lowest layer, bytes).
-    fn job_fusions(&self) -> PyResult<Vec<(String, u32, u32, u64)>> {
-        guarded(|| job_fusions(&self.sim))
+    /// Samples every port's bands every `every_ps` while the network is busy
+    /// (call before the first `run_until`).
+    fn sample_queues(&mut self, every_ps: u64) -> PyResult<()> {
+        if every_ps == 0 {
+            return Err(PyValueError::new_err("sampling interval must be positive"));
+        }
+        if self.sim.now_ps() > 0 || self.sim.events() > 0 {
+            return Err(PyValueError::new_err("sampling must be set before the run starts"));
+        }
+        self.with(|sim| sim.sample_queues(every_ps))
     }
 
-    /// Training jobs' ring messages: list of (job, [messages, bytes, urgent
-    /// messages, urgent bytes, raised messages, raised bytes]).
-    fn job_sends(&self) -> PyResult<Vec<(String, [u64; 6])>> {
-        guarded(|| job_sends(&self.sim))
-    }
-
-    /// Training jobs' timelines as a dict of columns.
-    fn timeline<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let c = guarded(|| timeline_columns(&self.sim))?;
-        let d = PyDict::new(py);
-        d.set_item("job", c.job)?;
-        d.set_item("worker", c.worker)?;
-        d.set_item("kind", c.kind)?;
-        d.set_item("index", c.index)?;
-        d.set_item("iteration", c.iteration)?;
-        d.set_item("start_ps", c.start_ps)?;
-        d.set_item("end_ps", c.end_ps)?;
-        Ok(d)
+    /// The queue samples as a dict of columns.
+    fn queues<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let t = guarded(|| queue_table(&self.sim))?;
+        table_dict(py, t)
     }
 
     /// Per directed link counters as a dict of columns.
@@ -209,8 +192,25 @@ impl Simulator {
         d.set_item("ecn_marks", c.ecn_marks)?;
         d.set_item("max_queue_bytes", c.max_queue_bytes)?;
         d.set_item("mean_queue_bytes", c.mean_queue_bytes)?;
+        d.set_item("pause_frames_sent", c.pause_frames_sent)?;
+        d.set_item("paused_ps", c.paused_ps)?;
         Ok(d)
     }
+}
+
+/// A core table as a dict of Python lists (None for missing values).
+fn table_dict<'py>(py: Python<'py>, t: Table) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (name, col) in t.columns {
+        match col {
+            Column::U32(v) => d.set_item(name, v)?,
+            Column::U64(v) => d.set_item(name, v)?,
+            Column::OptU64(v) => d.set_item(name, v)?,
+            Column::F64(v) => d.set_item(name, v)?,
+            Column::Str(v) => d.set_item(name, v)?,
+        }
+    }
+    Ok(d)
 }
 
 /// Draws `n` flow sizes from a CDF with the core's sampler (for tests and plots).

@@ -76,12 +76,13 @@ def run_plan(plan: Plan, topo: TopologyData, rank_hosts: list[int], backend: str
         sim.run_until(2**63)
     except ValueError as e:
         raise ScenarioError(str(e)) from None
-    (_, start, end), = sim.collectives()
+    tables = sim.app_tables()
+    (start,), (end,) = tables["collectives"]["start_ps"], tables["collectives"]["end_ps"]
     if end is None:
         raise ScenarioError("plan: the collective did not finish (a deadlock the verifier should have caught)")
     from ..results import flows_table, links_table
 
-    return PlanRun(end - start, pd.DataFrame(sim.steps()), links_table(sim.links(), sim.last_active_ps).to_pandas(),
+    return PlanRun(end - start, pd.DataFrame(tables["steps"]), links_table(sim.links(), sim.last_active_ps).to_pandas(),
                    flows_table(sim.flows()).to_pandas())
 
 

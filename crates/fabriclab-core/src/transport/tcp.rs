@@ -338,6 +338,11 @@ impl TcpReceiver {
     pub fn rcv_nxt(&self) -> u64 {
         self.rcv_nxt
     }
+    /// Bytes delivered in order so far (the next expected sequence number).
+    pub fn delivered_bytes(&self) -> u64 {
+        self.rcv_nxt
+    }
+
     pub fn is_complete(&self) -> bool {
         self.rcv_nxt >= self.size
     }

@@ -5,16 +5,22 @@
 //! then added once. It shows no queueing delay, no ECN, no loss, no slow
 //! start and no ACK traffic.
 
-use super::maxmin::{max_min_rates, FlowDemand};
-use super::{Backend, LinkStats};
+pub mod maxmin;
+
+use crate::engine::{Arrival, Backend, BackendSend, Completion, Ctx, LinkChange, LinkStats, NetEv};
 use crate::event::EventKey;
-use crate::packet::wire_bytes;
-use crate::sim::{Completion, Ctx, Ev};
+use crate::fabric::frame::wire_bytes;
+use crate::fabric::topology::Topology;
 use crate::time::PS_PER_S;
-use crate::topology::Topology;
+use maxmin::{max_min_rates, FlowDemand};
+
+/// This backend's events (encoded in the engine's opaque [`NetEv`]).
+const EV_DRAIN: u8 = 0;
+const EV_DELIVER: u8 = 1;
 
 struct FluidFlow {
     msg: u32,
+    size_bytes: u64,
     class: u8,
     route: Box<[u32]>,
     remaining_bits: f64,
@@ -24,11 +30,15 @@ struct FluidFlow {
 
 pub struct FlowNet {
     capacity_bps: Vec<f64>,
+    /// Each port's rate when up (capacity is 0 while its link is down).
+    rate_bps: Vec<f64>,
     delay_ps: Vec<u64>,
     stats: Vec<LinkStats>,
     bits_sent: Vec<f64>,
     active: Vec<FluidFlow>,
     delivering: usize,
+    /// (message, size) of drained flows still propagating.
+    delivering_sizes: Vec<(u32, u64)>,
     last_ps: u64,
     pending: Option<EventKey>,
     mss_bytes: u32,
@@ -51,6 +61,7 @@ impl FlowNet {
     pub fn new(topo: &Topology, mss_bytes: u32) -> FlowNet {
         FlowNet {
             capacity_bps: topo.ports.iter().map(|p| p.rate_bps as f64).collect(),
+            rate_bps: topo.ports.iter().map(|p| p.rate_bps as f64).collect(),
             delay_ps: topo.ports.iter().map(|p| p.delay_ps).collect(),
             stats: topo
                 .ports
@@ -65,6 +76,7 @@ impl FlowNet {
             bits_sent: vec![0.0; topo.ports.len()],
             active: Vec::new(),
             delivering: 0,
+            delivering_sizes: Vec::new(),
             last_ps: 0,
             pending: None,
             mss_bytes,
@@ -100,7 +112,7 @@ impl FlowNet {
             f.rate_bps = r;
         }
         if let Some(k) = self.pending.take() {
-            ctx.queue.cancel(k);
+            ctx.cancel(k);
         }
         let next = self
             .active
@@ -109,7 +121,7 @@ impl FlowNet {
             .map(|f| (f.remaining_bits / f.rate_bps * PS_PER_S as f64).ceil() as u64)
             .min();
         if let Some(dt) = next {
-            self.pending = Some(ctx.queue.schedule(ctx.now + dt, Ev::FlowDrain));
+            self.pending = Some(ctx.schedule(ctx.now + dt, NetEv { kind: EV_DRAIN, id: 0 }));
         }
     }
 
@@ -124,8 +136,8 @@ impl FlowNet {
             if f.remaining_bits <= f.rate_bps / PS_PER_S as f64 + 1e-6 {
                 let f = self.active.remove(i);
                 self.delivering += 1;
-                ctx.queue
-                    .schedule(ctx.now + f.delay_ps, Ev::FlowDeliver(f.msg));
+                self.delivering_sizes.push((f.msg, f.size_bytes));
+                ctx.schedule(ctx.now + f.delay_ps, NetEv { kind: EV_DELIVER, id: f.msg });
             } else {
                 i += 1;
             }
@@ -135,21 +147,14 @@ impl FlowNet {
 }
 
 impl Backend for FlowNet {
-    fn send(
-        &mut self,
-        ctx: &mut Ctx,
-        msg: u32,
-        size_bytes: u64,
-        class: u8,
-        _persistent: bool,
-        fwd: Vec<u32>,
-        _rev: Vec<u32>,
-    ) {
+    fn send(&mut self, ctx: &mut Ctx, send: BackendSend) {
+        let BackendSend { msg, size_bytes, class, fwd, .. } = send;
         self.advance(ctx.now);
         let delay_ps = fwd.iter().map(|&p| self.delay_ps[p as usize]).sum();
         let bits = message_wire_bytes(size_bytes, self.mss_bytes) as f64 * 8.0;
         self.active.push(FluidFlow {
             msg,
+            size_bytes,
             class,
             route: fwd.into_boxed_slice(),
             remaining_bits: bits,
@@ -171,17 +176,19 @@ impl Backend for FlowNet {
         true
     }
 
-    fn handle(&mut self, ctx: &mut Ctx, ev: Ev) -> bool {
-        match ev {
-            Ev::FlowDrain => self.on_drain(ctx),
-            Ev::FlowDeliver(msg) => {
+    fn handle(&mut self, ctx: &mut Ctx, ev: NetEv) -> bool {
+        match ev.kind {
+            EV_DRAIN => self.on_drain(ctx),
+            EV_DELIVER => {
+                let msg = ev.id;
                 self.delivering -= 1;
-                ctx.completions.push(Completion {
-                    msg,
-                    retransmits: 0,
-                });
+                // A fluid flow has no packets: its bytes arrive all at once.
+                let k = self.delivering_sizes.iter().position(|d| d.0 == msg).expect("delivering");
+                let (_, bytes) = self.delivering_sizes.swap_remove(k);
+                ctx.arrivals.push(Arrival { msg, bytes });
+                ctx.completions.push(Completion { msg, retransmits: 0 });
             }
-            other => unreachable!("flow backend got {other:?}"),
+            k => unreachable!("flow backend got event kind {k}"),
         }
         true
     }
@@ -199,5 +206,41 @@ impl Backend for FlowNet {
 
     fn in_flight(&self) -> usize {
         self.active.len() + self.delivering
+    }
+
+    /// A link down carries nothing (its flows stall until routing moves
+    /// them); up restores its rate; a rate change sets it. Loss has no
+    /// meaning for fluid flows (the scenario refuses it with this backend).
+    fn link_change(&mut self, ctx: &mut Ctx, link: u32, change: LinkChange) {
+        self.advance(ctx.now);
+        for port in [2 * link as usize, 2 * link as usize + 1] {
+            match change {
+                LinkChange::Down => self.capacity_bps[port] = 0.0,
+                LinkChange::Up => self.capacity_bps[port] = self.rate_bps[port],
+                LinkChange::Rate(r) => {
+                    self.rate_bps[port] = r as f64;
+                    if self.capacity_bps[port] > 0.0 {
+                        self.capacity_bps[port] = r as f64;
+                    }
+                }
+                LinkChange::Loss(_) => {}
+            }
+        }
+        self.reallocate(ctx);
+    }
+
+    fn live_messages(&self, out: &mut Vec<u32>) {
+        out.extend(self.active.iter().map(|f| f.msg));
+    }
+
+    fn reroute(&mut self, ctx: &mut Ctx, msg: u32, fwd: Vec<u32>, _rev: Vec<u32>) {
+        let Some(k) = self.active.iter().position(|f| f.msg == msg) else { return };
+        if *self.active[k].route == *fwd {
+            return;
+        }
+        self.advance(ctx.now);
+        self.active[k].delay_ps = fwd.iter().map(|&p| self.delay_ps[p as usize]).sum();
+        self.active[k].route = fwd.into_boxed_slice();
+        self.reallocate(ctx);
     }
 }

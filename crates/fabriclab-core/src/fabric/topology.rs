@@ -1,8 +1,8 @@
 //! The fabric graph and its routing: directed ports, hop distances to every
 //! host, and per-flow ECMP path selection.
 
-use crate::packet::wire_bytes;
-use crate::spec::{NodeKind, TopologySpec};
+use super::frame::wire_bytes;
+use super::{NodeKind, TopologySpec};
 use crate::time::ser_time_ps;
 use std::collections::VecDeque;
 
@@ -53,6 +53,8 @@ pub struct Topology {
     /// groups x switches entries, not nodes x hosts: 21 MB instead of 9 GB
     /// for a k = 64 fat-tree.
     dist: Vec<u16>,
+    /// Per egress port: whether its link is up (timed link events).
+    port_up: Vec<bool>,
 }
 
 /// splitmix64 finaliser: a fixed, well-mixed 64-bit hash step.
@@ -92,7 +94,6 @@ impl Topology {
         if hosts.len() < 2 {
             return Err("topology.nodes: at least two hosts are needed".into());
         }
-        let nh = hosts.len();
         let mut switch_row = vec![NO_ROW; n];
         let mut ns = 0usize;
         for v in 0..n {
@@ -101,13 +102,56 @@ impl Topology {
                 ns += 1;
             }
         }
-        // A host's switch neighbours, sorted: its attachment group.
+        let port_up = vec![true; ports.len()];
+        let mut topo = Topology {
+            names,
+            kinds,
+            ports,
+            out_ports,
+            hosts,
+            switch_row,
+            num_switches: ns,
+            host_group: Vec::new(),
+            dist: Vec::new(),
+            port_up,
+        };
+        let unreachable = topo.compute_routing();
+        if let Some((a, b)) = unreachable {
+            return Err(format!(
+                "topology: host '{}' cannot reach host '{}' (every host must reach every other host)",
+                names_of(spec, a),
+                names_of(spec, b)
+            ));
+        }
+        Ok(topo)
+    }
+
+    /// Whether the link of egress `port` is up (both directions share it).
+    pub fn port_up(&self, port: u32) -> bool {
+        self.port_up[port as usize]
+    }
+
+    /// Sets a link (ports `2 * link` and `2 * link + 1`) up or down. Routing
+    /// follows only at the next [`Topology::compute_routing`] (convergence).
+    pub fn set_link_up(&mut self, link: u32, up: bool) {
+        self.port_up[2 * link as usize] = up;
+        self.port_up[2 * link as usize + 1] = up;
+    }
+
+    /// Recomputes hop distances over the links that are up; returns a pair of
+    /// hosts (node ids) that cannot reach each other, if any.
+    pub fn compute_routing(&mut self) -> Option<(u32, u32)> {
+        let (kinds, ports, out_ports, switch_row, ns) =
+            (&self.kinds, &self.ports, &self.out_ports, &self.switch_row, self.num_switches);
+        let up = &self.port_up;
+        // A host's switch neighbours over links that are up, sorted: its attachment group.
         let mut groups: std::collections::HashMap<Vec<u32>, u32> = std::collections::HashMap::new();
         let mut members: Vec<Vec<u32>> = Vec::new();
-        let mut host_group = Vec::with_capacity(nh);
-        for (hi, &h) in hosts.iter().enumerate() {
+        let mut host_group = Vec::with_capacity(self.hosts.len());
+        for (hi, &h) in self.hosts.iter().enumerate() {
             let mut att: Vec<u32> = out_ports[h as usize]
                 .iter()
+                .filter(|&&p| up[p as usize])
                 .map(|&p| ports[p as usize].to)
                 .filter(|&v| kinds[v as usize] == NodeKind::Switch)
                 .collect();
@@ -141,7 +185,7 @@ impl Topology {
                 let du = row[switch_row[u as usize] as usize];
                 for &p in &out_ports[u as usize] {
                     let v = ports[p as usize].to as usize;
-                    if kinds[v] == NodeKind::Switch && row[switch_row[v] as usize] == UNREACHABLE {
+                    if up[p as usize] && kinds[v] == NodeKind::Switch && row[switch_row[v] as usize] == UNREACHABLE {
                         row[switch_row[v] as usize] = du + 1;
                         bfs.push_back(v as u32);
                     }
@@ -150,7 +194,8 @@ impl Topology {
         }
         // Every host must reach every other: through a switch of its own
         // group that reaches the other's group, or over a direct link.
-        for g_dst in 0..ng {
+        let mut unreachable = None;
+        'outer: for g_dst in 0..ng {
             let row = &dist[g_dst * ns..(g_dst + 1) * ns];
             for g_src in 0..ng {
                 if attach[g_src].iter().any(|&w| row[switch_row[w as usize] as usize] != UNREACHABLE) {
@@ -158,20 +203,19 @@ impl Topology {
                 }
                 for &a in &members[g_src] {
                     for &b in &members[g_dst] {
-                        let (ha, hb) = (hosts[a as usize], hosts[b as usize]);
-                        if ha != hb && !out_ports[ha as usize].iter().any(|&p| ports[p as usize].to == hb) {
-                            return Err(format!(
-                                "topology: host '{}' cannot reach host '{}' (every host must reach every other host)",
-                                names_of(spec, ha),
-                                names_of(spec, hb)
-                            ));
+                        let (ha, hb) = (self.hosts[a as usize], self.hosts[b as usize]);
+                        let direct = out_ports[ha as usize].iter().any(|&p| up[p as usize] && ports[p as usize].to == hb);
+                        if ha != hb && !direct {
+                            unreachable = Some((ha, hb));
+                            break 'outer;
                         }
                     }
                 }
             }
         }
-        let topo = Topology { names, kinds, ports, out_ports, hosts, switch_row, num_switches: ns, host_group, dist };
-        Ok(topo)
+        self.host_group = host_group;
+        self.dist = dist;
+        unreachable
     }
 
     /// Hops from `node` to host `hi`, never transiting through another host:
@@ -188,6 +232,7 @@ impl Topology {
         }
         self.out_ports[node as usize]
             .iter()
+            .filter(|&&p| self.port_up[p as usize])
             .map(|&p| self.ports[p as usize].to)
             .map(|v| if v == self.hosts[hi] { 0 } else if self.switch_row[v as usize] != NO_ROW { self.dist(v, hi) } else { UNREACHABLE })
             .min()
@@ -207,7 +252,8 @@ impl Topology {
     /// ECMP route (egress port ids) from host `src` to host `dst` (host indices):
     /// at every node, the next hop is chosen among the ports on shortest paths
     /// by a hash of the 5-tuple, the scenario's hash seed and the node id.
-    pub fn ecmp_route(&self, tuple: &FiveTuple, seed: u64) -> Vec<u32> {
+    /// `None` when the destination cannot be reached over links that are up.
+    pub fn ecmp_route(&self, tuple: &FiveTuple, seed: u64) -> Option<Vec<u32>> {
         let dst_hi = tuple.dst as usize;
         let dst_node = self.hosts[dst_hi];
         let mut u = self.hosts[tuple.src as usize];
@@ -221,10 +267,13 @@ impl Topology {
         let mut cand: Vec<u32> = Vec::new();
         while u != dst_node {
             let du = self.dist(u, dst_hi);
+            if du == UNREACHABLE {
+                return None;
+            }
             cand.clear();
             for &p in &self.out_ports[u as usize] {
                 let v = self.ports[p as usize].to as usize;
-                if self.dist(v as u32, dst_hi).wrapping_add(1) == du {
+                if self.port_up[p as usize] && self.dist(v as u32, dst_hi).wrapping_add(1) == du {
                     cand.push(p);
                 }
             }
@@ -233,6 +282,40 @@ impl Topology {
             route.push(p);
             u = self.ports[p as usize].to;
         }
+        Some(route)
+    }
+
+    /// A shortest route from host `src` to host `dst` (host indices) over
+    /// every link, up or down (first port in port order at each step): where
+    /// a message goes while routing knows no way around a failure.
+    pub fn any_route(&self, src: u32, dst: u32) -> Vec<u32> {
+        let (s, d) = (self.hosts[src as usize], self.hosts[dst as usize]);
+        let mut via = vec![u32::MAX; self.names.len()];
+        let mut bfs = VecDeque::from([s]);
+        via[s as usize] = u32::MAX - 1;
+        while let Some(u) = bfs.pop_front() {
+            if u == d {
+                break;
+            }
+            if u != s && self.kinds[u as usize] == NodeKind::Host {
+                continue; // hosts do not forward
+            }
+            for &p in &self.out_ports[u as usize] {
+                let v = self.ports[p as usize].to;
+                if via[v as usize] == u32::MAX {
+                    via[v as usize] = p;
+                    bfs.push_back(v);
+                }
+            }
+        }
+        let mut route = Vec::new();
+        let mut v = d;
+        while v != s {
+            let p = via[v as usize];
+            route.push(p);
+            v = self.ports[p as usize].from;
+        }
+        route.reverse();
         route
     }
 

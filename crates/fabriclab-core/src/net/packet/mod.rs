@@ -5,43 +5,47 @@
 //! packet) and every link at most one pending arrival event (the head packet
 //! on the wire), as in htsim.
 
-use super::{Backend, LinkStats};
-use crate::packet::{wire_bytes, Packet, FLAG_ACK, FLAG_CE, FLAG_ECE, FLAG_ECT};
-use crate::qdisc::{Enqueued, Qdisc};
-use crate::sim::{Completion, Ctx, Ev};
-use crate::spec::{CcKind, QueueSpec, TransportSpec};
-use crate::time::ser_time_ps;
-use crate::topology::Topology;
+pub mod header;
+mod links;
+pub mod logic;
+pub mod pfc;
+mod port;
+pub mod qdisc;
+
+pub use logic::SwitchLogicSpec;
+pub use pfc::PfcSpec;
+pub use qdisc::{Discipline, QueueOverride, QueueSpec};
+
+use crate::engine::{Arrival, Backend, BackendSend, BandSample, Completion, Ctx, LinkStats, NetEv};
+use crate::fabric::frame::wire_bytes;
+use crate::fabric::topology::Topology;
+use crate::fabric::NodeKind;
 use crate::transport::{
-    CongestionControl, Dctcp, NewReno, Segment, SenderConfig, TcpReceiver, TcpSender, WindowState,
+    CcKind, CongestionControl, Dctcp, NewReno, Segment, SenderConfig, TcpReceiver, TcpSender, TransportSpec,
+    WindowState,
 };
-use std::collections::{HashMap, VecDeque};
+use header::{Packet, FLAG_ACK, FLAG_CE, FLAG_ECE, FLAG_ECT, PROTO_PAUSE, PROTO_TCP};
+use pfc::PfcState;
+use port::Port;
+use qdisc::Qdisc;
 
-struct Port {
-    /// A host's NIC port: its departures release the sender's TSQ budget.
-    host_port: bool,
-    rate_bps: u64,
-    delay_ps: u64,
-    qdisc: Qdisc,
-    /// Packet being serialized, if any.
-    tx: Option<Packet>,
-    /// Packets propagating on the wire with their arrival times (non-decreasing).
-    wire: VecDeque<(u64, Packet)>,
-    stats: LinkStats,
-    q_changed_ps: u64,
-}
-
-impl Port {
-    fn account_queue(&mut self, now: u64) {
-        let dt = now - self.q_changed_ps;
-        self.stats.queue_area += self.qdisc.bytes() as u128 * dt as u128;
-        self.q_changed_ps = now;
-    }
-}
+/// This backend's events (encoded in the engine's opaque [`NetEv`]).
+pub(crate) const EV_PORT_TX: u8 = 0;
+pub(crate) const EV_WIRE_HEAD: u8 = 1;
+pub(crate) const EV_CONN_TIMER: u8 = 2;
+/// A port's pause of one class ends (id: port * 8 + class).
+pub(crate) const EV_PAUSE_END: u8 = 3;
+/// A switch refreshes an XOFF it sent (id: ingress port * 8 + class).
+pub(crate) const EV_PFC_REFRESH: u8 = 4;
+/// A switch's logic asked to be polled (id: its index).
+pub(crate) const EV_LOGIC: u8 = 5;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::HashMap;
 
 struct Conn {
-    fwd: Box<[u32]>,
-    rev: Box<[u32]>,
+    /// Forward and reverse routes (egress ports), the last one current.
+    routes: Vec<(Box<[u32]>, Box<[u32]>)>,
     class: u8,
     sender: TcpSender,
     receiver: TcpReceiver,
@@ -53,6 +57,7 @@ struct Conn {
     /// (source node, destination node, class): the persistent connection it continues.
     pair: (u32, u32, u8),
     persistent: bool,
+    notify_packets: bool,
 }
 
 pub struct PacketNet {
@@ -67,37 +72,51 @@ pub struct PacketNet {
     /// Window state of persistent connections, by (source node, destination node, class).
     windows: HashMap<(u32, u32, u8), WindowState>,
     port_ends: Vec<(u32, u32)>,
+    pfc: Option<PfcState>,
+    /// Draws of packet loss on lossy links (only links with a loss event draw).
+    loss_rng: ChaCha8Rng,
+    logics: logic::Logics,
+    names: Vec<String>,
+}
+
+/// Queue disciplines of every port: switch ports' default, host NIC ports'
+/// (`None`: unlimited and never marking, bounded by TCP Small Queues), and
+/// overrides per node or per link direction (the last match wins).
+#[derive(Debug, Clone)]
+pub struct PortQueues {
+    pub switch: QueueSpec,
+    pub host: Option<QueueSpec>,
+    pub overrides: Vec<QueueOverride>,
 }
 
 impl PacketNet {
-    pub fn new(topo: &Topology, queue: &QueueSpec, transport: &TransportSpec) -> PacketNet {
-        let ports = topo
+    pub fn new(
+        topo: &Topology,
+        queues: &PortQueues,
+        transport: &TransportSpec,
+        pfc: Option<PfcSpec>,
+        seed: u64,
+        logic: &[SwitchLogicSpec],
+    ) -> Result<PacketNet, String> {
+        let ports: Vec<Port> = topo
             .ports
             .iter()
             .map(|p| {
-                let host_port = topo.kinds[p.from as usize] == crate::spec::NodeKind::Host;
-                Port {
-                    host_port,
-                    rate_bps: p.rate_bps,
-                    delay_ps: p.delay_ps,
-                    qdisc: if host_port {
-                        Qdisc::unlimited(queue)
-                    } else {
-                        Qdisc::new(queue)
-                    },
-                    tx: None,
-                    wire: VecDeque::new(),
-                    stats: LinkStats {
-                        from: p.from,
-                        to: p.to,
-                        rate_bps: p.rate_bps,
-                        ..Default::default()
-                    },
-                    q_changed_ps: 0,
-                }
+                let host_port = topo.kinds[p.from as usize] == NodeKind::Host;
+                let over = queues.overrides.iter().rev().find(|o| o.from == p.from && o.to.map_or(true, |t| t == p.to));
+                let qdisc = match (over, host_port, &queues.host) {
+                    (Some(o), _, _) => Qdisc::new(&o.queue),
+                    (None, true, Some(h)) => Qdisc::new(h),
+                    (None, true, None) => Qdisc::unlimited(&queues.switch),
+                    (None, false, _) => Qdisc::new(&queues.switch),
+                };
+                Port::new(host_port, p.from, p.to, p.rate_bps, p.delay_ps, qdisc)
             })
             .collect();
-        PacketNet {
+        let n = ports.len();
+        Ok(PacketNet {
+            logics: logic::Logics::new(topo, logic)?,
+            names: topo.names.clone(),
             ports,
             conns: Vec::new(),
             live_conns: 0,
@@ -115,7 +134,9 @@ impl PacketNet {
             scratch: Vec::new(),
             windows: HashMap::new(),
             port_ends: topo.ports.iter().map(|p| (p.from, p.to)).collect(),
-        }
+            pfc: pfc.map(|spec| PfcState::new(spec, n)),
+            loss_rng: ChaCha8Rng::seed_from_u64(seed),
+        })
     }
 
     fn make_cc(&self) -> Box<dyn CongestionControl> {
@@ -133,71 +154,36 @@ impl PacketNet {
         self.live_conns
     }
 
-    fn enqueue(&mut self, ctx: &mut Ctx, port: u32, pkt: Packet) {
+    /// Returns false for a stale event (its packet was lost when the link went down).
+    fn on_wire_head(&mut self, ctx: &mut Ctx, port: u32) -> bool {
         let p = &mut self.ports[port as usize];
-        p.account_queue(ctx.now);
-        match p.qdisc.enqueue(pkt) {
-            Enqueued::Dropped => {
-                p.stats.drops += 1;
-                self.packets_in_network -= 1;
-                return;
-            }
-            Enqueued::Marked => p.stats.ecn_marks += 1,
-            Enqueued::Queued => {}
+        if p.wire.front().map_or(true, |&(t, _)| t != ctx.now) {
+            return false;
         }
-        p.stats.max_queue_bytes = p.stats.max_queue_bytes.max(p.qdisc.bytes());
-        if p.tx.is_none() {
-            self.start_tx(ctx, port);
-        }
-    }
-
-    fn start_tx(&mut self, ctx: &mut Ctx, port: u32) {
-        let p = &mut self.ports[port as usize];
-        p.account_queue(ctx.now);
-        if let Some(pkt) = p.qdisc.dequeue() {
-            let done = ctx.now + ser_time_ps(pkt.wire as u64, p.rate_bps);
-            p.tx = Some(pkt);
-            ctx.queue.schedule(done, Ev::PortTx(port));
-        }
-    }
-
-    fn on_tx_done(&mut self, ctx: &mut Ctx, port: u32) {
-        let p = &mut self.ports[port as usize];
-        let pkt =
-            p.tx.take()
-                .expect("PortTx without a packet in serialization");
-        p.stats.bytes += pkt.wire as u64;
-        p.stats.packets += 1;
-        let arrive = ctx.now + p.delay_ps;
-        p.wire.push_back((arrive, pkt));
-        if p.wire.len() == 1 {
-            ctx.queue.schedule(arrive, Ev::WireHead(port));
-        }
-        let host_data = p.host_port && !pkt.is_ack();
-        self.start_tx(ctx, port);
-        if host_data {
-            if let Some(conn) = self.conns[pkt.conn as usize].as_deref_mut() {
-                conn.nic_bytes -= pkt.payload as u64;
-                self.poll_conn(ctx, pkt.conn);
-            }
-        }
-    }
-
-    fn on_wire_head(&mut self, ctx: &mut Ctx, port: u32) {
-        let p = &mut self.ports[port as usize];
-        let (_, mut pkt) = p.wire.pop_front().expect("WireHead on an empty wire");
+        let (_, mut pkt) = p.wire.pop_front().expect("checked");
         if let Some(&(next, _)) = p.wire.front() {
-            ctx.queue.schedule(next, Ev::WireHead(port));
+            ctx.schedule(next, NetEv { kind: EV_WIRE_HEAD, id: port });
+        }
+        if pkt.proto == PROTO_PAUSE {
+            // Ports come in pairs (2i: a -> b, 2i + 1: b -> a): the frame
+            // stops the receiver's egress port back over the same link.
+            self.on_pause(ctx, port ^ 1, pkt.class, pkt.seq as u16);
+            return true;
+        }
+        if (self.logics.any() || pkt.proto != PROTO_TCP) && self.at_node(ctx, self.port_ends[port as usize].1, port, &pkt) {
+            return true;
         }
         let Some(conn) = self.conns[pkt.conn as usize].as_deref() else {
             // The connection already finished: a late duplicate, discarded.
             self.packets_in_network -= 1;
-            return;
+            return true;
         };
-        let route = if pkt.is_ack() { &conn.rev } else { &conn.fwd };
+        let (fwd, rev) = &conn.routes[pkt.route as usize];
+        let route = if pkt.is_ack() { rev } else { fwd };
         let hop = pkt.hop as usize + 1;
         if hop < route.len() {
             pkt.hop = hop as u16;
+            pkt.ingress = port;
             let next = route[hop];
             self.enqueue(ctx, next, pkt);
         } else {
@@ -208,6 +194,7 @@ impl PacketNet {
                 self.data_arrived(ctx, pkt);
             }
         }
+        true
     }
 
     fn data_arrived(&mut self, ctx: &mut Ctx, pkt: Packet) {
@@ -215,7 +202,12 @@ impl PacketNet {
         let conn = self.conns[id as usize]
             .as_deref_mut()
             .expect("checked by caller");
+        let before = conn.receiver.delivered_bytes();
         let ack_no = conn.receiver.on_segment(pkt.seq, pkt.payload);
+        let now_in_order = conn.receiver.delivered_bytes();
+        if now_in_order > before && (before == 0 || conn.notify_packets) {
+            ctx.arrivals.push(Arrival { msg: id, bytes: now_in_order });
+        }
         if conn.receiver.is_complete() && !conn.delivered {
             conn.delivered = true;
             ctx.completions.push(Completion {
@@ -230,16 +222,9 @@ impl PacketNet {
         } else {
             0
         };
-        let ack = Packet {
-            conn: id,
-            seq: ack_no,
-            payload: 0,
-            wire: wire_bytes(0),
-            hop: 0,
-            class: conn.class,
-            flags: FLAG_ACK | ece,
-        };
-        let first = conn.rev[0];
+        let mut ack = Packet::tcp(id, ack_no, 0, wire_bytes(0), conn.class, FLAG_ACK | ece);
+        ack.route = (conn.routes.len() - 1) as u16;
+        let first = conn.routes.last().expect("a route").1[0];
         self.packets_in_network += 1;
         self.enqueue(ctx, first, ack);
     }
@@ -268,27 +253,20 @@ impl PacketNet {
         } else {
             0
         };
-        let (first, class) = (conn.fwd[0], conn.class);
+        let (first, class, route) = (conn.routes.last().expect("a route").0[0], conn.class, (conn.routes.len() - 1) as u16);
         // One timer per connection. An event whose time no longer matches
         // the connection's armed time is stale and ignored when it fires
         // (cheaper than cancelling it in the heap on every ACK).
         if let Some(t) = conn.sender.poll_at() {
             if conn.timer.map_or(true, |t0| t < t0) {
                 conn.timer = Some(t);
-                ctx.queue.schedule(t, Ev::ConnTimer(id));
+                ctx.schedule(t, NetEv { kind: EV_CONN_TIMER, id });
             }
         }
         let finished = conn.sender.is_done();
         for s in segs.drain(..) {
-            let pkt = Packet {
-                conn: id,
-                seq: s.seq,
-                payload: s.len,
-                wire: wire_bytes(s.len),
-                hop: 0,
-                class,
-                flags: ect,
-            };
+            let mut pkt = Packet::tcp(id, s.seq, s.len, wire_bytes(s.len), class, ect);
+            pkt.route = route;
             self.packets_in_network += 1;
             self.enqueue(ctx, first, pkt);
         }
@@ -316,16 +294,8 @@ impl PacketNet {
 }
 
 impl Backend for PacketNet {
-    fn send(
-        &mut self,
-        ctx: &mut Ctx,
-        msg: u32,
-        size_bytes: u64,
-        class: u8,
-        persistent: bool,
-        fwd: Vec<u32>,
-        rev: Vec<u32>,
-    ) {
+    fn send(&mut self, ctx: &mut Ctx, send: BackendSend) {
+        let BackendSend { msg, size_bytes, class, persistent, notify_packets, fwd, rev } = send;
         if self.conns.len() <= msg as usize {
             self.conns.resize_with(msg as usize + 1, || None);
         }
@@ -342,8 +312,7 @@ impl Backend for PacketNet {
             }
         }
         self.conns[msg as usize] = Some(Box::new(Conn {
-            fwd: fwd.into_boxed_slice(),
-            rev: rev.into_boxed_slice(),
+            routes: vec![(fwd.into_boxed_slice(), rev.into_boxed_slice())],
             class,
             sender,
             receiver: TcpReceiver::new(size_bytes),
@@ -352,6 +321,7 @@ impl Backend for PacketNet {
             nic_bytes: 0,
             pair,
             persistent,
+            notify_packets,
         }));
         self.live_conns += 1;
         self.poll_conn(ctx, msg);
@@ -370,29 +340,45 @@ impl Backend for PacketNet {
         }
     }
 
-    fn handle(&mut self, ctx: &mut Ctx, ev: Ev) -> bool {
-        match ev {
-            Ev::PortTx(p) => self.on_tx_done(ctx, p),
-            Ev::WireHead(p) => self.on_wire_head(ctx, p),
-            Ev::ConnTimer(c) => return self.on_conn_timer(ctx, c),
-            other => unreachable!("packet backend got {other:?}"),
+    fn handle(&mut self, ctx: &mut Ctx, ev: NetEv) -> bool {
+        match ev.kind {
+            EV_PORT_TX => self.on_tx_done(ctx, ev.id),
+            EV_WIRE_HEAD => self.on_wire_head(ctx, ev.id),
+            EV_CONN_TIMER => self.on_conn_timer(ctx, ev.id),
+            EV_PAUSE_END => self.on_pause_end(ctx, ev.id / 8, (ev.id % 8) as u8),
+            EV_PFC_REFRESH => self.on_pfc_refresh(ctx, ev.id / 8, (ev.id % 8) as u8),
+            EV_LOGIC => self.on_logic_timer(ctx, ev.id),
+            k => unreachable!("packet backend got event kind {k}"),
         }
-        true
+    }
+
+    fn sample_bands(&self, out: &mut Vec<BandSample>) {
+        for (i, p) in self.ports.iter().enumerate() {
+            p.qdisc.sample(i as u32, out);
+        }
     }
 
     fn link_stats(&self, now_ps: u64) -> Vec<LinkStats> {
-        self.ports
-            .iter()
-            .map(|p| {
-                let mut s = p.stats.clone();
-                s.queue_area +=
-                    p.qdisc.bytes() as u128 * (now_ps.saturating_sub(p.q_changed_ps)) as u128;
-                s
-            })
-            .collect()
+        self.ports.iter().map(|p| p.stats_at(now_ps)).collect()
     }
 
     fn in_flight(&self) -> usize {
         self.packets_in_network + self.live_conns
+    }
+
+    fn link_change(&mut self, ctx: &mut Ctx, link: u32, change: crate::engine::LinkChange) {
+        self.apply_link_change(ctx, link, change);
+    }
+
+    fn live_messages(&self, out: &mut Vec<u32>) {
+        self.live(out);
+    }
+
+    fn tables(&self) -> Vec<crate::engine::Table> {
+        self.logics.tables(&self.names)
+    }
+
+    fn reroute(&mut self, _ctx: &mut Ctx, msg: u32, fwd: Vec<u32>, rev: Vec<u32>) {
+        self.set_routes(msg, fwd, rev);
     }
 }

@@ -2,8 +2,11 @@
 //! flow-size CDF, and explicit flow lists. Each source keeps one pending
 //! timer: the next arrival.
 
-use crate::sim::{Api, App, Message};
+use super::{list_schema, section, AppKind, BuildEnv};
+use crate::engine::{Api, App, Message};
+use crate::fabric::topology::mix64;
 use crate::time::PS_PER_S;
+use serde::Deserialize;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -79,6 +82,8 @@ pub struct PoissonTraffic {
     end_ps: u64,
     class: u8,
     tag: String,
+    /// Messages sent so far: the next message's tag.
+    sent: u64,
 }
 
 impl PoissonTraffic {
@@ -103,6 +108,7 @@ impl PoissonTraffic {
             end_ps: start_ps.saturating_add(duration_ps),
             class,
             tag,
+            sent: 0,
         }
     }
 
@@ -133,7 +139,8 @@ impl App for PoissonTraffic {
             b += 1;
         }
         let size = self.cdf.sample_bytes(&mut self.rng);
-        let m = Message { src: self.hosts[a], dst: self.hosts[b], size_bytes: size, class: self.class, path: None, persistent: false };
+        let m = Message { src: self.hosts[a], dst: self.hosts[b], size_bytes: size, class: self.class, tag: self.sent, ..Default::default() };
+        self.sent += 1;
         if let Err(e) = api.send(&m) {
             api.fail(format!("traffic '{}': {e}", self.tag));
         }
@@ -143,9 +150,6 @@ impl App for PoissonTraffic {
 
     fn tag(&self) -> &str {
         &self.tag
-    }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 }
 
@@ -185,7 +189,97 @@ impl App for FlowList {
     fn tag(&self) -> &str {
         "flows"
     }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
+}
+
+/// Poisson background flows sized to a target load.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PoissonSpec {
+    /// Offered load as a fraction of the summed host link rate of `hosts`.
+    pub load: f64,
+    /// Empirical CDF of flow sizes: points `(size_bytes, cumulative probability)`.
+    pub cdf: Vec<(f64, f64)>,
+    pub start_ps: u64,
+    pub duration_ps: u64,
+    /// Host indices (order of hosts in the node list) that send and receive.
+    pub hosts: Vec<u32>,
+    pub class: u8,
+    pub tag: String,
+}
+
+/// One explicit flow (message).
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FlowSpec {
+    pub src: u32,
+    pub dst: u32,
+    pub size_bytes: u64,
+    pub start_ps: u64,
+    pub class: u8,
+    /// Explicit path as node indices from the source host to the destination host.
+    #[serde(default)]
+    pub path: Option<Vec<u32>>,
+}
+
+/// `[[traffic]]`: Poisson background flows.
+pub const POISSON: AppKind = AppKind { key: "traffic", build: build_poisson, schema: list_schema::<PoissonSpec> };
+/// `flows`: explicit flows, one app for all of them.
+pub const FLOWS: AppKind = AppKind { key: "flows", build: build_flows, schema: list_schema::<FlowSpec> };
+
+fn build_poisson(v: &serde_json::Value, env: &BuildEnv) -> Result<Vec<Box<dyn App>>, String> {
+    let specs: Vec<PoissonSpec> = section("traffic", v)?;
+    let nh = env.topo.num_hosts() as u32;
+    let mut apps: Vec<Box<dyn App>> = Vec::new();
+    for (i, tr) in specs.into_iter().enumerate() {
+        let cdf = Cdf::new(&tr.cdf).map_err(|e| format!("traffic[{i}].{e}"))?;
+        if !(tr.load > 0.0 && tr.load <= 1.0) {
+            return Err(format!("traffic[{i}].load: must be within (0, 1], got {}", tr.load));
+        }
+        if tr.hosts.len() < 2 {
+            return Err(format!("traffic[{i}].hosts: needs at least two hosts"));
+        }
+        if let Some(h) = tr.hosts.iter().find(|&&h| h >= nh) {
+            return Err(format!("traffic[{i}].hosts: host index {h} out of range (0..{nh})"));
+        }
+        let rate: f64 = tr.hosts.iter().map(|&h| env.topo.host_rate_bps(h) as f64).sum();
+        let seed = mix64(env.seed ^ mix64(0x7472_6166_6669_63 + i as u64));
+        apps.push(Box::new(PoissonTraffic::new(
+            seed, cdf, tr.load, tr.hosts, rate, tr.start_ps, tr.duration_ps, tr.class, tr.tag,
+        )));
     }
+    Ok(apps)
+}
+
+fn build_flows(v: &serde_json::Value, env: &BuildEnv) -> Result<Vec<Box<dyn App>>, String> {
+    let specs: Vec<FlowSpec> = section("flows", v)?;
+    if specs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let nh = env.topo.num_hosts() as u32;
+    let mut list = Vec::with_capacity(specs.len());
+    for (i, f) in specs.into_iter().enumerate() {
+        if f.src >= nh || f.dst >= nh {
+            return Err(format!("flows[{i}]: host index out of range (0..{nh})"));
+        }
+        if f.src == f.dst {
+            return Err(format!("flows[{i}]: src and dst must differ"));
+        }
+        if f.size_bytes == 0 {
+            return Err(format!("flows[{i}].size_bytes: must be positive"));
+        }
+        if let Some(p) = &f.path {
+            env.topo.explicit_route(p, f.src, f.dst).map_err(|e| format!("flows[{i}].{e}"))?;
+        }
+        let m = Message {
+            src: f.src,
+            dst: f.dst,
+            size_bytes: f.size_bytes,
+            class: f.class,
+            tag: i as u64,
+            path: f.path,
+            ..Default::default()
+        };
+        list.push((f.start_ps, m));
+    }
+    Ok(vec![Box::new(FlowList::new(list))])
 }

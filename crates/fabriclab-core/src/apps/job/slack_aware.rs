@@ -1,10 +1,11 @@
 //! Slack-aware prioritisation of a training job's traffic (see
 //! [`super::SlackAware`]): the deadline check over the transmit queue, the
-//! re-check timer, and raising ring stragglers.
+//! re-check timer, and raising messages in flight (the ring's stragglers
+//! are `ring.rs`'s).
 
-use super::{tok, Phase, RingMsg, TrainingJob, T_SLACK_CHECK};
-use crate::sim::{Api, MsgId};
-use crate::slack::{min_slack_ps, Pending};
+use super::{tok, Phase, TrainingJob, T_SLACK_CHECK};
+use crate::engine::{Api, MsgId};
+use crate::apps::slack::{min_slack_ps, Pending};
 use crate::time::ser_time_ps;
 
 impl TrainingJob {
@@ -39,25 +40,13 @@ impl TrainingJob {
     /// partition in each of its 2(n-1) rounds, or the plan's largest
     /// per-rank total scaled to the fusion.
     pub(super) fn bytes_per_worker(&self, f: u32) -> f64 {
-        let size = self.fusion_bytes[f as usize];
-        match &self.plan {
-            Some(p) => p.most_sent_bytes as f64 * size as f64 / p.size_bytes as f64,
-            None => {
-                let n = self.workers.len() as u64;
-                (size.div_ceil(n) * 2 * (n - 1)) as f64
-            }
-        }
+        let n = self.workers.len() as u64;
+        self.engine.bytes_per_worker(self.fusion_bytes[f as usize], n)
     }
 
     /// Messages of one allreduce (all workers).
     pub(super) fn messages_per_allreduce(&self) -> u64 {
-        match &self.plan {
-            Some(p) => p.messages,
-            None => {
-                let n = self.workers.len() as u64;
-                n * 2 * (n - 1)
-            }
-        }
+        self.engine.messages_per_allreduce(self.workers.len() as u64)
     }
 
     /// The job's transmit-queue slack (see [`SlackAware`]); negative: raise the class.
@@ -193,7 +182,7 @@ impl TrainingJob {
 
     /// Raises messages in flight to `class` (in message order, for
     /// determinism) and counts those still being sent.
-    fn raise(&mut self, api: &mut Api, mut ids: Vec<MsgId>, class: u8) {
+    pub(super) fn raise(&mut self, api: &mut Api, mut ids: Vec<MsgId>, class: u8) {
         ids.sort();
         for id in ids {
             let m = self.msgs.get_mut(&id).expect("in flight");
@@ -203,32 +192,5 @@ impl TrainingJob {
                 self.sends.raised_bytes += m.bytes;
             }
         }
-    }
-
-    /// A message of allreduce `id` at round `round` arrived: raise the ring's
-    /// stragglers (see [`SlackAware::lag_rounds`]).
-    pub(super) fn raise_laggards(&mut self, api: &mut Api, id: u32, round: u32) {
-        let Some(sa) = &self.spec.slack_aware else {
-            return;
-        };
-        let Some(ar) = self.active.get(&id) else {
-            return;
-        };
-        if sa.lag_rounds == 0 {
-            return;
-        }
-        let n = self.workers.len() as u32;
-        let class = sa.urgent_class;
-        let behind = |m: &RingMsg| {
-            m.round + sa.lag_rounds <= round
-                || (m.round == round && ar.arrived[round as usize] + 1 == n)
-        };
-        let lag: Vec<MsgId> = self
-            .msgs
-            .iter()
-            .filter(|(_, m)| !m.urgent && m.allreduce == id && behind(m))
-            .map(|(&k, _)| k)
-            .collect();
-        self.raise(api, lag, class);
     }
 }

@@ -1,4 +1,5 @@
-//! Packets and their size on the wire.
+//! Frame sizes on the wire (used by routing's ideal FCT, both backends and
+//! the packet header).
 //!
 //! A data segment carries `payload` bytes behind 20 bytes of IPv4 and 20 of
 //! TCP header (RFC 791, RFC 9293), inside an Ethernet frame with 14 bytes of
@@ -18,32 +19,4 @@ pub const fn wire_bytes(payload: u32) -> u32 {
     let frame = payload + IP_TCP_HEADER_BYTES + ETH_HEADER_FCS_BYTES;
     let frame = if frame < ETH_MIN_FRAME_BYTES { ETH_MIN_FRAME_BYTES } else { frame };
     frame + ETH_PREAMBLE_IFG_BYTES
-}
-
-pub const FLAG_ACK: u8 = 1;
-/// ECN-capable transport (RFC 3168 ECT codepoint).
-pub const FLAG_ECT: u8 = 2;
-/// Congestion experienced, set by a marking queue.
-pub const FLAG_CE: u8 = 4;
-/// ECN echo on an ACK.
-pub const FLAG_ECE: u8 = 8;
-
-/// A packet in flight. Data packets carry `seq` = first byte; ACKs carry
-/// `seq` = cumulative acknowledgment number.
-#[derive(Debug, Clone, Copy)]
-pub struct Packet {
-    pub conn: u32,
-    pub seq: u64,
-    pub payload: u32,
-    pub wire: u32,
-    pub hop: u16,
-    pub class: u8,
-    pub flags: u8,
-}
-
-impl Packet {
-    #[inline]
-    pub fn is_ack(&self) -> bool {
-        self.flags & FLAG_ACK != 0
-    }
 }

@@ -15,12 +15,13 @@
 //! The collective ends when every step of every rank has completed.
 
 use fabriclab_plan::{Action, Hop, PlanGraph, PlanRun, Step};
-use crate::sim::{Api, App, Message, MsgId};
+use super::{list_schema, section, AppKind, BuildEnv};
+use crate::engine::{Api, App, Column, Message, MsgId, Table};
 use serde::Deserialize;
 use std::collections::HashMap;
 
 /// A collective to run: its plan, where its ranks live, and its costs.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CollectiveSpec {
     pub name: String,
@@ -151,9 +152,11 @@ impl App for CollectiveApp {
                     dst: self.spec.rank_hosts[step.peer as usize],
                     size_bytes: step.bytes,
                     class: self.spec.class,
+                    tag: (r as u64) << 32 | i as u64,
                     // Pinned paths were resolved to node indices when the simulation was built.
                     path: step.path.as_ref().map(|p| p.iter().filter_map(Hop::node).collect()),
                     persistent: self.spec.persistent_connections,
+                    ..Default::default()
                 };
                 match api.send(&m) {
                     Ok(id) => {
@@ -179,7 +182,61 @@ impl App for CollectiveApp {
     fn tag(&self) -> &str {
         &self.spec.name
     }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
+    fn tables(&self) -> Vec<Table> {
+        let name = self.spec.name.clone();
+        let (mut rank, mut step, mut op, mut peer, mut bytes, mut start, mut end) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (r, (times, steps)) in self.times.iter().zip(self.graph.steps()).enumerate() {
+            for (i, (t, s)) in times.iter().zip(steps).enumerate() {
+                rank.push(r as u32);
+                step.push(i as u32);
+                op.push(if s.op == fabriclab_plan::Op::Send { "send" } else { "recv" }.to_string());
+                peer.push(s.peer);
+                bytes.push(s.bytes);
+                start.push(t.start_ps);
+                end.push(t.end_ps);
+            }
+        }
+        vec![
+            Table::new("collectives")
+                .col("collective", Column::Str(vec![name.clone()]))
+                .col("start_ps", Column::U64(vec![self.spec.start_ps]))
+                .col("end_ps", Column::OptU64(vec![self.end_ps])),
+            Table::new("steps")
+                .col("collective", Column::Str(vec![name; rank.len()]))
+                .col("rank", Column::U32(rank))
+                .col("step", Column::U32(step))
+                .col("op", Column::Str(op))
+                .col("peer", Column::U32(peer))
+                .col("bytes", Column::U64(bytes))
+                .col("start_ps", Column::U64(start))
+                .col("end_ps", Column::U64(end)),
+        ]
     }
+}
+
+/// `[[collectives]]`: plans run as apps.
+pub const KIND: AppKind = AppKind { key: "collectives", build: build_collectives, schema: list_schema::<CollectiveSpec> };
+
+fn build_collectives(v: &serde_json::Value, env: &BuildEnv) -> Result<Vec<Box<dyn App>>, String> {
+    let specs: Vec<CollectiveSpec> = section("collectives", v)?;
+    let nh = env.topo.num_hosts() as u32;
+    let mut apps: Vec<Box<dyn App>> = Vec::new();
+    for c in specs {
+        for (r, steps) in c.steps.iter().enumerate() {
+            for (i, st) in steps.iter().enumerate() {
+                if let (Some(p), Some(&peer_host)) = (&st.path, c.rank_hosts.get(st.peer as usize)) {
+                    let nodes: Option<Vec<u32>> = p.iter().map(Hop::node).collect();
+                    let nodes = nodes.ok_or_else(|| {
+                        format!("{}: rank {r} step {i}: path names a node instead of giving its index", c.name)
+                    })?;
+                    env.topo
+                        .explicit_route(&nodes, c.rank_hosts[r], peer_host)
+                        .map_err(|e| format!("{}: rank {r} step {i}: {e}", c.name))?;
+                }
+            }
+        }
+        apps.push(Box::new(CollectiveApp::new(c, nh)?));
+    }
+    Ok(apps)
 }

@@ -1,0 +1,90 @@
+//! What a scenario's `[[jobs]]` entry says: the job, its layers, its
+//! allreduce plan and its slack-aware prioritisation, as the core reads them.
+
+use fabriclab_plan::Step;
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LayerSpec {
+    pub param_bytes: u64,
+    pub fwd_ps: u64,
+    pub bwd_ps: u64,
+}
+
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    pub name: String,
+    /// Host index of every worker, in ring order.
+    pub workers: Vec<u32>,
+    pub layers: Vec<LayerSpec>,
+    pub iterations: u32,
+    pub fusion_bytes: u64,
+    pub barrier: bool,
+    pub priority_queue: bool,
+    pub max_inflight: u32,
+    pub class: u8,
+    /// Optional class per layer; a fusion takes the class of its lowest layer.
+    #[serde(default)]
+    pub layer_class: Option<Vec<u8>>,
+    pub start_ps: u64,
+    /// Compute-time multiplier per worker (1.0 = nominal; 2.0 = a straggler at half speed).
+    pub slowdown: Vec<f64>,
+    /// Relative standard deviation of every compute step (0 = deterministic).
+    pub jitter: f64,
+    pub seed: u64,
+    pub reduce_bps: u64,
+    pub send_overhead_ps: u64,
+    /// Slack-aware prioritisation: send at `class` (low) while the fusion's
+    /// deadline is comfortably far, at `urgent_class` once it is not.
+    #[serde(default)]
+    pub slack_aware: Option<SlackAware>,
+    /// Ring messages continue each neighbour pair's connection (packet backend).
+    #[serde(default = "yes")]
+    pub persistent_connections: bool,
+    /// Run every fused allreduce with this plan (ranks = workers) instead of
+    /// the built-in ring; its byte ranges are scaled to each fusion's size.
+    #[serde(default)]
+    pub allreduce_plan: Option<JobPlan>,
+}
+
+/// An allreduce plan for a job: steps over `size_bytes`, one list per worker.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobPlan {
+    pub size_bytes: u64,
+    pub steps: Vec<Vec<Step>>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Before each ring message, and again when the slack would run out, the
+/// job plays its transmit queue forward (see [`crate::apps::slack`]): the
+/// allreduces in flight, the queued ones and the fusions of the same
+/// iterations still to come out of the backward pass, each taking `factor` ×
+/// its remaining bytes' time at the urgent-class rate measured on the job's
+/// all-urgent allreduces (`rate_bps`, the workers' link rate, until there is
+/// one, and never faster). A fusion's deadline is when the next forward pass
+/// can first need its lowest layer, from measured progress: the end of the
+/// backward pass (measured once it has happened, else predicted from the
+/// worker's current layer and nominal compute) plus the forward compute of
+/// the layers below it, at the worker that gets there first. If some fusion
+/// would then miss its deadline by more than it must, new messages go out at
+/// `urgent_class` and low-class messages in flight are raised to it.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SlackAware {
+    pub urgent_class: u8,
+    pub factor: f64,
+    pub rate_bps: u64,
+    /// Ring stragglers (0 = off): raise a low-class ring message once a
+    /// message of the same allreduce `lag_rounds` or more rounds later has
+    /// arrived, or once it is the last of its round still to arrive (a
+    /// message sent as its round's last goes out urgent): the ring is
+    /// waiting for it. Built-in ring only (a plan has no rounds).
+    #[serde(default)]
+    pub lag_rounds: u32,
+}

@@ -1,0 +1,260 @@
+//! The message interface: what an application sees of the simulation.
+//!
+//! An application moves tagged bytes from host A to host B in a class,
+//! optionally on an explicit path ([`Api::send`]); it is told when they
+//! start arriving and when all have arrived ([`App::on_receive`],
+//! [`App::on_complete`]), and keeps its own timers ([`Api::schedule`]).
+
+use super::net::{Backend, BackendSend, Ctx};
+use super::probe::Probe;
+use super::table::Table;
+use super::Ev;
+use crate::event::EventQueue;
+use crate::fabric::topology::{FiveTuple, Topology};
+
+pub type MsgId = u32;
+
+/// A request to move `size_bytes` from host `src` to host `dst` (host indices).
+#[derive(Debug, Clone, Default)]
+pub struct Message {
+    pub src: u32,
+    pub dst: u32,
+    pub size_bytes: u64,
+    pub class: u8,
+    /// The application's own label of this message (operation, chunk, ...),
+    /// kept in its record and written to messages.parquet.
+    pub tag: u64,
+    /// Explicit route as node indices (source host ... destination host).
+    pub path: Option<Vec<u32>>,
+    /// Continue the persistent connection of this host pair and class (packet
+    /// backend), as long-lived application connections do.
+    pub persistent: bool,
+    /// Call `on_receive` for every in-order advance at the destination
+    /// (each data packet), not only the first.
+    pub notify_packets: bool,
+}
+
+/// What the engine remembers of every message.
+#[derive(Debug, Clone)]
+pub struct MsgRecord {
+    pub src: u32,
+    pub dst: u32,
+    pub size_bytes: u64,
+    pub class: u8,
+    pub tag: u64,
+    pub start_ps: u64,
+    /// When its first bytes reached the destination.
+    pub first_byte_ps: Option<u64>,
+    pub end_ps: Option<u64>,
+    pub ideal_fct_ps: u64,
+    pub retransmits: u64,
+    pub app: u16,
+    /// Egress ports of its forward route (the latest, after reroutes).
+    pub route: Box<[u32]>,
+    /// Sent on an explicit path (routing never moves it).
+    pub pinned: bool,
+    /// Times routing moved it after a link changed.
+    pub reroutes: u32,
+    /// Its pinned path crossed a link that went down.
+    pub route_lost: bool,
+}
+
+/// The 5-tuple of message `id`'s connection: an ephemeral source port from
+/// the id, a fixed destination port, protocol TCP (6).
+pub fn message_tuple(id: MsgId, src: u32, dst: u32) -> FiveTuple {
+    FiveTuple { src, dst, src_port: 1024 + (id % 64512) as u16, dst_port: 5001, protocol: 6 }
+}
+
+/// Forward and reverse ECMP routes of a message over the links routing
+/// knows to be up; while the destination is unreachable, the route it
+/// would take with every link up (its packets are lost until routing
+/// converges on a way around).
+pub(super) fn ecmp_routes(topo: &Topology, id: MsgId, src: u32, dst: u32, seed: u64) -> (Vec<u32>, Vec<u32>) {
+    let tuple = message_tuple(id, src, dst);
+    let fwd = topo.ecmp_route(&tuple, seed).unwrap_or_else(|| topo.any_route(src, dst));
+    let rev = topo.ecmp_route(&tuple.reversed(), seed).unwrap_or_else(|| topo.any_route(dst, src));
+    (fwd, rev)
+}
+
+/// An application: traffic generator, collective, training job.
+pub trait App: Send + Sync {
+    fn start(&mut self, api: &mut Api);
+    fn on_timer(&mut self, api: &mut Api, token: u64);
+    /// All bytes of `msg` have arrived at its destination.
+    fn on_complete(&mut self, _api: &mut Api, _msg: MsgId) {}
+    /// In-order bytes of `msg` reached its destination: `bytes` so far.
+    /// Called for the first arrival of every message, and for every advance
+    /// of messages sent with `notify_packets`; the last call comes just
+    /// before `on_complete`.
+    fn on_receive(&mut self, _api: &mut Api, _msg: MsgId, _bytes: u64) {}
+    /// Routing converged after a link went down and `msg`'s pinned path
+    /// crosses it: its packets are lost until the app moves it
+    /// ([`Api::set_path`]) or the link comes back.
+    fn on_route_lost(&mut self, _api: &mut Api, _msg: MsgId) {}
+    /// Label written in the flows table's `tag` column and messages' `app`.
+    fn tag(&self) -> &str;
+    /// The app's own result tables (tables of one name from several apps
+    /// are concatenated, so apps of a kind use the same columns).
+    fn tables(&self) -> Vec<Table> {
+        Vec::new()
+    }
+}
+
+/// The interface an application sees.
+pub struct Api<'a> {
+    pub(super) now: u64,
+    pub(super) app: u16,
+    pub(super) queue: &'a mut EventQueue<Ev>,
+    pub(super) backend: &'a mut dyn Backend,
+    pub(super) topo: &'a Topology,
+    pub(super) msgs: &'a mut Vec<MsgRecord>,
+    pub(super) net: NetOut<'a>,
+    pub(super) error: &'a mut Option<String>,
+    pub(super) hash_seed: u64,
+    pub(super) mss_bytes: u32,
+}
+
+/// The engine's buffers a backend writes into while an app calls it.
+pub(super) struct NetOut<'a> {
+    pub completions: &'a mut Vec<super::net::Completion>,
+    pub arrivals: &'a mut Vec<super::net::Arrival>,
+    pub probes: &'a mut [Box<dyn Probe>],
+}
+
+impl Api<'_> {
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+    /// The time a node's local clock shows now. Every clock equals simulated
+    /// time today; the hook is where a clock model (offset, drift) will go.
+    pub fn local_time_ps(&self, _node: u32) -> u64 {
+        self.now
+    }
+    pub fn topology(&self) -> &Topology {
+        self.topo
+    }
+
+    /// Sends a message; its arrival is reported to this app's `on_receive`
+    /// and `on_complete`.
+    pub fn send(&mut self, m: &Message) -> Result<MsgId, String> {
+        let nh = self.topo.num_hosts() as u32;
+        if m.src >= nh || m.dst >= nh {
+            return Err(format!("host index out of range (0..{nh})"));
+        }
+        if m.src == m.dst {
+            return Err("source and destination must differ".into());
+        }
+        if m.size_bytes == 0 {
+            return Err("size_bytes must be positive".into());
+        }
+        let id = self.msgs.len() as u32;
+        let (fwd, rev) = match &m.path {
+            Some(p) => {
+                let back: Vec<u32> = p.iter().rev().copied().collect();
+                (self.topo.explicit_route(p, m.src, m.dst)?, self.topo.explicit_route(&back, m.dst, m.src)?)
+            }
+            None => ecmp_routes(self.topo, id, m.src, m.dst, self.hash_seed),
+        };
+        let ideal = self.topo.ideal_fct_ps(&fwd, m.size_bytes, self.mss_bytes);
+        self.msgs.push(MsgRecord {
+            src: m.src,
+            dst: m.dst,
+            size_bytes: m.size_bytes,
+            class: m.class,
+            tag: m.tag,
+            start_ps: self.now,
+            first_byte_ps: None,
+            end_ps: None,
+            ideal_fct_ps: ideal,
+            retransmits: 0,
+            app: self.app,
+            route: fwd.clone().into_boxed_slice(),
+            pinned: m.path.is_some(),
+            reroutes: 0,
+            route_lost: false,
+        });
+        if !self.net.probes.is_empty() {
+            let rec = &self.msgs[id as usize];
+            for p in self.net.probes.iter_mut() {
+                p.message_started(self.now, id, rec);
+            }
+        }
+        let send = BackendSend {
+            msg: id,
+            size_bytes: m.size_bytes,
+            class: m.class,
+            persistent: m.persistent,
+            notify_packets: m.notify_packets,
+            fwd,
+            rev,
+        };
+        let mut ctx = Ctx {
+            now: self.now,
+            queue: self.queue,
+            completions: self.net.completions,
+            arrivals: self.net.arrivals,
+            probes: self.net.probes,
+            topo: self.topo,
+        };
+        self.backend.send(&mut ctx, send);
+        Ok(id)
+    }
+
+    /// Moves a message still being sent to another class (its packets
+    /// already in queues keep theirs); false for a message no longer being
+    /// sent (nothing changes).
+    pub fn set_class(&mut self, msg: MsgId, class: u8) -> bool {
+        let mut ctx = Ctx {
+            now: self.now,
+            queue: self.queue,
+            completions: self.net.completions,
+            arrivals: self.net.arrivals,
+            probes: self.net.probes,
+            topo: self.topo,
+        };
+        self.backend.set_class(&mut ctx, msg, class)
+    }
+
+    /// Moves a live message onto an explicit node path (source host ...
+    /// destination host); its ACKs take the reverse. False when the message
+    /// has no traffic left in the network.
+    pub fn set_path(&mut self, msg: MsgId, path: &[u32]) -> Result<bool, String> {
+        let rec = self.msgs.get(msg as usize).ok_or("no such message")?;
+        let (src, dst) = (rec.src, rec.dst);
+        let fwd = self.topo.explicit_route(path, src, dst)?;
+        let back: Vec<u32> = path.iter().rev().copied().collect();
+        let rev = self.topo.explicit_route(&back, dst, src)?;
+        let mut live = Vec::new();
+        self.backend.live_messages(&mut live);
+        if !live.contains(&msg) {
+            return Ok(false);
+        }
+        let rec = &mut self.msgs[msg as usize];
+        rec.route = fwd.clone().into_boxed_slice();
+        rec.pinned = true;
+        rec.route_lost = false;
+        rec.reroutes += 1;
+        let mut ctx = Ctx {
+            now: self.now,
+            queue: self.queue,
+            completions: self.net.completions,
+            arrivals: self.net.arrivals,
+            probes: self.net.probes,
+            topo: self.topo,
+        };
+        self.backend.reroute(&mut ctx, msg, fwd, rev);
+        Ok(true)
+    }
+
+    /// Stops the simulation with an error (reported by `run_until`).
+    pub fn fail(&mut self, message: String) {
+        if self.error.is_none() {
+            *self.error = Some(message);
+        }
+    }
+
+    /// Calls this app's `on_timer(token)` at `at_ps` (not before now).
+    pub fn schedule(&mut self, at_ps: u64, token: u64) {
+        self.queue.schedule(at_ps.max(self.now), Ev::App { app: self.app, token });
+    }
+}

@@ -1,0 +1,369 @@
+//! The engine: simulated time, the event queue, the main loop, and the
+//! message interface ([`Api`], [`App`]). It knows no packet and no
+//! application: a backend implements [`Backend`] and owns its events
+//! ([`NetEv`] is opaque here); applications implement [`App`].
+
+pub mod api;
+pub mod net;
+pub mod probe;
+pub mod table;
+
+pub use api::{Api, App, Message, MsgId, MsgRecord};
+pub use net::{Arrival, Backend, BackendSend, BandSample, Completion, Ctx, LinkChange, LinkStats, NetEv};
+pub use probe::{PortEvent, Probe};
+pub use table::{merge_tables, Column, Table};
+
+use crate::event::EventQueue;
+use crate::fabric::topology::Topology;
+use crate::fabric::{LinkAction, LinkEventSpec};
+use api::NetOut;
+
+/// Every event of a simulation: a backend's own, an application's timer, or
+/// the engine's queue sampler.
+#[derive(Debug, Clone, Copy)]
+pub enum Ev {
+    Net(NetEv),
+    App { app: u16, token: u64 },
+    Sample,
+    /// Timed link event `i` of the scenario happens.
+    Link(u32),
+    /// Routing converges on the link state after event `i`.
+    Converge(u32),
+}
+
+/// Queue samples kept by the engine's sampler: one row per band whose queue
+/// or counters changed since the previous sample (or whose queue is not empty).
+#[derive(Debug, Default, Clone)]
+pub struct Samples {
+    pub time_ps: Vec<u64>,
+    pub rows: Vec<BandSample>,
+}
+
+pub struct Simulation {
+    now: u64,
+    queue: EventQueue<Ev>,
+    topo: Topology,
+    backend: Box<dyn Backend>,
+    apps: Vec<Box<dyn App>>,
+    probes: Vec<Box<dyn Probe>>,
+    msgs: Vec<MsgRecord>,
+    completions: Vec<Completion>,
+    arrivals: Vec<Arrival>,
+    events: u64,
+    /// Time of the last event that did something (stale timers excluded).
+    last_active_ps: u64,
+    started: bool,
+    hash_seed: u64,
+    mss_bytes: u32,
+    error: Option<String>,
+    sample_every_ps: Option<u64>,
+    samples: Samples,
+    last_sample: Vec<BandSample>,
+    scratch: Vec<BandSample>,
+    link_events: Vec<LinkEventSpec>,
+    convergence_ps: u64,
+}
+
+impl Simulation {
+    pub fn new(topo: Topology, backend: Box<dyn Backend>, hash_seed: u64, mss_bytes: u32) -> Simulation {
+        Simulation {
+            now: 0,
+            queue: EventQueue::new(),
+            topo,
+            backend,
+            apps: Vec::new(),
+            probes: Vec::new(),
+            msgs: Vec::new(),
+            completions: Vec::new(),
+            arrivals: Vec::new(),
+            events: 0,
+            last_active_ps: 0,
+            started: false,
+            hash_seed,
+            mss_bytes,
+            error: None,
+            sample_every_ps: None,
+            samples: Samples::default(),
+            last_sample: Vec::new(),
+            scratch: Vec::new(),
+            link_events: Vec::new(),
+            convergence_ps: 0,
+        }
+    }
+
+    /// Timed link events (before the run starts; checked by the builder) and
+    /// the delay after a link goes down or up before routing follows.
+    pub fn set_link_events(&mut self, events: Vec<LinkEventSpec>, convergence_ps: u64) {
+        assert!(!self.started, "link events must be set before the simulation starts");
+        self.link_events = events;
+        self.convergence_ps = convergence_ps;
+    }
+
+    pub fn add_app(&mut self, app: Box<dyn App>) {
+        assert!(!self.started, "apps must be added before the simulation starts");
+        self.apps.push(app);
+    }
+
+    /// Attaches an observer (before the run starts).
+    pub fn add_probe(&mut self, probe: Box<dyn Probe>) {
+        assert!(!self.started, "probes must be added before the simulation starts");
+        self.probes.push(probe);
+    }
+
+    /// Samples every port's bands every `every_ps` while the network is busy
+    /// (before the run starts). Sampling does not change the run.
+    pub fn sample_queues(&mut self, every_ps: u64) {
+        assert!(!self.started && every_ps > 0);
+        self.sample_every_ps = Some(every_ps);
+    }
+
+    pub fn now_ps(&self) -> u64 {
+        self.now
+    }
+    /// Events that did something (stale timer events and samples are not counted).
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+    /// When the last effective event happened: the end of the simulated activity.
+    pub fn last_active_ps(&self) -> u64 {
+        self.last_active_ps
+    }
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+    pub fn messages(&self) -> &[MsgRecord] {
+        &self.msgs
+    }
+    pub fn app_tag(&self, app: u16) -> &str {
+        self.apps[app as usize].tag()
+    }
+    /// Every app's result tables, then the backend's, tables of one name concatenated.
+    pub fn app_tables(&self) -> Vec<Table> {
+        let mut all: Vec<Table> = self.apps.iter().flat_map(|a| a.tables()).collect();
+        all.extend(self.backend.tables());
+        merge_tables(all)
+    }
+    pub fn probes(&self) -> &[Box<dyn Probe>] {
+        &self.probes
+    }
+    pub fn link_stats(&self) -> Vec<LinkStats> {
+        self.backend.link_stats(self.last_active_ps)
+    }
+    pub fn samples(&self) -> &Samples {
+        &self.samples
+    }
+    /// Packets or flows still inside the network.
+    pub fn in_flight(&self) -> usize {
+        self.backend.in_flight()
+    }
+
+    fn with_app<R>(&mut self, app: u16, f: impl FnOnce(&mut dyn App, &mut Api) -> R) -> R {
+        let mut api = Api {
+            now: self.now,
+            app,
+            queue: &mut self.queue,
+            backend: self.backend.as_mut(),
+            topo: &self.topo,
+            msgs: &mut self.msgs,
+            net: NetOut { completions: &mut self.completions, arrivals: &mut self.arrivals, probes: &mut self.probes },
+            error: &mut self.error,
+            hash_seed: self.hash_seed,
+            mss_bytes: self.mss_bytes,
+        };
+        f(self.apps[app as usize].as_mut(), &mut api)
+    }
+
+    fn start(&mut self) {
+        self.started = true;
+        for i in 0..self.apps.len() {
+            self.with_app(i as u16, |a, api| a.start(api));
+        }
+        if let Some(dt) = self.sample_every_ps {
+            self.queue.schedule(dt, Ev::Sample);
+        }
+        for (i, e) in self.link_events.iter().enumerate() {
+            self.queue.schedule(e.at_ps, Ev::Link(i as u32));
+        }
+    }
+
+    fn net_ctx(&mut self) -> (Ctx<'_>, &mut dyn Backend) {
+        (
+            Ctx {
+                now: self.now,
+                queue: &mut self.queue,
+                completions: &mut self.completions,
+                arrivals: &mut self.arrivals,
+                probes: &mut self.probes,
+                topo: &self.topo,
+            },
+            self.backend.as_mut(),
+        )
+    }
+
+    /// A link changes now; routing follows after the convergence delay.
+    fn link_event(&mut self, i: u32) {
+        let e = self.link_events[i as usize].clone();
+        let change = match e.action {
+            LinkAction::Down => LinkChange::Down,
+            LinkAction::Up => LinkChange::Up,
+            LinkAction::Rate => LinkChange::Rate(e.rate_bps.expect("checked by the builder")),
+            LinkAction::Loss => LinkChange::Loss(e.loss.expect("checked by the builder")),
+        };
+        let (mut ctx, backend) = self.net_ctx();
+        backend.link_change(&mut ctx, e.link, change);
+        if matches!(e.action, LinkAction::Down | LinkAction::Up) {
+            let at = self.now + self.convergence_ps;
+            self.queue.schedule(at, Ev::Converge(i));
+        }
+    }
+
+    /// Routing learns the link's state: distances are recomputed and every
+    /// live message routed by ECMP takes its hash's path over the links up
+    /// (the same path as before when nothing on it changed); a pinned
+    /// message whose path crosses a link down is reported to its app.
+    fn converge(&mut self, i: u32) {
+        let e = &self.link_events[i as usize];
+        self.topo.set_link_up(e.link, e.action == LinkAction::Up);
+        self.topo.compute_routing();
+        let mut live = Vec::new();
+        self.backend.live_messages(&mut live);
+        live.sort_unstable();
+        for msg in live {
+            let rec = &self.msgs[msg as usize];
+            if rec.pinned {
+                let broken = rec.route.iter().any(|&p| !self.topo.port_up(p));
+                if broken && !rec.route_lost {
+                    self.msgs[msg as usize].route_lost = true;
+                    let app = self.msgs[msg as usize].app;
+                    self.with_app(app, |a, api| a.on_route_lost(api, msg));
+                }
+                continue;
+            }
+            let (fwd, rev) = api::ecmp_routes(&self.topo, msg, rec.src, rec.dst, self.hash_seed);
+            if *fwd == *rec.route {
+                // The forward path stands; the ACKs' may still have moved.
+                let (mut ctx, backend) = self.net_ctx();
+                backend.reroute(&mut ctx, msg, fwd, rev);
+                continue;
+            }
+            let rec = &mut self.msgs[msg as usize];
+            rec.route = fwd.clone().into_boxed_slice();
+            rec.reroutes += 1;
+            let (mut ctx, backend) = self.net_ctx();
+            backend.reroute(&mut ctx, msg, fwd, rev);
+        }
+    }
+
+    /// Arrivals first (an app hears of a message's bytes before its end),
+    /// then completions, each in the order the backend reported them.
+    fn dispatch(&mut self) {
+        let arrived = std::mem::take(&mut self.arrivals);
+        for a in &arrived {
+            let rec = &mut self.msgs[a.msg as usize];
+            if rec.first_byte_ps.is_none() {
+                rec.first_byte_ps = Some(self.now);
+            }
+            let app = rec.app;
+            self.with_app(app, |x, api| x.on_receive(api, a.msg, a.bytes));
+        }
+        if self.arrivals.is_empty() {
+            self.arrivals = arrived;
+            self.arrivals.clear();
+        }
+        let done = std::mem::take(&mut self.completions);
+        for c in &done {
+            let rec = &mut self.msgs[c.msg as usize];
+            rec.end_ps = Some(self.now);
+            rec.retransmits = c.retransmits;
+            if !self.probes.is_empty() {
+                let rec = &self.msgs[c.msg as usize];
+                for p in self.probes.iter_mut() {
+                    p.message_completed(self.now, c.msg, rec);
+                }
+            }
+            let app = self.msgs[c.msg as usize].app;
+            self.with_app(app, |a, api| a.on_complete(api, c.msg));
+        }
+        if self.completions.is_empty() {
+            self.completions = done;
+            self.completions.clear();
+        }
+    }
+
+    fn sample(&mut self) {
+        let mut cur = std::mem::take(&mut self.scratch);
+        cur.clear();
+        self.backend.sample_bands(&mut cur);
+        for (i, s) in cur.iter().enumerate() {
+            let idle = BandSample { port: s.port, band: s.band, ..Default::default() };
+            let changed = *self.last_sample.get(i).unwrap_or(&idle) != *s;
+            if s.queue_bytes > 0 || changed {
+                self.samples.time_ps.push(self.now);
+                self.samples.rows.push(*s);
+            }
+        }
+        self.scratch = std::mem::replace(&mut self.last_sample, cur);
+        if !self.queue.is_empty() {
+            let dt = self.sample_every_ps.expect("sampling on");
+            self.queue.schedule(self.now + dt, Ev::Sample);
+        }
+    }
+
+    /// Runs every event with time `<= until_ps`. Returns whether events remain.
+    pub fn run_until(&mut self, until_ps: u64) -> Result<bool, String> {
+        if !self.started {
+            self.start();
+        }
+        if let Some(e) = &self.error {
+            return Err(e.clone());
+        }
+        while let Some(t) = self.queue.peek_time() {
+            if t > until_ps {
+                self.now = self.now.max(until_ps);
+                return Ok(true);
+            }
+            let (t, ev) = self.queue.pop().expect("peeked");
+            self.now = t;
+            let effective = match ev {
+                Ev::App { app, token } => {
+                    self.with_app(app, |a, api| a.on_timer(api, token));
+                    true
+                }
+                Ev::Net(net) => {
+                    let mut ctx = Ctx {
+                        now: t,
+                        queue: &mut self.queue,
+                        completions: &mut self.completions,
+                        arrivals: &mut self.arrivals,
+                        probes: &mut self.probes,
+                        topo: &self.topo,
+                    };
+                    self.backend.handle(&mut ctx, net)
+                }
+                Ev::Sample => {
+                    self.sample();
+                    false
+                }
+                Ev::Link(i) => {
+                    self.link_event(i);
+                    true
+                }
+                Ev::Converge(i) => {
+                    self.converge(i);
+                    true
+                }
+            };
+            if effective {
+                self.events += 1;
+                self.last_active_ps = t;
+            }
+            if !self.completions.is_empty() || !self.arrivals.is_empty() {
+                self.dispatch();
+            }
+            if let Some(e) = &self.error {
+                return Err(e.clone());
+            }
+        }
+        Ok(false)
+    }
+}

@@ -1,0 +1,160 @@
+//! What the engine asks of a network backend, and what a backend may use of
+//! the engine while it handles one of its events. The engine never looks
+//! inside a backend's events ([`NetEv`] is opaque to it) and knows nothing
+//! of packets, queues or transports.
+
+use super::probe::{PortEvent, Probe};
+use super::Ev;
+use crate::event::{EventKey, EventQueue};
+use crate::fabric::topology::Topology;
+
+/// A backend's own event, opaque to the engine: the backend chooses `kind`
+/// and `id` (e.g. "port 12 finished serializing") and decodes them itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NetEv {
+    pub kind: u8,
+    pub id: u32,
+}
+
+/// A message fully arrived at its destination at `Ctx::now`.
+#[derive(Debug, Clone, Copy)]
+pub struct Completion {
+    pub msg: u32,
+    pub retransmits: u64,
+}
+
+/// In-order bytes of a message reached its destination: `bytes` is the
+/// number delivered so far. Reported for the first arrival of every message
+/// and, for messages sent with `notify_packets`, for every advance.
+#[derive(Debug, Clone, Copy)]
+pub struct Arrival {
+    pub msg: u32,
+    pub bytes: u64,
+}
+
+/// Counters of one directed link (egress port).
+#[derive(Debug, Clone, Default)]
+pub struct LinkStats {
+    pub from: u32,
+    pub to: u32,
+    pub rate_bps: u64,
+    /// Wire bytes transmitted (headers, preamble and gap included).
+    pub bytes: u64,
+    pub packets: u64,
+    pub drops: u64,
+    pub ecn_marks: u64,
+    pub max_queue_bytes: u64,
+    /// Time integral of the queue length, in byte-picoseconds.
+    pub queue_area: u128,
+    /// PAUSE frames this port sent upstream (PFC), and how long its bands
+    /// were paused by frames it received, summed over bands.
+    pub pause_frames_sent: u64,
+    pub paused_ps: u64,
+}
+
+/// One band of one egress port at a sampling instant (cumulative counters).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BandSample {
+    pub port: u32,
+    pub band: u8,
+    pub queue_bytes: u64,
+    pub tx_bytes: u64,
+    pub drops: u64,
+    pub ecn_marks: u64,
+    pub paused: bool,
+}
+
+/// The engine's services to a backend handling an event or a send.
+pub struct Ctx<'a> {
+    pub now: u64,
+    pub(super) queue: &'a mut EventQueue<Ev>,
+    pub completions: &'a mut Vec<Completion>,
+    pub arrivals: &'a mut Vec<Arrival>,
+    pub(super) probes: &'a mut [Box<dyn Probe>],
+    /// The fabric as routing knows it now (next hops of packets that are not
+    /// source-routed, e.g. those a switch's logic emits).
+    pub topo: &'a Topology,
+}
+
+impl Ctx<'_> {
+    /// Schedules one of the backend's own events at `at_ps`.
+    #[inline]
+    pub fn schedule(&mut self, at_ps: u64, ev: NetEv) -> EventKey {
+        self.queue.schedule(at_ps, Ev::Net(ev))
+    }
+    /// Cancels a pending event of this backend.
+    #[inline]
+    pub fn cancel(&mut self, key: EventKey) {
+        self.queue.cancel(key)
+    }
+    /// Whether any probe listens to port events (skip building them if not).
+    #[inline]
+    pub fn probed(&self) -> bool {
+        !self.probes.is_empty()
+    }
+    /// Tells every probe about a queue event on `port`'s band `band`.
+    #[inline]
+    pub fn port_event(&mut self, port: u32, band: u8, kind: PortEvent, wire_bytes: u32) {
+        let now = self.now;
+        for p in self.probes.iter_mut() {
+            p.port_event(now, port, band, kind, wire_bytes);
+        }
+    }
+}
+
+/// A change of one link (both directions), applied by the backend at once;
+/// routing follows after the convergence delay.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LinkChange {
+    /// Packets on the link and in its queues are lost; nothing passes.
+    Down,
+    Up,
+    /// A degraded (or restored) link: serialization at this rate.
+    Rate(u64),
+    /// Each packet sent on the link is lost with this probability.
+    Loss(f64),
+}
+
+/// A network backend: moves messages along routes and reports arrivals.
+pub trait Backend: Send + Sync {
+    /// Starts moving message `msg` along `fwd` (its ACKs, if any, along `rev`).
+    fn send(&mut self, ctx: &mut Ctx, send: BackendSend);
+    /// Moves message `msg`'s later traffic to `class`, like re-marking a
+    /// live socket's DSCP; false (and nothing done) once it has left its sender.
+    fn set_class(&mut self, ctx: &mut Ctx, msg: u32, class: u8) -> bool;
+    /// Handles one of this backend's events; returns false when the event
+    /// was stale (a timer re-armed since it was scheduled) and did nothing.
+    fn handle(&mut self, ctx: &mut Ctx, ev: NetEv) -> bool;
+    /// Per-port counters up to `now_ps`.
+    fn link_stats(&self, now_ps: u64) -> Vec<LinkStats>;
+    /// Appends every band of every port with its queue and counters now
+    /// (backends without queues append nothing).
+    fn sample_bands(&self, _out: &mut Vec<BandSample>) {}
+    /// Packets (packet backend) or flows (flow backend) still in the network.
+    fn in_flight(&self) -> usize;
+    /// Applies a change of link `link` (egress ports `2 * link` and `2 * link + 1`).
+    fn link_change(&mut self, ctx: &mut Ctx, link: u32, change: LinkChange);
+    /// The backend's own result tables (e.g. switch logic's counters).
+    fn tables(&self) -> Vec<super::Table> {
+        Vec::new()
+    }
+    /// Appends the messages that still have traffic in the network.
+    fn live_messages(&self, out: &mut Vec<u32>);
+    /// Moves a live message's later traffic onto new routes (packets already
+    /// in the network finish on the route they took).
+    fn reroute(&mut self, ctx: &mut Ctx, msg: u32, fwd: Vec<u32>, rev: Vec<u32>);
+}
+
+/// A message handed to a backend, its route resolved to egress ports.
+#[derive(Debug, Clone)]
+pub struct BackendSend {
+    pub msg: u32,
+    pub size_bytes: u64,
+    pub class: u8,
+    /// Continue the host pair's connection state (transport backends).
+    pub persistent: bool,
+    /// Report every in-order advance at the destination, not only the first.
+    pub notify_packets: bool,
+    pub fwd: Vec<u32>,
+    pub rev: Vec<u32>,
+}

@@ -1,0 +1,75 @@
+//! Link events in the packet backend: a link goes down (its queues, the
+//! frames in serialization and on its wire are lost) or up, changes its
+//! rate, or starts losing frames; routing moves connections onto new routes.
+
+use super::header::{Packet, NO_PORT, PROTO_PAUSE};
+use super::pfc::Signal;
+use super::PacketNet;
+use crate::engine::{Ctx, LinkChange, PortEvent};
+
+impl PacketNet {
+    pub(super) fn apply_link_change(&mut self, ctx: &mut Ctx, link: u32, change: LinkChange) {
+        for port in [2 * link, 2 * link + 1] {
+            match change {
+                LinkChange::Down => self.port_down(ctx, port),
+                LinkChange::Up => {
+                    let p = &mut self.ports[port as usize];
+                    p.up = true;
+                    if p.tx.is_none() {
+                        self.start_tx(ctx, port);
+                    }
+                }
+                LinkChange::Rate(r) => self.ports[port as usize].rate_bps = r,
+                LinkChange::Loss(x) => self.ports[port as usize].loss = x,
+            }
+        }
+    }
+
+    /// Everything queued at, in serialization on, or on the wire of `port` is lost.
+    fn port_down(&mut self, ctx: &mut Ctx, port: u32) {
+        let p = &mut self.ports[port as usize];
+        p.up = false;
+        p.account_queue(ctx.now);
+        let queued: Vec<Packet> = std::iter::from_fn(|| p.qdisc.dequeue_any()).collect();
+        let in_tx = p.tx.take();
+        let on_wire: Vec<Packet> = p.wire.drain(..).map(|(_, pkt)| pkt).collect();
+        p.ctrl.clear();
+        p.stats.drops += (queued.len() + in_tx.iter().count() + on_wire.len()) as u64;
+        if ctx.probed() {
+            for pkt in queued.iter().chain(in_tx.iter()).chain(on_wire.iter()) {
+                let band = self.ports[port as usize].qdisc.band_of(pkt.class) as u8;
+                ctx.port_event(port, band, PortEvent::Drop, pkt.wire);
+            }
+        }
+        for pkt in &queued {
+            // A packet queued at a switch held PFC buffer for its ingress.
+            if pkt.ingress != NO_PORT {
+                if let Some(pfc) = self.pfc.as_mut().filter(|f| f.is_lossless(pkt.class)) {
+                    if pfc.departed(pkt.ingress, pkt.class, pkt.wire) == Signal::Xon {
+                        self.send_pause(ctx, pkt.ingress, pkt.class, 0);
+                    }
+                }
+            }
+            self.lost(port, pkt);
+        }
+        if let Some(pkt) = in_tx {
+            self.lost(port, &pkt);
+        }
+        // Frames on the wire had left their NIC already: only out of the network.
+        self.packets_in_network -= on_wire.iter().filter(|p| p.proto != PROTO_PAUSE).count();
+    }
+
+    pub(super) fn live(&self, out: &mut Vec<u32>) {
+        out.extend(self.conns.iter().enumerate().filter(|(_, c)| c.is_some()).map(|(i, _)| i as u32));
+    }
+
+    /// New packets of `msg` (data, retransmissions, ACKs) take the new routes.
+    pub(super) fn set_routes(&mut self, msg: u32, fwd: Vec<u32>, rev: Vec<u32>) {
+        let Some(Some(conn)) = self.conns.get_mut(msg as usize) else { return };
+        let (f, r) = conn.routes.last().expect("a route");
+        if **f == *fwd && **r == *rev {
+            return;
+        }
+        conn.routes.push((fwd.into_boxed_slice(), rev.into_boxed_slice()));
+    }
+}

@@ -1,0 +1,308 @@
+//! Egress ports of the packet backend: a queue discipline, a serializer, a
+//! wire, PFC pause state, and pending MAC control frames (PAUSE), which go
+//! before any queued data once the frame being serialized is done.
+
+use super::header::{Packet, NO_PORT, PROTO_PAUSE};
+use super::pfc::{Signal, QUANTUM_BITS};
+use super::qdisc::{Enqueued, Qdisc};
+use super::{PacketNet, EV_PAUSE_END, EV_PFC_REFRESH, EV_PORT_TX, EV_WIRE_HEAD};
+use crate::engine::{Ctx, LinkStats, NetEv, PortEvent};
+use crate::time::{ser_time_ps, PS_PER_S};
+use rand::Rng;
+use std::collections::VecDeque;
+
+pub(super) struct Port {
+    /// A host's NIC port: its departures release the sender's TSQ budget.
+    pub host_port: bool,
+    pub rate_bps: u64,
+    pub delay_ps: u64,
+    pub qdisc: Qdisc,
+    /// Packet (or control frame) being serialized, if any.
+    pub tx: Option<Packet>,
+    /// MAC control frames waiting to be sent.
+    pub ctrl: VecDeque<Packet>,
+    /// Packets propagating on the wire with their arrival times (non-decreasing).
+    pub wire: VecDeque<(u64, Packet)>,
+    pub stats: LinkStats,
+    pub q_changed_ps: u64,
+    /// The link is up (timed link events); when down, nothing passes.
+    pub up: bool,
+    /// Probability that a frame sent is lost on the wire.
+    pub loss: f64,
+    /// When the frame in `tx` finishes (a PortTx event at another time is stale).
+    pub tx_done_ps: u64,
+    /// Classes paused by PFC (bit c); when each pause ends and began (kept
+    /// apart, allocated on the first pause: most ports are never paused).
+    paused: u8,
+    pause_times: Option<Box<PauseTimes>>,
+}
+
+#[derive(Default)]
+struct PauseTimes {
+    end_ps: [u64; 8],
+    since_ps: [u64; 8],
+}
+
+impl Port {
+    pub fn new(host_port: bool, from: u32, to: u32, rate_bps: u64, delay_ps: u64, qdisc: Qdisc) -> Port {
+        Port {
+            host_port,
+            rate_bps,
+            delay_ps,
+            qdisc,
+            tx: None,
+            ctrl: VecDeque::new(),
+            wire: VecDeque::new(),
+            stats: LinkStats { from, to, rate_bps, ..Default::default() },
+            q_changed_ps: 0,
+            up: true,
+            loss: 0.0,
+            tx_done_ps: 0,
+            paused: 0,
+            pause_times: None,
+        }
+    }
+
+    pub fn account_queue(&mut self, now: u64) {
+        let dt = now - self.q_changed_ps;
+        self.stats.queue_area += self.qdisc.bytes() as u128 * dt as u128;
+        self.q_changed_ps = now;
+    }
+
+    /// Counters up to `now_ps` (queue area and pauses still running included).
+    pub fn stats_at(&self, now_ps: u64) -> LinkStats {
+        let mut s = self.stats.clone();
+        s.queue_area += self.qdisc.bytes() as u128 * now_ps.saturating_sub(self.q_changed_ps) as u128;
+        if let Some(t) = &self.pause_times {
+            for c in 0..8 {
+                if self.paused & (1 << c) != 0 {
+                    s.paused_ps += now_ps.saturating_sub(t.since_ps[c]);
+                }
+            }
+        }
+        s
+    }
+
+    /// Time `quanta` pause quanta last at this port's rate.
+    fn pause_ps(&self, quanta: u16) -> u64 {
+        let bits = quanta as u128 * QUANTUM_BITS as u128 * PS_PER_S as u128;
+        ((bits + self.rate_bps as u128 / 2) / self.rate_bps as u128) as u64
+    }
+}
+
+impl PacketNet {
+    pub(super) fn enqueue(&mut self, ctx: &mut Ctx, port: u32, pkt: Packet) {
+        let lossless = self.pfc.as_ref().is_some_and(|f| pkt.ingress != NO_PORT && f.is_lossless(pkt.class));
+        let p = &mut self.ports[port as usize];
+        p.account_queue(ctx.now);
+        let res = if !p.up {
+            p.qdisc.count_drop(pkt.class); // the link is down
+            Enqueued::Dropped
+        } else if lossless {
+            let pfc = self.pfc.as_mut().expect("lossless needs PFC");
+            if pfc.admits(pkt.ingress, pkt.class, pkt.wire) {
+                p.qdisc.enqueue_lossless(pkt)
+            } else {
+                p.qdisc.count_drop(pkt.class); // headroom overflow
+                Enqueued::Dropped
+            }
+        } else {
+            p.qdisc.enqueue(pkt)
+        };
+        match res {
+            Enqueued::Dropped => {
+                p.stats.drops += 1;
+                if ctx.probed() {
+                    let band = p.qdisc.band_of(pkt.class) as u8;
+                    ctx.port_event(port, band, PortEvent::Drop, pkt.wire);
+                }
+                self.lost(port, &pkt);
+                return;
+            }
+            Enqueued::Marked => p.stats.ecn_marks += 1,
+            Enqueued::Queued => {}
+        }
+        p.stats.max_queue_bytes = p.stats.max_queue_bytes.max(p.qdisc.bytes());
+        let idle = p.tx.is_none();
+        if ctx.probed() {
+            let band = p.qdisc.band_of(pkt.class) as u8;
+            if res == Enqueued::Marked {
+                ctx.port_event(port, band, PortEvent::Mark, pkt.wire);
+            }
+            ctx.port_event(port, band, PortEvent::Enqueue, pkt.wire);
+        }
+        if lossless {
+            let pfc = self.pfc.as_mut().expect("lossless needs PFC");
+            if pfc.arrived(pkt.ingress, pkt.class, pkt.wire) == Signal::Xoff {
+                let q = pfc.spec.pause_quanta;
+                self.send_pause(ctx, pkt.ingress, pkt.class, q);
+            }
+        }
+        if idle && self.ports[port as usize].tx.is_none() {
+            self.start_tx(ctx, port);
+        }
+    }
+
+    /// Starts serializing the next frame: a pending control frame first,
+    /// else the next packet of a band that is not paused.
+    pub(super) fn start_tx(&mut self, ctx: &mut Ctx, port: u32) {
+        let p = &mut self.ports[port as usize];
+        if !p.up {
+            return;
+        }
+        if let Some(frame) = if p.ctrl.is_empty() { None } else { p.ctrl.pop_front() } {
+            let done = ctx.now + ser_time_ps(frame.wire as u64, p.rate_bps);
+            p.tx = Some(frame);
+            p.tx_done_ps = done;
+            ctx.schedule(done, NetEv { kind: EV_PORT_TX, id: port });
+            return;
+        }
+        p.account_queue(ctx.now);
+        let Some(pkt) = p.qdisc.dequeue() else { return };
+        let done = ctx.now + ser_time_ps(pkt.wire as u64, p.rate_bps);
+        p.tx = Some(pkt);
+        p.tx_done_ps = done;
+        ctx.schedule(done, NetEv { kind: EV_PORT_TX, id: port });
+        if ctx.probed() {
+            let band = p.qdisc.band_of(pkt.class) as u8;
+            ctx.port_event(port, band, PortEvent::Dequeue, pkt.wire);
+        }
+        if let Some(pfc) = self.pfc.as_mut().filter(|f| pkt.ingress != NO_PORT && f.is_lossless(pkt.class)) {
+            if pfc.departed(pkt.ingress, pkt.class, pkt.wire) == Signal::Xon {
+                self.send_pause(ctx, pkt.ingress, pkt.class, 0);
+            }
+        }
+    }
+
+    /// Returns false for a stale event (the frame was lost when its link went down).
+    pub(super) fn on_tx_done(&mut self, ctx: &mut Ctx, port: u32) -> bool {
+        let p = &mut self.ports[port as usize];
+        if p.tx.is_none() || p.tx_done_ps != ctx.now {
+            return false;
+        }
+        let pkt = p.tx.take().expect("checked");
+        p.stats.bytes += pkt.wire as u64;
+        if pkt.proto == PROTO_PAUSE {
+            p.stats.pause_frames_sent += 1;
+        } else {
+            p.stats.packets += 1;
+        }
+        let lost = p.loss > 0.0 && self.loss_rng.gen::<f64>() < p.loss;
+        if lost {
+            p.stats.drops += 1;
+        } else {
+            let arrive = ctx.now + p.delay_ps;
+            p.wire.push_back((arrive, pkt));
+            if p.wire.len() == 1 {
+                ctx.schedule(arrive, NetEv { kind: EV_WIRE_HEAD, id: port });
+            }
+        }
+        let host_data = p.host_port && pkt.proto != PROTO_PAUSE && !pkt.is_ack();
+        if lost && pkt.proto != PROTO_PAUSE {
+            // Lost on the wire: out of the network; a host's data still left its NIC (below).
+            self.packets_in_network -= 1;
+        }
+        self.start_tx(ctx, port);
+        if host_data {
+            if let Some(conn) = self.conns[pkt.conn as usize].as_deref_mut() {
+                conn.nic_bytes -= pkt.payload as u64;
+                self.poll_conn(ctx, pkt.conn);
+            }
+        }
+        true
+    }
+
+    /// Bookkeeping of a TCP packet lost before or in a queue: out of the
+    /// network, and a host's data no longer counts against its connection's
+    /// NIC budget (TCP Small Queues). Its sender learns by timeout or
+    /// duplicate ACKs, as with any loss.
+    pub(super) fn lost(&mut self, port: u32, pkt: &Packet) {
+        if pkt.proto == PROTO_PAUSE {
+            return;
+        }
+        self.packets_in_network -= 1;
+        if self.ports[port as usize].host_port && !pkt.is_ack() && pkt.ingress == NO_PORT {
+            if let Some(conn) = self.conns[pkt.conn as usize].as_deref_mut() {
+                conn.nic_bytes -= pkt.payload as u64;
+            }
+        }
+    }
+
+    /// Sends a PAUSE for `class` (`quanta` 0: XON) back over the link that
+    /// `ingress` arrives on; an XOFF is refreshed every half pause time.
+    pub(super) fn send_pause(&mut self, ctx: &mut Ctx, ingress: u32, class: u8, quanta: u16) {
+        let out = ingress ^ 1;
+        let p = &mut self.ports[out as usize];
+        p.ctrl.push_back(Packet::pause(class, quanta));
+        if quanta > 0 {
+            let half = (p.pause_ps(quanta) / 2).max(1);
+            let at = ctx.now + half;
+            self.pfc.as_mut().expect("PFC on").arm_refresh(ingress, class, at);
+            ctx.schedule(at, NetEv { kind: EV_PFC_REFRESH, id: ingress * 8 + class as u32 });
+        }
+        if self.ports[out as usize].tx.is_none() {
+            self.start_tx(ctx, out);
+        }
+    }
+
+    pub(super) fn on_pfc_refresh(&mut self, ctx: &mut Ctx, ingress: u32, class: u8) -> bool {
+        let pfc = self.pfc.as_ref().expect("PFC on");
+        if !pfc.refresh_due(ingress, class, ctx.now) {
+            return false; // XON sent since, or re-armed
+        }
+        let q = pfc.spec.pause_quanta;
+        self.send_pause(ctx, ingress, class, q);
+        true
+    }
+
+    /// A PAUSE frame for `class` arrived at the node owning egress `port`.
+    pub(super) fn on_pause(&mut self, ctx: &mut Ctx, port: u32, class: u8, quanta: u16) {
+        if quanta == 0 {
+            self.resume(ctx, port, class);
+            return;
+        }
+        let p = &mut self.ports[port as usize];
+        let c = class as usize & 7;
+        let end = ctx.now + p.pause_ps(quanta);
+        let times = p.pause_times.get_or_insert_with(Default::default);
+        if p.paused & (1 << c) == 0 {
+            p.paused |= 1 << c;
+            times.since_ps[c] = ctx.now;
+            p.qdisc.set_paused_classes(p.paused);
+            if ctx.probed() {
+                let band = p.qdisc.band_of(class) as u8;
+                ctx.port_event(port, band, PortEvent::Pause, 0);
+            }
+        }
+        times.end_ps[c] = end;
+        ctx.schedule(end, NetEv { kind: EV_PAUSE_END, id: port * 8 + c as u32 });
+    }
+
+    pub(super) fn on_pause_end(&mut self, ctx: &mut Ctx, port: u32, class: u8) -> bool {
+        let p = &self.ports[port as usize];
+        let c = class as usize & 7;
+        if p.paused & (1 << c) == 0 || p.pause_times.as_ref().map_or(true, |t| t.end_ps[c] != ctx.now) {
+            return false; // resumed by XON, or extended by a refresh
+        }
+        self.resume(ctx, port, class);
+        true
+    }
+
+    fn resume(&mut self, ctx: &mut Ctx, port: u32, class: u8) {
+        let p = &mut self.ports[port as usize];
+        let c = class as usize & 7;
+        if p.paused & (1 << c) == 0 {
+            return;
+        }
+        p.paused &= !(1 << c);
+        p.stats.paused_ps += ctx.now - p.pause_times.as_ref().expect("paused").since_ps[c];
+        p.qdisc.set_paused_classes(p.paused);
+        if ctx.probed() {
+            let band = p.qdisc.band_of(class) as u8;
+            ctx.port_event(port, band, PortEvent::Resume, 0);
+        }
+        if p.tx.is_none() {
+            self.start_tx(ctx, port);
+        }
+    }
+}

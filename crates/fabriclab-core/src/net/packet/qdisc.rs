@@ -1,0 +1,216 @@
+//! Egress queue disciplines: drop-tail FIFO, strict priority with N bands
+//! (like Linux `prio`/`pfifo_fast`), per-band ECN marking on the
+//! instantaneous queue length (as DCTCP's switches do, SIGCOMM'10 §3.1),
+//! and a per-band pause mask as the hook for PFC (IEEE 802.1Qbb).
+
+use super::header::{Packet, FLAG_CE, FLAG_ECT};
+use crate::engine::BandSample;
+use serde::Deserialize;
+use std::collections::VecDeque;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Discipline {
+    Fifo,
+    Prio,
+}
+
+/// Egress queue discipline of every switch port. Limits and ECN thresholds
+/// apply per band (as Linux `prio` gives each band its own child FIFO).
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueueSpec {
+    pub discipline: Discipline,
+    pub bands: u8,
+    /// `priomap[class]` is the band of traffic class `class` (band 0 is served first).
+    pub priomap: [u8; 8],
+    pub limit_bytes: Option<u64>,
+    pub limit_packets: Option<u64>,
+    pub ecn_threshold_bytes: Option<u64>,
+    pub ecn_threshold_packets: Option<u64>,
+}
+
+/// A queue discipline for the egress ports of one node (`to: None`) or of
+/// one link direction `from -> to` (node indices).
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueueOverride {
+    pub from: u32,
+    #[serde(default)]
+    pub to: Option<u32>,
+    pub queue: QueueSpec,
+}
+
+/// One band's queued bytes and cumulative wire bytes sent, drops and marks.
+#[derive(Debug, Clone, Copy, Default)]
+struct BandCounters {
+    bytes: u64,
+    tx: u64,
+    drops: u64,
+    marks: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enqueued {
+    Queued,
+    Marked,
+    Dropped,
+}
+
+pub struct Qdisc {
+    bands: Vec<VecDeque<Packet>>,
+    /// Per band: bytes queued and cumulative counters, side by side (one cache line).
+    band: Vec<BandCounters>,
+    priomap: [u8; 8],
+    limit_bytes: u64,
+    limit_packets: u64,
+    ecn_bytes: u64,
+    ecn_packets: u64,
+    /// Bit b set: band b may not be dequeued (paused by PFC).
+    paused: u32,
+    total_bytes: u64,
+}
+
+impl Qdisc {
+    pub fn new(spec: &QueueSpec) -> Qdisc {
+        let nb = match spec.discipline {
+            Discipline::Fifo => 1,
+            Discipline::Prio => spec.bands.max(1) as usize,
+        };
+        let mut priomap = spec.priomap;
+        if spec.discipline == Discipline::Fifo {
+            priomap = [0; 8];
+        }
+        Qdisc {
+            bands: (0..nb).map(|_| VecDeque::new()).collect(),
+            band: vec![BandCounters::default(); nb],
+            priomap,
+            limit_bytes: spec.limit_bytes.unwrap_or(u64::MAX),
+            limit_packets: spec.limit_packets.unwrap_or(u64::MAX),
+            ecn_bytes: spec.ecn_threshold_bytes.unwrap_or(u64::MAX),
+            ecn_packets: spec.ecn_threshold_packets.unwrap_or(u64::MAX),
+            paused: 0,
+            total_bytes: 0,
+        }
+    }
+
+    /// A queue without limit or marking (hosts' NIC queues), same band layout.
+    pub fn unlimited(spec: &QueueSpec) -> Qdisc {
+        let mut q = Qdisc::new(spec);
+        q.limit_bytes = u64::MAX;
+        q.limit_packets = u64::MAX;
+        q.ecn_bytes = u64::MAX;
+        q.ecn_packets = u64::MAX;
+        q
+    }
+
+    #[inline]
+    pub fn band_of(&self, class: u8) -> usize {
+        (self.priomap[(class & 7) as usize] as usize).min(self.bands.len() - 1)
+    }
+
+    /// Enqueue with drop-tail per band; ECT packets are marked CE when the
+    /// band holds more than the threshold on arrival.
+    pub fn enqueue(&mut self, pkt: Packet) -> Enqueued {
+        self.enqueue_inner(pkt, false)
+    }
+
+    /// Enqueue a packet of a lossless class (PFC keeps it within its
+    /// headroom): never dropped by the band's limit; marked as usual.
+    pub fn enqueue_lossless(&mut self, pkt: Packet) -> Enqueued {
+        self.enqueue_inner(pkt, true)
+    }
+
+    /// Counts a packet of `class` dropped before reaching this queue.
+    pub fn count_drop(&mut self, class: u8) {
+        let b = self.band_of(class);
+        self.band[b].drops += 1;
+    }
+
+    fn enqueue_inner(&mut self, mut pkt: Packet, lossless: bool) -> Enqueued {
+        let b = self.band_of(pkt.class);
+        let q = &mut self.bands[b];
+        let bytes = self.band[b].bytes;
+        if !lossless && (bytes + pkt.wire as u64 > self.limit_bytes || q.len() as u64 + 1 > self.limit_packets) {
+            self.band[b].drops += 1;
+            return Enqueued::Dropped;
+        }
+        let mut res = Enqueued::Queued;
+        if pkt.flags & FLAG_ECT != 0 && (bytes > self.ecn_bytes || q.len() as u64 > self.ecn_packets) {
+            pkt.flags |= FLAG_CE;
+            self.band[b].marks += 1;
+            res = Enqueued::Marked;
+        }
+        self.band[b].bytes += pkt.wire as u64;
+        self.total_bytes += pkt.wire as u64;
+        q.push_back(pkt);
+        res
+    }
+
+    /// Strict priority: the lowest-numbered non-empty, non-paused band.
+    pub fn dequeue(&mut self) -> Option<Packet> {
+        for b in 0..self.bands.len() {
+            if self.paused & (1 << b) != 0 {
+                continue;
+            }
+            if let Some(p) = self.bands[b].pop_front() {
+                self.band[b].bytes -= p.wire as u64;
+                self.total_bytes -= p.wire as u64;
+                self.band[b].tx += p.wire as u64;
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    /// Removes the next packet in band order, paused bands included (a link going down).
+    pub fn dequeue_any(&mut self) -> Option<Packet> {
+        for b in 0..self.bands.len() {
+            if let Some(p) = self.bands[b].pop_front() {
+                self.band[b].bytes -= p.wire as u64;
+                self.total_bytes -= p.wire as u64;
+                self.band[b].drops += 1;
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    /// PFC: pauses exactly the bands that carry a class of `classes` (bit c
+    /// set: class c is paused); the others may be dequeued.
+    pub fn set_paused_classes(&mut self, classes: u8) {
+        self.paused = (0..8u8).filter(|c| classes & (1 << c) != 0).fold(0, |m, c| m | 1 << self.band_of(c));
+    }
+
+    /// Whether any packet waits in a band that is not paused.
+    pub fn has_sendable(&self) -> bool {
+        (0..self.bands.len()).any(|b| self.paused & (1 << b) == 0 && !self.bands[b].is_empty())
+    }
+
+    /// Appends one sample per band of this queue (egress port `port`).
+    pub fn sample(&self, port: u32, out: &mut Vec<BandSample>) {
+        for b in 0..self.bands.len() {
+            out.push(BandSample {
+                port,
+                band: b as u8,
+                queue_bytes: self.band[b].bytes,
+                tx_bytes: self.band[b].tx,
+                drops: self.band[b].drops,
+                ecn_marks: self.band[b].marks,
+                paused: self.paused & (1 << b) != 0,
+            });
+        }
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.total_bytes
+    }
+
+    pub fn band_bytes(&self, band: usize) -> u64 {
+        self.band[band].bytes
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.total_bytes == 0
+    }
+}

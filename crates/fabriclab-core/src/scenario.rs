@@ -1,0 +1,189 @@
+//! The resolved scenario as the core reads it (JSON produced by the Python
+//! scenario layer) and the simulation built from it. Every field is
+//! explicit: defaults are filled in by the Python schema, so the core never
+//! guesses a unit or a value. Fabric sections are typed here; each
+//! application section belongs to its app kind in [`crate::apps::REGISTRY`].
+
+use crate::apps::{BuildEnv, REGISTRY};
+use crate::engine::{Backend, Simulation};
+use crate::fabric::topology::Topology;
+use crate::fabric::{LinkAction, LinkEventSpec, TopologySpec};
+use crate::net::flow::FlowNet;
+use crate::net::packet::{PacketNet, PfcSpec, PortQueues, QueueOverride, QueueSpec, SwitchLogicSpec};
+use crate::transport::TransportSpec;
+use serde::Deserialize;
+
+/// The fabric part of a scenario: everything but the applications.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FabricSpec {
+    pub seed: u64,
+    pub backend: BackendKind,
+    pub topology: TopologySpec,
+    /// Egress queues of switch ports.
+    pub queue: QueueSpec,
+    /// Egress queues of host NIC ports; `None`: unlimited, never marking.
+    #[serde(default)]
+    pub host_queue: Option<QueueSpec>,
+    /// Per node or per link direction (packet backend).
+    #[serde(default)]
+    pub queue_overrides: Vec<QueueOverride>,
+    /// Priority flow control at switches (packet backend).
+    #[serde(default)]
+    pub pfc: Option<PfcSpec>,
+    /// Logic attached to chosen switches (packet backend).
+    #[serde(default)]
+    pub switch_logic: Vec<SwitchLogicSpec>,
+    pub transport: TransportSpec,
+    pub routing: RoutingSpec,
+    /// Timed link changes (both backends).
+    #[serde(default)]
+    pub link_events: Vec<LinkEventSpec>,
+    /// Hard stop of simulated time; `None` runs until no event is left.
+    #[serde(default)]
+    pub stop_ps: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    Packet,
+    Flow,
+}
+
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RoutingSpec {
+    pub ecmp_hash_seed: u64,
+    /// After a link goes down or up, routing follows this much later.
+    #[serde(default)]
+    pub convergence_ps: u64,
+}
+
+/// A resolved scenario: its fabric, and each app kind's section (in
+/// registry order) as the JSON value that kind reads.
+#[derive(Debug, Clone)]
+pub struct SimSpec {
+    pub fabric: FabricSpec,
+    pub apps: Vec<(&'static str, serde_json::Value)>,
+}
+
+impl SimSpec {
+    pub fn from_json(json: &str) -> Result<SimSpec, String> {
+        let mut map: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(json).map_err(|e| format!("scenario: {e}"))?;
+        let mut apps = Vec::new();
+        for kind in REGISTRY {
+            if let Some(v) = map.remove(kind.key) {
+                apps.push((kind.key, v));
+            }
+        }
+        let fabric: FabricSpec = serde_json::from_value(serde_json::Value::Object(map))
+            .map_err(|e| format!("scenario: {e}"))?;
+        Ok(SimSpec { fabric, apps })
+    }
+}
+
+/// Parses a resolved scenario (JSON) and builds its simulation.
+pub fn build_from_json(json: &str) -> Result<Simulation, String> {
+    build(&SimSpec::from_json(json)?)
+}
+
+/// Builds a simulation from a resolved scenario.
+pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
+    let f = &spec.fabric;
+    let topo = Topology::build(&f.topology)?;
+    let t = &f.transport;
+    if t.mss_bytes == 0 || t.mss_bytes > 9000 {
+        return Err("transport.mss_bytes: must be within 1..=9000".into());
+    }
+    if t.init_cwnd_packets == 0 {
+        return Err("transport.init_cwnd_packets: must be positive".into());
+    }
+    let backend: Box<dyn Backend> = match f.backend {
+        BackendKind::Packet => {
+            let n = topo.names.len() as u32;
+            for (i, o) in f.queue_overrides.iter().enumerate() {
+                if o.from >= n || o.to.is_some_and(|t| t >= n) {
+                    return Err(format!("queue_overrides[{i}]: node index out of range (0..{n})"));
+                }
+                if let Some(to) = o.to {
+                    if !topo.out_ports[o.from as usize].iter().any(|&p| topo.ports[p as usize].to == to) {
+                        return Err(format!(
+                            "queue_overrides[{i}]: no link from '{}' to '{}'",
+                            topo.names[o.from as usize], topo.names[to as usize]
+                        ));
+                    }
+                }
+            }
+            let queues =
+                PortQueues { switch: f.queue.clone(), host: f.host_queue.clone(), overrides: f.queue_overrides.clone() };
+            Box::new(PacketNet::new(&topo, &queues, t, f.pfc.clone(), f.seed, &f.switch_logic)?)
+        }
+        BackendKind::Flow => {
+            if !f.switch_logic.is_empty() {
+                return Err("switch_logic: the flow backend has no packets; needs backend \"packet\"".into());
+            }
+            Box::new(FlowNet::new(&topo, t.mss_bytes))
+        }
+    };
+    let nl = f.topology.links.len() as u32;
+    for (i, e) in f.link_events.iter().enumerate() {
+        if e.link >= nl {
+            return Err(format!("link_events[{i}].link: link index {} out of range (0..{nl})", e.link));
+        }
+        match e.action {
+            LinkAction::Rate if e.rate_bps.map_or(true, |r| r == 0) => {
+                return Err(format!("link_events[{i}].rate_bps: a positive rate is needed"))
+            }
+            LinkAction::Loss if e.loss.map_or(true, |x| !(0.0..=1.0).contains(&x)) => {
+                return Err(format!("link_events[{i}].loss: a probability within [0, 1] is needed"))
+            }
+            _ => {}
+        }
+    }
+    let env = BuildEnv { topo: &topo, seed: f.seed };
+    let mut apps = Vec::new();
+    for (key, value) in &spec.apps {
+        let kind = REGISTRY.iter().find(|k| k.key == *key).expect("registered");
+        apps.extend((kind.build)(value, &env)?);
+    }
+    let mut sim = Simulation::new(topo, backend, f.routing.ecmp_hash_seed, t.mss_bytes);
+    sim.set_link_events(f.link_events.clone(), f.routing.convergence_ps);
+    for a in apps {
+        sim.add_app(a);
+    }
+    Ok(sim)
+}
+
+/// The JSON Schema of the resolved scenario the core reads, derived from
+/// the serde types themselves: [`FabricSpec`]'s, with every registered app
+/// kind's section as a further property (none required). Shared
+/// definitions live in one `$defs`; the Python contract test compares it
+/// with what the scenario layer emits.
+pub fn core_schema() -> serde_json::Value {
+    use serde_json::Value;
+    let mut root = schemars::schema_for!(FabricSpec).to_value();
+    let mut defs = match root.as_object_mut().and_then(|o| o.remove("$defs")) {
+        Some(Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    for kind in REGISTRY {
+        let mut s = (kind.schema)();
+        let o = s.as_object_mut().expect("a schema object");
+        o.remove("$schema");
+        if let Some(Value::Object(d)) = o.remove("$defs") {
+            for (name, def) in d {
+                match defs.get(&name) {
+                    Some(old) if *old != def => panic!("schema definition {name} differs between sections"),
+                    _ => {
+                        defs.insert(name, def);
+                    }
+                }
+            }
+        }
+        root["properties"][kind.key] = s;
+    }
+    root["$defs"] = Value::Object(defs);
+    root
+}

@@ -1,0 +1,102 @@
+"""Per-port queues (host NIC table, overrides per node or link) and PFC from
+the scenario file: behaviour against hand reasoning, and bad input named."""
+
+import pytest
+
+from conftest import star_scenario
+from fabriclab import Scenario, simulate
+from fabriclab.scenario import ScenarioError
+
+
+def _one_flow(**kw):
+    return star_scenario(2, "10Gbps", "1us", flows=[{"src": 0, "dst": 1, "size_bytes": "2MB", "start_ps": 0}], **kw)
+
+
+def _port(links, src, dst):
+    return links[(links.src_node == src) & (links.dst_node == dst)].iloc[0]
+
+
+def test_host_nic_unlimited_by_default_and_droppable_when_configured():
+    # TSQ lets one connection hold 128 KB (about 89 full segments) in its NIC queue.
+    plain = simulate(_one_flow(transport={"init_cwnd_packets": 1000}))
+    assert _port(plain.links, "h0", "s0").drops == 0
+    assert plain.links.ecn_marks.sum() == 0 or _port(plain.links, "h0", "s0").ecn_marks == 0
+    # A 10-packet NIC queue under a 1000-packet initial window must drop there.
+    small = simulate(_one_flow(transport={"init_cwnd_packets": 1000, "cc": "newreno"},
+                               host_queue={"limit_packets": 10, "ecn_threshold_packets": "off"}))
+    assert _port(small.links, "h0", "s0").drops > 0
+    assert small.flows.retransmits.sum() > 0 and small.flows.fct_ps.notna().all()
+
+
+def test_host_nic_marks_ecn_when_configured():
+    r = simulate(_one_flow(host_queue={"ecn_threshold_packets": 5}))
+    # DCTCP's initial window of 10 segments leaves back to back: the NIC queue
+    # holds more than 5 packets at once, so it marks.
+    assert _port(r.links, "h0", "s0").ecn_marks > 0
+
+
+def test_override_of_one_link_inherits_the_rest_of_queue():
+    s = star_scenario(3, queue={"limit_packets": 500, "ecn_threshold_packets": 40},
+                      queue_overrides=[{"node": "s0", "to": "h2", "ecn_threshold_packets": 3}])
+    o = s.to_core()["queue_overrides"][0]
+    names = [n["name"] for n in s.to_core()["topology"]["nodes"]]
+    assert (names[o["from"]], names[o["to"]]) == ("s0", "h2")
+    assert o["queue"]["limit_packets"] == 500 and o["queue"]["ecn_threshold_packets"] == 3
+    flows = [{"src": 0, "dst": 2, "size_bytes": "1MB", "start_ps": 0}, {"src": 1, "dst": 2, "size_bytes": "1MB", "start_ps": 0},
+             {"src": 2, "dst": 0, "size_bytes": "1MB", "start_ps": 0}, {"src": 1, "dst": 0, "size_bytes": "1MB", "start_ps": 0}]
+    r = simulate(s.replace(flows=flows))
+    # Two DCTCP flows into h2 and two into h0, symmetric but for the marking
+    # threshold K, around which DCTCP holds the queue: 3 packets (4.6 KB)
+    # toward h2, 40 (61.5 KB) toward h0.
+    q2, q0 = _port(r.links, "s0", "h2").mean_queue_bytes, _port(r.links, "s0", "h0").mean_queue_bytes
+    assert q2 < 3 * 1538 * 2 and q0 > 5 * q2
+
+
+def test_pfc_from_the_scenario_file_loses_nothing(tmp_path, cli):
+    flows = "\n".join(f'[[flows]]\nsrc = {i}\ndst = 8\nsize_bytes = "1MB"\nstart_ps = 0' for i in range(8))
+    base = ('[topology]\nkind = "star"\nhosts = 9\nlink_rate_bps = "10Gbps"\nlink_delay_ps = "1us"\n'
+            '[transport]\ncc = "newreno"\n[queue]\nlimit_bytes = "100KB"\n' + flows + "\n")
+    lossy, lossless = tmp_path / "lossy.toml", tmp_path / "lossless.toml"
+    lossy.write_text(base)
+    lossless.write_text(base + '[pfc]\nclasses = [0]\nxoff_bytes = "6KB"\nxon_bytes = "3KB"\nheadroom_bytes = "6KB"\n')
+    import pandas as pd
+
+    for f, out in ((lossy, "a"), (lossless, "b")):
+        assert cli("run", str(f), "--out", str(tmp_path / out), "-q").returncode == 0
+    a = pd.read_parquet(tmp_path / "a" / "links.parquet")
+    b = pd.read_parquet(tmp_path / "b" / "links.parquet")
+    assert a.drops.sum() > 0 and a.pause_frames_sent.sum() == 0
+    assert b.drops.sum() == 0 and b.pause_frames_sent.sum() > 0 and b.paused_ps.sum() > 0
+    # The resolved file reruns to the same links.
+    assert cli("run", str(tmp_path / "b" / "scenario.resolved.toml"), "--out", str(tmp_path / "c"), "-q").returncode == 0
+    assert pd.read_parquet(tmp_path / "c" / "links.parquet").equals(b)
+
+
+def test_default_headroom_is_round_trip_plus_two_frames():
+    s = star_scenario(2, "10Gbps", "2us", pfc={"classes": [3]})
+    # 2 x 10 Gbit/s x 2 us = 5000 bytes on the wire both ways, plus two 1538-byte frames.
+    assert s.to_core()["pfc"]["headroom_bytes"] == 5000 + 2 * 1538
+
+
+@pytest.mark.parametrize("raw, field", [
+    ({"queue_overrides": [{"node": "nope"}]}, "queue_overrides[0].node"),
+    ({"queue_overrides": [{"node": "s0", "to": "ghost"}]}, "queue_overrides[0].to"),
+    ({"queue_overrides": [{"node": "s0", "limit_bytes": 100}]}, "queue_overrides[0].limit_bytes"),
+    ({"host_queue": {"limit_bytes": 100}}, "host_queue.limit_bytes"),
+    ({"pfc": {"classes": [0], "xoff_bytes": 1000, "xon_bytes": 2000}}, "xon_bytes"),
+    ({"pfc": {"classes": [9]}}, "classes"),
+    ({"pfc": {"classes": []}}, "pfc.classes"),
+    ({"pfc": {"classes": [0]}, "backend": "flow"}, "pfc"),
+    ({"pfc": {"classes": [0], "pause_quanta": 0}}, "pfc.pause_quanta"),
+])
+def test_bad_sections_name_their_field(raw, field):
+    with pytest.raises(ScenarioError, match=None) as e:
+        Scenario.from_dict({"topology": {"kind": "star", "hosts": 2}, **raw}).to_core()
+    assert field in str(e.value)
+
+
+def test_override_link_must_exist():
+    s = Scenario.from_dict({"topology": {"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 1, "spines": 1},
+                            "queue_overrides": [{"node": "h0", "to": "spine0"}]})
+    with pytest.raises(ScenarioError, match="queue_overrides\\[0\\].*no link"):
+        simulate(s)
