@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 pub const PLAN_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Op {
     Send,
@@ -15,6 +16,7 @@ pub enum Op {
 /// One hop of a pinned path: a node index of the topology, or a node name
 /// (the simulator's scenario layer turns names into indices).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(untagged)]
 pub enum Hop {
     Node(u32),
@@ -35,6 +37,7 @@ impl Hop {
 /// matching receive from `peer` that reduces into (`reduce`) or replaces the
 /// local bytes. `deps` are indices of earlier steps of the same rank.
 #[derive(Debug, Clone, Deserialize, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Step {
     pub op: Op,
