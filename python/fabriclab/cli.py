@@ -23,6 +23,8 @@ topo_app = typer.Typer(no_args_is_help=True, help="Topologies.")
 app.add_typer(topo_app, name="topo")
 from .runtime.cli import register as _register_runtime  # noqa: E402
 _register_runtime(app)
+from .cluster.cli import register as _register_cluster  # noqa: E402
+_register_cluster(app)
 
 # Markup off: user text (paths, names, messages) is printed literally.
 err = Console(stderr=True, markup=False)

@@ -98,34 +98,18 @@ def make_row(op: str, n: int, size: int, count: int, time_ns: float, wrong: int)
 
 def run_bench(op: str, algo: str, sizes: str, factor: int, n: int, iters: int = 20, warmup: int = 5,
               dtype: str = "float32", root: int = 0, chunk_bytes: int | None = 1 << 20,
-              master_port: int | None = None, telemetry_dir=None) -> list[Row]:
+              master_port: int | None = None, telemetry_dir=None, cluster: str | None = None) -> list[Row]:
     """Runs the ranks and returns the table's rows; with ``telemetry_dir``,
     every rank's per-message telemetry goes to ``telemetry_dir/ccl.parquet``."""
     from .launch import launch
 
-    if op not in OPS:
-        raise RuntimeInputError(f"--op: unknown collective {op!r} (known: {', '.join(OPS)})")
-    if algo not in ALGOS:
-        raise RuntimeInputError(f"--algo: unknown algorithm {algo!r} (the runtime has {', '.join(ALGOS)})")
-    if algo != "ring" and op != "allreduce":
-        raise RuntimeInputError(f"--algo: {algo} supports allreduce only (ring supports {', '.join(OPS)})")
-    if dtype not in NP_TYPES:
-        raise RuntimeInputError(f"--dtype: {dtype!r} is not one of {', '.join(NP_TYPES)}")
-    if not 1 <= n <= 256:
-        raise RuntimeInputError(f"-n: must be within 1..256, got {n}")
-    if iters < 1 or warmup < 0:
-        raise RuntimeInputError("--iters: must be at least 1 (and --warmup at least 0)")
-    if not 0 <= root < n:
-        raise RuntimeInputError(f"--root: must be a rank within 0..{n - 1}, got {root}")
-    size_list = parse_sizes(sizes, factor)
-    if size_list[-1] > 1 << 32:
-        raise RuntimeInputError("--sizes: at most 4G on local processes")
+    size_list = check_args(op, algo, dtype, n, iters, warmup, root, sizes, factor)
     spec = {"op": op, "algo": algo, "sizes": size_list, "iters": iters, "warmup": warmup, "dtype": dtype,
             "root": root, "chunk_bytes": chunk_bytes, "telemetry": telemetry_dir is not None}
     with tempfile.TemporaryDirectory(prefix="fabriclab-bench-") as d:
         cmd = [sys.executable, "-c", "import sys, json; from fabriclab.runtime.bench import worker; "
                "worker(json.loads(sys.argv[1]), sys.argv[2])", json.dumps(spec), d]
-        rc = launch(n, cmd, master_port=master_port)
+        rc = launch(n, cmd, master_port=master_port, cluster=cluster)
         if rc != 0:
             raise RuntimeFailure(f"bench: a rank failed (exit code {rc}); its error is printed above", "bench")
         per_rank = [json.loads(Path(d, f"rank{r}.json").read_text()) for r in range(n)]
@@ -143,11 +127,45 @@ def run_bench(op: str, algo: str, sizes: str, factor: int, n: int, iters: int = 
     return rows
 
 
-def table_text(rows: list[Row], op: str, algo: str, n: int, dtype: str, root: int, iters: int, warmup: int) -> str:
+def check_args(op, algo, dtype, n, iters, warmup, root, sizes, factor) -> list[int]:
+    """The bench's arguments checked (naming the option); returns the sizes."""
+    if op not in OPS:
+        raise RuntimeInputError(f"--op: unknown collective {op!r} (known: {', '.join(OPS)})")
+    if algo not in ALGOS:
+        raise RuntimeInputError(f"--algo: unknown algorithm {algo!r} (the runtime has {', '.join(ALGOS)})")
+    if algo != "ring" and op != "allreduce":
+        raise RuntimeInputError(f"--algo: {algo} supports allreduce only (ring supports {', '.join(OPS)})")
+    if dtype not in NP_TYPES:
+        raise RuntimeInputError(f"--dtype: {dtype!r} is not one of {', '.join(NP_TYPES)}")
+    if not 1 <= n <= 256:
+        raise RuntimeInputError(f"-n: must be within 1..256, got {n}")
+    if iters < 1 or warmup < 0:
+        raise RuntimeInputError("--iters: must be at least 1 (and --warmup at least 0)")
+    if not 0 <= root < n:
+        raise RuntimeInputError(f"--root: must be a rank within 0..{n - 1}, got {root}")
+    size_list = parse_sizes(sizes, factor)
+    if size_list[-1] > 1 << 32:
+        raise RuntimeInputError("--sizes: at most 4G on local processes")
+    return size_list
+
+
+def run_baseline_bench(baseline: str, sizes: str, factor: int, n: int, iters: int = 20, warmup: int = 5,
+                       dtype: str = "float32", master_port: int | None = None, cluster: str | None = None) -> list[Row]:
+    """The same table for a baseline allreduce (baselines.py: MPI or Gloo)."""
+    from .baselines import run_baseline
+
+    size_list = check_args("allreduce", "ring", dtype, n, iters, warmup, 0, sizes, factor)
+    return [make_row("allreduce", n, x["size"], x["count"], x["time_ns"], x["wrong"])
+            for x in run_baseline(baseline, size_list, n, iters, warmup, dtype, master_port, cluster)]
+
+
+def table_text(rows: list[Row], op: str, algo: str, n: int, dtype: str, root: int, iters: int, warmup: int,
+               cluster: str | None = None) -> str:
     redop = "sum" if op in ("allreduce", "reduce", "reduce_scatter") else "none"
     r = root if op in ("broadcast", "reduce") else -1
+    where = f"{n} ranks in cluster-in-a-box {cluster!r}" if cluster else f"{n} local processes over loopback TCP"
     lines = [
-        f"# fabriclab runtime bench: {op}, algo {algo}, {n} local processes over loopback TCP, "
+        f"# fabriclab runtime bench: {op}, algo {algo}, {where}, "
         f"{iters} iterations after {warmup} warm-up",
         "# in-place only (the runtime runs collectives in place); time: the slowest rank's mean",
         "#",

@@ -18,12 +18,14 @@ def register(app: typer.Typer) -> None:
         n: int = typer.Option(..., "-n", "--nproc", help="Number of local processes (ranks)."),
         master_port: Optional[int] = typer.Option(None, "--master-port", help="Rank 0's port; a free one if omitted."),
         cmd: List[str] = typer.Argument(None, metavar="-- CMD ...", help="The command every rank runs."),
+        cluster: Optional[str] = typer.Option(None, "--cluster", help="Run rank i in host i of this "
+                                              "cluster-in-a-box (fabriclab cluster up; docs/cluster.md)."),
     ) -> None:
         """Start N local ranks with torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
         MASTER_PORT) and a random FABRICLAB_TOKEN; stop all if one fails."""
         from .launch import launch
 
-        rc = launch(n, list(cmd or []), master_port=master_port)
+        rc = launch(n, list(cmd or []), master_port=master_port, cluster=cluster)
         raise typer.Exit(rc)
 
     @runtime_app.command("bench")
@@ -42,8 +44,13 @@ def register(app: typer.Typer) -> None:
         master_port: Optional[int] = typer.Option(None, "--master-port", help="Rank 0's port; a free one if omitted."),
         telemetry: Optional[Path] = typer.Option(None, "--telemetry", help="Write every rank's per-message telemetry "
                                                  "to this folder as ccl.parquet (docs/telemetry.md)."),
+        cluster: Optional[str] = typer.Option(None, "--cluster", help="Run rank i in host i of this "
+                                              "cluster-in-a-box instead of over loopback (docs/cluster.md)."),
+        baseline: Optional[str] = typer.Option(None, "--baseline", help="mpi (mpi4py Allreduce under mpirun) or "
+                                               "gloo (torch.distributed): the same table for a baseline "
+                                               "(allreduce only; scripts/install-baselines.sh)."),
     ) -> None:
-        """nccl-tests' table for the runtime, on local processes over loopback TCP."""
+        """nccl-tests' table for the runtime (or a baseline), on local processes over loopback TCP or in a cluster-in-a-box."""
         from .bench import run_bench, table_text, write_csv
         from .errors import RuntimeFailure, RuntimeInputError
 
@@ -53,11 +60,20 @@ def register(app: typer.Typer) -> None:
             raise RuntimeInputError(f"--telemetry: {telemetry} is not an existing folder")
         if chunk < 1:
             raise RuntimeInputError(f"--chunk: must be a positive number of bytes, got {chunk}")
+        if baseline is not None and (op != "allreduce" or telemetry is not None):
+            raise RuntimeInputError("--baseline: baselines run --op allreduce only, without --telemetry")
         try:
-            rows = run_bench(op, algo, sizes, factor, n, iters, warmup, dtype, root, chunk, master_port, telemetry)
+            if baseline is not None:
+                from .bench import run_baseline_bench
+
+                rows = run_baseline_bench(baseline, sizes, factor, n, iters, warmup, dtype, master_port, cluster)
+                algo = f"{baseline} (baseline)"
+            else:
+                rows = run_bench(op, algo, sizes, factor, n, iters, warmup, dtype, root, chunk, master_port, telemetry,
+                                 cluster)
         except RuntimeFailure as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(1) from None
-        typer.echo(table_text(rows, op, algo, n, dtype, root, iters, warmup))
+        typer.echo(table_text(rows, op, algo, n, dtype, root, iters, warmup, cluster))
         if csv is not None:
             write_csv(rows, csv, op, algo, n, dtype, root)

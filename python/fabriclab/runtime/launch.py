@@ -4,7 +4,8 @@ Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 MASTER_ADDR=127.0.0.1, MASTER_PORT (a free port unless given) and a random
 FABRICLAB_TOKEN. SIGINT, SIGTERM and SIGHUP are forwarded to every rank.
 When a rank fails the others are stopped (SIGTERM, then SIGKILL after a
-grace period) and the launcher exits with that rank's code."""
+grace period) and the launcher exits with that rank's code. With ``--cluster NAME``
+rank i runs in host i of a cluster-in-a-box (docs/cluster.md)."""
 
 from __future__ import annotations
 
@@ -38,16 +39,32 @@ def _exit_code(rc: int) -> int:
     return 128 - rc if rc < 0 else rc
 
 
+def cluster_hosts(name: str, n: int) -> list[dict]:
+    """The first ``n`` hosts of cluster-in-a-box ``name`` (docs/cluster.md): rank i runs in host i."""
+    from ..cluster.apply import load_state
+
+    state = load_state(name, "--cluster")
+    hosts = state.get("hosts", [])
+    if state.get("status") != "up":
+        raise RuntimeInputError(f"--cluster: cluster {name!r} is not up (status {state.get('status')})")
+    if n > len(hosts):
+        raise RuntimeInputError(f"-n: cluster {name!r} has {len(hosts)} hosts, so at most {len(hosts)} ranks; got {n}")
+    return hosts[:n]
+
+
 def launch(n: int, cmd: list[str], master_port: int | None = None, grace_s: float = 3.0,
-           env=None, log=sys.stderr) -> int:
-    """Runs ``cmd`` as ranks 0..n-1; returns 0 if all succeed, else the first failure's exit code."""
+           env=None, log=sys.stderr, cluster: str | None = None) -> int:
+    """Runs ``cmd`` as ranks 0..n-1; returns 0 if all succeed, else the first failure's exit code.
+    With ``cluster``, rank i runs in the box's host i (``ip netns exec``), MASTER_ADDR is host 0's
+    address and FABRICLAB_BIND_ADDR the rank's own."""
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 1024:
         raise RuntimeInputError(f"-n: the number of processes must be within 1..1024, got {n!r}")
     if not cmd:
         raise RuntimeInputError("CMD: give the command to run after --, e.g. fabriclab launch -n 4 -- python train.py")
     if master_port is not None and not 1 <= master_port <= 65535:
         raise RuntimeInputError(f"--master-port: must be within 1..65535, got {master_port}")
-    port = master_port or free_port()
+    hosts = cluster_hosts(cluster, n) if cluster is not None else None
+    port = master_port or (29500 if hosts else free_port())  # a fresh namespace: torchrun's default port is free
     token = secrets.token_hex(16)
     procs: list[subprocess.Popen] = []
     old = {s: signal.getsignal(s) for s in FORWARDED}
@@ -64,7 +81,13 @@ def launch(n: int, cmd: list[str], master_port: int | None = None, grace_s: floa
             signal.signal(s, forward)
         for r in range(n):
             try:
-                procs.append(subprocess.Popen(cmd, env=rank_env(r, n, port, token, base=env), start_new_session=True))
+                if hosts:
+                    e = rank_env(r, n, port, token, hosts[0]["addr"], base=env)
+                    e["FABRICLAB_BIND_ADDR"] = hosts[r]["addr"]
+                    argv = ["ip", "netns", "exec", hosts[r]["ns"], *cmd]
+                else:
+                    e, argv = rank_env(r, n, port, token, base=env), cmd
+                procs.append(subprocess.Popen(argv, env=e, start_new_session=True))
             except (FileNotFoundError, PermissionError) as e:
                 _stop(procs, grace_s)
                 raise RuntimeInputError(f"CMD: cannot run {cmd[0]!r}: {e.strerror}") from None
