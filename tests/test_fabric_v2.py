@@ -161,3 +161,21 @@ def test_fabric_v2_snapshot(tmp_path, cli):
             pytest.fail("snapshot missing in CI; generate it with FABRICLAB_UPDATE_SNAPSHOTS=1")
         SNAPSHOT.write_text(json.dumps(got, indent=2, sort_keys=True) + "\n")
     _assert_same(got, json.loads(SNAPSHOT.read_text()), "summary")
+
+
+def test_a_tap_from_the_scenario_file(tmp_path, cli):
+    # h0 -> h1 in class 1 (1 MB) through s0, mirrored to h3: the tap sees the
+    # 685 data segments (1 MB / 1460 rounded up) and their 685 ACKs.
+    scen = tmp_path / "tap.toml"
+    scen.write_text('[topology]\nkind = "star"\nhosts = 4\n[queue]\nlimit_packets = "off"\n'
+                    '[[flows]]\nsrc = 0\ndst = 1\nsize_bytes = 1000000\nstart_ps = 0\nclass = 1\n'
+                    '[[switch_logic]]\nkind = "tap"\nnode = "s0"\nclass = 1\nmirror_to = "h3"\n')
+    assert cli("run", str(scen), "--out", str(tmp_path / "o"), "-q").returncode == 0
+    tap = json.loads((tmp_path / "o" / "summary.json").read_text())["switch_logic"]["s0"]
+    assert tap["packets"] == tap["mirrored"] == 2 * 685
+    links = pd.read_parquet(tmp_path / "o" / "links.parquet")
+    assert links[(links.src_node == "s0") & (links.dst_node == "h3")].packets.iloc[0] == 2 * 685
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[topology]\nkind = "star"\nhosts = 4\n[[switch_logic]]\nkind = "tap"\nnode = "h0"\n')
+    r = cli("run", str(bad), "--out", str(tmp_path / "b"), "-q")
+    assert r.returncode == 2 and "switch_logic[0].node" in r.stderr

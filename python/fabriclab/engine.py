@@ -127,6 +127,11 @@ def _collect(scenario: Scenario, sim: Simulator, wall_s: float) -> Results:
         "performance": {"wall_time_s": wall_s, "events_per_s": sim.events / wall_s if wall_s > 0 else 0.0},
     }
     tables = sim.app_tables()
+    logic = tables.get("switch_logic")
+    if logic:
+        summary["switch_logic"] = {}
+        for node, counter, value in zip(logic["node"], logic["counter"], logic["value"]):
+            summary["switch_logic"].setdefault(node, {})[counter] = value
     jobs_arrow, timeline_arrow, job_summary = _jobs(tables)
     if job_summary:
         summary["jobs"] = job_summary
