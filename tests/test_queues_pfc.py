@@ -100,3 +100,27 @@ def test_override_link_must_exist():
                             "queue_overrides": [{"node": "h0", "to": "spine0"}]})
     with pytest.raises(ScenarioError, match="queue_overrides\\[0\\].*no link"):
         simulate(s)
+
+
+def test_shared_switch_buffer_from_the_scenario_file():
+    # Three NewReno senders into h3: one congested queue at s0 under a 150 KB
+    # shared buffer with alpha = 2 settles within a frame below
+    # alpha (B + 1538) / (1 + alpha) = 101 025 bytes.
+    flows = [{"src": i, "dst": 3, "size_bytes": "2MB", "start_ps": 0} for i in range(3)]
+    s = star_scenario(4, "10Gbps", "1us", flows=flows, transport={"cc": "newreno", "init_cwnd_packets": 500},
+                      queue={"limit_packets": "off", "ecn_threshold_packets": "off"},
+                      switch_buffer={"bytes": "150KB", "alpha": 2.0})
+    port = _port(simulate(s).links, "s0", "h3")
+    bound = 2 * (150_000 + 1538) // 3
+    assert port.drops > 0 and bound - 1538 <= port.max_queue_bytes <= bound
+
+
+@pytest.mark.parametrize("raw, field", [
+    ({"pfc": {"classes": [0], "xoff_fraction": 0.5}}, "pfc.xoff_fraction"),
+    ({"switch_buffer": {"bytes": "1MB"}, "backend": "flow"}, "switch_buffer"),
+    ({"switch_buffer": {"bytes": 0}}, "switch_buffer.bytes"),
+])
+def test_bad_buffer_sections_name_their_field(raw, field):
+    with pytest.raises(ScenarioError) as e:
+        Scenario.from_dict({"topology": {"kind": "star", "hosts": 2}, **raw})
+    assert field in str(e.value)

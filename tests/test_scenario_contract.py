@@ -63,7 +63,8 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
         "queue_overrides": [{"node": "leaf0", "limit_packets": 500},
                             {"node": "spine0", "to": "leaf1", "ecn_threshold_packets": 30}],
         "pfc": {"classes": [1], "xoff_bytes": "200KB", "xon_bytes": "100KB", "headroom_bytes": "50KB",
-                "pause_quanta": 1000},
+                "pause_quanta": 1000, "xoff_fraction": 0.25},
+        "switch_buffer": {"bytes": "4MB", "alpha": 2.0},
         "link_events": [{"at_ps": "1ms", "link": ["leaf1", "spine1"], "action": "down"},
                         {"at_ps": "2ms", "link": ["leaf1", "spine1"], "action": "up"},
                         {"at_ps": "3ms", "link": ["leaf0", "spine0"], "action": "rate", "rate_bps": "5Gbps"},
@@ -188,7 +189,7 @@ def check(value, schema: dict, root: dict, where: str, objects: list) -> list[st
 def test_full_scenario_fills_every_section(tmp_path):
     s, raw = full_scenario(tmp_path)
     core = s.to_core()
-    for key in ("host_queue", "pfc", "stop_ps"):
+    for key in ("host_queue", "pfc", "switch_buffer", "stop_ps"):
         assert core[key] is not None, key
     for key in ("queue_overrides", "link_events", "switch_logic", "traffic", "flows", "collectives", "jobs"):
         assert core[key], key
@@ -198,7 +199,8 @@ def test_full_scenario_fills_every_section(tmp_path):
     assert {o["to"] is None for o in core["queue_overrides"]} == {True, False}
     # Every field of every pydantic model is given (so each optional one is exercised).
     pyd = Scenario.model_json_schema(by_alias=True)["$defs"]
-    for section, model in (("queue", "QueueConfig"), ("pfc", "PfcConfig"), ("transport", "TransportConfig"),
+    for section, model in (("queue", "QueueConfig"), ("pfc", "PfcConfig"), ("switch_buffer", "SwitchBufferConfig"),
+                           ("transport", "TransportConfig"),
                            ("routing", "RoutingConfig"), ("outputs", "OutputsConfig")):
         assert set(raw[section]) == set(pyd[model]["properties"]), section
     assert set(raw["topology"]) == set(pyd["LeafSpineTopology"]["properties"])
@@ -253,6 +255,7 @@ TRANSLATED = {
     "PfcConfig": ("PfcSpec", set(), set()),
     "LinkEventConfig": ("LinkEventSpec", set(), set()),
     "TapLogicConfig": ("SwitchLogicSpec", set(), set()),
+    "SwitchBufferConfig": ("SwitchBufferSpec", set(), set()),
     "TransportConfig": ("TransportSpec", set(), set()),
     "RoutingConfig": ("RoutingSpec", set(), set()),
     # flows_per_s -> load; kind selects the generator

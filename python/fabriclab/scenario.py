@@ -151,6 +151,9 @@ class PfcConfig(_Strict):
     # None: twice the largest link's bandwidth-delay product plus two full frames.
     headroom_bytes: Optional[Annotated[SizeBytes, Field(ge=0)]] = None
     pause_quanta: int = Field(65535, ge=1, le=65535)
+    # Dynamic XOFF: the smaller of xoff_bytes and this fraction of the switch's
+    # free shared buffer (needs [switch_buffer]).
+    xoff_fraction: Optional[float] = Field(None, gt=0, le=1)
 
     @model_validator(mode="after")
     def _check(self):
@@ -164,8 +167,30 @@ class PfcConfig(_Strict):
         return self
 
 
+def _read_plan_file(path: Path, field_name: str):
+    """A plan-format-v1 JSON file, read and verified; errors name the field."""
+    from .collectives import plan as plan_mod
+    from .collectives.verify import PlanError, verify
+
+    text = read_text(path, field_name, "plan JSON file")
+    try:
+        p = plan_mod.Plan.from_json(text)
+        verify(p)
+    except (ValueError, KeyError, TypeError, PlanError) as e:
+        raise ScenarioError(f"{field_name}: {path}: {e}") from None
+    return p
+
+
 def _core_queue(q: QueueConfig) -> dict:
     return {k: getattr(q, k) for k in QUEUE_FIELDS}
+
+
+class SwitchBufferConfig(_Strict):
+    """A buffer shared by each switch's egress queues with Choudhury and
+    Hahne's dynamic threshold: a queue may grow while it holds at most
+    ``alpha`` times the switch's free buffer (packet backend)."""
+    bytes: Annotated[SizeBytes, Field(gt=0)]
+    alpha: float = Field(1.0, gt=0)
 
 
 class TapLogicConfig(_Strict):
@@ -395,6 +420,7 @@ class Scenario(_Strict):
     pfc: Optional[PfcConfig] = None
     link_events: list[LinkEventConfig] = Field(default_factory=list)
     switch_logic: list[TapLogicConfig] = Field(default_factory=list)
+    switch_buffer: Optional[SwitchBufferConfig] = None
     transport: TransportConfig = Field(default_factory=TransportConfig)
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
     traffic: list[PoissonTrafficConfig] = Field(default_factory=list)
@@ -443,6 +469,10 @@ class Scenario(_Strict):
                                  f"preamble and gap); give at least {full}")
         if self.pfc is not None and self.backend != "packet":
             raise ValueError('pfc: the flow backend has no queues to pause; PFC needs backend = "packet"')
+        if self.switch_buffer is not None and self.backend != "packet":
+            raise ValueError('switch_buffer: the flow backend has no queues; needs backend = "packet"')
+        if self.pfc is not None and self.pfc.xoff_fraction is not None and self.switch_buffer is None:
+            raise ValueError("pfc.xoff_fraction: a fraction of the free shared buffer needs [switch_buffer]")
         if self.switch_logic and self.backend != "packet":
             raise ValueError('switch_logic: the flow backend has no packets for logic to see; needs backend = "packet"')
         for i, e in enumerate(self.link_events):
@@ -602,7 +632,7 @@ class Scenario(_Strict):
                 headroom = max((2 * lk["rate_bps"] * lk["delay_ps"] // (8 * 10**12) for lk in t.links), default=0)
                 headroom += 2 * (tr.mss_bytes + WIRE_OVERHEAD_BYTES)
             core_pfc = {"classes": p.classes, "xoff_bytes": p.xoff_bytes, "xon_bytes": p.xon_bytes,
-                        "headroom_bytes": headroom, "pause_quanta": p.pause_quanta}
+                        "headroom_bytes": headroom, "pause_quanta": p.pause_quanta, "xoff_fraction": p.xoff_fraction}
         overrides = []
         for i, o in enumerate(self.queue_overrides):
             ends = []
@@ -658,6 +688,8 @@ class Scenario(_Strict):
                         "convergence_ps": self.routing.convergence_ps},
             "link_events": link_events,
             "switch_logic": logic,
+            "switch_buffer": None if self.switch_buffer is None else
+            {"bytes": self.switch_buffer.bytes, "alpha": self.switch_buffer.alpha},
             "traffic": traffic,
             "flows": flows,
             "collectives": collectives,
@@ -668,12 +700,10 @@ class Scenario(_Strict):
         """The job's allreduce plan (None: the built-in ring): a planner by
         name, built for ``fusion_bytes`` and scaled to each fusion by the
         core, or a plan JSON file (verified; ranks = workers)."""
-        from .collectives import plan as plan_mod
         from .collectives.direct import direct_allreduce
         from .collectives.halving_doubling import halving_doubling_allreduce
         from .collectives.rings import ring_allreduce
         from .collectives.trees import double_binary_tree_allreduce
-        from .collectives.verify import PlanError, verify
 
         name, chunk, size = j.allreduce, j.allreduce_chunk_bytes, j.fusion_bytes
         if name == "ring":
@@ -696,12 +726,7 @@ class Scenario(_Strict):
             if not path.exists():
                 raise ScenarioError(f"jobs[{i}].allreduce: {name!r} is neither a planner ({', '.join(JOB_ALLREDUCE)}) "
                                     f"nor a plan JSON file")
-            text = read_text(path, f"jobs[{i}].allreduce", "plan JSON file")
-            try:
-                p = plan_mod.Plan.from_json(text)
-                verify(p)
-            except (ValueError, KeyError, TypeError, PlanError) as e:
-                raise ScenarioError(f"jobs[{i}].allreduce: {path}: {e}") from None
+            p = _read_plan_file(path, f"jobs[{i}].allreduce")
             if p.collective != "allreduce" or p.nranks != n:
                 raise ScenarioError(f"jobs[{i}].allreduce: {path}: needs an allreduce plan over {n} ranks (the job's "
                                     f"workers), got {p.collective} over {p.nranks}")
@@ -712,9 +737,6 @@ class Scenario(_Strict):
 
     def _collective_plan(self, i: int, c: "CollectiveConfig", nh: int):
         """The collective's plan and its hosts (rank -> host index)."""
-        from .collectives import plan as plan_mod
-        from .collectives.verify import PlanError, verify
-
         where = f"collectives[{i}]"
         if c._plan_object is not None:
             p = c._plan_object
@@ -742,12 +764,7 @@ class Scenario(_Strict):
                 raise ScenarioError(f"{where}.planner: {e}") from None
         else:
             path = self._resolve_path(c.plan)
-            text = read_text(path, f"{where}.plan", "plan JSON file")
-            try:
-                p = plan_mod.Plan.from_json(text)
-                verify(p)
-            except (ValueError, KeyError, TypeError, PlanError) as e:
-                raise ScenarioError(f"{where}.plan: {path}: {e}") from None
+            p = _read_plan_file(path, f"{where}.plan")
         hosts = list(c.hosts) if c.hosts is not None else list(range(p.nranks))
         if len(hosts) != p.nranks:
             raise ScenarioError(f"{where}.hosts: the plan has {p.nranks} ranks but hosts lists {len(hosts)}")

@@ -9,7 +9,9 @@ use crate::engine::{Backend, Simulation};
 use crate::fabric::topology::Topology;
 use crate::fabric::{LinkAction, LinkEventSpec, TopologySpec};
 use crate::net::flow::FlowNet;
-use crate::net::packet::{PacketNet, PfcSpec, PortQueues, QueueOverride, QueueSpec, SwitchLogicSpec};
+use crate::net::packet::{
+    PacketNet, PfcSpec, PortQueues, QueueOverride, QueueSpec, SwitchBufferSpec, SwitchLogicSpec,
+};
 use crate::transport::TransportSpec;
 use serde::Deserialize;
 
@@ -34,6 +36,9 @@ pub struct FabricSpec {
     /// Logic attached to chosen switches (packet backend).
     #[serde(default)]
     pub switch_logic: Vec<SwitchLogicSpec>,
+    /// A buffer shared by each switch's egress queues, dynamic threshold (packet backend).
+    #[serde(default)]
+    pub switch_buffer: Option<SwitchBufferSpec>,
     pub transport: TransportSpec,
     pub routing: RoutingSpec,
     /// Timed link changes (both backends).
@@ -119,7 +124,7 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
             }
             let queues =
                 PortQueues { switch: f.queue.clone(), host: f.host_queue.clone(), overrides: f.queue_overrides.clone() };
-            Box::new(PacketNet::new(&topo, &queues, t, f.pfc.clone(), f.seed, &f.switch_logic)?)
+            Box::new(PacketNet::new(&topo, &queues, t, f.pfc.clone(), f.seed, &f.switch_logic, f.switch_buffer.clone())?)
         }
         BackendKind::Flow => {
             if !f.switch_logic.is_empty() {

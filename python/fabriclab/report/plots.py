@@ -52,42 +52,38 @@ def _series_by_bucket_and_class(flows: pd.DataFrame, column: str):
                 break
 
 
+def _cdf_figure(series, scale: float, xlabel: str, title: str, log: bool) -> bytes:
+    """One CDF line per (bucket, class) series: colour by bucket, style by class."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for lbl, ci, bi, v in series:
+        _cdf(ax, v / scale, label=lbl, color=f"C{bi}", linestyle=_STYLES[ci % len(_STYLES)])
+    if log:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("CDF")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title)
+    fig.tight_layout()
+    return _png(fig)
+
+
 def fct_cdf(flows: pd.DataFrame) -> bytes | None:
     series = list(_series_by_bucket_and_class(flows, "fct_ps"))
     if not series:
         return None
-    plt = _plt()
     unit, scale = time_unit(float(np.median(np.concatenate([s[3] for s in series]))))
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for lbl, ci, bi, v in series:
-        _cdf(ax, v / scale, label=lbl, color=f"C{bi}", linestyle=_STYLES[ci % len(_STYLES)])
-    ax.set_xscale("log")
-    ax.set_xlabel(f"flow completion time ({unit})")
-    ax.set_ylabel("CDF")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title("FCT by flow size (small < 100 KB, large > 10 MB)")
-    fig.tight_layout()
-    return _png(fig)
+    return _cdf_figure(series, scale, f"flow completion time ({unit})",
+                       "FCT by flow size (small < 100 KB, large > 10 MB)", log=True)
 
 
 def slowdown_cdf(flows: pd.DataFrame) -> bytes | None:
     series = list(_series_by_bucket_and_class(flows, "slowdown"))
     if not series:
         return None
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for lbl, ci, bi, v in series:
-        _cdf(ax, v, label=lbl, color=f"C{bi}", linestyle=_STYLES[ci % len(_STYLES)])
-    if all((v > 0).all() for *_, v in series):
-        ax.set_xscale("log")
-    ax.set_xlabel("slowdown (FCT / ideal FCT)")
-    ax.set_ylabel("CDF")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title("slowdown by flow size")
-    fig.tight_layout()
-    return _png(fig)
+    return _cdf_figure(series, 1.0, "slowdown (FCT / ideal FCT)", "slowdown by flow size",
+                       log=all((v > 0).all() for *_, v in series))
 
 
 def links_bar(links: pd.DataFrame) -> bytes | None:

@@ -134,6 +134,19 @@ impl Api<'_> {
         self.topo
     }
 
+    /// The backend and its context for a call made now.
+    fn net_ctx(&mut self) -> (Ctx<'_>, &mut dyn Backend) {
+        let ctx = Ctx {
+            now: self.now,
+            queue: self.queue,
+            completions: self.net.completions,
+            arrivals: self.net.arrivals,
+            probes: self.net.probes,
+            topo: self.topo,
+        };
+        (ctx, &mut *self.backend)
+    }
+
     /// Sends a message; its arrival is reported to this app's `on_receive`
     /// and `on_complete`.
     pub fn send(&mut self, m: &Message) -> Result<MsgId, String> {
@@ -188,15 +201,8 @@ impl Api<'_> {
             fwd,
             rev,
         };
-        let mut ctx = Ctx {
-            now: self.now,
-            queue: self.queue,
-            completions: self.net.completions,
-            arrivals: self.net.arrivals,
-            probes: self.net.probes,
-            topo: self.topo,
-        };
-        self.backend.send(&mut ctx, send);
+        let (mut ctx, backend) = self.net_ctx();
+        backend.send(&mut ctx, send);
         Ok(id)
     }
 
@@ -204,15 +210,8 @@ impl Api<'_> {
     /// already in queues keep theirs); false for a message no longer being
     /// sent (nothing changes).
     pub fn set_class(&mut self, msg: MsgId, class: u8) -> bool {
-        let mut ctx = Ctx {
-            now: self.now,
-            queue: self.queue,
-            completions: self.net.completions,
-            arrivals: self.net.arrivals,
-            probes: self.net.probes,
-            topo: self.topo,
-        };
-        self.backend.set_class(&mut ctx, msg, class)
+        let (mut ctx, backend) = self.net_ctx();
+        backend.set_class(&mut ctx, msg, class)
     }
 
     /// Moves a live message onto an explicit node path (source host ...
@@ -234,15 +233,8 @@ impl Api<'_> {
         rec.pinned = true;
         rec.route_lost = false;
         rec.reroutes += 1;
-        let mut ctx = Ctx {
-            now: self.now,
-            queue: self.queue,
-            completions: self.net.completions,
-            arrivals: self.net.arrivals,
-            probes: self.net.probes,
-            topo: self.topo,
-        };
-        self.backend.reroute(&mut ctx, msg, fwd, rev);
+        let (mut ctx, backend) = self.net_ctx();
+        backend.reroute(&mut ctx, msg, fwd, rev);
         Ok(true)
     }
 

@@ -41,6 +41,11 @@ impl PacketNet {
                 ctx.port_event(port, band, PortEvent::Drop, pkt.wire);
             }
         }
+        if let Some(buf) = self.buffers.as_mut().filter(|_| !self.ports[port as usize].host_port) {
+            for pkt in &queued {
+                buf.remove(self.port_ends[port as usize].0, pkt.wire);
+            }
+        }
         for pkt in &queued {
             // A packet queued at a switch held PFC buffer for its ingress.
             if pkt.ingress != NO_PORT {

@@ -5,6 +5,7 @@
 //! packet) and every link at most one pending arrival event (the head packet
 //! on the wire), as in htsim.
 
+pub mod buffer;
 pub mod header;
 mod links;
 pub mod logic;
@@ -12,6 +13,7 @@ pub mod pfc;
 mod port;
 pub mod qdisc;
 
+pub use buffer::SwitchBufferSpec;
 pub use logic::SwitchLogicSpec;
 pub use pfc::PfcSpec;
 pub use qdisc::{Discipline, QueueOverride, QueueSpec};
@@ -77,6 +79,8 @@ pub struct PacketNet {
     loss_rng: ChaCha8Rng,
     logics: logic::Logics,
     names: Vec<String>,
+    /// Switches' shared buffers with the dynamic threshold, when configured.
+    buffers: Option<buffer::SharedBuffers>,
 }
 
 /// Queue disciplines of every port: switch ports' default, host NIC ports'
@@ -97,6 +101,7 @@ impl PacketNet {
         pfc: Option<PfcSpec>,
         seed: u64,
         logic: &[SwitchLogicSpec],
+        switch_buffer: Option<SwitchBufferSpec>,
     ) -> Result<PacketNet, String> {
         let ports: Vec<Port> = topo
             .ports
@@ -117,6 +122,7 @@ impl PacketNet {
         Ok(PacketNet {
             logics: logic::Logics::new(topo, logic)?,
             names: topo.names.clone(),
+            buffers: switch_buffer.map(|b| buffer::SharedBuffers::new(b, topo.names.len())),
             ports,
             conns: Vec::new(),
             live_conns: 0,

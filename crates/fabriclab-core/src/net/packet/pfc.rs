@@ -24,6 +24,10 @@ pub struct PfcSpec {
     pub headroom_bytes: u64,
     /// Pause time carried by an XOFF frame, in quanta of 512 bit times.
     pub pause_quanta: u16,
+    /// Dynamic XOFF: the threshold is the smaller of `xoff_bytes` and this
+    /// fraction of the switch's free shared buffer (needs `switch_buffer`).
+    #[serde(default)]
+    pub xoff_fraction: Option<f64>,
 }
 
 /// Bit times in one pause quantum (IEEE 802.3 Annex 31B).
@@ -65,11 +69,16 @@ impl PfcState {
         self.held[ingress as usize][class as usize & 7] + wire as u64 <= self.spec.xoff_bytes + self.spec.headroom_bytes
     }
 
-    /// A lossless packet from `ingress` was queued.
-    pub fn arrived(&mut self, ingress: u32, class: u8, wire: u32) -> Signal {
+    /// A lossless packet from `ingress` was queued; `free` is the switch's
+    /// free shared buffer after it, when the switch has one.
+    pub fn arrived(&mut self, ingress: u32, class: u8, wire: u32, free: Option<u64>) -> Signal {
         let (i, c) = (ingress as usize, class as usize & 7);
         self.held[i][c] += wire as u64;
-        if self.held[i][c] > self.spec.xoff_bytes && self.xoff[i] & (1 << c) == 0 {
+        let xoff = match (self.spec.xoff_fraction, free) {
+            (Some(f), Some(free)) => self.spec.xoff_bytes.min((f * free as f64) as u64),
+            _ => self.spec.xoff_bytes,
+        };
+        if self.held[i][c] > xoff && self.xoff[i] & (1 << c) == 0 {
             self.xoff[i] |= 1 << c;
             return Signal::Xoff;
         }

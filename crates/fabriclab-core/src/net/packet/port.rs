@@ -95,6 +95,8 @@ impl PacketNet {
         let lossless = self.pfc.as_ref().is_some_and(|f| pkt.ingress != NO_PORT && f.is_lossless(pkt.class));
         let p = &mut self.ports[port as usize];
         p.account_queue(ctx.now);
+        // The switch's shared buffer, if it has one (host NICs are outside it).
+        let shared = self.buffers.as_ref().filter(|_| !p.host_port).map(|_| self.port_ends[port as usize].0);
         let res = if !p.up {
             p.qdisc.count_drop(pkt.class); // the link is down
             Enqueued::Dropped
@@ -104,6 +106,14 @@ impl PacketNet {
                 p.qdisc.enqueue_lossless(pkt)
             } else {
                 p.qdisc.count_drop(pkt.class); // headroom overflow
+                Enqueued::Dropped
+            }
+        } else if let Some(node) = shared {
+            let band = p.qdisc.band_of(pkt.class);
+            if self.buffers.as_ref().expect("shared").admits(node, p.qdisc.band_bytes(band), pkt.wire) {
+                p.qdisc.enqueue(pkt)
+            } else {
+                p.qdisc.count_drop(pkt.class); // above the dynamic threshold
                 Enqueued::Dropped
             }
         } else {
@@ -124,6 +134,9 @@ impl PacketNet {
         }
         p.stats.max_queue_bytes = p.stats.max_queue_bytes.max(p.qdisc.bytes());
         let idle = p.tx.is_none();
+        if let (Some(node), Some(buf)) = (shared, self.buffers.as_mut()) {
+            buf.add(node, pkt.wire);
+        }
         if ctx.probed() {
             let band = p.qdisc.band_of(pkt.class) as u8;
             if res == Enqueued::Marked {
@@ -133,7 +146,8 @@ impl PacketNet {
         }
         if lossless {
             let pfc = self.pfc.as_mut().expect("lossless needs PFC");
-            if pfc.arrived(pkt.ingress, pkt.class, pkt.wire) == Signal::Xoff {
+            let free = shared.and_then(|node| self.buffers.as_ref().map(|b| b.free(node)));
+            if pfc.arrived(pkt.ingress, pkt.class, pkt.wire, free) == Signal::Xoff {
                 let q = pfc.spec.pause_quanta;
                 self.send_pause(ctx, pkt.ingress, pkt.class, q);
             }
@@ -162,7 +176,11 @@ impl PacketNet {
         let done = ctx.now + ser_time_ps(pkt.wire as u64, p.rate_bps);
         p.tx = Some(pkt);
         p.tx_done_ps = done;
+        let host_port = p.host_port;
         ctx.schedule(done, NetEv { kind: EV_PORT_TX, id: port });
+        if let Some(buf) = self.buffers.as_mut().filter(|_| !host_port) {
+            buf.remove(self.port_ends[port as usize].0, pkt.wire);
+        }
         if ctx.probed() {
             let band = p.qdisc.band_of(pkt.class) as u8;
             ctx.port_event(port, band, PortEvent::Dequeue, pkt.wire);
