@@ -179,3 +179,31 @@ def test_a_tap_from_the_scenario_file(tmp_path, cli):
     bad.write_text('[topology]\nkind = "star"\nhosts = 4\n[[switch_logic]]\nkind = "tap"\nnode = "h0"\n')
     r = cli("run", str(bad), "--out", str(tmp_path / "b"), "-q")
     assert r.returncode == 2 and "switch_logic[0].node" in r.stderr
+
+
+def test_a_link_too_slow_for_tcp_is_refused_before_running(cli, tmp_path):
+    # 1538 wire bytes at 10 000 bps take 1.23 s, more than the 1 s max RTO.
+    scen = tmp_path / "slow.toml"
+    scen.write_text('[topology]\nkind = "star"\nhosts = 2\nlink_rate_bps = "10Kbps"\n'
+                    '[[flows]]\nsrc = 0\ndst = 1\nsize_bytes = "1MB"\n')
+    r = cli("validate", str(scen))
+    assert r.returncode == 2 and "topology.link_rate_bps" in r.stderr and "12304 bps" in r.stderr
+    # At 12 304 bps a segment fits within the RTO: accepted.
+    scen.write_text(scen.read_text().replace("10Kbps", "12304bps"))
+    assert cli("validate", str(scen)).returncode == 0
+
+
+def test_queue_sampling_stops_at_its_row_budget(tmp_path):
+    # The flows all start at 0, so the estimate foresees one sample; a limit
+    # 600 KB above the estimate leaves room for about 1000 rows (600 bytes
+    # each, twice a row's cost). Sampling every 10 ns of a 2 MB incast needs
+    # far more: it stops, and says when.
+    flows = [{"src": i, "dst": 3, "size_bytes": "2MB", "start_ps": 0} for i in range(3)]
+    s = Scenario.from_dict({"topology": {"kind": "star", "hosts": 4}, "flows": flows,
+                            "outputs": {"queues_every_ps": 10_000}})
+    from fabriclab.limits import estimate
+
+    r = simulate(s, memory_limit=estimate(s).total_bytes + 600_000)
+    q = r.summary["queue_samples"]
+    assert q["stopped_at_ps"] is not None and 900 <= q["rows"] <= 1010
+    assert r.flows.fct_ps.notna().all()  # the run itself went on to the end

@@ -9,7 +9,7 @@ import time
 from . import __version__
 from ._core import Simulator
 from .results import BUCKETS, Results, fct_stats, flows_table, links_table, messages_table, queues_table
-from .limits import check_memory
+from .limits import check_memory, queue_row_budget
 from .scenario import Scenario, ScenarioError
 
 # Progress is reported after each slice of simulated time; the core runs a
@@ -35,12 +35,15 @@ def resolve_and_build(scenario: Scenario, memory_limit: int | str | None = None,
     try:
         sim = Simulator(json.dumps(scenario.to_core(t)))
         if scenario.outputs.queues_every_ps is not None:
-            sim.sample_queues(scenario.outputs.queues_every_ps)
+            sim.sample_queues(scenario.outputs.queues_every_ps, queue_row_budget(est, memory_limit))
         return sim, t
     except ValueError as e:
         # The core numbers explicit flows in one list; name them as the user wrote them.
         msg = re.sub(r"^flows\[(\d+)\]", lambda m: scenario.flow_label(int(m.group(1))), str(e))
         raise ScenarioError(msg) from None
+
+
+U64_MAX = 2**64 - 1
 
 
 def simulate(scenario: Scenario, progress: bool = False, memory_limit: int | str | None = None) -> Results:
@@ -57,13 +60,17 @@ def simulate(scenario: Scenario, progress: bool = False, memory_limit: int | str
         more = True
         t = 0
         while more:
-            t += step
+            t = min(t + step, U64_MAX)
             if stop is not None:
                 t = min(t, stop)
             try:
                 more = sim.run_until(t)
             except ValueError as e:
                 raise ScenarioError(str(e)) from None
+            if t >= target:
+                # Draining past the last arrival (a slow link may take simulated
+                # days): widen the slices so Python's loop never dominates.
+                step = min(step * 2, U64_MAX)
             if stop is not None and t >= stop:
                 break
             if progress and bar is None and time.perf_counter() - wall0 > PROGRESS_AFTER_S:
@@ -149,7 +156,10 @@ def _collect(scenario: Scenario, sim: Simulator, wall_s: float) -> Results:
         summary["collectives"] = coll_summary
     out = scenario.outputs
     messages = messages_table(sim.messages()) if out.messages else None
-    queues = queues_table(sim.queues()) if out.queues_every_ps is not None else None
+    queues = None
+    if out.queues_every_ps is not None:
+        queues = queues_table(sim.queues())
+        summary["queue_samples"] = {"rows": queues.num_rows, "stopped_at_ps": sim.queue_sampling_stopped_ps}
     resolved = scenario.resolved_dict()
     return Results(flows_arrow=flows, links_arrow=links, summary=summary, resolved=resolved,
                    jobs_arrow=jobs_arrow, timeline_arrow=timeline_arrow, messages_arrow=messages, queues_arrow=queues,

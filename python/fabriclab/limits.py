@@ -172,6 +172,24 @@ def _topology(s, est: Estimate) -> tuple[int, float, int]:
     return hosts, float(rate), links
 
 
+# Queue sample rows kept when no memory limit applies.
+MAX_QUEUE_ROWS = 50_000_000
+
+
+def queue_row_budget(est: Estimate, limit: int | str | None = None) -> int:
+    """How many queue sample rows a run may keep: what the memory limit
+    leaves after the rest of the estimate, at twice a row's cost (the core's
+    vector may double while growing), at most MAX_QUEUE_ROWS. A run that
+    outlasts its arrivals (a slow link, say) can sample for longer than the
+    estimate foresaw; sampling then stops at the budget instead of
+    exhausting memory."""
+    cap = resolve_limit(limit)
+    if cap is None:
+        return MAX_QUEUE_ROWS
+    rest = est.total_bytes - est.parts.get("outputs.queues_every_ps", (0, ""))[0]
+    return int(max(1000, min(MAX_QUEUE_ROWS, (cap - rest) // (2 * BYTES_PER_QUEUE_ROW))))
+
+
 def _queue_samples(s, est: Estimate, links: int) -> None:
     """At most one row per sample, port (two per link) and band while the
     network is busy (rows of idle bands are skipped, so this is a bound)."""

@@ -642,6 +642,7 @@ class Scenario(_Strict):
                     raise ScenarioError(f"queue_overrides[{i}].{key}: unknown node {name!r}")
                 ends.append(None if name is None else names[name])
             overrides.append({"from": ends[0], "to": ends[1], "queue": _core_queue(o)})
+        self._check_link_rates(t)
         link_events = []
         for i, e in enumerate(self.link_events):
             for key, name in zip(("link[0]", "link[1]"), e.link):
@@ -695,6 +696,33 @@ class Scenario(_Strict):
             "collectives": collectives,
             "stop_ps": self.stop_ps,
         }
+
+    def _check_link_rates(self, t: topo.TopologyData) -> None:
+        """A link so slow that one full segment takes longer to send than the
+        largest retransmission timeout cannot carry TCP: every segment would
+        time out before it arrived, and the run would retransmit for
+        simulated days."""
+        tr = self.transport
+        frame_bits = (tr.mss_bytes + WIRE_OVERHEAD_BYTES) * 8
+        least = -(-frame_bits * 10**12 // tr.max_rto_ps)
+        rates = [(lk["rate_bps"], self._rate_field(t, k)) for k, lk in enumerate(t.links)]
+        rates += [(e.rate_bps, f"link_events[{i}].rate_bps") for i, e in enumerate(self.link_events) if e.rate_bps]
+        for rate, name in rates:
+            if rate < least:
+                raise ScenarioError(
+                    f"{name}: at {rate} bps one full segment ({tr.mss_bytes + WIRE_OVERHEAD_BYTES} wire bytes) takes "
+                    f"{frame_bits / rate:,.0f} s to send, longer than transport.max_rto_ps ({tr.max_rto_ps / 1e12:g} s): "
+                    f"every segment would time out before it arrives; give at least {least} bps or raise max_rto_ps")
+
+    def _rate_field(self, data: topo.TopologyData, k: int) -> str:
+        """The field that set the rate of the topology's link ``k``."""
+        t, lk = self.topology, data.links[k]
+        if isinstance(t, FileTopology):
+            return f"topology.path: links[{k}].rate_bps"
+        host_link = any(data.nodes[lk[end]]["kind"] == "host" for end in ("a", "b"))
+        if isinstance(t, LeafSpineTopology) and not host_link:
+            return "topology.spine_link_rate_bps" if t.spine_link_rate_bps is not None else "topology.oversubscription"
+        return "topology.link_rate_bps"
 
     def _job_plan(self, i: int, j: "JobConfig", n: int) -> dict | None:
         """The job's allreduce plan (None: the built-in ring): a planner by

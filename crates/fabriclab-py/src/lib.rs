@@ -160,16 +160,22 @@ impl Simulator {
         table_dict(py, t)
     }
 
-    /// Samples every port's bands every `every_ps` while the network is busy
-    /// (call before the first `run_until`).
-    fn sample_queues(&mut self, every_ps: u64) -> PyResult<()> {
+    /// Samples every port's bands every `every_ps` while the network is busy,
+    /// at most `max_rows` rows (call before the first `run_until`).
+    fn sample_queues(&mut self, every_ps: u64, max_rows: usize) -> PyResult<()> {
         if every_ps == 0 {
             return Err(PyValueError::new_err("sampling interval must be positive"));
         }
         if self.sim.now_ps() > 0 || self.sim.events() > 0 {
             return Err(PyValueError::new_err("sampling must be set before the run starts"));
         }
-        self.with(|sim| sim.sample_queues(every_ps))
+        self.with(|sim| sim.sample_queues(every_ps, max_rows))
+    }
+
+    /// When queue sampling stopped at its row budget (None: it did not).
+    #[getter]
+    fn queue_sampling_stopped_ps(&self) -> Option<u64> {
+        self.sim.samples().stopped_at_ps
     }
 
     /// The queue samples as a dict of columns.

@@ -37,6 +37,8 @@ pub enum Ev {
 pub struct Samples {
     pub time_ps: Vec<u64>,
     pub rows: Vec<BandSample>,
+    /// When sampling stopped because it reached its row budget, if it did.
+    pub stopped_at_ps: Option<u64>,
 }
 
 pub struct Simulation {
@@ -57,6 +59,7 @@ pub struct Simulation {
     mss_bytes: u32,
     error: Option<String>,
     sample_every_ps: Option<u64>,
+    sample_max_rows: usize,
     samples: Samples,
     last_sample: Vec<BandSample>,
     scratch: Vec<BandSample>,
@@ -83,6 +86,7 @@ impl Simulation {
             mss_bytes,
             error: None,
             sample_every_ps: None,
+            sample_max_rows: usize::MAX,
             samples: Samples::default(),
             last_sample: Vec::new(),
             scratch: Vec::new(),
@@ -111,10 +115,13 @@ impl Simulation {
     }
 
     /// Samples every port's bands every `every_ps` while the network is busy
-    /// (before the run starts). Sampling does not change the run.
-    pub fn sample_queues(&mut self, every_ps: u64) {
+    /// (before the run starts), keeping at most `max_rows` rows: sampling
+    /// stops when a sample would pass them (`Samples::stopped_at_ps`).
+    /// Sampling does not change the run.
+    pub fn sample_queues(&mut self, every_ps: u64, max_rows: usize) {
         assert!(!self.started && every_ps > 0);
         self.sample_every_ps = Some(every_ps);
+        self.sample_max_rows = max_rows;
     }
 
     pub fn now_ps(&self) -> u64 {
@@ -294,6 +301,11 @@ impl Simulation {
         let mut cur = std::mem::take(&mut self.scratch);
         cur.clear();
         self.backend.sample_bands(&mut cur);
+        if self.samples.rows.len() + cur.len() > self.sample_max_rows {
+            self.samples.stopped_at_ps = Some(self.now);
+            self.scratch = cur;
+            return;
+        }
         for (i, s) in cur.iter().enumerate() {
             let idle = BandSample { port: s.port, band: s.band, ..Default::default() };
             let changed = *self.last_sample.get(i).unwrap_or(&idle) != *s;
