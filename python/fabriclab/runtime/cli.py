@@ -77,3 +77,43 @@ def register(app: typer.Typer) -> None:
         typer.echo(table_text(rows, op, algo, n, dtype, root, iters, warmup, cluster))
         if csv is not None:
             write_csv(rows, csv, op, algo, n, dtype, root)
+
+    @runtime_app.command("probe")
+    def probe_cmd(
+        n: int = typer.Option(4, "-n", "--nproc", help="Number of ranks."),
+        cluster: Optional[str] = typer.Option(None, "--cluster", help="Run rank i in host i of this "
+                                              "cluster-in-a-box (docs/cluster.md); else local processes."),
+        nbytes: str = typer.Option("4M", "--bytes", help="Bytes of each one-way bandwidth probe (K, M suffixes)."),
+        pings: int = typer.Option(10, "--pings", help="8-byte ping-pongs per pair (the median is the RTT)."),
+        root: int = typer.Option(0, "--root", help="Root of the broadcast trees."),
+        out: Optional[Path] = typer.Option(None, "--json", help="Also write measurements and trees to this file."),
+        master_port: Optional[int] = typer.Option(None, "--master-port", help="Rank 0's port; a free one if omitted."),
+    ) -> None:
+        """Blink's start-up probe: every ordered pair's latency and bandwidth over the runtime's
+        connections (one pair at a time), then TreeGen's trees on the measured graph."""
+        import json
+
+        from ..collectives.bench import parse_size
+        from .errors import RuntimeFailure, RuntimeInputError
+        from .probe import Measurements, matrix_text, run_probe
+
+        if out is not None and (out.is_dir() or not (out.parent if str(out.parent) else Path(".")).is_dir()):
+            raise RuntimeInputError(f"--json: cannot write {out} (a folder, or its folder does not exist)")
+        size = parse_size(nbytes, "--bytes")
+        try:
+            res = run_probe(n, cluster, size, pings, root, master_port)
+        except RuntimeFailure as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(1) from None
+        m = Measurements.from_dict(res["measurements"])
+        typer.echo(matrix_text(m))
+        for op, p in res["packings"].items():
+            typer.echo(f"# TreeGen, {op}: root {p['root']}, {len(p['trees'])} tree(s), "
+                       f"total {p['rate_bps'] / 1e6:.1f} Mbit/s")
+            for t, r in zip(p["trees"], p["rates_bps"]):
+                edges = ", ".join(f"{u}->{v}" for v, u in sorted((int(k), u) for k, u in t.items()) if u is not None)
+                typer.echo(f"  {r / 1e6:8.1f} Mbit/s  {edges}")
+        typer.echo(f"# allreduce of 4 MiB along the probed trees: {res['allreduce_s'] * 1e3:.1f} ms, "
+                   f"{res['allreduce_wrong']} wrong elements")
+        if out is not None:
+            out.write_text(json.dumps(res, indent=1))

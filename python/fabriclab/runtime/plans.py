@@ -64,7 +64,11 @@ def plan_json(op: str, algo: str, n: int, count: int, itemsize: int, root: int =
     if chunk_bytes is not None and chunk_bytes < itemsize:
         raise RuntimeInputError(f"chunk_bytes: must be at least one element ({itemsize} bytes), got {chunk_bytes}")
     chunk = None if chunk_bytes is None else chunk_bytes // itemsize
-    d = _build(op, algo, n, count, chunk, root).to_dict()
+    return scale_to_elements(_build(op, algo, n, count, chunk, root).to_dict(), op, count, itemsize, root, chunk_bytes)
+
+
+def scale_to_elements(d: dict, op: str, count: int, itemsize: int, root: int, chunk_bytes: int | None) -> str:
+    """A plan dict built over ``count`` one-byte elements, scaled to ``itemsize``-byte ones, as JSON."""
     d["size_bytes"] = count * itemsize
     d["root"] = root if op in ("broadcast", "reduce") else None
     d["meta"] = {**d.get("meta", {}), "element_bytes": itemsize, "count": count, "chunk_bytes": chunk_bytes}

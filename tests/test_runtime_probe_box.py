@@ -1,0 +1,98 @@
+"""Blink's probe in a cluster-in-a-box (root only, ~30 s): a 4-host star at
+200 Mbit/s whose host 3 link is reshaped to 50 Mbit/s after `cluster up`
+(the scenario format has one link rate for a star; the two htb classes of
+both ends of h3's link are changed with tc, as docs/runtime.md shows). The
+measured matrix must show the shaping (payload = rate x 1448/1538, within
+10 %) and TreeGen's trees must route around host 3 as worked out by hand in
+test_runtime_probe.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+FAST, SLOW = 200_000_000, 50_000_000
+EFF = 1448 / 1538  # TCP payload per wire byte at MTU 1500 with timestamps (docs/cluster.md)
+PY = sys.executable
+NAME = "bp" + str(os.getpid() % 10**6)
+
+
+def _why_not() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, veth, tc for the cluster-in-a-box)"
+    r = subprocess.run(["ip", "netns", "list"], capture_output=True)
+    return None if r.returncode == 0 else "ip netns does not work here"
+
+
+reason = _why_not()
+pytestmark = pytest.mark.skipif(reason is not None, reason=reason or "")
+
+
+def fl(*args):
+    return subprocess.run([PY, "-m", "fabriclab.cli", *args], capture_output=True, text=True, timeout=180)
+
+
+def shape_host(name: str, host: int, rate_bps: int) -> None:
+    """Both directions of host ``host``'s link: its NIC (eth0) and the switch port (p<host>)."""
+    for ns, dev in ((f"h{host}", "eth0"), ("sw", f"p{host}")):
+        for cls in (["parent", "2:", "classid", "2:1"], ["parent", "2:1", "classid", "2:a"]):
+            r = fl("cluster", "exec", "--name", name, ns, "--", "tc", "class", "change", "dev", dev, *cls, "htb",
+                   "rate", f"{rate_bps}bit", "ceil", f"{rate_bps}bit", "overhead", "24", "quantum", "1514")
+            assert r.returncode == 0, r.stderr
+
+
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory):
+    d = tmp_path_factory.mktemp("probe")
+    (d / "star.toml").write_text(textwrap.dedent(f"""
+        [topology]
+        kind = "star"
+        hosts = 4
+        link_rate_bps = "{FAST // 10**6}Mbps"
+        link_delay_ps = "0us"
+        [queue]
+        ecn_threshold_packets = "off"
+        [transport]
+        cc = "newreno"
+    """))
+    fl("cluster", "down", "--name", NAME)
+    r = fl("cluster", "up", str(d / "star.toml"), "--name", NAME)
+    assert r.returncode == 0, r.stderr
+    try:
+        shape_host(NAME, 3, SLOW)
+        r = fl("runtime", "probe", "--cluster", NAME, "-n", "4", "--bytes", "2M", "--pings", "5",
+               "--json", str(d / "probe.json"))
+        assert r.returncode == 0, r.stderr
+        yield json.loads((d / "probe.json").read_text()), r.stdout
+    finally:
+        fl("cluster", "down", "--name", NAME)
+
+
+def test_matrix_shows_the_slow_host(probed):
+    res, _ = probed
+    bw = res["measurements"]["bw_bps"]
+    for i in range(4):
+        for j in range(4):
+            if i != j:
+                want = (SLOW if 3 in (i, j) else FAST) * EFF
+                assert bw[i][j] == pytest.approx(want, rel=0.10), (i, j, bw[i][j])
+
+
+def test_trees_route_around_the_slow_host(probed):
+    res, out = probed
+    b = res["packings"]["broadcast"]
+    # root 0: the cut into host 3 is 3 x SLOW x EFF; one tree per parent of 3 (0, 1, 2), each at its edge's rate
+    assert b["root"] == 0 and len(b["trees"]) == 3
+    assert sorted(t["3"] for t in b["trees"]) == [0, 1, 2]
+    assert b["rate_bps"] == pytest.approx(3 * SLOW * EFF, rel=0.10)
+    a = res["packings"]["allreduce"]
+    assert len(a["trees"]) == 3 and a["rate_bps"] == pytest.approx(3 * SLOW * EFF, rel=0.10)
+    for t in a["trees"]:  # host 3 a leaf: one edge at it
+        assert (t["3"] is not None) + sum(1 for u in t.values() if u == 3) == 1
+    assert res["allreduce_wrong"] == 0
+    assert "TreeGen, broadcast: root 0, 3 tree(s)" in out
