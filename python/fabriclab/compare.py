@@ -27,7 +27,7 @@ from .errors import InputError
 ALGOS = ("ring", "tree", "halving-doubling", "direct")
 ITEM = 4  # float32
 DEFAULT_SIZES = "1M:64M"
-DEFAULT_OVERHEAD_US = 30.0
+DEFAULT_OVERHEAD_US = 80.0  # per message: see docs/compare.md (a 4 KiB ring step through the box)
 LINUX_RTO_MIN_PS = 200_000_000_000  # include/net/tcp.h: TCP_RTO_MIN = HZ / 5
 LINUX_RTO_INIT_PS = 1_000_000_000_000  # TCP_TIMEOUT_INIT = 1 s
 
