@@ -25,6 +25,8 @@ from .runtime.cli import register as _register_runtime  # noqa: E402
 _register_runtime(app)
 from .cluster.cli import register as _register_cluster  # noqa: E402
 _register_cluster(app)
+from .compare import register as _register_compare  # noqa: E402
+_register_compare(app)
 
 # Markup off: user text (paths, names, messages) is printed literally.
 err = Console(stderr=True, markup=False)

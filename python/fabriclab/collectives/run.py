@@ -58,14 +58,16 @@ def collective_spec(plan: Plan, topo: TopologyData, rank_hosts: list[int], name:
 
 def run_plan(plan: Plan, topo: TopologyData, rank_hosts: list[int], backend: str = "flow",
              reduce_bps: int = DEFAULT_REDUCE_BPS, send_overhead_ps: int = DEFAULT_SEND_OVERHEAD_PS,
-             scenario: dict | None = None) -> PlanRun:
+             scenario: dict | None = None, persistent_connections: bool = False) -> PlanRun:
     """Runs one collective alone on ``topo`` and returns its completion time
-    (last step's end minus start) with per-step times."""
+    (last step's end minus start) with per-step times. ``persistent_connections``:
+    messages of a rank pair continue one TCP connection (packet backend)."""
     from .._core import Simulator
 
     base = Scenario.from_dict({"backend": backend, **(scenario or {})})
     base.collectives.append(CollectiveConfig.of_plan(plan, rank_hosts, reduce_bps=reduce_bps,
-                                                     send_overhead_ps=send_overhead_ps))
+                                                     send_overhead_ps=send_overhead_ps,
+                                                     persistent_connections=persistent_connections))
     try:
         core = base.to_core(topology_data=topo)
     except ScenarioError as e:
