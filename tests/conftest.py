@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 
@@ -22,3 +23,14 @@ def run_cli(*args, cwd=None):
 @pytest.fixture
 def cli():
     return run_cli
+
+
+def why_no_box() -> str | None:
+    """Why the cluster-in-a-box cannot be built here (None: it can)."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, veth, tc for the cluster-in-a-box)"
+    try:
+        r = subprocess.run(["ip", "netns", "list"], capture_output=True)
+    except FileNotFoundError:
+        return "needs iproute2's ip"
+    return None if r.returncode == 0 else "ip netns does not work here"

@@ -19,20 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import why_no_box
 from fabriclab.cluster.apply import list_namespaces, probe, state_path
 
-
-def _can_build() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces, veth, tc)"
-    try:
-        r = subprocess.run(["ip", "netns", "list"], capture_output=True)
-    except FileNotFoundError:
-        return "needs iproute2's ip"
-    return None if r.returncode == 0 else "ip netns does not work here"
-
-
-reason = _can_build()
+reason = why_no_box()
 pytestmark = pytest.mark.skipif(reason is not None, reason=reason or "")
 PY = sys.executable
 RATE = 100_000_000

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import why_no_box
 from fabriclab.compare import (CompareError, Job, build_job, box_scenario, make_row, resolve_source, run_compare,
                                simulate, table_text)
 
@@ -153,17 +154,9 @@ def test_sim_only_cli_csv(cli, tmp_path):
 
 # ---------------------------------------------------------------- real (root)
 
-def _can_build() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces, veth, tc)"
-    try:
-        r = subprocess.run(["ip", "netns", "list"], capture_output=True)
-    except FileNotFoundError:
-        return "needs iproute2's ip"
-    return None if r.returncode == 0 else "ip netns does not work here"
 
 
-@pytest.mark.skipif(_can_build() is not None, reason=_can_build() or "")
+@pytest.mark.skipif(why_no_box() is not None, reason=why_no_box() or "")
 def test_real_against_simulated_star(tmp_path):
     """A 4-host 1 Gbit/s star (with --gso: the only way this 2-core machine
     carries 1 Gbit/s, docs/cluster.md), ring allreduce at 1 and 2 MiB."""

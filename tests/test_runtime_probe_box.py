@@ -16,20 +16,16 @@ import textwrap
 
 import pytest
 
+from conftest import why_no_box
+
 FAST, SLOW = 200_000_000, 50_000_000
 EFF = 1448 / 1538  # TCP payload per wire byte at MTU 1500 with timestamps (docs/cluster.md)
 PY = sys.executable
 NAME = "bp" + str(os.getpid() % 10**6)
 
 
-def _why_not() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces, veth, tc for the cluster-in-a-box)"
-    r = subprocess.run(["ip", "netns", "list"], capture_output=True)
-    return None if r.returncode == 0 else "ip netns does not work here"
 
-
-reason = _why_not()
+reason = why_no_box()
 pytestmark = pytest.mark.skipif(reason is not None, reason=reason or "")
 
 

@@ -207,7 +207,7 @@ def worker(spec_path: str, out_dir: str) -> None:
     """One rank: checks each plan once on known inputs, then times ``iters`` runs after ``warmup``."""
     import numpy as np
 
-    from .runtime.bench import _inputs
+    from .runtime.bench import _inputs, count_wrong
     from .runtime.comm import Communicator
 
     spec = json.loads(Path(spec_path).read_text())
@@ -221,12 +221,7 @@ def worker(spec_path: str, out_dir: str) -> None:
         if spec["check"]:
             x, exp, part = _inputs(np, op, count, np.float32, r, n, root)
             c.run_plan(text, x)
-            if op == "reduce":
-                wrong = int((x != exp).sum()) if r == root else 0
-            elif op == "reduce_scatter":
-                wrong = int((x[part[0]:part[1]] != exp[part[0]:part[1]]).sum())
-            else:
-                wrong = int((x != exp).sum())
+            wrong = count_wrong(op, x, exp, part, r, root)
         buf = np.zeros(count, np.float32)
         for _ in range(spec["warmup"]):
             c.run_plan(text, buf)

@@ -32,6 +32,16 @@ class Row:
     wrong: int
 
 
+def count_wrong(op, x, exp, part, rank, root) -> int:
+    """Elements of this rank's result that differ from the reference (the
+    part it owns for reduce-scatter; nothing off the root for reduce)."""
+    if op == "reduce":
+        return int((x != exp).sum()) if rank == root else 0
+    if op == "reduce_scatter":
+        return int((x[part[0]:part[1]] != exp[part[0]:part[1]]).sum())
+    return int((x != exp).sum())
+
+
 def _inputs(np, op, count, dtype, rank, n, root):
     """Rank r's input and the expected output at rank r: small integers, so float sums are exact."""
     base = (np.arange(count) % 13).astype(dtype)
@@ -67,12 +77,7 @@ def worker(spec: dict, out_dir: str) -> None:
         count = max(1, size // np.dtype(dt).itemsize)
         x, exp, part = _inputs(np, op, count, dt, r, n, root)
         c.collective(op, x, spec["algo"], root)
-        if op == "reduce":
-            wrong = int((x != exp).sum()) if r == root else 0
-        elif op == "reduce_scatter":
-            wrong = int((x[part[0]:part[1]] != exp[part[0]:part[1]]).sum())
-        else:
-            wrong = int((x != exp).sum())
+        wrong = count_wrong(op, x, exp, part, r, root)
         buf = np.zeros(count, dt)
         text = plan_json(op, spec["algo"], n, count, buf.itemsize, root, spec["chunk_bytes"])
         for _ in range(spec["warmup"]):
