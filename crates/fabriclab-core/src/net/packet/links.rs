@@ -71,10 +71,13 @@ impl PacketNet {
     /// New packets of `msg` (data, retransmissions, ACKs) take the new routes.
     pub(super) fn set_routes(&mut self, msg: u32, fwd: Vec<u32>, rev: Vec<u32>) {
         let Some(Some(conn)) = self.conns.get_mut(msg as usize) else { return };
-        let (f, r) = conn.routes.last().expect("a route");
-        if **f == *fwd && **r == *rev {
+        if *conn.fwd == *fwd && *conn.rev == *rev {
             return;
         }
-        conn.routes.push((fwd.into_boxed_slice(), rev.into_boxed_slice()));
+        let old = (
+            std::mem::replace(&mut conn.fwd, fwd.into_boxed_slice()),
+            std::mem::replace(&mut conn.rev, rev.into_boxed_slice()),
+        );
+        conn.old_routes.push(old);
     }
 }

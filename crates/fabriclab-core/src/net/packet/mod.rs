@@ -46,8 +46,12 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
 
 struct Conn {
-    /// Forward and reverse routes (egress ports), the last one current.
-    routes: Vec<(Box<[u32]>, Box<[u32]>)>,
+    /// The current forward and reverse routes (egress ports), generation
+    /// `old_routes.len()`; earlier generations, still followed by packets
+    /// sent before a reroute, in `old_routes` (empty unless routing moved it).
+    fwd: Box<[u32]>,
+    rev: Box<[u32]>,
+    old_routes: Vec<(Box<[u32]>, Box<[u32]>)>,
     class: u8,
     sender: TcpSender,
     receiver: TcpReceiver,
@@ -184,7 +188,10 @@ impl PacketNet {
             self.packets_in_network -= 1;
             return true;
         };
-        let (fwd, rev) = &conn.routes[pkt.route as usize];
+        let (fwd, rev) = match conn.old_routes.get(pkt.route as usize) {
+            Some((f, r)) => (f, r),
+            None => (&conn.fwd, &conn.rev),
+        };
         let route = if pkt.is_ack() { rev } else { fwd };
         let hop = pkt.hop as usize + 1;
         if hop < route.len() {
@@ -229,8 +236,8 @@ impl PacketNet {
             0
         };
         let mut ack = Packet::tcp(id, ack_no, 0, wire_bytes(0), conn.class, FLAG_ACK | ece);
-        ack.route = (conn.routes.len() - 1) as u16;
-        let first = conn.routes.last().expect("a route").1[0];
+        ack.route = conn.old_routes.len() as u16;
+        let first = conn.rev[0];
         self.packets_in_network += 1;
         self.enqueue(ctx, first, ack);
     }
@@ -259,7 +266,7 @@ impl PacketNet {
         } else {
             0
         };
-        let (first, class, route) = (conn.routes.last().expect("a route").0[0], conn.class, (conn.routes.len() - 1) as u16);
+        let (first, class, route) = (conn.fwd[0], conn.class, conn.old_routes.len() as u16);
         // One timer per connection. An event whose time no longer matches
         // the connection's armed time is stale and ignored when it fires
         // (cheaper than cancelling it in the heap on every ACK).
@@ -318,7 +325,9 @@ impl Backend for PacketNet {
             }
         }
         self.conns[msg as usize] = Some(Box::new(Conn {
-            routes: vec![(fwd.into_boxed_slice(), rev.into_boxed_slice())],
+            fwd: fwd.into_boxed_slice(),
+            rev: rev.into_boxed_slice(),
+            old_routes: Vec::new(),
             class,
             sender,
             receiver: TcpReceiver::new(size_bytes),
