@@ -223,18 +223,16 @@ impl Api<'_> {
         let fwd = self.topo.explicit_route(path, src, dst)?;
         let back: Vec<u32> = path.iter().rev().copied().collect();
         let rev = self.topo.explicit_route(&back, dst, src)?;
-        let mut live = Vec::new();
-        self.backend.live_messages(&mut live);
-        if !live.contains(&msg) {
+        let route = fwd.clone().into_boxed_slice();
+        let (mut ctx, backend) = self.net_ctx();
+        if !backend.reroute(&mut ctx, msg, fwd, rev) {
             return Ok(false);
         }
         let rec = &mut self.msgs[msg as usize];
-        rec.route = fwd.clone().into_boxed_slice();
+        rec.route = route;
         rec.pinned = true;
         rec.route_lost = false;
         rec.reroutes += 1;
-        let (mut ctx, backend) = self.net_ctx();
-        backend.reroute(&mut ctx, msg, fwd, rev);
         Ok(true)
     }
 

@@ -141,8 +141,9 @@ pub trait Backend: Send + Sync {
     /// Appends the messages that still have traffic in the network.
     fn live_messages(&self, out: &mut Vec<u32>);
     /// Moves a live message's later traffic onto new routes (packets already
-    /// in the network finish on the route they took).
-    fn reroute(&mut self, ctx: &mut Ctx, msg: u32, fwd: Vec<u32>, rev: Vec<u32>);
+    /// in the network finish on the route they took); false (nothing done)
+    /// when the message has no traffic left in the network.
+    fn reroute(&mut self, ctx: &mut Ctx, msg: u32, fwd: Vec<u32>, rev: Vec<u32>) -> bool;
 }
 
 /// A message handed to a backend, its route resolved to egress ports.

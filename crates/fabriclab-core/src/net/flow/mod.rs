@@ -13,6 +13,7 @@ use crate::fabric::frame::wire_bytes;
 use crate::fabric::topology::Topology;
 use crate::time::PS_PER_S;
 use maxmin::{max_min_rates, FlowDemand};
+use std::collections::HashMap;
 
 /// This backend's events (encoded in the engine's opaque [`NetEv`]).
 const EV_DRAIN: u8 = 0;
@@ -36,9 +37,8 @@ pub struct FlowNet {
     stats: Vec<LinkStats>,
     bits_sent: Vec<f64>,
     active: Vec<FluidFlow>,
-    delivering: usize,
-    /// (message, size) of drained flows still propagating.
-    delivering_sizes: Vec<(u32, u64)>,
+    /// Size of each drained flow's message still propagating, by message.
+    delivering: HashMap<u32, u64>,
     last_ps: u64,
     pending: Option<EventKey>,
     mss_bytes: u32,
@@ -75,8 +75,7 @@ impl FlowNet {
                 .collect(),
             bits_sent: vec![0.0; topo.ports.len()],
             active: Vec::new(),
-            delivering: 0,
-            delivering_sizes: Vec::new(),
+            delivering: HashMap::new(),
             last_ps: 0,
             pending: None,
             mss_bytes,
@@ -135,8 +134,7 @@ impl FlowNet {
             let f = &self.active[i];
             if f.remaining_bits <= f.rate_bps / PS_PER_S as f64 + 1e-6 {
                 let f = self.active.remove(i);
-                self.delivering += 1;
-                self.delivering_sizes.push((f.msg, f.size_bytes));
+                self.delivering.insert(f.msg, f.size_bytes);
                 ctx.schedule(ctx.now + f.delay_ps, NetEv { kind: EV_DELIVER, id: f.msg });
             } else {
                 i += 1;
@@ -181,10 +179,8 @@ impl Backend for FlowNet {
             EV_DRAIN => self.on_drain(ctx),
             EV_DELIVER => {
                 let msg = ev.id;
-                self.delivering -= 1;
                 // A fluid flow has no packets: its bytes arrive all at once.
-                let k = self.delivering_sizes.iter().position(|d| d.0 == msg).expect("delivering");
-                let (_, bytes) = self.delivering_sizes.swap_remove(k);
+                let bytes = self.delivering.remove(&msg).expect("delivering");
                 ctx.arrivals.push(Arrival { msg, bytes });
                 ctx.completions.push(Completion { msg, retransmits: 0 });
             }
@@ -205,7 +201,7 @@ impl Backend for FlowNet {
     }
 
     fn in_flight(&self) -> usize {
-        self.active.len() + self.delivering
+        self.active.len() + self.delivering.len()
     }
 
     /// A link down carries nothing (its flows stall until routing moves
@@ -233,14 +229,15 @@ impl Backend for FlowNet {
         out.extend(self.active.iter().map(|f| f.msg));
     }
 
-    fn reroute(&mut self, ctx: &mut Ctx, msg: u32, fwd: Vec<u32>, _rev: Vec<u32>) {
-        let Some(k) = self.active.iter().position(|f| f.msg == msg) else { return };
+    fn reroute(&mut self, ctx: &mut Ctx, msg: u32, fwd: Vec<u32>, _rev: Vec<u32>) -> bool {
+        let Some(k) = self.active.iter().position(|f| f.msg == msg) else { return false };
         if *self.active[k].route == *fwd {
-            return;
+            return true;
         }
         self.advance(ctx.now);
         self.active[k].delay_ps = fwd.iter().map(|&p| self.delay_ps[p as usize]).sum();
         self.active[k].route = fwd.into_boxed_slice();
         self.reallocate(ctx);
+        true
     }
 }

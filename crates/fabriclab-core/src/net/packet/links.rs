@@ -68,16 +68,18 @@ impl PacketNet {
         out.extend(self.conns.iter().enumerate().filter(|(_, c)| c.is_some()).map(|(i, _)| i as u32));
     }
 
-    /// New packets of `msg` (data, retransmissions, ACKs) take the new routes.
-    pub(super) fn set_routes(&mut self, msg: u32, fwd: Vec<u32>, rev: Vec<u32>) {
-        let Some(Some(conn)) = self.conns.get_mut(msg as usize) else { return };
+    /// New packets of `msg` (data, retransmissions, ACKs) take the new
+    /// routes; false when its connection has finished.
+    pub(super) fn set_routes(&mut self, msg: u32, fwd: Vec<u32>, rev: Vec<u32>) -> bool {
+        let Some(Some(conn)) = self.conns.get_mut(msg as usize) else { return false };
         if *conn.fwd == *fwd && *conn.rev == *rev {
-            return;
+            return true;
         }
         let old = (
             std::mem::replace(&mut conn.fwd, fwd.into_boxed_slice()),
             std::mem::replace(&mut conn.rev, rev.into_boxed_slice()),
         );
         conn.old_routes.push(old);
+        true
     }
 }

@@ -393,7 +393,7 @@ impl Backend for PacketNet {
         self.logics.tables(&self.names)
     }
 
-    fn reroute(&mut self, _ctx: &mut Ctx, msg: u32, fwd: Vec<u32>, rev: Vec<u32>) {
-        self.set_routes(msg, fwd, rev);
+    fn reroute(&mut self, _ctx: &mut Ctx, msg: u32, fwd: Vec<u32>, rev: Vec<u32>) -> bool {
+        self.set_routes(msg, fwd, rev)
     }
 }

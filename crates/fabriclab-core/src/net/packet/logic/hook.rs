@@ -17,8 +17,8 @@ pub(in crate::net::packet) struct Logics {
     /// Per node: index into `list`, or u32::MAX.
     pub at: Vec<u32>,
     pub timer: Vec<Option<u64>>,
-    /// Egress ports of every node.
-    pub node_ports: Vec<Vec<u32>>,
+    /// Egress ports of each logic's switch.
+    pub ports: Vec<Box<[u32]>>,
     /// Packets of other protocols absorbed by a node without logic.
     pub absorbed: u64,
     pub emit: Vec<(u32, Packet)>,
@@ -31,7 +31,7 @@ impl Logics {
             node: Vec::new(),
             at: vec![u32::MAX; topo.names.len()],
             timer: Vec::new(),
-            node_ports: topo.out_ports.clone(),
+            ports: Vec::new(),
             absorbed: 0,
             emit: Vec::new(),
         };
@@ -61,6 +61,7 @@ impl Logics {
             l.at[node as usize] = l.list.len() as u32;
             l.list.push(logic);
             l.node.push(node);
+            l.ports.push(topo.out_ports[node as usize].clone().into_boxed_slice());
             l.timer.push(None);
         }
         Ok(l)
@@ -101,7 +102,7 @@ impl PacketNet {
         }
         let mut emit = std::mem::take(&mut self.logics.emit);
         let verdict = {
-            let mut lctx = LogicCtx { now: ctx.now, ports: &self.logics.node_ports[node as usize], emit: &mut emit };
+            let mut lctx = LogicCtx { now: ctx.now, ports: &self.logics.ports[i as usize], emit: &mut emit };
             self.logics.list[i as usize].on_packet(&mut lctx, ingress, pkt)
         };
         let taken = verdict == Verdict::Absorb || pkt.proto != PROTO_TCP;
@@ -138,10 +139,9 @@ impl PacketNet {
             return false; // re-armed earlier since
         }
         self.logics.timer[i as usize] = None;
-        let node = self.logics.node[i as usize];
         let mut emit = std::mem::take(&mut self.logics.emit);
         {
-            let mut lctx = LogicCtx { now: ctx.now, ports: &self.logics.node_ports[node as usize], emit: &mut emit };
+            let mut lctx = LogicCtx { now: ctx.now, ports: &self.logics.ports[i as usize], emit: &mut emit };
             self.logics.list[i as usize].poll(&mut lctx);
         }
         self.send_emitted(ctx, &mut emit);
