@@ -15,156 +15,18 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from .errors import InputError
 from .inputs import read_text
 from . import topology as topo
 from ._toml import tomllib
 from .cdfs import CdfError, load_cdf
+from .fabric_schema import (FatTreeTopology, LeafSpineTopology, LinkEventConfig, PfcConfig,
+                            QueueConfig, QueueOverrideConfig, QUEUE_FIELDS, RoutingConfig, StarTopology,
+                            SwitchBufferConfig, TapLogicConfig, TopologyConfig, TransportConfig, fabric_core,
+                            node_index)
+from .schema_base import U32_MAX, WIRE_OVERHEAD_BYTES, Delay, ScenarioError, TrafficClass, _off_is_none, _Strict
 from .units import RateBps, SizeBytes, TimePs
-
-
-class ScenarioError(InputError):
-    """A scenario that cannot be run; the message names the field and the rule."""
-
-
-class _Strict(BaseModel):
-    # allow_inf_nan=False: every float must be finite (inf and nan never reach the core).
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_default=True, allow_inf_nan=False)
-
-
-# Wire bytes a segment adds to its payload: IP + TCP headers (40), Ethernet
-# header and FCS (18), preamble and inter-frame gap (20); the core's
-# packet::wire_bytes.
-WIRE_OVERHEAD_BYTES = 78
-
-# Integer ranges of the core's fields (u32 counts, u8 classes).
-U32_MAX = 2**32 - 1
-TrafficClass = Annotated[int, Field(ge=0, le=7)]
-
-
-PositiveRate = Annotated[RateBps, Field(gt=0, description="bits per second")]
-Delay = Annotated[TimePs, Field(ge=0)]
-
-
-class StarTopology(_Strict):
-    kind: Literal["star"] = "star"
-    hosts: int = Field(8, ge=2, le=U32_MAX)
-    link_rate_bps: PositiveRate = 10_000_000_000
-    link_delay_ps: Delay = 10_000_000
-
-
-class LeafSpineTopology(_Strict):
-    kind: Literal["leaf_spine"]
-    leaves: int = Field(4, ge=1, le=U32_MAX)
-    hosts_per_leaf: int = Field(8, ge=1, le=U32_MAX)
-    spines: int = Field(4, ge=1, le=U32_MAX)
-    link_rate_bps: PositiveRate = 10_000_000_000
-    link_delay_ps: Delay = 1_000_000
-    oversubscription: float = Field(1.0, gt=0)
-    spine_link_rate_bps: Optional[PositiveRate] = None
-    # 2: dual-port hosts, one port on each leaf of a pair.
-    host_ports: int = Field(1, ge=1, le=2)
-
-    @model_validator(mode="after")
-    def _spine_rate(self):
-        if self.spine_link_rate_bps is None:
-            rate = topo.leaf_spine_uplink_bps(self.hosts_per_leaf, self.spines, self.link_rate_bps, self.oversubscription)
-            if not 1 <= rate < 2**64:
-                raise ValueError(f"oversubscription: {self.oversubscription} gives a leaf-spine link rate of {rate} bps "
-                                 f"(hosts_per_leaf x link_rate_bps / (spines x oversubscription)); it must come to "
-                                 f"1..{2**64 - 1} bps")
-        return self
-
-
-class FatTreeTopology(_Strict):
-    kind: Literal["fat_tree"]
-    k: int = Field(4, ge=2, le=U32_MAX)
-    link_rate_bps: PositiveRate = 10_000_000_000
-    link_delay_ps: Delay = 1_000_000
-    # 2: dual-port hosts, one port on each edge switch of a pair.
-    host_ports: int = Field(1, ge=1, le=2)
-
-    @field_validator("k")
-    @classmethod
-    def _even(cls, v: int) -> int:
-        if v % 2:
-            raise ValueError("must be even")
-        return v
-
-
-class FileTopology(_Strict):
-    kind: Literal["file"]
-    path: str
-
-
-TopologyConfig = Annotated[
-    Union[StarTopology, LeafSpineTopology, FatTreeTopology, FileTopology], Field(discriminator="kind")
-]
-
-
-def _off_is_none(v):
-    if isinstance(v, str) and v.strip().lower() in ("off", "none"):
-        return None
-    return v
-
-
-class QueueConfig(_Strict):
-    discipline: Literal["fifo", "prio"] = "fifo"
-    bands: int = Field(3, ge=1, le=8)
-    priomap: list[int] = Field(default_factory=lambda: [0, 1, 2, 2, 2, 2, 2, 2], min_length=8, max_length=8)
-    limit_bytes: Optional[Annotated[SizeBytes, Field(gt=0)]] = None
-    limit_packets: Optional[int] = Field(1000, gt=0, lt=2**64)
-    ecn_threshold_bytes: Optional[Annotated[SizeBytes, Field(ge=0)]] = None
-    ecn_threshold_packets: Optional[int] = Field(65, ge=0, lt=2**64)
-
-    _off = field_validator(
-        "limit_bytes", "limit_packets", "ecn_threshold_bytes", "ecn_threshold_packets", mode="before"
-    )(_off_is_none)
-
-    @model_validator(mode="after")
-    def _bands(self):
-        bad = [b for b in self.priomap if not 0 <= b < self.bands]
-        if bad:
-            raise ValueError(f"priomap: every band must be within 0..{self.bands - 1} (bands = {self.bands}), got {bad}")
-        return self
-
-
-QUEUE_FIELDS = ("discipline", "bands", "priomap", "limit_bytes", "limit_packets", "ecn_threshold_bytes",
-                "ecn_threshold_packets")
-
-
-class QueueOverrideConfig(QueueConfig):
-    """A queue discipline for the egress ports of one node (``node``) or of
-    one link direction (``node`` -> ``to``); fields not given are the
-    ``[queue]`` section's."""
-    node: str
-    to: Optional[str] = None
-
-
-class PfcConfig(_Strict):
-    """Priority flow control (IEEE 802.1Qbb) at every switch, packet backend."""
-    classes: list[int] = Field(min_length=1, max_length=8, description="lossless traffic classes")
-    xoff_bytes: Annotated[SizeBytes, Field(gt=0)] = 100_000
-    xon_bytes: Annotated[SizeBytes, Field(ge=0)] = 50_000
-    # None: twice the largest link's bandwidth-delay product plus two full frames.
-    headroom_bytes: Optional[Annotated[SizeBytes, Field(ge=0)]] = None
-    pause_quanta: int = Field(65535, ge=1, le=65535)
-    # Dynamic XOFF: the smaller of xoff_bytes and this fraction of the switch's
-    # free shared buffer (needs [switch_buffer]).
-    xoff_fraction: Optional[float] = Field(None, gt=0, le=1)
-
-    @model_validator(mode="after")
-    def _check(self):
-        bad = [c for c in self.classes if not 0 <= c <= 7]
-        if bad:
-            raise ValueError(f"classes: traffic classes are 0..7, got {bad}")
-        if len(set(self.classes)) != len(self.classes):
-            raise ValueError(f"classes: each class once, got {self.classes}")
-        if self.xon_bytes > self.xoff_bytes:
-            raise ValueError(f"xon_bytes: {self.xon_bytes} must not exceed xoff_bytes ({self.xoff_bytes})")
-        return self
 
 
 def _read_plan_file(path: Path, field_name: str):
@@ -179,80 +41,6 @@ def _read_plan_file(path: Path, field_name: str):
     except (ValueError, KeyError, TypeError, PlanError) as e:
         raise ScenarioError(f"{field_name}: {path}: {e}") from None
     return p
-
-
-def _core_queue(q: QueueConfig) -> dict:
-    return {k: getattr(q, k) for k in QUEUE_FIELDS}
-
-
-class SwitchBufferConfig(_Strict):
-    """A buffer shared by each switch's egress queues with Choudhury and
-    Hahne's dynamic threshold: a queue may grow while it holds at most
-    ``alpha`` times the switch's free buffer (packet backend)."""
-    bytes: Annotated[SizeBytes, Field(gt=0)]
-    alpha: float = Field(1.0, gt=0)
-
-
-class TapLogicConfig(_Strict):
-    """Switch logic that counts the packets of one class a switch receives,
-    mirrors each to its port toward ``mirror_to`` (a neighbour), and absorbs
-    them instead of forwarding when ``absorb`` (packet backend)."""
-    kind: Literal["tap"]
-    node: str
-    class_: int = Field(0, ge=0, le=7, alias="class")
-    mirror_to: Optional[str] = None
-    absorb: bool = False
-
-
-class TransportConfig(_Strict):
-    cc: Literal["newreno", "dctcp"] = "dctcp"
-    mss_bytes: Annotated[SizeBytes, Field(ge=64, le=9000)] = 1460
-    init_cwnd_packets: int = Field(10, ge=1, le=U32_MAX)
-    min_rto_ps: Annotated[TimePs, Field(gt=0)] = 1_000_000_000
-    initial_rto_ps: Annotated[TimePs, Field(gt=0)] = 1_000_000_000
-    max_rto_ps: Annotated[TimePs, Field(gt=0)] = 1_000_000_000_000
-    dupack_threshold: int = Field(3, ge=1, le=U32_MAX)
-    dctcp_g: float = Field(1 / 16, gt=0, le=1)
-    dctcp_initial_alpha: float = Field(1.0, ge=0, le=1)
-    tsq_limit_bytes: Annotated[SizeBytes, Field(ge=1)] = 131_072
-    persistent_connections: bool = False
-
-    @model_validator(mode="after")
-    def _rto_order(self):
-        if self.min_rto_ps > self.max_rto_ps:
-            raise ValueError(f"min_rto_ps: {self.min_rto_ps} ps must not exceed max_rto_ps ({self.max_rto_ps} ps)")
-        if self.initial_rto_ps > self.max_rto_ps:
-            raise ValueError(f"initial_rto_ps: {self.initial_rto_ps} ps must not exceed max_rto_ps ({self.max_rto_ps} ps)")
-        return self
-
-
-class RoutingConfig(_Strict):
-    ecmp_hash_seed: int = Field(0, ge=0, lt=2**64)
-    # After a link goes down or up, routing follows this much later.
-    convergence_ps: Annotated[TimePs, Field(ge=0)] = 0
-
-
-class LinkEventConfig(_Strict):
-    """At ``at_ps``, the link between two nodes (both directions; every
-    parallel link between them) goes down or up, changes its rate, or starts
-    losing packets with probability ``loss``."""
-    at_ps: Annotated[TimePs, Field(ge=0)]
-    link: list[str] = Field(min_length=2, max_length=2, description="the two nodes the link joins")
-    action: Literal["down", "up", "rate", "loss"]
-    rate_bps: Optional[Annotated[RateBps, Field(gt=0)]] = None
-    loss: Optional[float] = Field(None, ge=0, le=1)
-
-    @model_validator(mode="after")
-    def _fields_of_action(self):
-        if self.action == "rate" and self.rate_bps is None:
-            raise ValueError('rate_bps: action = "rate" needs the new rate')
-        if self.action == "loss" and self.loss is None:
-            raise ValueError('loss: action = "loss" needs a probability within [0, 1]')
-        if self.action != "rate" and self.rate_bps is not None:
-            raise ValueError(f'rate_bps: only for action = "rate", not "{self.action}"')
-        if self.action != "loss" and self.loss is not None:
-            raise ValueError(f'loss: only for action = "loss", not "{self.action}"')
-        return self
 
 
 class PoissonTrafficConfig(_Strict):
@@ -612,117 +400,24 @@ class Scenario(_Strict):
                 path = []
                 for hop in f.path:
                     if isinstance(hop, str):
-                        if hop not in names:
-                            raise ScenarioError(f"{self.flow_label(i)}.path: unknown node {hop!r}")
-                        hop = names[hop]
+                        hop = node_index(names, hop, f"{self.flow_label(i)}.path")
                     path.append(hop)
             flows.append({"src": f.src, "dst": f.dst, "size_bytes": f.size_bytes,
                           "start_ps": f.start_ps, "class": f.class_, "path": path})
         jobs = [self._job_core(i, j, t) for i, j in enumerate(self.jobs)]
         collectives = [self._collective_core(i, c, t) for i, c in enumerate(self.collectives)]
-        q = self.queue
-        tr = self.transport
-        core_pfc = None
-        if self.pfc is not None:
-            p = self.pfc
-            headroom = p.headroom_bytes
-            if headroom is None:
-                # What can still arrive after an XOFF: the link's round trip of data
-                # and a full frame in serialization at each end, on the worst link.
-                headroom = max((2 * lk["rate_bps"] * lk["delay_ps"] // (8 * 10**12) for lk in t.links), default=0)
-                headroom += 2 * (tr.mss_bytes + WIRE_OVERHEAD_BYTES)
-            core_pfc = {"classes": p.classes, "xoff_bytes": p.xoff_bytes, "xon_bytes": p.xon_bytes,
-                        "headroom_bytes": headroom, "pause_quanta": p.pause_quanta, "xoff_fraction": p.xoff_fraction}
-        overrides = []
-        for i, o in enumerate(self.queue_overrides):
-            ends = []
-            for key in ("node", "to"):
-                name = getattr(o, key)
-                if name is not None and name not in names:
-                    raise ScenarioError(f"queue_overrides[{i}].{key}: unknown node {name!r}")
-                ends.append(None if name is None else names[name])
-            overrides.append({"from": ends[0], "to": ends[1], "queue": _core_queue(o)})
-        self._check_link_rates(t)
-        link_events = []
-        for i, e in enumerate(self.link_events):
-            for key, name in zip(("link[0]", "link[1]"), e.link):
-                if name not in names:
-                    raise ScenarioError(f"link_events[{i}].{key}: unknown node {name!r}")
-            a, b = names[e.link[0]], names[e.link[1]]
-            found = [k for k, lk in enumerate(t.links) if {lk["a"], lk["b"]} == {a, b}]
-            if not found:
-                raise ScenarioError(f"link_events[{i}].link: no link joins {e.link[0]!r} and {e.link[1]!r}")
-            for k in found:
-                link_events.append({"at_ps": e.at_ps, "link": k, "action": e.action,
-                                    "rate_bps": e.rate_bps, "loss": e.loss})
-        logic = []
-        for i, lg in enumerate(self.switch_logic):
-            if lg.node not in names or t.nodes[names[lg.node]]["kind"] != "switch":
-                raise ScenarioError(f"switch_logic[{i}].node: {lg.node!r} is not a switch of the topology")
-            mirror = None
-            if lg.mirror_to is not None:
-                if lg.mirror_to not in names:
-                    raise ScenarioError(f"switch_logic[{i}].mirror_to: unknown node {lg.mirror_to!r}")
-                a, b = names[lg.node], names[lg.mirror_to]
-                if not any({lk["a"], lk["b"]} == {a, b} for lk in t.links):
-                    raise ScenarioError(f"switch_logic[{i}].mirror_to: {lg.mirror_to!r} is not a neighbour of {lg.node!r}")
-                mirror = b
-            logic.append({"kind": lg.kind, "node": names[lg.node], "class": lg.class_, "mirror_to": mirror,
-                          "absorb": lg.absorb})
+        fabric = fabric_core(self, t, names)
         return {
             "jobs": jobs,
             "seed": self.seed,
             "backend": self.backend,
             "topology": t.to_core(),
-            "queue": _core_queue(q),
-            "host_queue": None if self.host_queue is None else _core_queue(self.host_queue),
-            "queue_overrides": overrides,
-            "pfc": core_pfc,
-            "transport": {
-                "cc": tr.cc, "mss_bytes": tr.mss_bytes, "init_cwnd_packets": tr.init_cwnd_packets,
-                "min_rto_ps": tr.min_rto_ps, "initial_rto_ps": tr.initial_rto_ps, "max_rto_ps": tr.max_rto_ps,
-                "dupack_threshold": tr.dupack_threshold, "dctcp_g": tr.dctcp_g,
-                "dctcp_initial_alpha": tr.dctcp_initial_alpha, "tsq_limit_bytes": tr.tsq_limit_bytes,
-                "persistent_connections": tr.persistent_connections,
-            },
-            "routing": {"ecmp_hash_seed": self.routing.ecmp_hash_seed,
-                        "convergence_ps": self.routing.convergence_ps},
-            "link_events": link_events,
-            "switch_logic": logic,
-            "switch_buffer": None if self.switch_buffer is None else
-            {"bytes": self.switch_buffer.bytes, "alpha": self.switch_buffer.alpha},
+            **fabric,
             "traffic": traffic,
             "flows": flows,
             "collectives": collectives,
             "stop_ps": self.stop_ps,
         }
-
-    def _check_link_rates(self, t: topo.TopologyData) -> None:
-        """A link so slow that one full segment takes longer to send than the
-        largest retransmission timeout cannot carry TCP: every segment would
-        time out before it arrived, and the run would retransmit for
-        simulated days."""
-        tr = self.transport
-        frame_bits = (tr.mss_bytes + WIRE_OVERHEAD_BYTES) * 8
-        least = -(-frame_bits * 10**12 // tr.max_rto_ps)
-        rates = [(lk["rate_bps"], self._rate_field(t, k)) for k, lk in enumerate(t.links)]
-        rates += [(e.rate_bps, f"link_events[{i}].rate_bps") for i, e in enumerate(self.link_events) if e.rate_bps]
-        for rate, name in rates:
-            if rate < least:
-                raise ScenarioError(
-                    f"{name}: at {rate} bps one full segment ({tr.mss_bytes + WIRE_OVERHEAD_BYTES} wire bytes) takes "
-                    f"{frame_bits / rate:,.0f} s to send, longer than transport.max_rto_ps ({tr.max_rto_ps / 1e12:g} s): "
-                    f"every segment would time out before it arrives; give at least {least} bps or raise max_rto_ps")
-
-    def _rate_field(self, data: topo.TopologyData, k: int) -> str:
-        """The field that set the rate of the topology's link ``k``."""
-        t, lk = self.topology, data.links[k]
-        if isinstance(t, FileTopology):
-            return f"topology.path: links[{k}].rate_bps"
-        host_link = any(data.nodes[lk[end]]["kind"] == "host" for end in ("a", "b"))
-        if isinstance(t, LeafSpineTopology) and not host_link:
-            return "topology.spine_link_rate_bps" if t.spine_link_rate_bps is not None else "topology.oversubscription"
-        return "topology.link_rate_bps"
 
     def _job_plan(self, i: int, j: "JobConfig", n: int) -> dict | None:
         """The job's allreduce plan (None: the built-in ring): a planner by
