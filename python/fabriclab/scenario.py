@@ -255,6 +255,11 @@ class Scenario(_Strict):
                 raise ValueError(f"{name}.limit_bytes: {q.limit_bytes} bytes cannot hold one full segment "
                                  f"({full} wire bytes: transport.mss_bytes + {WIRE_OVERHEAD_BYTES} of headers, "
                                  f"preamble and gap); give at least {full}")
+        b = self.switch_buffer
+        # An empty buffer admits a frame of w bytes when w <= alpha * bytes (the dynamic threshold).
+        if b is not None and b.alpha * b.bytes < full:
+            raise ValueError(f"switch_buffer.bytes: {b.bytes} bytes at alpha {b.alpha} cannot admit one full segment "
+                             f"({full} wire bytes) even when empty; give alpha x bytes of at least {full}")
         if self.pfc is not None and self.backend != "packet":
             raise ValueError('pfc: the flow backend has no queues to pause; PFC needs backend = "packet"')
         if self.switch_buffer is not None and self.backend != "packet":
