@@ -88,6 +88,8 @@ def test_default_headroom_is_round_trip_plus_two_frames():
     ({"pfc": {"classes": []}}, "pfc.classes"),
     ({"pfc": {"classes": [0]}, "backend": "flow"}, "pfc"),
     ({"pfc": {"classes": [0], "pause_quanta": 0}}, "pfc.pause_quanta"),
+    # xoff + headroom = 1000 + 500 < 1538: no lossless frame is ever admitted.
+    ({"pfc": {"classes": [0], "xoff_bytes": 1000, "xon_bytes": 500, "headroom_bytes": 500}}, "pfc.headroom_bytes"),
 ])
 def test_bad_sections_name_their_field(raw, field):
     with pytest.raises(ScenarioError, match=None) as e:

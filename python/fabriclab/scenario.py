@@ -260,6 +260,12 @@ class Scenario(_Strict):
         if b is not None and b.alpha * b.bytes < full:
             raise ValueError(f"switch_buffer.bytes: {b.bytes} bytes at alpha {b.alpha} cannot admit one full segment "
                              f"({full} wire bytes) even when empty; give alpha x bytes of at least {full}")
+        p = self.pfc
+        # A lossless packet is admitted while its ingress holds at most xoff + headroom bytes.
+        if p is not None and p.headroom_bytes is not None and p.xoff_bytes + p.headroom_bytes < full:
+            raise ValueError(f"pfc.headroom_bytes: xoff_bytes + headroom_bytes = {p.xoff_bytes + p.headroom_bytes} "
+                             f"bytes cannot hold one full segment ({full} wire bytes): every lossless packet would "
+                             f"be dropped; give at least {full} together")
         if self.pfc is not None and self.backend != "packet":
             raise ValueError('pfc: the flow backend has no queues to pause; PFC needs backend = "packet"')
         if self.switch_buffer is not None and self.backend != "packet":
