@@ -12,6 +12,8 @@ from .telemetry import Telemetry
 
 # numpy dtype name -> the runtime's element type
 DTYPES = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64", "float16": "float16"}
+# Element types of raw buffers (numpy has no bfloat16; torch has)
+BUFFER_DTYPES = (*DTYPES.values(), "bfloat16")
 
 
 def _env_int(name: str, env, lo: int, hi: int) -> int:
@@ -58,13 +60,15 @@ class Communicator:
 
     @classmethod
     def from_env(cls, env=None, **kwargs) -> "Communicator":
-        """Joins with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and FABRICLAB_TOKEN;
-        FABRICLAB_TIMEOUT_S, FABRICLAB_LATE_TIMEOUT_S, FABRICLAB_STREAMS, FABRICLAB_CHECKSUM=1 and
+        """Joins with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (or FABRICLAB_PORT) and
+        FABRICLAB_TOKEN; FABRICLAB_TIMEOUT_S, FABRICLAB_LATE_TIMEOUT_S, FABRICLAB_STREAMS, FABRICLAB_CHECKSUM=1 and
         FABRICLAB_BIND_ADDR are optional. Keyword arguments override the optional ones."""
         env = os.environ if env is None else env
         n = _env_int("WORLD_SIZE", env, 1, 1 << 20)
         rank = _env_int("RANK", env, 0, n - 1)
-        port = _env_int("MASTER_PORT", env, 1, 65535)
+        # FABRICLAB_PORT, when set, replaces MASTER_PORT: torch.distributed's own
+        # store listens on MASTER_PORT when both run in one job (fabriclab.torch).
+        port = _env_int("FABRICLAB_PORT" if env.get("FABRICLAB_PORT") else "MASTER_PORT", env, 1, 65535)
         addr = env.get("MASTER_ADDR") or None
         if addr is None:
             raise RuntimeInputError("MASTER_ADDR: not set (the address rank 0 listens at)")
@@ -106,11 +110,20 @@ class Communicator:
     def run_plan(self, plan_text: str, array: np.ndarray) -> int:
         """Runs this rank's part of a plan-format-v1 document in place on ``array``
         (whose byte size must be the plan's size_bytes). Returns the op id."""
+        return self.run_plan_buffer(plan_text, array.ctypes.data, array.nbytes, self._check_array(array))
+
+    def run_plan_buffer(self, plan_text: str, address: int, nbytes: int, dtype: str) -> int:
+        """Like :meth:`run_plan` on raw memory: ``nbytes`` writable, contiguous bytes at
+        ``address`` holding elements of ``dtype`` (float32, float64, int32, int64,
+        float16 or bfloat16). The caller keeps the memory alive during the call;
+        this is how tensors of other libraries (``fabriclab.torch``) are reduced
+        without a copy."""
         from .._core import RtError
 
-        dtype = self._check_array(array)
+        if dtype not in BUFFER_DTYPES:
+            raise RuntimeInputError(f"dtype: {dtype} is not supported (supported: {', '.join(BUFFER_DTYPES)})")
         try:
-            op_id = self._c.run(plan_text, array.ctypes.data, array.nbytes, dtype)
+            op_id = self._c.run(plan_text, int(address), int(nbytes), dtype)
         except RtError as e:
             raise translate(e) from None
         if self.telemetry is not None:
