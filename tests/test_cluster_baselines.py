@@ -10,7 +10,8 @@ import shutil
 
 import pytest
 
-ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\w+)\s+(\w+)\s+(-?\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s*$")
+# size, count, type, redop, root, then time, algbw, busbw, #wrong out of place (6-9) and in place (10-13)
+ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\w+)\s+(\w+)\s+(-?\d+)" + r"\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)" * 2 + r"\s*$")
 HAVE = {"mpi": importlib.util.find_spec("mpi4py") is not None and shutil.which("mpirun") is not None,
         "gloo": importlib.util.find_spec("torch") is not None}
 
@@ -27,11 +28,13 @@ def test_baseline_table(cli, baseline):
     rows = [ROW.match(x) for x in r.stdout.splitlines() if ROW.match(x)]
     assert [int(m.group(1)) for m in rows] == [1024, 65536]
     for m in rows:
-        size, count, t_us, algbw, busbw, wrong = (int(m.group(1)), int(m.group(2)), float(m.group(6)),
-                                                  float(m.group(7)), float(m.group(8)), int(m.group(9)))
-        assert count == size // 4 and wrong == 0  # every rank's checked allreduce was exact
-        assert abs(algbw - size / (t_us * 1e-6) / 1e9) <= 0.005 + 1e-9
-        assert abs(busbw - size / (t_us * 1e-6) / 1e9 * 2 * (n - 1) / n) <= 0.005 + 1e-9
+        size, count = int(m.group(1)), int(m.group(2))
+        assert count == size // 4
+        for g in (6, 10):  # out of place, in place
+            t_us, algbw, busbw, wrong = float(m.group(g)), float(m.group(g + 1)), float(m.group(g + 2)), int(m.group(g + 3))
+            assert wrong == 0  # every rank's checked allreduce was exact
+            assert abs(algbw - size / (t_us * 1e-6) / 1e9) <= 0.005 + 1e-9
+            assert abs(busbw - size / (t_us * 1e-6) / 1e9 * 2 * (n - 1) / n) <= 0.005 + 1e-9
     assert "# Out of bounds values : 0 OK" in r.stdout
 
 

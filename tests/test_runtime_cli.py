@@ -16,7 +16,8 @@ from fabriclab.runtime.launch import free_port
 from fabriclab.runtime.telemetry import COLUMNS
 
 PY = sys.executable
-ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\w+)\s+(\w+)\s+(-?\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s*$")
+# size, count, type, redop, root, then time, algbw, busbw, #wrong out of place (6-9) and in place (10-13)
+ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\w+)\s+(\w+)\s+(-?\d+)" + r"\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)" * 2 + r"\s*$")
 
 
 def test_launch_sets_torchrun_variables(cli):
@@ -61,17 +62,20 @@ def test_bench_table_busbw_is_the_formula_on_the_printed_time(cli, tmp_path):
         assert [int(m.group(1)) for m in rows] == [8, 256, 8192, 262144]
         busbws = []
         for m in rows:
-            size, count, t_us, algbw, busbw, wrong = (int(m.group(1)), int(m.group(2)), float(m.group(6)),
-                                                      float(m.group(7)), float(m.group(8)), int(m.group(9)))
-            assert count == size // 4 and m.group(3) == "float" and wrong == 0
-            assert abs(algbw - size / (t_us * 1e-6) / 1e9) <= 0.005 + 1e-9
-            assert abs(busbw - size / (t_us * 1e-6) / 1e9 * factor(n)) <= 0.005 + 1e-9
-            busbws.append(busbw)
+            size, count = int(m.group(1)), int(m.group(2))
+            assert count == size // 4 and m.group(3) == "float"
+            for g in (6, 10):  # out of place, in place
+                t_us, algbw, busbw, wrong = float(m.group(g)), float(m.group(g + 1)), float(m.group(g + 2)), int(m.group(g + 3))
+                assert wrong == 0
+                assert abs(algbw - size / (t_us * 1e-6) / 1e9) <= 0.005 + 1e-9
+                assert abs(busbw - size / (t_us * 1e-6) / 1e9 * factor(n)) <= 0.005 + 1e-9
+                busbws.append(busbw)
         avg = float(re.search(r"# Avg bus bandwidth\s*:\s*([\d.]+)", r.stdout).group(1))
-        assert abs(avg - sum(busbws) / len(busbws)) < 1e-4
+        assert abs(avg - sum(busbws) / len(busbws)) < 1e-4  # nccl-tests averages both placements
         assert "# Out of bounds values : 0 OK" in r.stdout
         lines = csv.read_text().splitlines()
-        assert lines[0].startswith("op,algorithm,nranks,size_bytes") and len(lines) == 5
+        assert lines[0].startswith("op,algorithm,nranks,size_bytes") and len(lines) == 1 + 2 * 4
+        assert [x.split(",")[7] for x in lines[1:3]] == ["out-of-place", "in-place"]
 
 
 def test_bench_writes_every_ranks_telemetry(cli, tmp_path):
@@ -81,9 +85,10 @@ def test_bench_writes_every_ranks_telemetry(cli, tmp_path):
     t = pq.read_table(tmp_path / "ccl.parquet").to_pandas()
     assert list(t.columns) == COLUMNS
     # ring allreduce of 16 floats on 2 ranks: per op and rank, 2 sends and 2 receives of 32 bytes (half each);
-    # 4 such ops: the checked run, 1 warm-up, 2 timed (the barrier's one-int allreduce has 4-byte messages)
+    # 4 such ops per placement: the checked run, 1 warm-up, 2 timed; out of place and in place
+    # (the barrier's one-int allreduce has 4-byte messages)
     ar = t[t.bytes == 32]
-    assert sorted(set(ar["rank"])) == [0, 1] and len(ar) == 2 * 4 * 4
+    assert sorted(set(ar["rank"])) == [0, 1] and len(ar) == 2 * 4 * 4 * 2
     assert set(ar.collective) == {"allreduce"} and set(ar.algorithm) == {"ring"}
 
 

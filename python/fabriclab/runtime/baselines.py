@@ -3,9 +3,11 @@ allreduce sizes, timing and table as the runtime's bench, with mpi4py's
 ``Allreduce`` (Open MPI over its TCP transport, launched by ``mpirun``) or
 torch.distributed's Gloo ``all_reduce``. Installed by
 scripts/install-baselines.sh. Each rank checks one run on known inputs
-(``#wrong``) and times ``iters`` back-to-back in-place allreduces per size
-after ``warmup`` ones and a barrier; the reported time is the slowest rank's
-mean, as for the runtime."""
+(``#wrong``) and times ``iters`` back-to-back allreduces per size and
+placement after ``warmup`` ones and a barrier; the reported time is the
+slowest rank's mean, as for the runtime. Out of place, MPI reduces from the
+send buffer into the receive buffer; Gloo has no output buffer, so the input
+is copied first, as the runtime does."""
 
 from __future__ import annotations
 
@@ -14,7 +16,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from .errors import RuntimeFailure, RuntimeInputError
@@ -22,24 +23,12 @@ from .errors import RuntimeFailure, RuntimeInputError
 BASELINES = ("mpi", "gloo")
 
 
-def _loop(np, dt, sizes, iters, warmup, rank, n, allreduce, barrier) -> list[dict]:
-    rows = []
-    for size in sizes:
-        count = max(1, size // np.dtype(dt).itemsize)
-        base = (np.arange(count) % 13).astype(dt)
-        x = base + dt(rank + 1)
-        allreduce(x)
-        wrong = int((x != base * n + dt(n * (n + 1) // 2)).sum())
-        buf = np.zeros(count, dt)
-        for _ in range(warmup):
-            allreduce(buf)
-        barrier()
-        t0 = time.perf_counter_ns()
-        for _ in range(iters):
-            allreduce(buf)
-        rows.append({"size": count * buf.itemsize, "count": count,
-                     "time_ns": (time.perf_counter_ns() - t0) / iters, "wrong": wrong})
-    return rows
+def _loop(np, dt, sizes, iters, warmup, rank, n, run, barrier) -> list[dict]:
+    """Both placements per size, timed and checked as the runtime's own bench does."""
+    from .bench import time_placements
+
+    return [time_placements(np, "allreduce", max(1, size // np.dtype(dt).itemsize), dt, rank, n, 0, run,
+                            iters, warmup, barrier) for size in sizes]
 
 
 def _enter_netns_keeping_pmix(ns: str) -> None:
@@ -112,7 +101,7 @@ def mpi_worker(spec: dict, out_dir: str) -> None:
     comm = MPI.COMM_WORLD
     r, n = comm.Get_rank(), comm.Get_size()
     rows = _loop(np, np.dtype(spec["dtype"]).type, spec["sizes"], spec["iters"], spec["warmup"], r, n,
-                 lambda a: comm.Allreduce(MPI.IN_PLACE, a, op=MPI.SUM), comm.Barrier)
+                 lambda src, dst: comm.Allreduce(MPI.IN_PLACE if dst is src else src, dst, op=MPI.SUM), comm.Barrier)
     Path(out_dir, f"rank{r}.json").write_text(json.dumps(rows))
 
 
@@ -124,8 +113,10 @@ def gloo_worker(spec: dict, out_dir: str) -> None:
     dist.init_process_group("gloo")  # env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the launcher
     r, n = dist.get_rank(), dist.get_world_size()
 
-    def allreduce(a):
-        dist.all_reduce(torch.from_numpy(a))  # shares a's memory: in place
+    def allreduce(src, dst):  # torch's all_reduce has no output buffer: copy, then in place
+        if dst is not src:
+            np.copyto(dst, src)
+        dist.all_reduce(torch.from_numpy(dst))  # shares dst's memory
 
     rows = _loop(np, np.dtype(spec["dtype"]).type, spec["sizes"], spec["iters"], spec["warmup"], r, n,
                  allreduce, dist.barrier)
@@ -141,7 +132,7 @@ def _has(module: str) -> bool:
 
 def run_baseline(kind: str, sizes: list[int], n: int, iters: int, warmup: int, dtype: str,
                  master_port: int | None = None, cluster: str | None = None) -> list[dict]:
-    """Per size: the slowest rank's mean time (ns), size, count, wrong elements summed over ranks."""
+    """Every rank's rows (bench.time_placements: per size, each placement's mean time and wrong elements)."""
     from .launch import cluster_hosts, launch
 
     if kind not in BASELINES:
@@ -167,9 +158,7 @@ def run_baseline(kind: str, sizes: list[int], n: int, iters: int, warmup: int, d
         per_rank = [json.loads(Path(d, f"rank{r}.json").read_text()) for r in range(n)]
     if cluster:
         cluster_hosts(cluster, n)  # still up
-    return [{"size": per_rank[0][i]["size"], "count": per_rank[0][i]["count"],
-             "time_ns": max(pr[i]["time_ns"] for pr in per_rank), "wrong": sum(pr[i]["wrong"] for pr in per_rank)}
-            for i in range(len(sizes))]
+    return per_rank
 
 
 def _which(prog: str) -> bool:

@@ -1,9 +1,12 @@
 """`fabriclab runtime bench`: nccl-tests' table for the runtime on local
-processes. Each rank times ``iters`` back-to-back in-place collectives per
-size after ``warmup`` ones (preceded by a barrier); the reported time is the
-slowest rank's mean. Before timing, one run on known inputs is checked
-against the exact expected result: ``#wrong`` counts wrong elements, as in
-nccl-tests. Only in-place columns: the runtime's collectives run in place."""
+processes. Each rank times ``iters`` back-to-back collectives per size and
+placement after ``warmup`` ones (preceded by a barrier); the reported time is
+the slowest rank's mean. Out of place, the input buffer is copied into the
+output buffer and the collective runs there in place (what Open MPI's
+allreduce does for a separate receive buffer), and the copy is timed; in
+place, the collective runs on the input itself. Before timing, one run of
+each placement on known inputs is checked against the exact expected result:
+``#wrong`` counts wrong elements, as in nccl-tests."""
 
 from __future__ import annotations
 
@@ -23,13 +26,22 @@ NP_TYPES = {"float32": "float", "float64": "double", "int32": "int32", "int64": 
 
 
 @dataclass
-class Row:
-    size: int
-    count: int
+class Figures:
     time_us: float  # as printed (2 decimals)
     algbw_gbps: float
     busbw_gbps: float
     wrong: int
+
+
+@dataclass
+class Row:
+    size: int
+    count: int
+    out_of_place: Figures
+    in_place: Figures
+
+
+PLACEMENTS = ("out_of_place", "in_place")
 
 
 def count_wrong(op, x, exp, part, rank, root) -> int:
@@ -63,6 +75,28 @@ def _inputs(np, op, count, dtype, rank, n, root):
     return x, exp, None
 
 
+def time_placements(np, op, count, dt, rank, n, root, run, iters, warmup, barrier) -> dict:
+    """One size, both placements: the checked run's wrong elements, then the mean time of
+    ``iters`` runs after ``warmup``. ``run(src, dst)`` leaves op(src) in ``dst``; ``dst is src``
+    in place."""
+    out = {}
+    for placement in PLACEMENTS:
+        x, exp, part = _inputs(np, op, count, dt, rank, n, root)
+        dst = np.empty_like(x) if placement == "out_of_place" else x
+        run(x, dst)
+        wrong = count_wrong(op, dst, exp, part, rank, root)
+        src = np.zeros(count, dt)
+        dst = np.zeros(count, dt) if placement == "out_of_place" else src
+        for _ in range(warmup):
+            run(src, dst)
+        barrier()
+        t0 = time.perf_counter_ns()
+        for _ in range(iters):
+            run(src, dst)
+        out[placement] = {"time_ns": (time.perf_counter_ns() - t0) / iters, "wrong": wrong}
+    return {"size": count * np.dtype(dt).itemsize, "count": count, **out}
+
+
 def worker(spec: dict, out_dir: str) -> None:
     import numpy as np
 
@@ -75,30 +109,36 @@ def worker(spec: dict, out_dir: str) -> None:
     rows = []
     for size in spec["sizes"]:
         count = max(1, size // np.dtype(dt).itemsize)
-        x, exp, part = _inputs(np, op, count, dt, r, n, root)
-        c.collective(op, x, spec["algo"], root)
-        wrong = count_wrong(op, x, exp, part, r, root)
-        buf = np.zeros(count, dt)
-        text = plan_json(op, spec["algo"], n, count, buf.itemsize, root, spec["chunk_bytes"])
-        for _ in range(spec["warmup"]):
-            c.run_plan(text, buf)
-        c.barrier()
-        t0 = time.perf_counter_ns()
-        for _ in range(spec["iters"]):
-            c.run_plan(text, buf)
-        t_ns = (time.perf_counter_ns() - t0) / spec["iters"]
-        rows.append({"size": count * buf.itemsize, "count": count, "time_ns": t_ns, "wrong": wrong})
+        text = plan_json(op, spec["algo"], n, count, np.dtype(dt).itemsize, root, spec["chunk_bytes"])
+
+        def run(src, dst):
+            if dst is not src:
+                np.copyto(dst, src)
+            c.run_plan(text, dst)
+
+        rows.append(time_placements(np, op, count, dt, r, n, root, run, spec["iters"], spec["warmup"], c.barrier))
     Path(out_dir, f"rank{r}.json").write_text(json.dumps(rows))
     if spec["telemetry"]:
         c.write_telemetry(Path(out_dir, f"ccl{r}.parquet"))
     c.close()
 
 
-def make_row(op: str, n: int, size: int, count: int, time_ns: float, wrong: int) -> Row:
+def make_figures(op: str, n: int, size: int, time_ns: float, wrong: int) -> Figures:
     """The printed figures: bandwidths follow from the printed (rounded) time."""
     t_us = max(round(time_ns / 1e3, 2), 0.01)
     algbw, busbw = bus_bandwidth(op, n, size, round(t_us * 1e6))
-    return Row(size, count, t_us, round(algbw / 1e9, 2), round(busbw / 1e9, 2), wrong)
+    return Figures(t_us, round(algbw / 1e9, 2), round(busbw / 1e9, 2), wrong)
+
+
+def make_rows(op: str, n: int, per_rank: list[list[dict]]) -> list[Row]:
+    """Per size: the slowest rank's mean time and the wrong elements summed over ranks."""
+    rows = []
+    for i in range(len(per_rank[0])):
+        xs = [pr[i] for pr in per_rank]
+        figs = {p: make_figures(op, n, xs[0]["size"], max(x[p]["time_ns"] for x in xs), sum(x[p]["wrong"] for x in xs))
+                for p in PLACEMENTS}
+        rows.append(Row(xs[0]["size"], xs[0]["count"], **figs))
+    return rows
 
 
 def run_bench(op: str, algo: str, sizes: str, factor: int, n: int, iters: int = 20, warmup: int = 5,
@@ -124,12 +164,7 @@ def run_bench(op: str, algo: str, sizes: str, factor: int, n: int, iters: int = 
 
             tables = [pq.read_table(Path(d, f"ccl{r}.parquet")) for r in range(n)]
             pq.write_table(pa.concat_tables(tables), Path(telemetry_dir, "ccl.parquet"))
-    rows = []
-    for i in range(len(size_list)):
-        xs = [pr[i] for pr in per_rank]
-        rows.append(make_row(op, n, xs[0]["size"], xs[0]["count"], max(x["time_ns"] for x in xs),
-                             sum(x["wrong"] for x in xs)))
-    return rows
+    return make_rows(op, n, per_rank)
 
 
 def check_args(op, algo, dtype, n, iters, warmup, root, sizes, factor) -> list[int]:
@@ -160,8 +195,8 @@ def run_baseline_bench(baseline: str, sizes: str, factor: int, n: int, iters: in
     from .baselines import run_baseline
 
     size_list = check_args("allreduce", "ring", dtype, n, iters, warmup, 0, sizes, factor)
-    return [make_row("allreduce", n, x["size"], x["count"], x["time_ns"], x["wrong"])
-            for x in run_baseline(baseline, size_list, n, iters, warmup, dtype, master_port, cluster)]
+    per_rank = run_baseline(baseline, size_list, n, iters, warmup, dtype, master_port, cluster)
+    return make_rows("allreduce", n, per_rank)
 
 
 def table_text(rows: list[Row], op: str, algo: str, n: int, dtype: str, root: int, iters: int, warmup: int,
@@ -172,18 +207,21 @@ def table_text(rows: list[Row], op: str, algo: str, n: int, dtype: str, root: in
     lines = [
         f"# fabriclab runtime bench: {op}, algo {algo}, {where}, "
         f"{iters} iterations after {warmup} warm-up",
-        "# in-place only (the runtime runs collectives in place); time: the slowest rank's mean",
+        "# out-of-place: the input copied into the output buffer, then reduced there (the copy timed); "
+        "time: the slowest rank's mean",
         "#",
-        "#                                                          in-place",
-        "#       size         count      type   redop    root     time   algbw   busbw  #wrong",
-        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)",
+        "#                                                       out-of-place                       in-place",
+        "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong",
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)",
     ]
     for x in rows:
-        lines.append(f"{x.size:12d}  {x.count:12d}  {NP_TYPES[dtype]:>8s}  {redop:>6s}  {r:6d}  {x.time_us:7.2f}  "
-                     f"{x.algbw_gbps:6.2f}  {x.busbw_gbps:6.2f}  {x.wrong:6d}")
-    wrong = sum(x.wrong for x in rows)
+        cols = "".join(f"  {f.time_us:7.2f}  {f.algbw_gbps:6.2f}  {f.busbw_gbps:6.2f}  {f.wrong:6d}"
+                       for f in (x.out_of_place, x.in_place))
+        lines.append(f"{x.size:12d}  {x.count:12d}  {NP_TYPES[dtype]:>8s}  {redop:>6s}  {r:6d}{cols}")
+    figs = [f for x in rows for f in (x.out_of_place, x.in_place)]
+    wrong = sum(f.wrong for f in figs)
     lines.append(f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}")
-    avg = sum(x.busbw_gbps for x in rows) / len(rows)
+    avg = sum(f.busbw_gbps for f in figs) / len(figs)  # nccl-tests averages both placements
     lines.append(f"# Avg bus bandwidth    : {avg:.4f} ")
     return "\n".join(lines)
 
@@ -196,5 +234,8 @@ def write_csv(rows: list[Row], path, op: str, algo: str, n: int, dtype: str, roo
         w.writerow(["op", "algorithm", "nranks", "size_bytes", "count", "type", "root", "placement", "time_us",
                     "algbw_GBps", "busbw_GBps", "wrong"])
         for x in rows:
-            w.writerow([op, algo, n, x.size, x.count, dtype, root if op in ("broadcast", "reduce") else -1,
-                        "in-place", f"{x.time_us:.2f}", f"{x.algbw_gbps:.2f}", f"{x.busbw_gbps:.2f}", x.wrong])
+            for placement in PLACEMENTS:
+                f = getattr(x, placement)
+                w.writerow([op, algo, n, x.size, x.count, dtype, root if op in ("broadcast", "reduce") else -1,
+                            placement.replace("_", "-"), f"{f.time_us:.2f}", f"{f.algbw_gbps:.2f}",
+                            f"{f.busbw_gbps:.2f}", f.wrong])
