@@ -263,7 +263,7 @@ TRANSLATED = {
     "FlowConfig": ("FlowSpec", set(), set()),
     # the plan (file or planner) -> steps; hosts -> rank_hosts
     "CollectiveConfig": ("CollectiveSpec", {"plan", "planner", "op", "size_bytes", "chunk_bytes", "ranks", "hosts"},
-                         {"steps", "rank_hosts"}),
+                         {"steps", "rank_hosts", "op", "algorithm"}),  # the resolved plan's collective and algorithm
     # profile & co -> layers (a list of LayerSpec); queue -> priority_queue; the
     # slack-aware knobs -> slack_aware (SlackAware); allreduce -> allreduce_plan
     "JobConfig": ("JobSpec", {"profile", "model_bytes", "compute_ps", "queue", "urgent_class", "slack_factor",

@@ -151,7 +151,7 @@ def _collect(scenario: Scenario, sim: Simulator, wall_s: float) -> Results:
         for i, name in enumerate(sends["job"]):
             summary["jobs"][name].update({k: sends[c][i] for k, c in zip(keys, cols)})
         _gradient_slack(summary["jobs"], timeline_arrow.to_pandas())
-    steps_arrow, coll_summary = _collectives(tables)
+    steps_arrow, ccl_arrow, coll_summary = _collectives(tables)
     if coll_summary:
         summary["collectives"] = coll_summary
     out = scenario.outputs
@@ -163,17 +163,20 @@ def _collect(scenario: Scenario, sim: Simulator, wall_s: float) -> Results:
     resolved = scenario.resolved_dict()
     return Results(flows_arrow=flows, links_arrow=links, summary=summary, resolved=resolved,
                    jobs_arrow=jobs_arrow, timeline_arrow=timeline_arrow, messages_arrow=messages, queues_arrow=queues,
-                   steps_arrow=steps_arrow)
+                   steps_arrow=steps_arrow, ccl_arrow=ccl_arrow)
 
 
 def _collectives(tables: dict):
-    """The steps of every collective (steps.parquet) and, per collective, its
-    start, end and duration (None while unfinished) for the summary."""
+    """The steps of every collective (steps.parquet), its messages in the
+    telemetry schema (ccl.parquet, shared with the runtime) and, per
+    collective, its start, end and duration (None while unfinished) for the summary."""
     import pyarrow as pa
+
+    from .ccl import from_simulation
 
     co = tables.get("collectives")
     if not co or not co["collective"]:
-        return None, {}
+        return None, None, {}
     summary = {}
     for name, start, end in zip(co["collective"], co["start_ps"], co["end_ps"]):
         summary[name] = {"start_ps": start, "end_ps": end, "duration_ps": None if end is None else end - start}
@@ -184,7 +187,7 @@ def _collectives(tables: dict):
         "peer": pa.array(st["peer"], pa.uint32()), "bytes": pa.array(st["bytes"], pa.uint64()),
         "start_ps": pa.array(st["start_ps"], pa.uint64()), "end_ps": pa.array(st["end_ps"], pa.uint64()),
     })
-    return steps, summary
+    return steps, from_simulation(co, st), summary
 
 
 def _gradient_slack(jobs: dict, tl) -> None:

@@ -152,6 +152,7 @@ class Results:
     messages_arrow: pa.Table | None = None
     queues_arrow: pa.Table | None = None
     steps_arrow: pa.Table | None = None
+    ccl_arrow: pa.Table | None = None
 
     @property
     def flows(self) -> pd.DataFrame:
@@ -176,6 +177,11 @@ class Results:
     @property
     def steps(self) -> pd.DataFrame | None:
         return None if self.steps_arrow is None else self.steps_arrow.to_pandas()
+
+    @property
+    def ccl(self) -> pd.DataFrame | None:
+        """The collectives' messages in the runtime's telemetry schema (docs/telemetry.md)."""
+        return None if self.ccl_arrow is None else self.ccl_arrow.to_pandas()
 
     @property
     def queues(self) -> pd.DataFrame | None:
@@ -206,6 +212,8 @@ class Results:
             pq.write_table(self.queues_arrow, folder / "queues.parquet")
         if self.steps_arrow is not None:
             pq.write_table(self.steps_arrow, folder / "steps.parquet")
+        if self.ccl_arrow is not None:
+            pq.write_table(self.ccl_arrow, folder / "ccl.parquet")
         (folder / "summary.json").write_text(json.dumps(self.summary, indent=2, sort_keys=True) + "\n")
         (folder / "scenario.resolved.toml").write_text(tomli_w.dumps(self.resolved))
 

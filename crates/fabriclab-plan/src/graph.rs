@@ -126,6 +126,16 @@ impl PlanGraph {
     pub fn num_ranks(&self) -> usize {
         self.steps.len()
     }
+    /// Step `i` of rank `r` is the k-th message (send or receive) on its
+    /// channel with its peer; the k-th send matches the k-th receive.
+    pub fn seq(&self, r: u32, i: u32) -> u32 {
+        self.seq[r as usize][i as usize]
+    }
+    /// The receive step (at the peer) that send step `i` of rank `r` matches.
+    pub fn matching_recv(&self, r: u32, i: u32) -> u32 {
+        let peer = self.steps[r as usize][i as usize].peer;
+        self.recv_of[&(r, peer, self.seq(r, i))]
+    }
 }
 
 /// One run through a plan's graph.
@@ -163,7 +173,7 @@ impl PlanRun {
     /// The message of send step `i` of rank `r` has arrived.
     pub fn delivered(&mut self, g: &PlanGraph, r: u32, i: u32, out: &mut Vec<Action>) {
         let peer = g.steps[r as usize][i as usize].peer;
-        let j = g.recv_of[&(r, peer, g.seq[r as usize][i as usize])];
+        let j = g.matching_recv(r, i);
         self.arrived[peer as usize][j as usize] = true;
         if self.started[peer as usize][j as usize] {
             self.recv_data(g, peer, j, out);

@@ -53,7 +53,7 @@ def collective_spec(plan: Plan, topo: TopologyData, rank_hosts: list[int], name:
         steps.append(out)
     return {"name": name, "rank_hosts": list(rank_hosts), "steps": steps, "start_ps": start_ps,
             "class": traffic_class, "reduce_bps": reduce_bps, "send_overhead_ps": send_overhead_ps,
-            "persistent_connections": persistent_connections}
+            "persistent_connections": persistent_connections, "op": plan.collective, "algorithm": plan.algorithm}
 
 
 def run_plan(plan: Plan, topo: TopologyData, rank_hosts: list[int], backend: str = "flow",

@@ -1,19 +1,12 @@
 """Per-message telemetry as a table: the ``ccl.parquet`` schema of
-docs/telemetry.md, one row per message a rank sent or received."""
+docs/telemetry.md (fabriclab.ccl, shared with the simulator), one row per
+message a rank sent or received."""
 
 from __future__ import annotations
 
 import json
 
-SCHEMA_VERSION = 1
-# Column order of ccl.parquet.
-COLUMNS = [
-    "op_id", "collective", "algorithm", "dtype", "rank", "peer", "step", "kind", "seq", "offset_bytes", "bytes",
-    "stream", "reduce",
-    "post_mono_ns", "send_start_mono_ns", "send_end_mono_ns", "recv_arrival_mono_ns", "recv_done_mono_ns",
-    "post_real_ns", "send_start_real_ns", "send_end_real_ns", "recv_arrival_real_ns", "recv_done_real_ns",
-    "send_queue_ns", "recv_wait_ns",
-]
+from ..ccl import COLUMNS, table
 
 
 class Telemetry:
@@ -36,8 +29,6 @@ class Telemetry:
         self.chunks.append({**cols, "collective": [meta[0]] * n, "algorithm": [meta[1]] * n, "dtype": [dtype] * n})
 
     def table(self):
-        import pyarrow as pa
-
         rows: dict[str, list] = {c: [] for c in COLUMNS}
         for ch in self.chunks:
             is_send = [k == "send" for k in ch["kind"]]
@@ -53,14 +44,7 @@ class Telemetry:
                 rows[f"recv_done_{clock}_ns"] += [None if s else v for v, s in zip(en, is_send)]
             rows["send_queue_ns"] += [w if s else None for w, s in zip(ch["wait_ns"], is_send)]
             rows["recv_wait_ns"] += [None if s else w for w, s in zip(ch["wait_ns"], is_send)]
-        types = {c: pa.int64() for c in COLUMNS}
-        types.update({c: pa.string() for c in ("collective", "algorithm", "dtype", "kind")})
-        types["reduce"] = pa.bool_()
-        for c in ("rank", "peer", "step", "seq", "stream"):
-            types[c] = pa.int32()
-        schema = pa.schema([(c, types[c]) for c in COLUMNS],
-                           metadata={"fabriclab_telemetry_schema": str(SCHEMA_VERSION), "source": "runtime"})
-        return pa.table({c: pa.array(rows[c], type=types[c]) for c in COLUMNS}, schema=schema)
+        return table(rows, "runtime")
 
     def write(self, path) -> None:
         import pyarrow.parquet as pq

@@ -37,6 +37,11 @@ pub struct CollectiveSpec {
     /// Messages continue each rank pair's connection (packet backend).
     #[serde(default)]
     pub persistent_connections: bool,
+    /// The plan's collective and algorithm, for the telemetry table.
+    #[serde(default)]
+    pub op: String,
+    #[serde(default)]
+    pub algorithm: String,
 }
 
 /// Timing of one step, for results and timelines.
@@ -44,6 +49,9 @@ pub struct CollectiveSpec {
 pub struct StepTime {
     pub start_ps: u64,
     pub end_ps: u64,
+    /// A send's message left (after the send overhead); a receive's data
+    /// arrived (possibly before the step started).
+    pub data_ps: u64,
 }
 
 const TOKEN_START: u64 = 0;
@@ -146,6 +154,7 @@ impl App for CollectiveApp {
                 }
             }
             TOKEN_SEND => {
+                self.times[r as usize][i as usize].data_ps = api.now();
                 let step = &self.graph.steps()[r as usize][i as usize];
                 let m = Message {
                     src: self.spec.rank_hosts[r as usize],
@@ -175,6 +184,8 @@ impl App for CollectiveApp {
 
     fn on_complete(&mut self, api: &mut Api, msg: MsgId) {
         let Some((r, i)) = self.msgs.remove(&msg) else { return };
+        let peer = self.graph.steps()[r as usize][i as usize].peer;
+        self.times[peer as usize][self.graph.matching_recv(r, i) as usize].data_ps = api.now();
         self.run.as_mut().expect("started").delivered(&self.graph, r, i, &mut self.actions);
         self.apply(api);
     }
@@ -186,6 +197,7 @@ impl App for CollectiveApp {
         let name = self.spec.name.clone();
         let (mut rank, mut step, mut op, mut peer, mut bytes, mut start, mut end) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut seq, mut offset, mut reduce, mut data) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (r, (times, steps)) in self.times.iter().zip(self.graph.steps()).enumerate() {
             for (i, (t, s)) in times.iter().zip(steps).enumerate() {
                 rank.push(r as u32);
@@ -195,11 +207,17 @@ impl App for CollectiveApp {
                 bytes.push(s.bytes);
                 start.push(t.start_ps);
                 end.push(t.end_ps);
+                seq.push(self.graph.seq(r as u32, i as u32));
+                offset.push(s.offset);
+                reduce.push(s.reduce as u32);
+                data.push(t.data_ps);
             }
         }
         vec![
             Table::new("collectives")
                 .col("collective", Column::Str(vec![name.clone()]))
+                .col("op", Column::Str(vec![self.spec.op.clone()]))
+                .col("algorithm", Column::Str(vec![self.spec.algorithm.clone()]))
                 .col("start_ps", Column::U64(vec![self.spec.start_ps]))
                 .col("end_ps", Column::OptU64(vec![self.end_ps])),
             Table::new("steps")
@@ -210,7 +228,11 @@ impl App for CollectiveApp {
                 .col("peer", Column::U32(peer))
                 .col("bytes", Column::U64(bytes))
                 .col("start_ps", Column::U64(start))
-                .col("end_ps", Column::U64(end)),
+                .col("end_ps", Column::U64(end))
+                .col("seq", Column::U32(seq))
+                .col("offset_bytes", Column::U64(offset))
+                .col("reduce", Column::U32(reduce))
+                .col("data_ps", Column::U64(data)),
         ]
     }
 }

@@ -1,0 +1,83 @@
+"""The collective telemetry table, ``ccl.parquet`` (docs/telemetry.md): one
+schema for the runtime's measurements and the simulator's collectives, so
+the same analysis runs on both. One row per message as one rank saw it."""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+COLUMNS = [
+    "op_id", "collective", "algorithm", "dtype", "rank", "peer", "step", "kind", "seq", "offset_bytes", "bytes",
+    "stream", "reduce",
+    "post_mono_ns", "send_start_mono_ns", "send_end_mono_ns", "recv_arrival_mono_ns", "recv_done_mono_ns",
+    "post_real_ns", "send_start_real_ns", "send_end_real_ns", "recv_arrival_real_ns", "recv_done_real_ns",
+    "send_queue_ns", "recv_wait_ns",
+]
+SOURCES = ("runtime", "simulator")
+
+
+def schema(source: str):
+    import pyarrow as pa
+
+    if source not in SOURCES:
+        raise ValueError(f"source: {source!r} is not one of {', '.join(SOURCES)}")
+    types = {c: pa.int64() for c in COLUMNS}
+    types.update({c: pa.string() for c in ("collective", "algorithm", "dtype", "kind")})
+    types["reduce"] = pa.bool_()
+    for c in ("rank", "peer", "step", "seq", "stream"):
+        types[c] = pa.int32()
+    return pa.schema([(c, types[c]) for c in COLUMNS],
+                     metadata={"fabriclab_telemetry_schema": str(SCHEMA_VERSION), "source": source})
+
+
+def table(rows: dict, source: str):
+    """``rows``: a list per column of :data:`COLUMNS` (None for null)."""
+    import pyarrow as pa
+
+    s = schema(source)
+    return pa.table({f.name: pa.array(rows[f.name], type=f.type) for f in s}, schema=s)
+
+
+def from_simulation(collectives: dict, steps: dict):
+    """The simulator's collectives as ccl rows. ``collectives`` and ``steps`` are the
+    core's tables: one row per collective (name, op, algorithm), one per plan step
+    (rank, step, op, peer, seq, offset_bytes, bytes, reduce, start_ps, end_ps,
+    data_ps). Each collective is one op; op_id is its index in the scenario.
+
+    Simulated time has no host clocks: mono and real columns both hold
+    simulated nanoseconds (picoseconds // 1000). A send posts at the step's
+    start, starts when its message leaves (after the send overhead) and ends
+    when the message has arrived (the simulator has no kernel buffer to hand
+    it to); a receive's arrival is its message's, and it is done when its
+    step completes (after the reduction). Steps that never ran keep nulls."""
+    index = {name: i for i, name in enumerate(collectives["collective"])}
+    meta = {name: (op, algo) for name, op, algo in
+            zip(collectives["collective"], collectives["op"], collectives["algorithm"])}
+    rows: dict[str, list] = {c: [] for c in COLUMNS}
+    n = len(steps["rank"])
+    for k in range(n):
+        name = steps["collective"][k]
+        send = steps["op"][k] == "send"
+        start, end, data = steps["start_ps"][k], steps["end_ps"][k], steps["data_ps"][k]
+        ran = end > 0 or start > 0
+        post = start // 1000 if ran else None
+        done = end // 1000 if end > 0 else None
+        moved = data // 1000 if data > 0 else None
+        rows["op_id"].append(index[name])
+        rows["collective"].append(meta[name][0] or None)
+        rows["algorithm"].append(meta[name][1] or None)
+        rows["dtype"].append(None)
+        for c, col in (("rank", "rank"), ("peer", "peer"), ("step", "step"), ("seq", "seq"),
+                       ("offset_bytes", "offset_bytes"), ("bytes", "bytes")):
+            rows[c].append(steps[col][k])
+        rows["kind"].append("send" if send else "recv")
+        rows["stream"].append(0)
+        rows["reduce"].append(bool(steps["reduce"][k]) and not send)
+        times = {"post": post, "send_start": moved if send else None, "send_end": done if send else None,
+                 "recv_arrival": None if send else moved, "recv_done": None if send else done}
+        for what, v in times.items():
+            rows[f"{what}_mono_ns"].append(v)
+            rows[f"{what}_real_ns"].append(v)
+        rows["send_queue_ns"].append(moved - post if send and moved is not None and post is not None else None)
+        rows["recv_wait_ns"].append(max(0, moved - post) if not send and moved is not None and post is not None
+                                    else None)
+    return table(rows, "simulator")
