@@ -27,6 +27,8 @@ from .cluster.cli import register as _register_cluster  # noqa: E402
 _register_cluster(app)
 from .compare import register as _register_compare  # noqa: E402
 _register_compare(app)
+from .panama.cli import register as _register_panama  # noqa: E402
+_register_panama(app)
 
 # Markup off: user text (paths, names, messages) is printed literally.
 err = Console(stderr=True, markup=False)

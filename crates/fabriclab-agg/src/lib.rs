@@ -2,7 +2,8 @@
 //! Aggregation for Shared Machine Learning Clusters", MLSys 2021; seed 001).
 //!
 //! Pure logic, no I/O and no clock, shared by the simulator's aggregating
-//! switches and the software aggregator on real UDP packets:
+//! switches and the software aggregator on real UDP packets ([`udp`], the
+//! one module that does I/O):
 //!
 //! - [`wire`]: the aggregation packet (the paper's figure 4: job id, tree
 //!   id, vector id, FIN, ECN bits, `cwnd_cap`), one definition for both.
@@ -17,4 +18,5 @@
 
 pub mod accel;
 pub mod cc;
+pub mod udp;
 pub mod wire;

@@ -5,6 +5,7 @@
 //! its default report on stderr is suppressed, and the simulator that
 //! panicked refuses further calls.
 
+mod agg;
 mod runtime;
 
 use fabriclab_core::apps::traffic::Cdf;
@@ -257,6 +258,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_plan, m)?)?;
     m.add_function(wrap_pyfunction!(core_schema, m)?)?;
     runtime::register(m)?;
+    agg::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
