@@ -60,6 +60,44 @@ def test_a_frozen_rank_is_named_within_the_timeout(tmp_path):
     assert elapsed < 15, elapsed
 
 
+def _process_state(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_close_returns_within_the_linger_when_a_peer_is_frozen(tmp_path):
+    # rank 1 (a worker) stops itself right after joining; rank 0 (here)
+    # closes: its FIN is never answered, so the close gives up once rank 1
+    # has been silent for timeout_s (plus one poll of at most 0.1 s)
+    cases = [{"id": 0, "op": "allreduce", "algo": "ring", "count": 4, "dtype": "float32", "stop_rank": 1}]
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    port = free_port()
+    worker = subprocess.Popen([sys.executable, WORKER, str(tmp_path / "cases.json"), str(tmp_path)],
+                              env=rank_env(1, 2, port, "test-token"),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        c = Communicator(0, 2, "127.0.0.1", port, "test-token", timeout_s=1, connect_timeout_s=20)
+        deadline = time.monotonic() + 20
+        while _process_state(worker.pid) != "T" and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _process_state(worker.pid) == "T", "rank 1 did not stop"
+        took = []
+
+        def close():
+            t0 = time.monotonic()
+            c.close()
+            took.append(time.monotonic() - t0)
+
+        t = threading.Thread(target=close, daemon=True)
+        t.start()
+        t.join(20)
+        assert took, "close() hung with a frozen peer"
+        assert took[0] < 1.1 + 0.9, took  # the linger bound, with slack for a loaded host
+    finally:
+        worker.kill()
+        worker.wait()
+
+
 def _pair(make0, make1):
     """Creates two communicators concurrently (bootstrap releases the GIL)."""
     out = {}

@@ -326,14 +326,9 @@ pub fn connect_all(cfg: &Config) -> Result<Vec<Link>, RtError> {
         .join()
         .map_err(|_| RtError::bootstrap("acceptor thread panicked".into()))??;
     links.append(&mut acc);
+    // the read and write timeouts (poll intervals) are set by Conn::start
     for l in &links {
         l.tcp.set_nodelay(true).map_err(RtError::io("nodelay"))?;
-        l.tcp
-            .set_read_timeout(None)
-            .map_err(RtError::io("timeout"))?;
-        l.tcp
-            .set_write_timeout(Some(cfg.timeout))
-            .map_err(RtError::io("timeout"))?;
     }
     links.sort_by_key(|l| (l.peer, l.stream));
     Ok(links)

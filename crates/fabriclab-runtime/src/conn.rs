@@ -3,6 +3,17 @@
 //! the executor's event channel. Blocking I/O on a thread pair per
 //! connection keeps the receives (and sends) of different peers concurrent
 //! without an event loop; docs/runtime.md says why.
+//!
+//! Closing is graceful: the writer flushes what is queued and sends FIN
+//! (`shutdown(Write)`), the reader reads and discards until the peer's FIN
+//! or the linger deadline, then the socket closes with nothing unread. A
+//! socket closed (or shut for reading) with bytes unread or still arriving
+//! makes the kernel answer with an RST, and an RST discards what the peer
+//! has not received yet. A reader that sees the peer's FIN at a message
+//! boundary answers with its own, so a close does not wait for the peer to
+//! close in turn. Reads and writes wake every [`poll_interval`] while the
+//! peer is quiet, so both threads notice a close; while bytes flow they do
+//! not time out.
 
 use crate::clock::Stamp;
 use crate::wire::{
@@ -118,6 +129,53 @@ pub enum Job {
         flushed: Sender<()>,
     },
     Heartbeat,
+    /// The connection is closing: send FIN after the jobs queued before.
+    Close,
+}
+
+/// How long a read or write waits for the peer before its thread checks
+/// whether the connection is closing (the socket's SO_RCVTIMEO and
+/// SO_SNDTIMEO): `timeout / 4`, between 5 ms and 100 ms.
+pub fn poll_interval(timeout: Duration) -> Duration {
+    (timeout / 4).clamp(Duration::from_millis(5), Duration::from_millis(100))
+}
+
+/// A read or write error that only says the poll interval passed.
+fn polled(e: &std::io::Error) -> bool {
+    matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
+}
+
+/// What the reader and the writer of a connection know of its peer.
+#[derive(Clone)]
+pub struct Liveness {
+    /// CLOCK_MONOTONIC ns of the last bytes heard from the peer on this connection.
+    pub heard: Arc<AtomicU64>,
+    /// CLOCK_MONOTONIC ns at which a close stops waiting for the peer (0: open).
+    closing: Arc<AtomicU64>,
+    timeout: Duration,
+}
+
+impl Liveness {
+    fn hear(&self) {
+        self.heard.store(Stamp::now().mono_ns, Ordering::Release);
+    }
+    fn silent_ns(&self, now: u64) -> u64 {
+        now.saturating_sub(self.heard.load(Ordering::Acquire))
+    }
+    fn closing(&self) -> bool {
+        self.closing.load(Ordering::Acquire) != 0
+    }
+    /// A closing connection stops waiting for its peer at the linger
+    /// deadline, or at once when the peer has been silent for `timeout`
+    /// (dead or frozen, as the failure rules say).
+    fn linger_over(&self) -> bool {
+        let end = self.closing.load(Ordering::Acquire);
+        if end == 0 {
+            return false;
+        }
+        let now = Stamp::now().mono_ns;
+        now >= end || self.silent_ns(now) >= self.timeout.as_nanos() as u64
+    }
 }
 
 /// What every write needs: the frame lock (the executor's direct writes,
@@ -127,20 +185,25 @@ pub enum Job {
 pub struct WriteCtx {
     pub peer: u32,
     lock: Arc<Mutex<()>>,
-    /// CLOCK_MONOTONIC ns of the last bytes heard from the peer on this connection.
-    pub heard: Arc<AtomicU64>,
-    timeout: Duration,
+    pub live: Liveness,
     late_timeout: Duration,
 }
 
 impl WriteCtx {
     /// Writes a whole frame. The socket's write timeout is a poll interval:
     /// while the peer does not read, the write goes on as long as the peer
-    /// is heard from (it is alive, just busy) and `late_timeout` has not passed.
+    /// is heard from (it is alive, just busy), `late_timeout` has not passed
+    /// and a close's linger has not ended.
     fn write_frame(&self, s: &mut TcpStream, mut buf: &[u8]) -> std::io::Result<()> {
         let _g = self.lock.lock().unwrap();
         let t0 = Stamp::now().mono_ns;
         while !buf.is_empty() {
+            if self.live.linger_over() {
+                return Err(std::io::Error::new(
+                    ErrorKind::TimedOut,
+                    "closing: the peer took nothing more before the linger ended",
+                ));
+            }
             match s.write(buf) {
                 Ok(0) => {
                     return Err(std::io::Error::new(
@@ -150,10 +213,10 @@ impl WriteCtx {
                 }
                 Ok(n) => buf = &buf[n..],
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                Err(e) if polled(&e) => {
                     let now = Stamp::now().mono_ns;
-                    let silent = now.saturating_sub(self.heard.load(Ordering::Acquire));
-                    if silent >= self.timeout.as_nanos() as u64 {
+                    let silent = self.live.silent_ns(now);
+                    if silent >= self.live.timeout.as_nanos() as u64 {
                         return Err(std::io::Error::new(
                             ErrorKind::TimedOut,
                             format!(
@@ -235,18 +298,22 @@ impl Conn {
         let (tx, rx) = std::sync::mpsc::channel();
         let (r, w) = (tcp.try_clone()?, tcp.try_clone()?);
         let (ev2, cr2) = (events.clone(), credit.clone());
+        let live = Liveness {
+            heard: Arc::new(AtomicU64::new(Stamp::now().mono_ns)),
+            closing: Arc::new(AtomicU64::new(0)),
+            timeout: cfg.timeout,
+        };
         let wctx = WriteCtx {
             peer,
             lock: Arc::new(Mutex::new(())),
-            heard: Arc::new(AtomicU64::new(Stamp::now().mono_ns)),
-            timeout: cfg.timeout,
+            live: live.clone(),
             late_timeout: cfg.late_timeout,
         };
-        tcp.set_write_timeout(Some((cfg.timeout / 4).max(Duration::from_millis(5))))?;
-        let heard = wctx.heard.clone();
+        tcp.set_read_timeout(Some(poll_interval(cfg.timeout)))?;
+        tcp.set_write_timeout(Some(poll_interval(cfg.timeout)))?;
         let reader = std::thread::Builder::new()
             .name(format!("flrt-read-{peer}.{stream}"))
-            .spawn(move || read_loop(peer, stream, r, cr2, events, heard))?;
+            .spawn(move || read_loop(peer, stream, r, cr2, events, live))?;
         let checksum = cfg.checksum;
         let fault = Arc::new(Mutex::new(cfg.fault));
         let queued = Arc::new(AtomicUsize::new(0));
@@ -320,11 +387,22 @@ impl Conn {
         })
     }
 
-    /// Closes the connection and waits for both threads.
-    pub fn close(&mut self) {
-        self.tx = None;
+    /// Starts a graceful close: nothing more is posted, the writer writes
+    /// what is queued and sends FIN, the reader discards what arrives until
+    /// the peer's FIN. Both give up at the linger deadline, `timeout` from
+    /// now (or once the peer has been silent for `timeout`).
+    pub fn begin_close(&mut self) {
+        let Some(tx) = self.tx.take() else { return };
+        let end = Stamp::now().mono_ns + self.wctx.live.timeout.as_nanos() as u64;
+        self.wctx.live.closing.store(end, Ordering::Release);
+        let _ = tx.send(Job::Close);
         self.credit.close();
-        let _ = self.tcp.shutdown(Shutdown::Both);
+    }
+
+    /// Closes the connection gracefully and waits for both threads: at most
+    /// the linger deadline plus one [`poll_interval`].
+    pub fn close(&mut self) {
+        self.begin_close();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -337,18 +415,44 @@ impl Drop for Conn {
     }
 }
 
-/// Reads until `buf` is full; Ok(n < len) only when EOF came after n bytes.
-fn read_full(s: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
+/// Reads until `buf` is full; Ok(n < len) only when EOF came after n
+/// bytes. The poll interval passing is an error only once closing.
+fn read_full(s: &mut TcpStream, buf: &mut [u8], live: &Liveness) -> std::io::Result<usize> {
     let mut got = 0;
     while got < buf.len() {
         match s.read(&mut buf[got..]) {
             Ok(0) => return Ok(got),
             Ok(n) => got += n,
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) if polled(&e) && !live.closing() => {}
             Err(e) => return Err(e),
         }
     }
     Ok(got)
+}
+
+/// Reads and discards until the peer's FIN, an error or the end of a
+/// close's linger, so that the socket closes with nothing unread.
+fn drain(s: &mut TcpStream, live: &Liveness) {
+    let mut sink = vec![0u8; 64 << 10];
+    while !live.linger_over() {
+        match s.read(&mut sink) {
+            Ok(0) => return,
+            Ok(_) => live.hear(),
+            Err(e) if e.kind() == ErrorKind::Interrupted || polled(&e) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// How the reader stopped delivering messages.
+enum End {
+    /// The peer sent FIN at a message boundary: it closed.
+    Fin,
+    /// The connection failed (e.g. reset); nothing more can be read.
+    Failed,
+    /// Closing, or the peer sent something broken: discard the rest.
+    Discard,
 }
 
 fn read_loop(
@@ -357,8 +461,28 @@ fn read_loop(
     mut s: TcpStream,
     credit: Arc<Credit>,
     ev: Sender<Event>,
-    heard: Arc<AtomicU64>,
+    live: Liveness,
 ) {
+    match read_messages(peer, stream, &mut s, &credit, &ev, &live) {
+        // the peer has closed: it reads nothing more, so close our side
+        // too (its close waits for our FIN), unless our close already does
+        End::Fin if !live.closing() => {
+            let _ = s.shutdown(Shutdown::Write);
+        }
+        End::Fin | End::Failed => {}
+        End::Discard => drain(&mut s, &live),
+    }
+}
+
+/// Reads whole messages and passes them on until the connection ends.
+fn read_messages(
+    peer: u32,
+    stream: u32,
+    s: &mut TcpStream,
+    credit: &Arc<Credit>,
+    ev: &Sender<Event>,
+    live: &Liveness,
+) -> End {
     let broken = |what, error| Event::Broken {
         peer,
         stream,
@@ -366,22 +490,23 @@ fn read_loop(
         error,
     };
     loop {
-        if !credit.wait_below_limit() {
-            return;
+        if !credit.wait_below_limit() || live.closing() {
+            return End::Discard;
         }
         let mut hb = [0u8; HEADER_BYTES];
-        match read_full(&mut s, &mut hb) {
+        match read_full(s, &mut hb, live) {
+            _ if live.closing() => return End::Discard,
             Ok(0) => {
                 let _ = ev.send(Event::Closed {
                     peer,
                     stream,
                     error: None,
                 });
-                return;
+                return End::Fin;
             }
             Ok(n) if n < HEADER_BYTES => {
                 let _ = ev.send(broken(None, format!("truncated header: got {n} of {HEADER_BYTES} bytes before the connection closed")));
-                return;
+                return End::Discard;
             }
             Ok(_) => {}
             Err(e) => {
@@ -390,15 +515,15 @@ fn read_loop(
                     stream,
                     error: Some(e.to_string()),
                 });
-                return;
+                return End::Failed;
             }
         }
-        heard.store(Stamp::now().mono_ns, Ordering::Release);
+        live.hear();
         let h = match Header::decode(&hb) {
             Ok(h) => h,
             Err(e) => {
                 let _ = ev.send(broken(None, e));
-                return;
+                return End::Discard;
             }
         };
         if h.kind == KIND_HEARTBEAT {
@@ -410,7 +535,7 @@ fn read_loop(
                 what,
                 format!("message length {} is implausible", h.len_bytes),
             ));
-            return;
+            return End::Discard;
         }
         credit.take(h.len_bytes);
         let payload = Payload {
@@ -419,21 +544,29 @@ fn read_loop(
         };
         // read_to_end into reserved capacity (no zeroing pass over the
         // payload), in pieces of at most 1 MiB so that a long message on a
-        // slow link keeps the peer "heard from"
+        // slow link keeps the peer "heard from"; a read that times out keeps
+        // what it read (read_to_end's contract) and goes on unless closing
         let mut data = Vec::with_capacity(h.len_bytes as usize);
         let mut r = Ok(0);
         while (data.len() as u64) < h.len_bytes {
-            let piece = (h.len_bytes - data.len() as u64).min(1 << 20);
-            r = (&mut s).take(piece).read_to_end(&mut data);
-            heard.store(Stamp::now().mono_ns, Ordering::Release);
-            if !matches!(r, Ok(n) if n > 0) {
-                break;
+            let (had, piece) = (data.len(), (h.len_bytes - data.len() as u64).min(1 << 20));
+            r = (&mut *s).take(piece).read_to_end(&mut data);
+            if data.len() > had {
+                live.hear();
             }
+            match &r {
+                Ok(n) if *n > 0 => {}
+                Err(e) if polled(e) && !live.closing() => {}
+                _ => break,
+            }
+        }
+        if live.closing() {
+            return End::Discard;
         }
         match r.map(|_| data.len()) {
             Ok(n) if n < h.len_bytes as usize => {
                 let _ = ev.send(broken(what, format!("truncated message: got {n} of {} payload bytes before the connection closed", h.len_bytes)));
-                return;
+                return End::Discard;
             }
             Ok(_) => {}
             Err(e) => {
@@ -441,7 +574,7 @@ fn read_loop(
                     what,
                     format!("connection failed inside a message: {e}"),
                 ));
-                return;
+                return End::Failed;
             }
         }
         let arrived = Stamp::now();
@@ -450,7 +583,7 @@ fn read_loop(
                 what,
                 "payload checksum mismatch (corrupted data)".into(),
             ));
-            return;
+            return End::Discard;
         }
         let mut payload = payload;
         payload.data = data; // the Payload now owns the bytes counted by `take`
@@ -471,7 +604,7 @@ fn read_loop(
             }
         };
         if ev.send(e).is_err() {
-            return;
+            return End::Discard;
         }
     }
 }
@@ -610,6 +743,9 @@ fn write_loop(
                     // the reader or the executor reports the broken connection
                 }
             }
+            Job::Close => break,
         }
     }
+    let _g = w.lock.lock().unwrap();
+    let _ = s.shutdown(Shutdown::Write);
 }

@@ -459,6 +459,11 @@ impl Drop for Communicator {
             drop(stop);
             let _ = h.join();
         }
+        // every connection's linger runs at once: a frozen peer delays the
+        // close by one linger, not one per connection
+        for c in self.conns.iter_mut().flatten() {
+            c.begin_close();
+        }
         for c in self.conns.iter_mut().flatten() {
             c.close();
         }

@@ -105,7 +105,7 @@ impl Communicator {
         let s = self.cfg.streams as usize;
         let heard = (0..s)
             .filter_map(|k| self.conns[peer as usize * s + k].as_ref())
-            .map(|c| c.wctx.heard.load(std::sync::atomic::Ordering::Acquire))
+            .map(|c| c.wctx.live.heard.load(std::sync::atomic::Ordering::Acquire))
             .max()
             .unwrap_or(0);
         Stamp::now().mono_ns.saturating_sub(heard)

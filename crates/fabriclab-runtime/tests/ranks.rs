@@ -405,3 +405,60 @@ fn a_late_but_live_rank_is_waited_for() {
         assert_eq!(o.unwrap(), i32_bytes(&[6; 30]));
     }
 }
+
+/// Rank 0 sends rank 1 a small message then `big` bytes, as a broadcast.
+fn two_message_broadcast(big: usize) -> String {
+    let n = 4096 + big;
+    let step = |op: &str, p: u32, o: usize, b: usize| {
+        format!("{{\"op\":\"{op}\",\"peer\":{p},\"offset\":{o},\"bytes\":{b}}}")
+    };
+    format!(
+        "{{\"version\":1,\"collective\":\"broadcast\",\"root\":0,\"nranks\":2,\"size_bytes\":{n},\"ranks\":[[{},{}],[{},{}]]}}",
+        step("send", 1, 0, 4096),
+        step("send", 1, 4096, big),
+        step("recv", 0, 0, 4096),
+        step("recv", 0, 4096, big)
+    )
+}
+
+#[test]
+fn a_rank_that_closes_first_does_not_reset_a_peer_still_reading() {
+    // Rank 1 reads nothing for 1.2 s: its reader holds the first message
+    // (max_unconsumed_bytes = 1), so most of the 1 MiB second message is
+    // still in rank 0's send buffer when rank 0 finishes its op (the kernel
+    // took it) and closes. Rank 1's heartbeats keep arriving at rank 0
+    // meanwhile; a close that shuts down reading (or leaves bytes unread)
+    // answers them with a TCP RST, which throws away what rank 0's kernel
+    // had not sent yet: rank 1 then sees "connection reset" mid-message.
+    // Rank 0's timeout (its close's linger) is well past rank 1's pause.
+    let big = 1 << 20;
+    let out = world(
+        2,
+        |c| {
+            if c.rank == 0 {
+                c.timeout = Duration::from_secs(5);
+            } else {
+                c.max_unconsumed_bytes = 1;
+            }
+        },
+        move |r, c| {
+            let mut c = c.unwrap();
+            let p = Prepared::new(&two_message_broadcast(big), r).unwrap();
+            let mut buf: Vec<u8> = if r == 0 {
+                (0..4096 + big).map(|i| (i % 251) as u8).collect()
+            } else {
+                vec![0; 4096 + big]
+            };
+            if r == 1 {
+                thread::sleep(Duration::from_millis(1200));
+            }
+            c.run(&p, &mut buf, DType::I32).map(|_| buf)
+        },
+    );
+    let sent: Vec<u8> = (0..4096 + big).map(|i| (i % 251) as u8).collect();
+    assert!(out[0].is_ok());
+    match &out[1] {
+        Ok(b) => assert!(b == &sent, "rank 1 received different bytes"),
+        Err(e) => panic!("rank 1: {}", e.message),
+    }
+}
