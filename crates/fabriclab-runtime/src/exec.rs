@@ -246,7 +246,8 @@ impl Communicator {
                 Action::Send { rank, step } if rank == me => {
                     let s = &steps[step as usize];
                     let seq = p.my_seq[step as usize];
-                    let stream = seq % self.cfg.streams;
+                    // The plan may spread its messages over fewer of the connections.
+                    let stream = seq % p.streams.map_or(self.cfg.streams, |k| k.min(self.cfg.streams));
                     st.stream[step as usize] = stream;
                     let (o, b) = (s.offset as usize, s.bytes as usize);
                     let mut data = Vec::with_capacity(HEADER_BYTES + b);

@@ -15,6 +15,9 @@ pub struct Prepared {
     pub(crate) recv_step: Vec<Vec<u32>>,
     /// Per step of this rank: its sequence number on its rank pair.
     pub(crate) my_seq: Vec<u32>,
+    /// Connections per rank pair the plan asks for (`meta.streams`); None:
+    /// every connection the communicator has.
+    pub streams: Option<u32>,
 }
 
 impl Prepared {
@@ -26,6 +29,17 @@ impl Prepared {
                 plan.nranks
             )));
         }
+        let streams = match plan.meta.get("streams") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => match v.as_u64() {
+                Some(k @ 1..=64) => Some(k as u32),
+                _ => {
+                    return Err(RtError::input(format!(
+                        "plan: meta.streams must be an integer within 1..64 (connections per rank pair), got {v}"
+                    )))
+                }
+            },
+        };
         let graph = PlanGraph::new("plan", plan.ranks.clone()).map_err(RtError::input)?;
         let n = plan.nranks as usize;
         let mut send_index = vec![Vec::new(); n];
@@ -53,6 +67,7 @@ impl Prepared {
             send_index,
             recv_step,
             my_seq,
+            streams,
         })
     }
 }

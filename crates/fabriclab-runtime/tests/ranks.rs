@@ -177,6 +177,43 @@ fn float32_with_three_streams_and_telemetry() {
     }
 }
 
+/// A plan's meta.streams spreads its messages over that many of the
+/// communicator's connections (k-th message of a pair on stream k mod streams).
+#[test]
+fn plan_meta_streams_limits_the_connections_used() {
+    let with_streams = |k: &str| ring_allreduce(3, 3000, 4).replacen("{\"version\":1,", &format!("{{\"version\":1,\"meta\":{{\"streams\":{k}}},"), 1);
+    let out = world(
+        3,
+        |c| {
+            c.streams = 4;
+            c.telemetry = true;
+        },
+        move |r, c| {
+            let mut c = c.unwrap();
+            let mut seen = Vec::new();
+            for k in ["2", "1", "9"] {
+                let p = Prepared::new(&with_streams(k), r).unwrap();
+                assert_eq!(p.streams, Some(k.parse().unwrap()));
+                let mut buf = f32_bytes(&vec![1.0; 3000]);
+                c.run(&p, &mut buf, DType::F32).unwrap();
+                assert_eq!(buf, f32_bytes(&vec![3.0; 3000]));
+                let tel = c.take_telemetry();
+                seen.push(tel.iter().filter(|t| t.is_send).map(|t| (t.seq, t.stream)).collect::<Vec<_>>());
+            }
+            let bad = Prepared::new(&with_streams("0"), r).err().unwrap();
+            assert!(bad.message.contains("meta.streams must be an integer within 1..64"), "{}", bad.message);
+            seen
+        },
+    );
+    for seen in out {
+        // A ring over 3 ranks: 4 sends to the next rank, seq 0..3.
+        assert!(seen[0].iter().all(|&(k, s)| s == k % 2), "{:?}", seen[0]);
+        assert!(seen[1].iter().all(|&(_, s)| s == 0));
+        // More than the communicator has: all 4 of its connections.
+        assert!(seen[2].iter().all(|&(k, s)| s == k % 4));
+    }
+}
+
 #[test]
 fn wrong_token_is_refused_and_the_job_still_forms() {
     let port = free_port();
