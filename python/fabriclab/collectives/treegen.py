@@ -71,8 +71,8 @@ def _uses_fn(g: nx.DiGraph, both: bool):
 
 def _check_resources(g: nx.DiGraph, both: bool) -> None:
     res = g.graph["resources"]
-    if not isinstance(res, dict) or not res:
-        raise ValueError("graph resources: must map at least one resource to its capacity")
+    if not isinstance(res, dict):
+        raise ValueError(f"graph resources: must map resources to capacities, got {type(res).__name__}")
     for r, c in res.items():
         if not c > 0 or c == float("inf"):
             raise ValueError(f"graph resources: capacity of {r!r} must be finite and > 0, got {c!r}")
@@ -147,7 +147,7 @@ def pack_trees(g: nx.DiGraph, root: int, minimize_trees: bool = True, both_direc
     if named is not None:
         _check_resources(g, both)
         edges = sorted(named)
-        scale = max(named.values())
+        scale = max(named.values(), default=1.0)
         cap = np.array([named[r] / scale for r in edges])
     else:
         edges = sorted({_resource(e, True) for e in g.edges}) if both else sorted(g.edges)
