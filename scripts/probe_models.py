@@ -5,9 +5,12 @@ so both see the same machine load. Run under the launcher:
 
     fabriclab launch --cluster nicbox -n 4 -- python scripts/probe_models.py --size 4M --rounds 5
 
-Every rank runs the same plans; rank 0 times each (a barrier before it) and
-prints a JSON summary: the matrix, both packings, every time, the medians,
-the time each packing rate predicts, and the ratio pairs / nic."""
+Every rank runs the same plans, each after a barrier, and times its own
+run; the time of a run is the slowest rank's (a rank's sends complete into
+socket buffers before the receiver has the data, so the root alone can
+finish faster than the data crosses the bottleneck). Rank 0 prints a JSON
+summary: the matrix, both packings, every time, the medians, the time each
+packing rate predicts, and the ratio pairs / nic."""
 
 from __future__ import annotations
 
@@ -50,7 +53,10 @@ def main() -> None:
             c.barrier()
             t0 = time.perf_counter()
             c.run_plan(plans[model], x)
-            out["times_s"][model].append(time.perf_counter() - t0)
+            t = np.zeros(c.world_size)
+            t[c.rank] = time.perf_counter() - t0
+            c.allreduce(t)
+            out["times_s"][model].append(float(t.max()))
             wrong += int((x != want).sum())
     w = np.array([wrong], np.int64)
     c.allreduce(w)
