@@ -73,9 +73,8 @@ def probed(tmp_path_factory):
         fl("cluster", "down", "--name", NAME)
 
 
-@pytest.mark.parametrize("model", ["pairs", "nic"])
-def test_matrix_shows_the_slow_host(probed, model):
-    res, _ = probed[model]
+def test_matrix_shows_the_slow_host(probed):
+    res, _ = probed["pairs"]  # one matrix: the check is the probe's, not a model's
     bw = res["measurements"]["bw_bps"]
     for i in range(4):
         for j in range(4):
