@@ -1,6 +1,8 @@
 """Blink at run time, planning side (no network): TreeGen on a measured
-matrix of a 4-host star where host 3's link is slower. Expected trees by
-hand (cuts), not from the program: see docs/runtime.md, "Blink at run time"."""
+matrix of a 4-host star where host 3's link is slower, with the pair model
+(every pair its measured rate at once; the NIC model, the default, is in
+test_runtime_probe_nic.py). Expected trees by hand (cuts), not from the
+program: see docs/runtime.md, "Blink at run time"."""
 
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ def test_broadcast_trees_share_host_3s_edges():
     # Edmonds: maxflow(0, 3) = the cut into 3 = 46 + 47 + 48 = 141 Mbit/s (other hosts: >= 188 + 2 x 46).
     # Every tree enters 3 by one edge p -> 3, and those edges carry at most their capacity in all: the
     # three edges are needed, so at least 3 trees, one per parent of 3, each at that edge's rate.
-    text, p = plan_from_probe(matrix(), "broadcast", 1 << 20, 4, 0, 256 << 10)
+    text, p = plan_from_probe(matrix(), "broadcast", 1 << 20, 4, 0, 256 << 10, model="pairs")
     assert p.rate_bps == pytest.approx(141e6, rel=1e-6)
     assert len(p.trees) == 3
     assert sorted(t[3] for t in p.trees) == [0, 1, 2]
@@ -50,7 +52,7 @@ def test_allreduce_trees_keep_host_3_a_leaf():
     # Undirected packing (trees used both ways): the cut around 3 holds 141 Mbit/s and every spanning
     # tree crosses it, so the rate is at most 141; a tree with two edges at 3 would spend more of that
     # cut than its rate, so at 141 every tree has host 3 as a leaf, one tree per neighbour of 3.
-    text, p = plan_from_probe(matrix(), "allreduce", 1 << 20, 4, 0, 256 << 10)
+    text, p = plan_from_probe(matrix(), "allreduce", 1 << 20, 4, 0, 256 << 10, model="pairs")
     assert p.rate_bps == pytest.approx(141e6, rel=1e-6)
     assert len(p.trees) == 3
     for t in p.trees:

@@ -3,8 +3,9 @@
 (the scenario format has one link rate for a star; the two htb classes of
 both ends of h3's link are changed with tc, as docs/runtime.md shows). The
 measured matrix must show the shaping (payload = rate x 1448/1538, within
-10 %) and TreeGen's trees must route around host 3 as worked out by hand in
-test_runtime_probe.py."""
+10 %) and TreeGen's trees must be those worked out by hand: with the pair
+model, routing around host 3 (test_runtime_probe.py); with the NIC model
+(the default), at host 3's NIC rate (test_runtime_probe_nic.py)."""
 
 from __future__ import annotations
 
@@ -61,16 +62,19 @@ def probed(tmp_path_factory):
     assert r.returncode == 0, r.stderr
     try:
         shape_host(NAME, 3, SLOW)
-        r = fl("runtime", "probe", "--cluster", NAME, "-n", "4", "--bytes", "2M", "--pings", "5",
-               "--json", str(d / "probe.json"))
-        assert r.returncode == 0, r.stderr
-        yield json.loads((d / "probe.json").read_text()), r.stdout
+        runs = {}
+        for model in ("pairs", "nic"):
+            r = fl("runtime", "probe", "--cluster", NAME, "-n", "4", "--bytes", "2M", "--pings", "5",
+                   "--model", model, "--json", str(d / f"probe-{model}.json"))
+            assert r.returncode == 0, r.stderr
+            runs[model] = json.loads((d / f"probe-{model}.json").read_text()), r.stdout
+        yield runs
     finally:
         fl("cluster", "down", "--name", NAME)
 
 
 def test_matrix_shows_the_slow_host(probed):
-    res, _ = probed
+    res, _ = probed["pairs"]  # one matrix: the check is the probe's, not a model's
     bw = res["measurements"]["bw_bps"]
     for i in range(4):
         for j in range(4):
@@ -79,8 +83,8 @@ def test_matrix_shows_the_slow_host(probed):
                 assert bw[i][j] == pytest.approx(want, rel=0.10), (i, j, bw[i][j])
 
 
-def test_trees_route_around_the_slow_host(probed):
-    res, out = probed
+def test_pair_model_trees_route_around_the_slow_host(probed):
+    res, out = probed["pairs"]
     b = res["packings"]["broadcast"]
     # root 0: the cut into host 3 is 3 x SLOW x EFF; one tree per parent of 3 (0, 1, 2), each at its edge's rate
     assert b["root"] == 0 and len(b["trees"]) == 3
@@ -92,3 +96,19 @@ def test_trees_route_around_the_slow_host(probed):
         assert (t["3"] is not None) + sum(1 for u in t.values() if u == 3) == 1
     assert res["allreduce_wrong"] == 0
     assert "TreeGen, broadcast: root 0, 3 tree(s)" in out
+    assert "busiest under the NIC model: down 3" in out and "these trees carry at most" in out
+
+
+def test_nic_model_rate_is_host_3s_nic(probed):
+    # Every tree delivers to host 3 once (broadcast) or loads its NIC with its degree >= 1
+    # (allreduce): both rates are host 3's NIC, SLOW x EFF; one tree reaches it (host 0 sends
+    # 3 x 47 <= 188 in the star 0 -> 1, 2, 3).
+    res, out = probed["nic"]
+    assert res["model"] == "nic"
+    for op in ("broadcast", "allreduce"):
+        p = res["packings"][op]
+        assert p["rate_bps"] == pytest.approx(SLOW * EFF, rel=0.10)
+        for name, (load, cap) in p["nic_loads"].items():
+            assert load <= cap * (1 + 1e-6), (op, name)
+    assert res["allreduce_wrong"] == 0
+    assert "nic model" in out and "these trees carry at most" not in out

@@ -13,6 +13,19 @@ Fewer trees: the optimal basic solution already uses at most as many trees as
 there are tight links; then, greedily, each tree (smallest rate first) is
 dropped when the program over the remaining trees still reaches the optimal
 rate (Blink uses an ILP; this greedy is documented in docs/plans.md).
+
+Shared resources: by default every directed link is its own resource (its
+``capacity``). A graph may instead name shared resources, as the runtime's
+NIC model does (collectives/nicgraph.py): ``g.graph["resources"]`` maps a
+resource to its capacity (bit/s) and every edge's ``uses`` lists the
+resources it consumes (e.g. the sender's uplink and the receiver's
+downlink). The program then has a row per resource, a tree consumes its
+rate once per tree edge using that resource, and column generation prices
+an edge as the sum of its resources' dual prices (the weight of the
+minimum arborescence stays additive over edges). With ``both_directions``
+a tree edge u -> v is also used v -> u (the reduce half), so it consumes
+the resources of both edges. Edges' ``capacity`` is then not a constraint
+(the integral packings, which need one resource per link, are skipped).
 """
 
 from __future__ import annotations
@@ -46,12 +59,44 @@ def _resource(e, both: bool):
     return (min(e), max(e)) if both else e
 
 
-def _solve(trees, edges, cap, both=False):
+def _uses_fn(g: nx.DiGraph, both: bool):
+    """e -> the resources tree edge e consumes: its link (``_resource``), or
+    with named resources the edge's ``uses`` (and its reverse's, with ``both``)."""
+    if g.graph.get("resources") is None:
+        return lambda e: (_resource(e, both),)
+    if both:
+        return lambda e: tuple(g.edges[e]["uses"]) + tuple(g.edges[e[1], e[0]]["uses"])
+    return lambda e: tuple(g.edges[e]["uses"])
+
+
+def _check_resources(g: nx.DiGraph, both: bool) -> None:
+    res = g.graph["resources"]
+    if not isinstance(res, dict):
+        raise ValueError(f"graph resources: must map resources to capacities, got {type(res).__name__}")
+    for r, c in res.items():
+        if not c > 0 or c == float("inf"):
+            raise ValueError(f"graph resources: capacity of {r!r} must be finite and > 0, got {c!r}")
+    for e in g.edges:
+        uses = g.edges[e].get("uses")
+        if not uses or any(r not in res for r in uses):
+            raise ValueError(f"edge {e}: 'uses' must list resources of the graph, got {uses!r}")
+        if both and not g.has_edge(e[1], e[0]):
+            raise ValueError(f"edge {e}: used both ways, but the graph has no edge {e[1], e[0]}")
+
+
+def _matrix(trees, edges, uses):
     idx = {e: i for i, e in enumerate(edges)}
     a = np.zeros((len(edges), len(trees)))
     for j, t in enumerate(trees):
         for e in _tree_edges(t):
-            a[idx[_resource(e, both)], j] = 1.0
+            for r in uses(e):
+                a[idx[r], j] += 1.0
+    return a
+
+
+def _solve(trees, edges, cap, uses):
+    """The packing program over ``trees``; ``edges`` are the resources (rows)."""
+    a = _matrix(trees, edges, uses)
     res = linprog(-np.ones(len(trees)), A_ub=a, b_ub=cap, bounds=(0, None), method="highs")
     if res.status != 0:
         raise RuntimeError(f"tree packing LP failed: {res.message}")
@@ -86,37 +131,45 @@ def pack_trees(g: nx.DiGraph, root: int, minimize_trees: bool = True, both_direc
     With ``both_directions`` every tree is used both ways (allreduce reduces
     up and broadcasts down the same tree), so a tree edge consumes capacity
     of both directions of its link: the packing is then of undirected
-    spanning trees (links must have equal capacity both ways)."""
+    spanning trees (links must have equal capacity both ways).
+
+    A graph with named shared resources (``g.graph["resources"]``, edges'
+    ``uses``; module docstring) is packed against those instead."""
     if g.number_of_nodes() == 1:
         return Packing(root, float("inf"), [{root: None}], [float("inf")])
     both = both_directions
-    if minimize_trees and not both:
+    named = g.graph.get("resources")
+    if minimize_trees and not both and named is None:
         p = _integral_packing(g, root)
         if p is not None:
             return p
-    if both:
-        edges = sorted({_resource(e, True) for e in g.edges})
+    uses = _uses_fn(g, both)
+    if named is not None:
+        _check_resources(g, both)
+        edges = sorted(named)
+        scale = max(named.values(), default=1.0)
+        cap = np.array([named[r] / scale for r in edges])
     else:
-        edges = sorted(g.edges)
-    scale = max(g.edges[e]["capacity"] for e in g.edges)
-    cap = np.array([g.edges[e]["capacity"] / scale for e in edges])
+        edges = sorted({_resource(e, True) for e in g.edges}) if both else sorted(g.edges)
+        scale = max(g.edges[e]["capacity"] for e in g.edges)
+        cap = np.array([g.edges[e]["capacity"] / scale for e in edges])
     first = _arborescence(g, root, {e: 1.0 for e in g.edges})
     if first is None:
         raise ValueError("no spanning tree: some allocated GPU cannot be reached from the root over these links")
     trees = [first]
     seen = {tuple(sorted(first.items(), key=lambda kv: kv[0]))}
     for _ in range(10_000):
-        x, val, y = _solve(trees, edges, cap, both)
+        x, val, y = _solve(trees, edges, cap, uses)
         price = {e: max(float(y[i]), 0.0) for i, e in enumerate(edges)}
-        t = _arborescence(g, root, {e: price[_resource(e, both)] for e in g.edges})
-        cost = sum(price[_resource(e, both)] for e in _tree_edges(t))
+        t = _arborescence(g, root, {e: sum(price[r] for r in uses(e)) for e in g.edges})
+        cost = sum(price[r] for e in _tree_edges(t) for r in uses(e))
         key = tuple(sorted(t.items(), key=lambda kv: kv[0]))
         if cost >= 1 - TOL or key in seen:
             break
         trees.append(t)
         seen.add(key)
-    x, best, _ = _solve(trees, edges, cap, both)
-    if minimize_trees and both:
+    x, best, _ = _solve(trees, edges, cap, uses)
+    if minimize_trees and both and named is None:
         # Whole trees of one link's rate each, when they keep at least
         # INTEGRAL_KEEP of the fractional optimum (far fewer trees pipeline
         # better than many thin ones).
@@ -129,9 +182,9 @@ def pack_trees(g: nx.DiGraph, root: int, minimize_trees: bool = True, both_direc
     keep = [j for j in range(len(trees)) if x[j] > TOL]
     trees = [trees[j] for j in keep]
     if minimize_trees and len(trees) > 1:
-        trees = _fewest_trees(trees, edges, cap, best, both)
+        trees = _fewest_trees(trees, edges, cap, best, uses)
     if minimize_trees and len(trees) > 1:
-        x, _, _ = _solve(trees, edges, cap, both)
+        x, _, _ = _solve(trees, edges, cap, uses)
         keep = list(range(len(trees)))
         order = sorted(range(len(trees)), key=lambda j: x[keep[j]])
         alive = list(range(len(trees)))
@@ -139,27 +192,38 @@ def pack_trees(g: nx.DiGraph, root: int, minimize_trees: bool = True, both_direc
             trial = [k for k in alive if k != j]
             if not trial:
                 continue
-            _, val, _ = _solve([trees[k] for k in trial], edges, cap, both)
+            _, val, _ = _solve([trees[k] for k in trial], edges, cap, uses)
             if val >= best * (1 - 1e-9):
                 alive = trial
         trees = [trees[k] for k in alive]
-    x, best, _ = _solve(trees, edges, cap, both)
+    x, best, _ = _solve(trees, edges, cap, uses)
     pairs = [(t, r * scale) for t, r in zip(trees, x) if r > TOL]
     return Packing(root, best * scale, [t for t, _ in pairs], [r for _, r in pairs])
 
 
-def _fewest_trees(trees, edges, cap, best, both=False):
+def resource_loads(g: nx.DiGraph, p: Packing, both_directions: bool = False) -> dict:
+    """Resource -> (load, capacity) in bit/s of a packing on ``g``: the sum
+    over trees of rate x the number of the tree's edges using the resource."""
+    uses = _uses_fn(g, both_directions)
+    named = g.graph.get("resources")
+    out: dict = {}
+    for t, rate in zip(p.trees, p.rates_bps):
+        for e in _tree_edges(t):
+            for r in uses(e):
+                if r not in out:
+                    out[r] = [0.0, named[r] if named is not None else g.edges[e]["capacity"]]
+                out[r][0] += rate
+    return {r: (v[0], v[1]) for r, v in out.items()}
+
+
+def _fewest_trees(trees, edges, cap, best, uses):
     """Among the candidate trees, the fewest that still reach the optimal
     rate: a mixed-integer program (HiGHS): min sum z_T with x_T <= best * z_T,
     link capacities, and sum x_T >= best."""
     from scipy.optimize import Bounds, LinearConstraint, milp
 
     m = len(trees)
-    idx = {e: i for i, e in enumerate(edges)}
-    a = np.zeros((len(edges), 2 * m))
-    for j, t in enumerate(trees):
-        for e in _tree_edges(t):
-            a[idx[_resource(e, both)], j] = 1.0
+    a = np.hstack([_matrix(trees, edges, uses), np.zeros((len(edges), m))])
     cons = [LinearConstraint(a, -np.inf, cap)]
     total = np.concatenate([np.ones(m), np.zeros(m)])
     cons.append(LinearConstraint(total[None, :], best * (1 - 1e-7), np.inf))
@@ -172,7 +236,7 @@ def _fewest_trees(trees, edges, cap, best, both=False):
     if res.x is None:
         return trees
     chosen = [trees[j] for j in range(m) if res.x[m + j] > 0.5]
-    _, val, _ = _solve(chosen, edges, cap, both)
+    _, val, _ = _solve(chosen, edges, cap, uses)
     return chosen if val >= best * (1 - 1e-7) else trees
 
 

@@ -88,6 +88,9 @@ def register(app: typer.Typer) -> None:
         root: int = typer.Option(0, "--root", help="Root of the broadcast trees."),
         out: Optional[Path] = typer.Option(None, "--json", help="Also write measurements and trees to this file."),
         master_port: Optional[int] = typer.Option(None, "--master-port", help="Rank 0's port; a free one if omitted."),
+        model: str = typer.Option("nic", "--model", help="Graph TreeGen packs: nic (a tree edge i->j uses i's "
+                                  "uplink and j's downlink, estimated from the matrix: hosts behind a switch) "
+                                  "or pairs (every pair its measured rate at once: dedicated links)."),
     ) -> None:
         """Blink's start-up probe: every ordered pair's latency and bandwidth over the runtime's
         connections (one pair at a time), then TreeGen's trees on the measured graph."""
@@ -95,25 +98,17 @@ def register(app: typer.Typer) -> None:
 
         from ..collectives.bench import parse_size
         from .errors import RuntimeFailure, RuntimeInputError
-        from .probe import Measurements, matrix_text, run_probe
+        from .probe import Measurements, matrix_text, packing_text, run_probe
 
         if out is not None and (out.is_dir() or not (out.parent if str(out.parent) else Path(".")).is_dir()):
             raise RuntimeInputError(f"--json: cannot write {out} (a folder, or its folder does not exist)")
         size = parse_size(nbytes, "--bytes")
         try:
-            res = run_probe(n, cluster, size, pings, root, master_port)
+            res = run_probe(n, cluster, size, pings, root, master_port, model=model)
         except RuntimeFailure as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(1) from None
-        m = Measurements.from_dict(res["measurements"])
-        typer.echo(matrix_text(m))
-        for op, p in res["packings"].items():
-            typer.echo(f"# TreeGen, {op}: root {p['root']}, {len(p['trees'])} tree(s), "
-                       f"total {p['rate_bps'] / 1e6:.1f} Mbit/s")
-            for t, r in zip(p["trees"], p["rates_bps"]):
-                edges = ", ".join(f"{u}->{v}" for v, u in sorted((int(k), u) for k, u in t.items()) if u is not None)
-                typer.echo(f"  {r / 1e6:8.1f} Mbit/s  {edges}")
-        typer.echo(f"# allreduce of 4 MiB along the probed trees: {res['allreduce_s'] * 1e3:.1f} ms, "
-                   f"{res['allreduce_wrong']} wrong elements")
+        typer.echo(matrix_text(Measurements.from_dict(res["measurements"])))
+        typer.echo(packing_text(res))
         if out is not None:
             out.write_text(json.dumps(res, indent=1))

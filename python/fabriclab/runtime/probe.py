@@ -1,8 +1,14 @@
 """Blink's start-up probe for the runtime: measure every ordered pair's
 latency and bandwidth over the communicator's own connections, build the
-topology graph (one edge per ordered pair, its measured bandwidth as
-capacity) and plan with TreeGen (collectives/treegen.py, the planners'
-implementation) on it. docs/runtime.md, "Blink at run time".
+topology graph and plan with TreeGen (collectives/treegen.py, the
+planners' implementation) on it. docs/runtime.md, "Blink at run time".
+
+Graph models: ``nic`` (the default; collectives/nicgraph.py): a tree edge
+i -> j consumes i's uplink and j's downlink, estimated from the matrix, so
+the trees respect that a host's pairs share its one NIC; ``pairs``: one
+edge per ordered pair with its measured bandwidth as its own capacity,
+which holds for dedicated point-to-point links (Blink's NVLinks) but
+overstates a switched network, where pairs were measured one at a time.
 
 Schedule: **one ordered pair at a time**, every rank in a barrier between
 pairs, so no two probes ever share a link (sequential: n(n-1) probes; a
@@ -27,6 +33,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
+from ..collectives.nicgraph import PATH_SLACK
 from .errors import RuntimeInputError
 
 PROBE_MSG = 1 << 20
@@ -127,12 +134,30 @@ def measure(comm, nbytes: int = 4 << 20, pings: int = 10) -> Measurements:
 
 
 # ---------------------------------------------------------------- planning
-def probe_graph(m: Measurements, op: str = "broadcast"):
-    """The topology graph: nodes = ranks, an edge i -> j per ordered pair with
-    its measured bandwidth (bit/s) as ``capacity``. For allreduce (trees used
-    both ways) each pair gets the smaller of its two directions, both ways."""
+MODELS = ("nic", "pairs")
+
+
+def probe_graph(m: Measurements, op: str = "broadcast", model: str = "nic", path_slack: float = PATH_SLACK):
+    """The topology graph: nodes = ranks, an edge i -> j per ordered pair
+    measured with bandwidth > 0 (bit/s). ``model="pairs"``: the measured
+    bandwidth is the edge's own capacity; for allreduce (trees used both
+    ways) each pair gets the smaller of its two directions, both ways.
+    ``model="nic"``: edges consume their hosts' NICs (nicgraph.nic_graph;
+    a pair more than ``path_slack`` below both of its NICs keeps its own
+    capacity too). The runtime's default is "nic": it runs over TCP
+    between hosts that each reach a switch through one NIC, where the pair
+    model promises every pair its measured rate at once."""
     import networkx as nx
 
+    from ..collectives.nicgraph import nic_graph
+
+    if model not in MODELS:
+        raise RuntimeInputError(f"model: must be 'nic' (hosts behind a switch) or 'pairs' (dedicated links), "
+                                f"got {model!r}")
+    if isinstance(path_slack, bool) or not isinstance(path_slack, (int, float)) or not 0 <= path_slack < 1:
+        raise RuntimeInputError(f"path_slack: must be a number within [0, 1), got {path_slack!r}")
+    if model == "nic":
+        return nic_graph(m.bw_bps, op == "allreduce", path_slack)
     g = nx.DiGraph()
     g.add_nodes_from(range(m.n))
     for i in range(m.n):
@@ -145,17 +170,19 @@ def probe_graph(m: Measurements, op: str = "broadcast"):
     return g
 
 
-def pack(m: Measurements, op: str = "broadcast", root: int = 0):
+def pack(m: Measurements, op: str = "broadcast", root: int = 0, model: str = "nic"):
     """TreeGen on the measured graph: broadcast from ``root``; reduce into it
     (the packing of the reversed graph, trees then reversed: a reduce sends
-    child -> parent); allreduce at the best root, undirected trees."""
+    child -> parent; the NIC model's edges keep their resources, so a
+    reversed edge still charges the sender's uplink); allreduce at the best
+    root, undirected trees (under the NIC model every root packs the same)."""
     from ..collectives.treegen import best_root_packing, pack_trees
 
     if op not in ("broadcast", "reduce", "allreduce"):
         raise RuntimeInputError(f"op: TreeGen plans broadcast, reduce and allreduce, not {op!r}")
     if not 0 <= root < m.n:
         raise RuntimeInputError(f"root: must be a rank within 0..{m.n - 1}, got {root}")
-    g = probe_graph(m, op)
+    g = probe_graph(m, op, model)
     try:
         if op == "allreduce":
             return best_root_packing(g, both_directions=True)
@@ -164,11 +191,21 @@ def pack(m: Measurements, op: str = "broadcast", root: int = 0):
         raise RuntimeInputError(f"measurements: {e}") from None
 
 
+def nic_loads(m: Measurements, op: str, p) -> dict[str, tuple[float, float]]:
+    """Resource -> (load, capacity) of packing ``p`` (of either model) under
+    the NIC model: how much of each estimated NIC (and path-limited pair)
+    its trees use at their rates."""
+    from ..collectives.treegen import resource_loads
+
+    g = probe_graph(m, op, "nic")
+    return resource_loads(g.reverse(copy=True) if op == "reduce" else g, p, op == "allreduce")
+
+
 def plan_from_probe(m: Measurements, op: str, count: int, itemsize: int = 4, root: int = 0,
-                    chunk_bytes: int | None = 1 << 20) -> tuple[str, object]:
+                    chunk_bytes: int | None = 1 << 20, model: str = "nic") -> tuple[str, object]:
     """The plan-format-v1 JSON of ``op`` over ``count`` elements along the
-    trees TreeGen packs on the measured graph (data split in proportion to
-    the tree rates), and the packing."""
+    trees TreeGen packs on the measured graph of ``model`` (data split in
+    proportion to the tree rates), and the packing."""
     from ..collectives.trees import tree_collective
     from .plans import scale_to_elements
 
@@ -178,10 +215,11 @@ def plan_from_probe(m: Measurements, op: str, count: int, itemsize: int = 4, roo
         raise RuntimeInputError("count: must be at least one element")
     if chunk_bytes is not None and chunk_bytes < itemsize:
         raise RuntimeInputError(f"chunk_bytes: must be at least one element ({itemsize} bytes), got {chunk_bytes}")
-    p = pack(m, op, root)
+    p = pack(m, op, root, model)
     chunk = None if chunk_bytes is None else chunk_bytes // itemsize
     plan = tree_collective(op, m.n, count, p.trees, p.rates_bps, chunk, None, "trees (probed)")
-    plan.meta.update({"packing_rate_bps": p.rate_bps, "root": p.root, "tree_rates_bps": p.rates_bps})
+    plan.meta.update({"packing_rate_bps": p.rate_bps, "root": p.root, "tree_rates_bps": p.rates_bps,
+                      "graph_model": model})
     return scale_to_elements(plan.to_dict(), op, count, itemsize, root, chunk_bytes), p
 
 
@@ -200,6 +238,38 @@ def matrix_text(m: Measurements) -> str:
     return "\n".join(lines)
 
 
+def packing_text(res: dict) -> str:
+    """The probe's TreeGen summary: the NIC estimates, each op's trees with
+    their rates and the total, the busiest resource of the NIC model under
+    those trees (over 100 % means the pair model promised more than the
+    NICs carry), and the allreduce run along the trees."""
+    from ..collectives.nicgraph import nic_estimates
+
+    m = Measurements.from_dict(res["measurements"])
+    up, down = nic_estimates(m.bw_bps)
+    paths = sorted(r for r in probe_graph(m, "broadcast", "nic").graph["resources"] if r.startswith("pair"))
+    lines = ["# NIC estimates (Mbit/s), host: uplink/downlink  "
+             + "  ".join(f"{i}: {up[i] / 1e6:.1f}/{down[i] / 1e6:.1f}" for i in range(m.n)),
+             f"# pairs limited by their path (> {PATH_SLACK:.0%} below both NICs): {', '.join(paths) or 'none'}"]
+    for op, p in res["packings"].items():
+        lines.append(f"# TreeGen, {op}: root {p['root']}, {len(p['trees'])} tree(s), "
+                     f"total {p['rate_bps'] / 1e6:.1f} Mbit/s, {res['model']} model")
+        for t, r in zip(p["trees"], p["rates_bps"]):
+            edges = ", ".join(f"{u}->{v}" for v, u in sorted((int(k), u) for k, u in t.items()) if u is not None)
+            lines.append(f"  {r / 1e6:8.1f} Mbit/s  {edges}")
+        name, (load, cap) = max(p["nic_loads"].items(), key=lambda kv: kv[1][0] / kv[1][1])
+        line = f"  busiest under the NIC model: {name}, {load / 1e6:.1f} of {cap / 1e6:.1f} Mbit/s ({load / cap:.0%})"
+        if load > cap * (1 + 1e-6):
+            line += f": these trees carry at most {p['rate_bps'] * cap / load / 1e6:.1f} Mbit/s in all"
+        lines.append(line)
+    a = res["packings"]["allreduce"]
+    size = res["allreduce_bytes"]
+    lines.append(f"# allreduce of {size / (1 << 20):g} MiB along the probed trees: {res['allreduce_s'] * 1e3:.1f} ms, "
+                 f"{res['allreduce_wrong']} wrong elements (the packing rate predicts "
+                 f"{8 * size / a['rate_bps'] * 1e3:.1f} ms)")
+    return "\n".join(lines)
+
+
 def worker(spec: dict, out: str) -> None:
     """`fabriclab runtime probe`'s rank: measure, plan, check the plan on the
     probed trees with one allreduce, and (rank 0) write the results."""
@@ -209,17 +279,22 @@ def worker(spec: dict, out: str) -> None:
 
     c = Communicator.from_env()
     m = measure(c, spec["nbytes"], spec["pings"])
-    result = {"measurements": m.to_dict(), "packings": {}}
     count = spec["count"]
+    result = {"measurements": m.to_dict(), "model": spec["model"], "packings": {}, "allreduce_bytes": 4 * count}
     for op in ("broadcast", "allreduce"):
-        text, p = plan_from_probe(m, op, count, 4, spec["root"], spec["chunk_bytes"])
+        text, p = plan_from_probe(m, op, count, 4, spec["root"], spec["chunk_bytes"], spec["model"])
         result["packings"][op] = {"root": p.root, "rate_bps": p.rate_bps, "rates_bps": p.rates_bps,
-                                  "trees": [{str(k): v for k, v in t.items()} for t in p.trees]}
+                                  "trees": [{str(k): v for k, v in t.items()} for t in p.trees],
+                                  "nic_loads": {r: list(v) for r, v in sorted(nic_loads(m, op, p).items())}}
         if op == "allreduce":  # every rank planned the same: run it once and check the sum
             x = (np.arange(count) % 7 + c.rank).astype(np.int32)
+            c.barrier()
             t0 = time.perf_counter()
             c.run_plan(text, x)
-            result["allreduce_s"] = time.perf_counter() - t0
+            took = np.zeros(c.world_size)
+            took[c.rank] = time.perf_counter() - t0
+            c.allreduce(took)  # the slowest rank's time: the root's sends can end in socket buffers
+            result["allreduce_s"] = float(took.max())
             want = (np.arange(count) % 7 * c.world_size + c.world_size * (c.world_size - 1) // 2).astype(np.int32)
             wrong = np.array([int((x != want).sum())], np.int64)
             c.allreduce(wrong)
@@ -231,7 +306,8 @@ def worker(spec: dict, out: str) -> None:
 
 
 def run_probe(n: int, cluster: str | None = None, nbytes: int = 4 << 20, pings: int = 10, root: int = 0,
-              master_port: int | None = None, count: int = 1 << 20, chunk_bytes: int = 256 << 10) -> dict:
+              master_port: int | None = None, count: int = 1 << 20, chunk_bytes: int = 256 << 10,
+              model: str = "nic") -> dict:
     import sys
     import tempfile
     from pathlib import Path
@@ -247,7 +323,11 @@ def run_probe(n: int, cluster: str | None = None, nbytes: int = 4 << 20, pings: 
         raise RuntimeInputError(f"--pings: must be within 1..10000, got {pings}")
     if not 0 <= root < n:
         raise RuntimeInputError(f"--root: must be a rank within 0..{n - 1}, got {root}")
-    spec = {"nbytes": nbytes, "pings": pings, "root": root, "count": count, "chunk_bytes": chunk_bytes}
+    if model not in MODELS:
+        raise RuntimeInputError(f"--model: must be 'nic' (hosts behind a switch) or 'pairs' (dedicated links), "
+                                f"got {model!r}")
+    spec = {"nbytes": nbytes, "pings": pings, "root": root, "count": count, "chunk_bytes": chunk_bytes,
+            "model": model}
     with tempfile.TemporaryDirectory(prefix="fabriclab-probe-") as d:
         out = str(Path(d, "probe.json"))
         cmd = [sys.executable, "-c", "import sys, json; from fabriclab.runtime.probe import worker; "
