@@ -176,3 +176,15 @@ def test_chunk_from_the_environment():
     for bad in ("fast", "0", "-1K"):
         with pytest.raises(RuntimeInputError, match="^FABRICLAB_CHUNK_BYTES: must be a size"):
             _env_chunk(bad)
+
+
+def test_reset_tuning_starts_over_and_needs_auto():
+    with Communicator(0, 1, "127.0.0.1", free_port(), "t", chunk_bytes=AutoChunk(initial=8 << 10, samples=1)) as c:
+        for _ in range(3):
+            c.allreduce(np.ones(1 << 18, np.float32))
+        assert c.tuning["allreduce:ring:<=1048576"]["calls"] == 3
+        c.reset_tuning()
+        assert c.tuning == {}
+    with Communicator(0, 1, "127.0.0.1", free_port(), "t") as c:
+        with pytest.raises(RuntimeInputError, match="^chunk_bytes: reset_tuning"):
+            c.reset_tuning()

@@ -174,6 +174,13 @@ class Communicator:
         """A sum-allreduce with the fixed default chunk: the tuner's sync, never tuned itself."""
         self.run_plan(plan_json("allreduce", "ring", self.world_size, vec.size, vec.itemsize), vec)
 
+    def reset_tuning(self) -> None:
+        """Forgets every tuned chunk (``chunk_bytes="auto"``): the next calls search again from
+        the initial chunk. Every rank must call it at the same point of its sequence of collectives."""
+        if self._tuner is None:
+            raise RuntimeInputError("chunk_bytes: reset_tuning needs chunk_bytes=\"auto\" (this communicator's chunk is fixed)")
+        self._tuner = ChunkTuner(self._tuner.settings, self.rank, self.world_size)
+
     @property
     def tuning(self) -> dict | None:
         """``chunk_bytes="auto"``: per tuned key, the chunk, converged or not, the decisions
