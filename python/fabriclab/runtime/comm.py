@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 
+from .autochunk import AutoChunk, ChunkTuner
 from .errors import RuntimeInputError, translate
 from .plans import DEFAULT_CHUNK_BYTES, plan_json
 from .telemetry import Telemetry
@@ -29,18 +30,39 @@ def _env_int(name: str, env, lo: int, hi: int) -> int:
     return x
 
 
+def _env_chunk(v: str):
+    from ..collectives.algos import PlanningError
+    from ..collectives.bench import parse_size
+
+    word = v.strip().lower()
+    if word in ("auto", "none"):
+        return "auto" if word == "auto" else None
+    try:
+        x = parse_size(v, "FABRICLAB_CHUNK_BYTES")
+    except PlanningError:
+        x = 0
+    if x < 1:
+        raise RuntimeInputError(f"FABRICLAB_CHUNK_BYTES: must be a size in bytes (e.g. 262144, 256K, 1M), \"none\" or \"auto\", got {v!r}")
+    return x
+
+
 class Communicator:
     """One rank's connections to every other rank of a job.
 
     ``Communicator(rank, world_size, master_addr, master_port, token)`` joins
     explicitly; :meth:`from_env` reads torchrun's variables (RANK,
     WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and FABRICLAB_TOKEN. Every rank must
-    call the same collectives in the same order (as with NCCL or MPI)."""
+    call the same collectives in the same order (as with NCCL or MPI).
+
+    ``chunk_bytes`` is the pipelining chunk: bytes, None (no chunking), or
+    ``"auto"`` (or an :class:`~fabriclab.runtime.autochunk.AutoChunk`): tuned
+    by MIAD per collective, algorithm and size bucket during repeated calls,
+    every rank using the same chunk; ``comm.tuning`` shows the state."""
 
     def __init__(self, rank: int, world_size: int, master_addr: str, master_port: int, token: str, *,
                  bind_addr: str | None = None, streams: int = 1, timeout_s: float = 5.0,
                  connect_timeout_s: float = 60.0, checksum: bool = False, telemetry: bool = False,
-                 chunk_bytes: int | None = DEFAULT_CHUNK_BYTES, late_timeout_s: float = 600.0, _fault=None):
+                 chunk_bytes: int | str | AutoChunk | None = DEFAULT_CHUNK_BYTES, late_timeout_s: float = 600.0, _fault=None):
         from .._core import RtCommunicator, RtError
 
         for name, v, lo, hi in (("rank", rank, 0, world_size - 1), ("world_size", world_size, 1, 1 << 20),
@@ -50,6 +72,12 @@ class Communicator:
         if not token:
             raise RuntimeInputError("token: the join token must be a non-empty string")
         self.rank, self.world_size, self.chunk_bytes = int(rank), int(world_size), chunk_bytes
+        self._tuner = None
+        if isinstance(chunk_bytes, AutoChunk) or (isinstance(chunk_bytes, str) and chunk_bytes == "auto"):
+            settings = chunk_bytes if isinstance(chunk_bytes, AutoChunk) else AutoChunk()
+            self._tuner = ChunkTuner(settings, self.rank, self.world_size)
+        elif chunk_bytes is not None and (isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, (int, np.integer))):
+            raise RuntimeInputError(f"chunk_bytes: must be a number of bytes, None (no chunking) or \"auto\", got {chunk_bytes!r}")
         self.telemetry = Telemetry() if telemetry else None
         try:
             self._c = RtCommunicator(int(rank), int(world_size), str(master_addr), int(master_port), str(token),
@@ -61,8 +89,8 @@ class Communicator:
     @classmethod
     def from_env(cls, env=None, **kwargs) -> "Communicator":
         """Joins with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (or FABRICLAB_PORT) and
-        FABRICLAB_TOKEN; FABRICLAB_TIMEOUT_S, FABRICLAB_LATE_TIMEOUT_S, FABRICLAB_STREAMS, FABRICLAB_CHECKSUM=1 and
-        FABRICLAB_BIND_ADDR are optional. Keyword arguments override the optional ones."""
+        FABRICLAB_TOKEN; FABRICLAB_TIMEOUT_S, FABRICLAB_LATE_TIMEOUT_S, FABRICLAB_STREAMS, FABRICLAB_CHECKSUM=1,
+        FABRICLAB_BIND_ADDR and FABRICLAB_CHUNK_BYTES (a size such as 256K, "none" or "auto") are optional. Keyword arguments override the optional ones."""
         env = os.environ if env is None else env
         n = _env_int("WORLD_SIZE", env, 1, 1 << 20)
         rank = _env_int("RANK", env, 0, n - 1)
@@ -92,6 +120,8 @@ class Communicator:
             opts["checksum"] = env["FABRICLAB_CHECKSUM"] not in ("0", "false", "no")
         if env.get("FABRICLAB_BIND_ADDR"):
             opts["bind_addr"] = env["FABRICLAB_BIND_ADDR"]
+        if env.get("FABRICLAB_CHUNK_BYTES"):
+            opts["chunk_bytes"] = _env_chunk(env["FABRICLAB_CHUNK_BYTES"])
         opts.update(kwargs)
         return cls(rank, n, addr, port, token, **opts)
 
@@ -132,9 +162,30 @@ class Communicator:
 
     def collective(self, op: str, array: np.ndarray, algo: str = "ring", root: int = 0) -> np.ndarray:
         self._check_array(array)
-        text = plan_json(op, algo, self.world_size, array.size, array.itemsize, root, self.chunk_bytes)
-        self.run_plan(text, array)
+        key, chunk = (None, self.chunk_bytes) if self._tuner is None else self._tuner.chunk_for(op, algo, array.nbytes)
+        text = plan_json(op, algo, self.world_size, array.size, array.itemsize, root, chunk)
+        if key is None:
+            self.run_plan(text, array)
+        else:
+            self._tuner.timed(key, array.nbytes, lambda: self.run_plan(text, array), self._sum_small)
         return array
+
+    def _sum_small(self, vec: np.ndarray) -> None:
+        """A sum-allreduce with the fixed default chunk: the tuner's sync, never tuned itself."""
+        self.run_plan(plan_json("allreduce", "ring", self.world_size, vec.size, vec.itemsize), vec)
+
+    def reset_tuning(self) -> None:
+        """Forgets every tuned chunk (``chunk_bytes="auto"``): the next calls search again from
+        the initial chunk. Every rank must call it at the same point of its sequence of collectives."""
+        if self._tuner is None:
+            raise RuntimeInputError("chunk_bytes: reset_tuning needs chunk_bytes=\"auto\" (this communicator's chunk is fixed)")
+        self._tuner = ChunkTuner(self._tuner.settings, self.rank, self.world_size)
+
+    @property
+    def tuning(self) -> dict | None:
+        """``chunk_bytes="auto"``: per tuned key, the chunk, converged or not, the decisions
+        and the chunk changes (``ChunkTuner.state``); None with a fixed chunk."""
+        return None if self._tuner is None else self._tuner.state()
 
     def allreduce(self, array, algo: str = "ring"):
         """Every rank's ``array`` becomes the elementwise sum over ranks."""

@@ -79,6 +79,13 @@ class ChunkMIAD:
     def converged(self) -> bool:
         return self.phase == "converged"
 
+    def state(self) -> tuple:
+        """Everything the next decisions depend on (settings included): two
+        controllers with equal states fed equal throughputs decide alike."""
+        return (self.factor, self.spo, self.tol, self.samples, self.min_chunk, self.max_chunk, self.align,
+                self.retune_drop, self.retune_after, self.phase, self.chunk, self.best, self.prev, self.step,
+                self._lowest, tuple(self._pending), self._low_count, len(self.history))
+
     # ------------------------------------------------------------ the rule
     def update(self, throughput: float) -> int:
         """Feed the throughput (any unit, higher is better) of one iteration
