@@ -79,6 +79,8 @@ class Communicator:
         elif chunk_bytes is not None and (isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, (int, np.integer))):
             raise RuntimeInputError(f"chunk_bytes: must be a number of bytes, None (no chunking) or \"auto\", got {chunk_bytes!r}")
         self.telemetry = Telemetry() if telemetry else None
+        self.measurements, self._probe_model = None, "nic"  # set by probe(); algo="trees" plans on it
+        self._probe_plans: dict = {}
         try:
             self._c = RtCommunicator(int(rank), int(world_size), str(master_addr), int(master_port), str(token),
                                      bind_addr, int(streams), float(timeout_s), float(connect_timeout_s),
@@ -160,15 +162,60 @@ class Communicator:
             self.telemetry.add(self._c.take_telemetry(), plan_text, dtype)
         return op_id
 
-    def collective(self, op: str, array: np.ndarray, algo: str = "ring", root: int = 0) -> np.ndarray:
+    def collective(self, op: str, array: np.ndarray, algo: str = "ring", root: int = 0,
+                   out: np.ndarray | None = None) -> np.ndarray:
+        """Runs ``op`` with ``algo`` on ``array`` in place, or with ``out`` out of place:
+        ``array`` is copied into ``out`` (same dtype and size) and the collective runs
+        there, leaving ``array`` as it was (Open MPI does the same for a separate
+        receive buffer). Returns the array holding the result. ``algo="trees"``
+        plans with TreeGen on this communicator's :meth:`probe` measurements."""
         self._check_array(array)
+        if out is not None and out is not array:
+            self._check_array(out)
+            if out.dtype != array.dtype or out.size != array.size:
+                raise RuntimeInputError(f"out: must have the input's dtype and size ({array.dtype}, {array.size} "
+                                        f"elements), got {out.dtype}, {out.size}")
+            if np.shares_memory(out, array):
+                raise RuntimeInputError("out: overlaps the input array (pass out=None to run in place)")
+            np.copyto(out, array)
+            array = out
         key, chunk = (None, self.chunk_bytes) if self._tuner is None else self._tuner.chunk_for(op, algo, array.nbytes)
-        text = plan_json(op, algo, self.world_size, array.size, array.itemsize, root, chunk)
+        text = self._plan(op, algo, array.size, array.itemsize, root, chunk)
         if key is None:
             self.run_plan(text, array)
         else:
             self._tuner.timed(key, array.nbytes, lambda: self.run_plan(text, array), self._sum_small)
         return array
+
+    def _plan(self, op: str, algo: str, count: int, itemsize: int, root: int, chunk) -> str:
+        if algo != "trees":
+            return plan_json(op, algo, self.world_size, count, itemsize, root, chunk)
+        if self.measurements is None:
+            raise RuntimeInputError("algo: trees plans on measured links: call probe() first (on every rank)")
+        key = (op, count, itemsize, root, chunk)
+        text = self._probe_plans.get(key)
+        if text is None:
+            from .probe import plan_from_probe
+
+            text = plan_from_probe(self.measurements, op, count, itemsize, root, chunk, self._probe_model)[0]
+            self._probe_plans[key] = text
+            if len(self._probe_plans) > 64:
+                self._probe_plans.pop(next(iter(self._probe_plans)))
+        return text
+
+    def probe(self, nbytes: int = 4 << 20, pings: int = 10, model: str = "nic"):
+        """Blink's start-up probe (a collective: every rank calls it): measures every
+        ordered pair's bandwidth and latency over this communicator's connections;
+        afterwards ``algo="trees"`` plans broadcast, reduce and allreduce with TreeGen
+        on the measured graph (``model`` "nic" or "pairs", docs/runtime.md). Returns the
+        :class:`~fabriclab.runtime.probe.Measurements`."""
+        from .probe import MODELS, measure
+
+        if model not in MODELS:
+            raise RuntimeInputError(f"model: must be one of {', '.join(MODELS)}, got {model!r}")
+        self.measurements, self._probe_model = measure(self, nbytes, pings), model
+        self._probe_plans.clear()
+        return self.measurements
 
     def _sum_small(self, vec: np.ndarray) -> None:
         """A sum-allreduce with the fixed default chunk: the tuner's sync, never tuned itself."""
@@ -187,25 +234,25 @@ class Communicator:
         and the chunk changes (``ChunkTuner.state``); None with a fixed chunk."""
         return None if self._tuner is None else self._tuner.state()
 
-    def allreduce(self, array, algo: str = "ring"):
-        """Every rank's ``array`` becomes the elementwise sum over ranks."""
-        return self.collective("allreduce", array, algo)
+    def allreduce(self, array, algo: str = "ring", out=None):
+        """Every rank's ``array`` (or ``out``) becomes the elementwise sum over ranks."""
+        return self.collective("allreduce", array, algo, out=out)
 
-    def broadcast(self, array, root: int = 0, algo: str = "ring"):
-        """Every rank's ``array`` becomes the root's."""
-        return self.collective("broadcast", array, algo, root)
+    def broadcast(self, array, root: int = 0, algo: str = "ring", out=None):
+        """Every rank's ``array`` (or ``out``) becomes the root's."""
+        return self.collective("broadcast", array, algo, root, out)
 
-    def reduce(self, array, root: int = 0, algo: str = "ring"):
-        """The root's ``array`` becomes the sum; other ranks' arrays hold partial sums afterwards."""
-        return self.collective("reduce", array, algo, root)
+    def reduce(self, array, root: int = 0, algo: str = "ring", out=None):
+        """The root's ``array`` (or ``out``) becomes the sum; other ranks' hold partial sums afterwards."""
+        return self.collective("reduce", array, algo, root, out)
 
-    def allgather(self, array, algo: str = "ring"):
+    def allgather(self, array, algo: str = "ring", out=None):
         """Rank i contributes shard i of ``array`` (see ``plans.shard_bounds``); every rank gets all shards."""
-        return self.collective("allgather", array, algo)
+        return self.collective("allgather", array, algo, out=out)
 
-    def reduce_scatter(self, array, algo: str = "ring"):
-        """Rank i's shard i of ``array`` becomes the sum of every rank's shard i."""
-        return self.collective("reduce_scatter", array, algo)
+    def reduce_scatter(self, array, algo: str = "ring", out=None):
+        """Rank i's shard i of ``array`` (or ``out``) becomes the sum of every rank's shard i."""
+        return self.collective("reduce_scatter", array, algo, out=out)
 
     def barrier(self) -> None:
         """Every rank has reached this point (a one-element allreduce)."""
