@@ -17,6 +17,7 @@ CASES = [
     (3, "tree", None),
     (4, "planner:halving-doubling", None),
     (3, "ring", "bfloat16"),
+    (3, "trees", None),
 ]
 
 

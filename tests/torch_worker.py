@@ -9,8 +9,8 @@ model three ways and saves the parameters:
 
     fabriclab launch -n N -- python tests/torch_worker.py OUT_DIR ALGO [COMPRESS]
 
-ALGO is a runtime algorithm name, or ``planner:NAME`` to hand the hook a
-planner callable that builds NAME's plan itself.
+ALGO is a runtime algorithm name, ``trees`` (probe, then TreeGen), or
+``planner:NAME`` to hand the hook a planner callable that builds NAME's plan itself.
 """
 
 from __future__ import annotations
@@ -62,7 +62,11 @@ def main(out_dir: str, algo: str, compress: str | None) -> None:
 
         name = algo.split(":", 1)[1]
         algo = lambda count, itemsize, world: plan_json("allreduce", name, world, count, itemsize)  # noqa: E731
-    hook = fl.register(model, algo=algo, compress=compress)
+    comm = None
+    if algo == "trees":  # Blink: TreeGen on this job's links, measured at start-up
+        comm = fl.communicator_from_env()
+        comm.probe(nbytes=64 << 10, pings=2)
+    hook = fl.register(model, comm=comm, algo=algo, compress=compress)
     out["hook"] = train(model, mine)
     hook.close()
     if rank == 0:

@@ -19,7 +19,8 @@ runtime releases the GIL. DDP launches buckets in index order on every
 rank, and one worker keeps that order, so every rank runs the same
 collectives in the same order, as the runtime requires.
 
-The plan is chosen by ``algo``: a name of :data:`fabriclab.runtime.ALGOS`, or
+The plan is chosen by ``algo``: a name of :data:`fabriclab.runtime.ALGOS`,
+``"trees"`` (Blink's TreeGen on the communicator's :meth:`probe`), or
 any callable ``(count, itemsize, world_size) -> plan JSON`` (a plan-format-v1
 text over ``count * itemsize`` bytes whose ranges are whole elements), e.g.
 Blink trees planned from a probe (docs/runtime.md). Plans are cached per
@@ -46,7 +47,7 @@ except ModuleNotFoundError as e:  # pragma: no cover - depends on the environmen
 
 from .runtime.comm import Communicator
 from .runtime.errors import RuntimeInputError
-from .runtime.plans import ALGOS, DEFAULT_CHUNK_BYTES, plan_json
+from .runtime.plans import ALGOS, DEFAULT_CHUNK_BYTES
 
 __all__ = ["FabriclabHook", "register", "communicator_from_env"]
 
@@ -79,9 +80,9 @@ class FabriclabHook:
                  compress: str | None = None, chunk_bytes: int | None = DEFAULT_CHUNK_BYTES):
         if not isinstance(comm, Communicator):
             raise RuntimeInputError(f"comm: must be a fabriclab.runtime.Communicator, got {type(comm).__name__}")
-        if not callable(algo) and algo not in ALGOS:
-            raise RuntimeInputError(f"algo: must be one of {', '.join(ALGOS)} or a callable "
-                                    f"(count, itemsize, world_size) -> plan JSON; got {algo!r}")
+        if not callable(algo) and algo not in (*ALGOS, "trees"):
+            raise RuntimeInputError(f"algo: must be one of {', '.join(ALGOS)}, trees (after comm.probe()) or a "
+                                    f"callable (count, itemsize, world_size) -> plan JSON; got {algo!r}")
         if compress is not None and compress not in _COMPRESS:
             raise RuntimeInputError(f"compress: must be one of {', '.join(_COMPRESS)} or None, got {compress!r}")
         self.comm, self.algo, self.average, self.compress = comm, algo, bool(average), compress
@@ -103,7 +104,7 @@ class FabriclabHook:
                 if not isinstance(text, str):
                     raise RuntimeInputError(f"algo: the planner must return plan JSON text, got {type(text).__name__}")
             else:
-                text = plan_json("allreduce", self.algo, n, count, itemsize, 0, self.chunk_bytes)
+                text = self.comm.plan("allreduce", self.algo, count, itemsize, 0, self.chunk_bytes)
             self._plans[key] = text
             if len(self._plans) > _PLAN_CACHE:
                 self._plans.popitem(last=False)

@@ -180,14 +180,16 @@ class Communicator:
             np.copyto(out, array)
             array = out
         key, chunk = (None, self.chunk_bytes) if self._tuner is None else self._tuner.chunk_for(op, algo, array.nbytes)
-        text = self._plan(op, algo, array.size, array.itemsize, root, chunk)
+        text = self.plan(op, algo, array.size, array.itemsize, root, chunk)
         if key is None:
             self.run_plan(text, array)
         else:
             self._tuner.timed(key, array.nbytes, lambda: self.run_plan(text, array), self._sum_small)
         return array
 
-    def _plan(self, op: str, algo: str, count: int, itemsize: int, root: int, chunk) -> str:
+    def plan(self, op: str, algo: str, count: int, itemsize: int, root: int = 0, chunk=DEFAULT_CHUNK_BYTES) -> str:
+        """The plan-format-v1 JSON this communicator runs for ``op`` with ``algo`` over
+        ``count`` elements of ``itemsize`` bytes (``trees``: on the probe's measurements)."""
         if algo != "trees":
             return plan_json(op, algo, self.world_size, count, itemsize, root, chunk)
         if self.measurements is None:
