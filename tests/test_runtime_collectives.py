@@ -1,7 +1,7 @@
 """Every collective and planner run for real on 2, 3, 4 and 8 local
 processes over loopback TCP, checksums on. Expectations come from numpy on
 the same seeded inputs: exact for int32 (wrapping sums), allclose for
-float32. Large cases (64 MB) only with FABRICLAB_RT_LARGE=1."""
+float32. Large cases (64 MB) only with FABRICLAB_RT_LARGE=1, which .ci/run sets."""
 
 from __future__ import annotations
 
