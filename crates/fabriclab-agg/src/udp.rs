@@ -102,12 +102,17 @@ pub fn serve(sock: &UdpSocket, jobs: &[AggJob], memory_bytes: u64, idle: Duratio
         st.packets_in += 1;
         st.gradient_bytes_in += 4 * v.len() as u64;
         acc.on_packet(port, h, v, &mut out);
-        for (p, h, v) in out.drain(..) {
-            encode_packet(&h, &v, &mut enc);
-            sock.send_to(&enc, workers_of[&h.job][p as usize])?;
+        // A result goes to every worker with one header and vector: encode it once.
+        for i in 0..out.len() {
+            let (p, h, v) = &out[i];
+            if i == 0 || out[i - 1].1 != *h || out[i - 1].2 != *v {
+                encode_packet(h, v, &mut enc);
+            }
+            sock.send_to(&enc, workers_of[&h.job][*p as usize])?;
             st.packets_out += 1;
             last_out = Instant::now();
         }
+        out.clear();
     }
     st.busy = first.map_or(Duration::ZERO, |f| last_out.saturating_duration_since(f));
     st.counters = acc.counters;
