@@ -40,8 +40,10 @@ def main() -> None:
     ap.add_argument("--initial", default="64K")
     ap.add_argument("--samples", type=int, default=3)
     ap.add_argument("--sync-every", type=int, default=16)
+    ap.add_argument("--lookahead", type=int, default=1, help="MIAD steps tried past the first non-improving chunk")
     a = ap.parse_args()
-    settings = AutoChunk(initial=parse_size(a.initial, "--initial"), samples=a.samples, sync_every=a.sync_every)
+    settings = AutoChunk(initial=parse_size(a.initial, "--initial"), samples=a.samples, sync_every=a.sync_every,
+                         lookahead=a.lookahead)
     c = Communicator.from_env(chunk_bytes=settings)
     size = parse_size(a.size, "--size")
     if size < settings.min_bytes:
@@ -87,7 +89,8 @@ def main() -> None:
                            "ratio_to_best_before": round(au["steady_MBps"] / best["before"], 3),
                            "ratio_to_best_after": round(au["steady_MBps"] / best["after"], 3)})
         print(json.dumps({"size": size, "algo": a.algo, "n": c.world_size, "settings": {
-            "initial": settings.initial, "samples": a.samples, "sync_every": a.sync_every},
+            "initial": settings.initial, "samples": a.samples, "sync_every": a.sync_every,
+            "lookahead": settings.lookahead},
             "sweeps_MBps": [{str(k): round(v / 1e6, 2) for k, v in s.items()} for p, s in phases if p == "sweep"],
             "rounds": rounds}))
     c.barrier()  # nobody closes while a peer still reads its last messages (a close can reset the connection)

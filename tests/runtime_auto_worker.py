@@ -4,7 +4,9 @@ job with ``chunk_bytes`` tuned automatically.
     python tests/runtime_auto_worker.py spec.json OUT_DIR    (env from the test)
 
 spec: {"settings": AutoChunk fields, "settings_rank": {rank: overrides},
-"curves": [[S, alpha, B, hops, scale] per rank] or null (real timing),
+"curves": per rank [S, alpha, B, hops, scale] (a pipelined chain) or {"knots":
+[[chunk, bytes/s], ...]} (throughput piecewise linear in the chunk), or null
+(real timing),
 "switch_at": call index from which "curves_after" applies, "cases": [{"op",
 "algo", "count", "dtype", "root", "calls"}]}. Rank r saves, per case and call,
 its output and the chunk the call used (rank{r}.npz) and ``comm.tuning``
@@ -31,6 +33,18 @@ def pipeline_seconds(chunk: int, S: float, alpha: float, B: float, hops: int, sc
     return scale * (S / chunk + hops - 1) * (alpha + chunk / B)
 
 
+def knots_seconds(chunk: int, nbytes: int, knots: list) -> float:
+    """nbytes / throughput, the throughput piecewise linear in the chunk between knots (flat outside)."""
+    (c0, t0) = knots[0]
+    thr = t0
+    for c1, t1 in knots[1:]:
+        if chunk <= c0:
+            break
+        thr = t1 if chunk >= c1 else t0 + (t1 - t0) * (chunk - c0) / (c1 - c0)
+        c0, t0 = c1, t1
+    return nbytes / thr
+
+
 def make_cost(spec: dict, rank: int):
     if not spec.get("curves"):
         return None
@@ -39,7 +53,10 @@ def make_cost(spec: dict, rank: int):
     def cost(chunk: int, nbytes: int) -> float:
         calls[0] += 1
         after = spec.get("switch_at") is not None and calls[0] > spec["switch_at"]
-        return pipeline_seconds(chunk, *spec["curves_after" if after else "curves"][rank])
+        curve = spec["curves_after" if after else "curves"][rank]
+        if isinstance(curve, dict):
+            return knots_seconds(chunk, nbytes, curve["knots"])
+        return pipeline_seconds(chunk, *curve)
     return cost
 
 

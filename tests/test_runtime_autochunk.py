@@ -8,6 +8,9 @@ repeated collectives (runtime/autochunk.py), on 2-4 local processes.
   c* = sqrt(S alpha B / (hops - 1))): the in-communicator loop converges to
   that chunk; rank 0 is given a faster curve with another optimum, so only
   the slowest rank's time leads to the expected chunk.
+- An injected curve with a plateau below its peak (the tree's shape in the
+  box): ``AutoChunk.lookahead`` reaches the controller (1: the peak; 0: the
+  plateau, the rule without lookahead).
 """
 
 from __future__ import annotations
@@ -132,8 +135,32 @@ def test_retunes_when_the_curve_moves(tmp_path):
     assert st["converged"] and pipeline_seconds(cstar(*after), *after) >= 0.95 * pipeline_seconds(st["chunk"], *after)
 
 
-def test_different_settings_on_different_ranks_stop_the_job(tmp_path):
-    spec = {"settings": {"samples": 1, "min_bytes": 64 << 10}, "settings_rank": {"1": {"sync_every": 5}},
+# throughput knots (chunk, bytes/s): a plateau at 32-64K, the peak at 128K (tests/test_runtime_miad.py, PLATEAU)
+PLATEAU = {"knots": [[16 << 10, 40e6], [32 << 10, 45e6], [64 << 10, 45e6], [128 << 10, 55e6], [256 << 10, 54e6],
+                     [512 << 10, 52e6]]}
+
+
+@pytest.mark.parametrize("lookahead, chunk, decisions", [
+    # by hand as in tests/test_runtime_miad.py (max_chunk is the bucket's 512K, which the look at 512K reaches)
+    (1, 128 << 10, [32, 64, 128, 256, 512, 224, 192, 160, 128, 96]),
+    (0, 32 << 10, [32, 64, 56, 48, 40, 32, 24])])
+def test_lookahead_setting_reaches_the_controller(lookahead, chunk, decisions, tmp_path):
+    spec = {"settings": {"initial": 32 << 10, "samples": 1, "sync_every": 4, "min_bytes": 64 << 10,
+                         "lookahead": lookahead},
+            "curves": [PLATEAU, PLATEAU],
+            "cases": [{"op": "allreduce", "algo": "tree", "count": COUNT, "dtype": "int32", "calls": 14}]}
+    codes, outs = run_world(2, spec, tmp_path)
+    assert codes == [0, 0], "\n".join(outs)
+    a, b = tuning(2, tmp_path)
+    assert a == b
+    (st,) = a.values()
+    assert [c >> 10 for c, _ in st["decisions"]] == decisions
+    assert st["converged"] and st["chunk"] == chunk
+
+
+@pytest.mark.parametrize("override", [{"sync_every": 5}, {"lookahead": 0}])
+def test_different_settings_on_different_ranks_stop_the_job(override, tmp_path):
+    spec = {"settings": {"samples": 1, "min_bytes": 64 << 10}, "settings_rank": {"1": override},
             "cases": [{"op": "allreduce", "algo": "ring", "count": COUNT, "dtype": "int32", "calls": 3}]}
     codes, outs = run_world(2, spec, tmp_path)
     assert codes == [3, 3], "\n".join(outs)
@@ -164,7 +191,9 @@ def test_bad_chunk_bytes_is_refused(value, field):
 
 @pytest.mark.parametrize("kwargs, field", [({"samples": 0}, "AutoChunk.samples"), ({"initial": 1024}, "AutoChunk.initial"),
                                            ({"tolerance": 2.0}, "AutoChunk.tolerance"), ({"cost": 3}, "AutoChunk.cost"),
-                                           ({"min_bytes": 100}, "AutoChunk.min_bytes")])
+                                           ({"min_bytes": 100}, "AutoChunk.min_bytes"),
+                                           ({"lookahead": -1}, "AutoChunk.lookahead: must be an integer >= 0"),
+                                           ({"lookahead": 0.5}, "AutoChunk.lookahead")])
 def test_bad_auto_settings_name_the_field(kwargs, field):
     with pytest.raises(RuntimeInputError, match=f"^chunk_bytes: {field}"):
         AutoChunk(**kwargs)

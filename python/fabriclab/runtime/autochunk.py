@@ -52,7 +52,9 @@ class AutoChunk:
 
     Messages below ``min_bytes`` use the fixed default chunk (tuning them
     would cost more than it gains). ``initial``, ``samples``, ``tolerance``,
-    ``retune_drop`` and ``retune_after`` are ChunkMIAD's. ``cost``, when
+    ``retune_drop``, ``retune_after`` and ``lookahead`` (steps tried past
+    the first non-improving chunk before it is taken as the overshoot; 0:
+    none) are ChunkMIAD's. ``cost``, when
     given, replaces the measured time of a call: ``cost(chunk_bytes,
     nbytes) -> seconds`` (tests, what-if runs); the collective still runs."""
 
@@ -64,6 +66,7 @@ class AutoChunk:
     tolerance: float = 0.02
     retune_drop: float = 0.25
     retune_after: int = 3
+    lookahead: int = 1
     cost: Callable[[int, int], float] | None = field(default=None, compare=False)
 
     def __post_init__(self):
@@ -77,13 +80,14 @@ class AutoChunk:
             raise RuntimeInputError(f"chunk_bytes: AutoChunk.min_bytes must be >= min_chunk ({self.min_chunk}), got {self.min_bytes}")
         if self.cost is not None and not callable(self.cost):
             raise RuntimeInputError(f"chunk_bytes: AutoChunk.cost must be callable(chunk_bytes, nbytes) or None, got {self.cost!r}")
-        self.controller(1 << 30)  # ChunkMIAD checks tolerance and the retune settings
+        self.controller(1 << 30)  # ChunkMIAD checks tolerance, the retune settings and lookahead
 
     def controller(self, max_chunk: int) -> ChunkMIAD:
         try:
             return ChunkMIAD(min(self.initial, max_chunk), samples=self.samples, min_chunk=self.min_chunk,
                              max_chunk=max_chunk, tolerance=self.tolerance, align=ALIGN,
-                             retune_drop=self.retune_drop, retune_after=self.retune_after)
+                             retune_drop=self.retune_drop, retune_after=self.retune_after,
+                             lookahead=self.lookahead)
         except RuntimeInputError as e:
             raise RuntimeInputError(f"chunk_bytes: AutoChunk.{e}") from None
 

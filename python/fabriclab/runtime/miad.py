@@ -10,11 +10,21 @@ The rule (docs/runtime.md, "Blink at run time"):
    throughput beats the best so far by more than ``tolerance`` (relative),
    multiply the chunk by ``factor`` (2). Small chunks pay a fixed cost per
    message; larger ones amortise it, so throughput grows.
-2. **Overshoot.** The first chunk that does not beat the best by more than
-   ``tolerance`` means the pipelining loss of big chunks now outweighs the
-   per-message gain: the best chunk lies between best/factor and the
-   overshoot (for a unimodal curve).
-3. **Additive decrease.** From the overshoot, subtract a fixed step,
+2. **Overshoot, with lookahead.** The first chunk that does not beat the
+   best by more than ``tolerance`` is the overshoot candidate. Before
+   believing it, try up to ``lookahead`` (1) further multiplicative steps
+   (overshoot x factor, x factor^2, ...): if one of them beats the best by
+   more than ``tolerance``, it becomes the best and the increase goes on
+   from it (the flat step was a plateau, not the peak). If none does (or
+   ``max_chunk`` stops them), the first overshoot stands: the pipelining
+   loss of big chunks now outweighs the per-message gain, and the best
+   chunk lies between best/factor and the overshoot (for a unimodal
+   curve). The lookahead chunks change nothing else (not the best, not the
+   decrease), so where they do not beat the best the search ends where it
+   ended without them, up to ``lookahead`` decisions later (each one run
+   at a chunk that is probably worse). ``lookahead=0`` is the rule without
+   lookahead.
+3. **Additive decrease.** From the (first) overshoot, subtract a fixed step,
    ``step = best_chunk / steps_per_octave`` (the octave above the best in
    ``steps_per_octave`` pieces), while the throughput does not fall by more
    than ``tolerance`` from the previous chunk's; stop at the first fall, or
@@ -39,10 +49,11 @@ from .errors import RuntimeInputError
 class ChunkMIAD:
     def __init__(self, initial: int = 64 << 10, *, factor: float = 2.0, steps_per_octave: int = 4,
                  min_chunk: int = 4 << 10, max_chunk: int = 256 << 20, tolerance: float = 0.02,
-                 samples: int = 1, align: int = 1, retune_drop: float = 0.25, retune_after: int = 3):
+                 samples: int = 1, align: int = 1, retune_drop: float = 0.25, retune_after: int = 3,
+                 lookahead: int = 1):
         checks = (("initial", initial, 1), ("min_chunk", min_chunk, 1), ("max_chunk", max_chunk, 1),
                   ("steps_per_octave", steps_per_octave, 1), ("samples", samples, 1), ("align", align, 1),
-                  ("retune_after", retune_after, 1))
+                  ("retune_after", retune_after, 1), ("lookahead", lookahead, 0))
         for name, v, lo in checks:
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise RuntimeInputError(f"{name}: must be an integer >= {lo}, got {v!r}")
@@ -55,6 +66,7 @@ class ChunkMIAD:
         self.factor, self.spo, self.tol, self.samples = float(factor), steps_per_octave, float(tolerance), samples
         self.min_chunk, self.max_chunk, self.align = min_chunk, max_chunk, align
         self.retune_drop, self.retune_after = float(retune_drop), retune_after
+        self.lookahead = lookahead
         self.history: list[tuple[int, float]] = []  # (chunk, median throughput) per decision
         self._restart(self._clamp(initial))
 
@@ -72,6 +84,8 @@ class ChunkMIAD:
         self.prev: float | None = None
         self.step = 0
         self._lowest = 0
+        self._overshoot: tuple[int, float] | None = None  # the first non-improving chunk, while looking past it
+        self._ahead = 0  # lookahead steps taken past it
         self._pending: list[float] = []
         self._low_count = 0
 
@@ -83,8 +97,9 @@ class ChunkMIAD:
         """Everything the next decisions depend on (settings included): two
         controllers with equal states fed equal throughputs decide alike."""
         return (self.factor, self.spo, self.tol, self.samples, self.min_chunk, self.max_chunk, self.align,
-                self.retune_drop, self.retune_after, self.phase, self.chunk, self.best, self.prev, self.step,
-                self._lowest, tuple(self._pending), self._low_count, len(self.history))
+                self.retune_drop, self.retune_after, self.lookahead, self.phase, self.chunk, self.best, self.prev,
+                self.step, self._lowest, self._overshoot, self._ahead, tuple(self._pending), self._low_count,
+                len(self.history))
 
     # ------------------------------------------------------------ the rule
     def update(self, throughput: float) -> int:
@@ -108,19 +123,31 @@ class ChunkMIAD:
         self.history.append((c, t))
         if self.phase == "increase":
             if self.best is None or t > self.best[1] * (1 + self.tol):
+                # a gain (also from a lookahead chunk: the flat step was a plateau): go on increasing
                 self.best = (c, t)
+                self._overshoot, self._ahead = None, 0
                 nxt = self._clamp(c * self.factor)
                 if nxt == c:  # at max_chunk
                     return self._settle()
                 self.chunk = nxt
                 return nxt
-            # overshoot: decrease additively from here
+            if self._overshoot is None:
+                self._overshoot = (c, t)
+            if self._ahead < self.lookahead:
+                nxt = self._clamp(c * self.factor)
+                if nxt != c:  # look one step further past the overshoot
+                    self._ahead += 1
+                    self.chunk = nxt
+                    return nxt
+            # no gain within the lookahead: decrease additively from the first overshoot
+            oc, ot = self._overshoot
+            self._overshoot, self._ahead = None, 0
             bc = self.best[0]
             self.phase = "decrease"
             self.step = max(self.align, self._clamp(bc / self.spo))
             self._lowest = bc / self.factor
-            self.prev = t
-            return self._next_down(c)
+            self.prev = ot
+            return self._next_down(oc)
         # decrease
         if t > self.best[1]:
             self.best = (c, t)
