@@ -24,6 +24,37 @@ def run():
     return simulate(s)
 
 
+def test_columns_are_the_documented_ones(run):
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).parent.parent / "docs" / "telemetry.md").read_text()
+    names = []
+    for cell in re.findall(r"^\| (`[^|]+`) \|", doc, re.M):
+        names += re.findall(r"`(\w+)`", cell)
+    documented = set(names) - {"column"}
+    assert set(run.ccl.columns) == documented
+
+
+def test_a_cut_run_keeps_time_zero_and_nulls_only_what_never_happened():
+    # Sends leave at once (no overhead): the first steps start and send at t = 0 exactly.
+    # stop_ps cuts the 4-rank ring after its first messages.
+    s = star_scenario(4, "10Gbps", "2us", backend="packet", stop_ps=30_000_000, collectives=[
+        {"name": "ar", "planner": "ring", "op": "allreduce", "size_bytes": 4_000_000, "ranks": 4,
+         "send_overhead_ps": 0}])
+    r = simulate(s)
+    c = r.ccl
+    first = c[(c.kind == "send") & (c.seq == 0)]
+    assert len(first) == 4
+    assert (first.post_mono_ns == 0).all() and (first.send_start_mono_ns == 0).all() and (first.send_queue_ns == 0).all()
+    # 1 MB per message at 10 Gbit/s takes over 800 us: nothing has arrived by 30 us.
+    assert first.send_end_mono_ns.isna().all()
+    assert c[c.kind == "recv"].recv_arrival_mono_ns.isna().all()
+    # Steps that never started have no post time.
+    assert c.post_mono_ns.isna().any()
+    assert r.summary["collectives"]["ar"]["end_ps"] is None
+
+
 def test_schema_is_the_runtimes(run, tmp_path):
     with Communicator(0, 1, "127.0.0.1", free_port(), "t", telemetry=True) as c:
         import numpy as np

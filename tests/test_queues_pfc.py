@@ -121,9 +121,12 @@ def test_shared_switch_buffer_from_the_scenario_file():
     ({"pfc": {"classes": [0], "xoff_fraction": 0.5}}, "pfc.xoff_fraction"),
     ({"switch_buffer": {"bytes": "1MB"}, "backend": "flow"}, "switch_buffer"),
     ({"switch_buffer": {"bytes": 0}}, "switch_buffer.bytes"),
-    # 1538 wire bytes must fit alpha x bytes: 34 bytes, or 1000 bytes at alpha 1, never admit one.
+    # 1538 wire bytes must fit the buffer and alpha x bytes: 34 bytes, 1000 bytes at alpha 1 or 2,
+    # or 253 bytes at alpha 10 (found by the fuzz harness: every full segment dropped) never admit one.
     ({"switch_buffer": {"bytes": 34}}, "switch_buffer.bytes"),
     ({"switch_buffer": {"bytes": 1000, "alpha": 1.0}}, "switch_buffer.bytes"),
+    ({"switch_buffer": {"bytes": 1000, "alpha": 2.0}}, "switch_buffer.bytes"),
+    ({"switch_buffer": {"bytes": 253, "alpha": 10.0}}, "switch_buffer.bytes"),
 ])
 def test_bad_buffer_sections_name_their_field(raw, field):
     with pytest.raises(ScenarioError) as e:
@@ -132,5 +135,5 @@ def test_bad_buffer_sections_name_their_field(raw, field):
 
 
 def test_a_buffer_that_admits_one_frame_at_its_alpha_is_accepted():
-    # 1000 bytes at alpha 2: 2000 >= 1538, so an empty buffer admits a full segment.
-    Scenario.from_dict({"topology": {"kind": "star", "hosts": 2}, "switch_buffer": {"bytes": 1000, "alpha": 2.0}})
+    # 1538 bytes at alpha 1: the frame fits and 1 x 1538 >= 1538, so an empty buffer admits a full segment.
+    Scenario.from_dict({"topology": {"kind": "star", "hosts": 2}, "switch_buffer": {"bytes": 1538, "alpha": 1.0}})

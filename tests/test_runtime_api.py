@@ -74,6 +74,8 @@ def test_bad_out_is_named():
         x = np.ones(8, np.float32)
         with pytest.raises(RuntimeInputError, match="^out: must have the input's dtype and size"):
             c.allreduce(x, out=np.ones(7, np.float32))
+        with pytest.raises(RuntimeInputError, match="^out: must have the input's dtype and size"):
+            c.allreduce(x, out=np.ones(8, np.float64))
         with pytest.raises(RuntimeInputError, match="^out: overlaps the input"):
             c.allreduce(x, out=x.view())
         with pytest.raises(RuntimeInputError, match="^algo: trees plans on measured links: call probe"):

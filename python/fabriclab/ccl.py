@@ -58,10 +58,9 @@ def from_simulation(collectives: dict, steps: dict):
         name = steps["collective"][k]
         send = steps["op"][k] == "send"
         start, end, data = steps["start_ps"][k], steps["end_ps"][k], steps["data_ps"][k]
-        ran = end > 0 or start > 0
-        post = start // 1000 if ran else None
-        done = end // 1000 if end > 0 else None
-        moved = data // 1000 if data > 0 else None
+        post = None if start is None else start // 1000
+        done = None if end is None else end // 1000
+        moved = None if data is None else data // 1000
         rows["op_id"].append(index[name])
         rows["collective"].append(meta[name][0] or None)
         rows["algorithm"].append(meta[name][1] or None)

@@ -256,10 +256,11 @@ class Scenario(_Strict):
                                  f"({full} wire bytes: transport.mss_bytes + {WIRE_OVERHEAD_BYTES} of headers, "
                                  f"preamble and gap); give at least {full}")
         b = self.switch_buffer
-        # An empty buffer admits a frame of w bytes when w <= alpha * bytes (the dynamic threshold).
-        if b is not None and b.alpha * b.bytes < full:
+        # An empty buffer admits a frame of w bytes when it fits (w <= bytes) and the dynamic
+        # threshold allows it (w <= alpha * bytes).
+        if b is not None and min(b.bytes, b.alpha * b.bytes) < full:
             raise ValueError(f"switch_buffer.bytes: {b.bytes} bytes at alpha {b.alpha} cannot admit one full segment "
-                             f"({full} wire bytes) even when empty; give alpha x bytes of at least {full}")
+                             f"({full} wire bytes) even when empty; give bytes and alpha x bytes of at least {full}")
         p = self.pfc
         # A lossless packet is admitted while its ingress holds at most xoff + headroom bytes.
         if p is not None and p.headroom_bytes is not None and p.xoff_bytes + p.headroom_bytes < full:

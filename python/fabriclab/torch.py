@@ -25,7 +25,10 @@ any callable ``(count, itemsize, world_size) -> plan JSON`` (a plan-format-v1
 text over ``count * itemsize`` bytes whose ranges are whole elements), e.g.
 Blink trees planned from a probe (docs/runtime.md). Plans are cached per
 bucket size. ``compress="bfloat16"`` or ``"float16"`` casts float32 buckets
-down for the wire and back (like torch's ``bf16_compress_hook``).
+down for the wire, divided by the world size first, and back (like torch's
+``bf16_compress_hook``). CUDA buckets are staged through host memory after
+an event recorded on the autograd thread's stream; this path is not tested
+here (no GPU in the lab).
 
 The communicator joins with torchrun's variables like any other
 (:meth:`Communicator.from_env`), on ``FABRICLAB_PORT`` if set, otherwise
@@ -111,15 +114,26 @@ class FabriclabHook:
         return text
 
     # ------------------------------------------------------------ reducing
-    def allreduce_(self, tensor: torch.Tensor) -> torch.Tensor:
+    def allreduce_(self, tensor: torch.Tensor, ready=None) -> torch.Tensor:
         """Sums ``tensor`` over ranks in place (averages when ``average``) and returns it.
-        Runs on the calling thread; every rank must call it in the same order."""
+        Runs on the calling thread; every rank must call it in the same order. ``ready``:
+        a CUDA event recorded where the tensor was produced, waited for before staging."""
         if tensor.dtype not in _DTYPES:
             raise RuntimeInputError(f"tensor: dtype {tensor.dtype} is not supported "
                                     f"(supported: {', '.join(str(d) for d in _DTYPES)})")
-        wire = tensor
+        if self.average and not tensor.is_floating_point():
+            raise RuntimeInputError(f"tensor: average=True needs a floating-point tensor, got {tensor.dtype}")
+        if ready is not None:
+            ready.synchronize()
+        n = self.comm.world_size
+        wire, divided = tensor, False
         if self.compress is not None and tensor.dtype == torch.float32:
+            # Divide before summing, as torch's compression hooks do: a sum of
+            # n large gradients could overflow float16 where their mean does not.
             wire = tensor.to(_COMPRESS[self.compress])
+            if self.average:
+                wire.div_(n)
+                divided = True
         host = wire if wire.device.type == "cpu" else wire.cpu()
         host = host.contiguous()
         if host.numel() > 0:
@@ -131,18 +145,24 @@ class FabriclabHook:
                 self.bytes += host.numel() * host.element_size()
         if host.data_ptr() != tensor.data_ptr():
             tensor.copy_(host)
-        if self.average:
-            tensor.div_(self.comm.world_size)
+        if self.average and not divided:
+            tensor.div_(n)
+        if tensor.is_cuda:  # the device copy is done before DDP reads the bucket, whatever its stream
+            torch.cuda.current_stream(tensor.device).synchronize()
         return tensor
 
     def __call__(self, state, bucket) -> torch.futures.Future:
         """DDP's hook signature: (state, GradBucket) -> Future[Tensor]."""
         fut: torch.futures.Future = torch.futures.Future()
         tensor = bucket.buffer()
+        ready = None
+        if tensor.is_cuda:  # the gradients are ready on the autograd thread's stream, not yet on the worker's
+            ready = torch.cuda.Event()
+            ready.record()
 
         def work():
             try:
-                fut.set_result(self.allreduce_(tensor))
+                fut.set_result(self.allreduce_(tensor, ready))
             except BaseException as e:  # handed to DDP, which raises it in backward
                 fut.set_exception(e)
 
@@ -174,10 +194,17 @@ def register(model, comm: Communicator | None = None, algo: str | Planner = "rin
         raise RuntimeInputError(f"model: must be a torch.nn.parallel.DistributedDataParallel, got {type(model).__name__}")
     if not dist.is_initialized():
         raise RuntimeInputError("torch.distributed: init_process_group must run first (DDP needs it to build the model)")
-    state = FabriclabHook(comm if comm is not None else communicator_from_env(), algo, **kwargs)
-    if state.comm.world_size != dist.get_world_size():
-        raise RuntimeInputError(f"comm: has {state.comm.world_size} ranks but torch.distributed has {dist.get_world_size()}")
-    if state.comm.rank != dist.get_rank():
-        raise RuntimeInputError(f"comm: is rank {state.comm.rank} but torch.distributed's rank is {dist.get_rank()}")
-    model.register_comm_hook(state, _hook)
+    made = comm is None
+    comm = communicator_from_env() if made else comm
+    try:
+        state = FabriclabHook(comm, algo, **kwargs)
+        if comm.world_size != dist.get_world_size():
+            raise RuntimeInputError(f"comm: has {comm.world_size} ranks but torch.distributed has {dist.get_world_size()}")
+        if comm.rank != dist.get_rank():
+            raise RuntimeInputError(f"comm: is rank {comm.rank} but torch.distributed's rank is {dist.get_rank()}")
+        model.register_comm_hook(state, _hook)
+    except BaseException:
+        if made:
+            comm.close()
+        raise
     return state

@@ -11,8 +11,14 @@
 //! every input port of the tree. When the expected VID can no longer be
 //! covered (a port's head is already past it: its packet was lost, since a
 //! tree delivers in order) its partial contributions are dropped and
-//! aggregation goes on with the next VID. FIN on an aggregated VID resets
-//! the tree's expected VID to 0.
+//! aggregation goes on with the next VID. FIN on an aggregated (or skipped)
+//! VID resets the tree's expected VID to 0; a port that had not delivered
+//! that last VID still owes the old round's packets, which are dropped as
+//! stale up to and including its FIN. A packet more than [`VID_HORIZON`]
+//! VIDs ahead of the expected one (no window allows it: `cwnd_cap` is 16
+//! bits) is refused as unknown rather than skipping everything before it,
+//! and vectors of different lengths for one VID are not summed (the VID is
+//! skipped and counted as mismatched).
 //!
 //! The buffer (`memory_bytes`, 64 MB in the paper's evaluation) is shared
 //! equally by the configured jobs (`packet_memory / num_jobs`); a packet
@@ -59,6 +65,9 @@ pub struct TreeConfig {
     pub sync_fraction: f64,
 }
 
+/// The furthest a packet's VID may be ahead of its tree's expected VID.
+pub const VID_HORIZON: u32 = 1 << 16;
+
 /// Counts of what happened, for results and tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
@@ -71,8 +80,11 @@ pub struct Counters {
     pub stale: u64,
     /// Packets dropped because their job's buffer share was full.
     pub overflow: u64,
-    /// Packets of a job or tree not configured here, or from a port not in its tree.
+    /// Packets of a job or tree not configured here, from a port not in its
+    /// tree, or with a VID beyond the horizon.
     pub unknown: u64,
+    /// VIDs whose contributions had different vector lengths (not summed).
+    pub mismatched: u64,
     pub results_sent: u64,
 }
 
@@ -81,6 +93,8 @@ struct Tree<V> {
     need: u32,
     expected: u32,
     queues: Vec<VecDeque<(Header, V)>>,
+    /// Per port: still owes the previous round's packets up to its FIN.
+    owes_fin: Vec<bool>,
 }
 
 /// What the switch should do with a packet it showed the accelerator.
@@ -131,8 +145,11 @@ impl<V: Vector> Accelerator<V> {
         // The smallest whole number of workers that is at least the fraction (a hair of slack for 0.88 x 25 = 22.000000000000004).
         let need = ((cfg.sync_fraction * workers as f64) - 1e-9).ceil().max(1.0) as u32;
         let queues = cfg.children.iter().map(|_| VecDeque::new()).collect();
-        self.used.entry(cfg.job).or_insert(0);
-        self.trees.insert((cfg.job, cfg.tree), Tree { cfg, need, expected: 0, queues });
+        let owes_fin = vec![false; cfg.children.len()];
+        let used = self.used.entry(cfg.job).or_insert(0);
+        if let Some(old) = self.trees.insert((cfg.job, cfg.tree), Tree { cfg, need, expected: 0, queues, owes_fin }) {
+            *used -= old.queues.iter().flatten().map(|(h, _)| h.payload_bytes() as u64).sum::<u64>();
+        }
         Ok(())
     }
 
@@ -183,8 +200,18 @@ impl<V: Vector> Accelerator<V> {
             self.counters.unknown += 1;
             return Verdict::Taken;
         };
+        if t.owes_fin[i] {
+            // The rest of the previous round from a port that missed its last aggregation.
+            t.owes_fin[i] = !h.fin;
+            self.counters.stale += 1;
+            return Verdict::Taken;
+        }
         if h.vid < t.expected {
             self.counters.stale += 1;
+            return Verdict::Taken;
+        }
+        if h.vid - t.expected >= VID_HORIZON {
+            self.counters.unknown += 1;
             return Verdict::Taken;
         }
         let share = self.memory_bytes / self.used.len().max(1) as u64;
@@ -222,12 +249,22 @@ impl<V: Vector> Accelerator<V> {
                     None => may += w as u32,
                 }
             }
-            if have >= t.need {
+            let counts_differ = {
+                let mut counts = t.queues.iter().filter_map(|q| q.front()).filter(|(h, _)| h.vid == e).map(|(h, _)| h.count);
+                let first = counts.next();
+                counts.any(|c| Some(c) != first)
+            };
+            if have >= t.need && counts_differ {
+                c.mismatched += 1;
+            }
+            if have >= t.need && !counts_differ {
                 let mut sum: Option<(Header, V)> = None;
-                for q in t.queues.iter_mut() {
+                let mut took = vec![false; t.queues.len()];
+                for (k, q) in t.queues.iter_mut().enumerate() {
                     if q.front().is_some_and(|(h, _)| h.vid == e) {
                         let (h, v) = q.pop_front().expect("non-empty");
                         *used -= h.payload_bytes() as u64;
+                        took[k] = true;
                         match &mut sum {
                             None => sum = Some((h, v)),
                             Some((s, sv)) => {
@@ -244,7 +281,11 @@ impl<V: Vector> Accelerator<V> {
                 let free_pkts = (share.saturating_sub(*used) / h.payload_bytes() as u64).min(u16::MAX as u64) as u16;
                 h.cwnd_cap = h.cwnd_cap.min(free_pkts);
                 c.aggregated += 1;
-                t.expected = if h.fin { 0 } else { e + 1 };
+                if h.fin {
+                    Self::new_round(t, &took, used, c);
+                } else {
+                    t.expected = e.saturating_add(1);
+                }
                 match t.cfg.parent {
                     Some(p) => out.push((p, h, v)),
                     None => {
@@ -257,20 +298,46 @@ impl<V: Vector> Accelerator<V> {
                     }
                 }
                 c.results_sent += 1;
-            } else if have + may < t.need {
+            } else if have + may < t.need || counts_differ {
                 let mut fin = false;
-                for q in t.queues.iter_mut() {
+                let mut took = vec![false; t.queues.len()];
+                for (k, q) in t.queues.iter_mut().enumerate() {
                     if q.front().is_some_and(|(h, _)| h.vid == e) {
                         let (h, _) = q.pop_front().expect("non-empty");
                         *used -= h.payload_bytes() as u64;
                         fin |= h.fin;
+                        took[k] = true;
                     }
                 }
                 c.skipped += 1;
-                t.expected = if fin { 0 } else { e + 1 };
+                if fin {
+                    Self::new_round(t, &took, used, c);
+                } else {
+                    t.expected = e.saturating_add(1);
+                }
             } else {
                 return;
             }
+        }
+    }
+
+    /// The round ended with the VID just aggregated or skipped: back to VID 0.
+    /// A port that did not deliver that last VID still has the old round in
+    /// flight (a tree delivers in order): what it has queued is old, and what
+    /// comes next is old up to its FIN.
+    fn new_round(t: &mut Tree<V>, took: &[bool], used: &mut u64, c: &mut Counters) {
+        t.expected = 0;
+        for (k, q) in t.queues.iter_mut().enumerate() {
+            if took[k] {
+                continue;
+            }
+            let mut fin_seen = false;
+            while let Some((h, _)) = q.pop_front() {
+                *used -= h.payload_bytes() as u64;
+                c.stale += 1;
+                fin_seen |= h.fin;
+            }
+            t.owes_fin[k] = !fin_seen;
         }
     }
 }

@@ -69,10 +69,12 @@ impl TreeWindow {
         if vid < self.una || vid >= self.next_vid {
             return false;
         }
+        // RFC 8257 counts acknowledged bytes: a result acknowledges every VID up to its own.
+        let newly = vid + 1 - self.una;
         self.una = vid + 1;
         self.cap = cwnd_cap;
-        self.acked += 1;
-        self.marked += ce as u32;
+        self.acked += newly;
+        self.marked += if ce { newly } else { 0 };
         if self.una > self.window_end {
             self.alpha = (1.0 - self.g) * self.alpha + self.g * self.marked as f64 / self.acked as f64;
             self.acked = 0;

@@ -55,8 +55,17 @@ pub struct AggStats {
     pub counters: Counters,
 }
 
-/// Serves until `stop` is set, or `idle` passes without a packet after the first one.
+/// Serves until `stop` is set, or `idle` passes without a packet (from the start, too).
 pub fn serve(sock: &UdpSocket, jobs: &[AggJob], memory_bytes: u64, idle: Duration, stop: &AtomicBool) -> std::io::Result<AggStats> {
+    let invalid = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, m);
+    for (i, j) in jobs.iter().enumerate() {
+        if jobs[..i].iter().any(|k| k.job == j.job) {
+            return Err(invalid(format!("jobs[{i}]: job {} is listed twice", j.job)));
+        }
+        if let Some(w) = j.workers.iter().enumerate().find(|(k, w)| j.workers[..*k].contains(w)) {
+            return Err(invalid(format!("jobs[{i}].workers[{}]: {} is listed twice", w.0, w.1)));
+        }
+    }
     let mut acc: Accelerator<Vec<f32>> = Accelerator::new(memory_bytes);
     let mut port_of: HashMap<(u16, SocketAddr), u32> = HashMap::new();
     let mut workers_of: HashMap<u16, Vec<SocketAddr>> = HashMap::new();
@@ -66,8 +75,7 @@ pub fn serve(sock: &UdpSocket, jobs: &[AggJob], memory_bytes: u64, idle: Duratio
         }
         for t in 0..j.trees {
             let children = (0..j.workers.len() as u32).map(|p| (p, 1)).collect();
-            acc.configure(TreeConfig { job: j.job, tree: t, children, parent: None, sync_fraction: 1.0 })
-                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+            acc.configure(TreeConfig { job: j.job, tree: t, children, parent: None, sync_fraction: 1.0 }).map_err(invalid)?;
         }
         workers_of.insert(j.job, j.workers.clone());
     }
@@ -82,7 +90,7 @@ pub fn serve(sock: &UdpSocket, jobs: &[AggJob], memory_bytes: u64, idle: Duratio
         let (n, from) = match sock.recv_from(&mut buf) {
             Ok(x) => x,
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
-                if first.is_some() && last_in.elapsed() >= idle {
+                if last_in.elapsed() >= idle {
                     break;
                 }
                 continue;

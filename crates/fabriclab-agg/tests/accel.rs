@@ -166,3 +166,94 @@ fn window_grows_and_cuts_by_half_alpha_once_per_window() {
     w.on_timeout();
     assert_eq!((w.cwnd, w.next_vid, w.ssthresh), (1.0, 5, 2.0));
 }
+
+/// Partial sync over rounds: the FIN VID aggregates without the stragglers,
+/// whose late packets of the old round must not join the next round.
+#[test]
+fn stragglers_of_a_finished_round_are_dropped_not_carried_over() {
+    let mut a: Accelerator<Vec<f32>> = Accelerator::new(1 << 20);
+    // 4 workers, 0.75: 3 contributions aggregate.
+    a.configure(tree(&[(0, 1), (1, 1), (2, 1), (3, 1)], None, 0.75)).unwrap();
+    let mut out = Vec::new();
+    let fin = |vid| Header { fin: true, ..up(1, 0, vid, 1) };
+    // Round 1 is VIDs 0 and 1 (FIN). Port 3 lags: nothing from it yet.
+    for p in 0..3 {
+        a.on_packet(p, up(1, 0, 0, 1), vec![1.0], &mut out);
+    }
+    for p in 0..3 {
+        a.on_packet(p, fin(1), vec![10.0], &mut out);
+    }
+    // Both VIDs of round 1 went down to the 4 ports; the tree is back at VID 0.
+    assert_eq!(out.len(), 8);
+    assert!(out[4..].iter().all(|o| o.1.fin && o.2 == vec![30.0]));
+    assert_eq!(a.expected_vid(1, 0), Some(0));
+    out.clear();
+    // Round 2 starts on ports 0-2 (VID 0 = 100 each); port 3's old VIDs 0 and 1 (FIN) arrive late.
+    for p in 0..3 {
+        a.on_packet(p, up(1, 0, 0, 1), vec![100.0], &mut out);
+    }
+    assert_eq!(out.len(), 4);
+    assert!(out.iter().all(|o| o.2 == vec![300.0]), "round 2's VID 0 sums round 2 only");
+    out.clear();
+    a.on_packet(3, up(1, 0, 0, 1), vec![1.0], &mut out);
+    a.on_packet(3, fin(1), vec![10.0], &mut out);
+    assert!(out.is_empty());
+    assert_eq!(a.counters.stale, 2);
+    // Port 3 is back in step: its round-2 VID 1 counts.
+    for p in [3, 0, 1] {
+        a.on_packet(p, up(1, 0, 1, 1), vec![1000.0], &mut out);
+    }
+    assert_eq!(out.len(), 4);
+    assert!(out.iter().all(|o| o.2 == vec![3000.0] && o.1.vid == 1));
+}
+
+#[test]
+fn a_vid_beyond_the_horizon_is_refused_and_lengths_must_agree() {
+    let mut a: Accelerator<Vec<f32>> = Accelerator::new(1 << 20);
+    a.configure(tree(&[(0, 1), (1, 1)], None, 1.0)).unwrap();
+    let mut out = Vec::new();
+    // A garbage VID neither stalls nor skips the tree.
+    a.on_packet(0, up(1, 0, 0x7FFF_FFFF, 1), vec![1.0], &mut out);
+    assert_eq!((a.counters.unknown, a.counters.skipped, a.expected_vid(1, 0)), (1, 0, Some(0)));
+    // VID 0 with 2 floats from port 0 and 1 float from port 1: not summed, skipped.
+    a.on_packet(0, up(1, 0, 0, 2), vec![1.0, 2.0], &mut out);
+    a.on_packet(1, up(1, 0, 0, 1), vec![1.0], &mut out);
+    assert!(out.is_empty());
+    assert_eq!((a.counters.mismatched, a.counters.skipped, a.expected_vid(1, 0)), (1, 1, Some(1)));
+    assert_eq!(a.used_bytes(), 0);
+}
+
+#[test]
+fn reconfiguring_a_tree_frees_what_it_held() {
+    let mut a: Accelerator<NoValues> = Accelerator::new(1 << 20);
+    a.configure(tree(&[(0, 1), (1, 1)], None, 1.0)).unwrap();
+    let mut out = Vec::new();
+    a.on_packet(0, up(1, 0, 0, 10), NoValues, &mut out);
+    assert_eq!(a.job_used_bytes(1), 56);
+    a.configure(tree(&[(0, 1), (1, 1)], None, 1.0)).unwrap();
+    assert_eq!(a.job_used_bytes(1), 0);
+}
+
+/// A result acknowledging several VIDs at once counts each of them (RFC 8257 counts bytes).
+#[test]
+fn a_cumulative_result_counts_every_vid_it_acknowledges() {
+    let mut w = TreeWindow::new(4.0, 0.5, 0.0);
+    for _ in 0..4 {
+        w.on_send();
+    }
+    // Result 0 unmarked closes the first observation window: alpha = 0.
+    assert!(w.on_result(0, false, 100));
+    assert_eq!(w.alpha, 0.0);
+    // Results 1 and 2 were lost; result 3 (marked) acknowledges VIDs 1, 2, 3: window ends
+    // (una 4 > window_end 4? no: window_end = next_vid = 4 after result 0, una 4 is not > 4).
+    assert!(w.on_result(3, true, 100));
+    assert_eq!(w.alpha, 0.0);
+    for _ in 0..2 {
+        w.on_send();
+    }
+    // Result 4 unmarked: una 5 > 4 ends the window holding 4 acknowledged VIDs, 3 marked:
+    // alpha = 0.5 x 0 + 0.5 x 3/4 = 0.375.
+    assert!(w.on_result(4, false, 100));
+    assert_eq!(w.alpha, 0.375);
+}
+

@@ -96,13 +96,16 @@ fn stats_dict<'py>(py: Python<'py>, st: &AggStats) -> PyResult<Bound<'py, PyDict
 }
 
 /// Runs the aggregator at `bind` for `jobs` [(job, trees, [worker "ip:port", ...])] until
-/// `idle_s` pass without a packet after the first; returns its counts.
+/// `idle_s` pass without a packet (from the start, too); returns its counts.
 #[pyfunction]
 #[pyo3(signature = (bind, jobs, memory_bytes=64 << 20, idle_s=2.0))]
 fn agg_serve<'py>(py: Python<'py>, bind: &str, jobs: Vec<(u16, u8, Vec<String>)>, memory_bytes: u64, idle_s: f64)
     -> PyResult<Bound<'py, PyDict>> {
     let bind = addr("bind", bind)?;
     let idle = secs("idle_s", idle_s)?;
+    if memory_bytes == 0 {
+        return Err(PyValueError::new_err("memory_bytes: the accelerator needs a buffer (64 MB in the paper), got 0"));
+    }
     let mut js = Vec::new();
     for (i, (job, trees, workers)) in jobs.into_iter().enumerate() {
         if trees == 0 {
@@ -116,7 +119,10 @@ fn agg_serve<'py>(py: Python<'py>, bind: &str, jobs: Vec<(u16, u8, Vec<String>)>
     }
     let sock = UdpSocket::bind(bind).map_err(os)?;
     let stop = AtomicBool::new(false);
-    let st = py.detach(|| serve(&sock, &js, memory_bytes, idle, &stop)).map_err(os)?;
+    let st = py.detach(|| serve(&sock, &js, memory_bytes, idle, &stop)).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidInput => PyValueError::new_err(e.to_string()),
+        _ => os(e),
+    })?;
     stats_dict(py, &st)
 }
 

@@ -98,23 +98,26 @@ impl RtCommunicator {
         if ptr == 0 && nbytes > 0 {
             return Err(input("buffer: null pointer".into()));
         }
-        let mut guard = self.comm.lock().unwrap();
-        let comm = guard.as_mut().ok_or_else(|| input("communicator: closed".into()))?;
-        py.detach(|| {
-            // SAFETY: the Python caller passes a live, writable, contiguous
-            // array of nbytes and holds a reference to it during the call.
-            let buf = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, nbytes) };
-            comm.run(&prepared, buf, dt)
-        })
-        .map_err(err)
+        // The communicator's lock is taken without the GIL: a thread waiting for
+        // it while holding the GIL would keep the running thread from returning.
+        let ran = py.detach(|| {
+            let mut guard = self.comm.lock().unwrap();
+            guard.as_mut().map(|comm| {
+                // SAFETY: the Python caller passes a live, writable, contiguous
+                // array of nbytes and holds a reference to it during the call.
+                let buf = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, nbytes) };
+                comm.run(&prepared, buf, dt)
+            })
+        });
+        ran.ok_or_else(|| input("communicator: closed".into()))?.map_err(err)
     }
 
     /// Telemetry since the last call, as columns (lists) by name.
     fn take_telemetry<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let recs = match self.comm.lock().unwrap().as_mut() {
+        let recs = py.detach(|| match self.comm.lock().unwrap().as_mut() {
             Some(c) => c.take_telemetry(),
             None => Vec::new(),
-        };
+        });
         let d = PyDict::new(py);
         macro_rules! col {
             ($name:expr, $f:expr) => {
@@ -143,8 +146,7 @@ impl RtCommunicator {
 
     /// Closes every connection (also done when the object is collected).
     fn close(&self, py: Python<'_>) {
-        let c = self.comm.lock().unwrap().take();
-        py.detach(move || drop(c));
+        py.detach(|| drop(self.comm.lock().unwrap().take()));
     }
 }
 

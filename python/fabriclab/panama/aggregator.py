@@ -107,7 +107,8 @@ def check(workers: int = 4, trees: int = 2, packets: int = 200, floats: int = 25
     ports = [free_udp_port() for _ in range(workers)]
     job = (1, trees, [f"127.0.0.1:{p}" for p in ports])
     out: dict = {}
-    th = threading.Thread(target=lambda: out.update(serve(f"127.0.0.1:{agg_port}", [job], idle_s=1.0)))
+    # Idle: the aggregator stops 3 s after the last packet (or 3 s after start without one).
+    th = threading.Thread(target=lambda: out.update(serve(f"127.0.0.1:{agg_port}", [job], idle_s=3.0)), daemon=True)
     th.start()
     time.sleep(0.1)
     procs = []
@@ -138,7 +139,7 @@ def bench(workers: int = 4, trees: int = 4, packets: int = 20000, floats: int = 
     ports = [free_udp_port() for _ in range(workers)]
     job = (1, trees, [f"127.0.0.1:{p}" for p in ports])
     agg: dict = {}
-    th = threading.Thread(target=lambda: agg.update(serve(f"127.0.0.1:{agg_port}", [job], idle_s=1.0)))
+    th = threading.Thread(target=lambda: agg.update(serve(f"127.0.0.1:{agg_port}", [job], idle_s=3.0)), daemon=True)
     th.start()
     time.sleep(0.1)
     res: list = [None] * workers

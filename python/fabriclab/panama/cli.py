@@ -18,7 +18,7 @@ def register(app: typer.Typer) -> None:
         job: List[str] = typer.Option(..., "--job", help="JOB:TREES:ip:port,ip:port,... one per job; "
                                       "worker i of the list is input port i."),
         memory: int = typer.Option(64 << 20, "--memory-bytes", help="Accelerator buffer, shared by the jobs."),
-        idle: float = typer.Option(5.0, "--idle-s", help="Stop after this long without a packet."),
+        idle: float = typer.Option(5.0, "--idle-s", help="Stop after this long without a packet (from the start, too)."),
     ) -> None:
         """Aggregate real UDP packets of the figure-4 format until idle; print the counts as JSON."""
         from ..errors import InputError

@@ -83,8 +83,11 @@ def time_placements(np, op, count, dt, rank, n, root, run, iters, warmup, barrie
     for placement in PLACEMENTS:
         x, exp, part = _inputs(np, op, count, dt, rank, n, root)
         dst = np.empty_like(x) if placement == "out_of_place" else x
+        before = x.copy() if placement == "out_of_place" else None
         run(x, dst)
         wrong = count_wrong(op, dst, exp, part, rank, root)
+        if before is not None:  # out of place must leave the input as it was
+            wrong += int((x != before).sum())
         src = np.zeros(count, dt)
         dst = np.zeros(count, dt) if placement == "out_of_place" else src
         for _ in range(warmup):

@@ -47,11 +47,12 @@ pub struct CollectiveSpec {
 /// Timing of one step, for results and timelines.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StepTime {
-    pub start_ps: u64,
-    pub end_ps: u64,
+    /// None until the step starts (time 0 is a time like any other).
+    pub start_ps: Option<u64>,
+    pub end_ps: Option<u64>,
     /// A send's message left (after the send overhead); a receive's data
     /// arrived (possibly before the step started).
-    pub data_ps: u64,
+    pub data_ps: Option<u64>,
 }
 
 const TOKEN_START: u64 = 0;
@@ -118,7 +119,7 @@ impl CollectiveApp {
         let now = api.now();
         for a in std::mem::take(&mut self.actions) {
             match a {
-                Action::Started { rank, step } => self.times[rank as usize][step as usize].start_ps = now,
+                Action::Started { rank, step } => self.times[rank as usize][step as usize].start_ps = Some(now),
                 Action::Send { rank, step } => api.schedule(now + self.spec.send_overhead_ps, token(TOKEN_SEND, rank, step)),
                 Action::Reduce { rank, step } => {
                     let bytes = self.graph.steps()[rank as usize][step as usize].bytes;
@@ -126,7 +127,7 @@ impl CollectiveApp {
                     api.schedule(now + t, token(TOKEN_RECV_DONE, rank, step));
                 }
                 Action::Completed { rank, step } => {
-                    self.times[rank as usize][step as usize].end_ps = now;
+                    self.times[rank as usize][step as usize].end_ps = Some(now);
                     self.remaining -= 1;
                     if self.remaining == 0 {
                         self.end_ps = Some(now);
@@ -154,7 +155,7 @@ impl App for CollectiveApp {
                 }
             }
             TOKEN_SEND => {
-                self.times[r as usize][i as usize].data_ps = api.now();
+                self.times[r as usize][i as usize].data_ps = Some(api.now());
                 let step = &self.graph.steps()[r as usize][i as usize];
                 let m = Message {
                     src: self.spec.rank_hosts[r as usize],
@@ -185,7 +186,7 @@ impl App for CollectiveApp {
     fn on_complete(&mut self, api: &mut Api, msg: MsgId) {
         let Some((r, i)) = self.msgs.remove(&msg) else { return };
         let peer = self.graph.steps()[r as usize][i as usize].peer;
-        self.times[peer as usize][self.graph.matching_recv(r, i) as usize].data_ps = api.now();
+        self.times[peer as usize][self.graph.matching_recv(r, i) as usize].data_ps = Some(api.now());
         self.run.as_mut().expect("started").delivered(&self.graph, r, i, &mut self.actions);
         self.apply(api);
     }
@@ -227,12 +228,12 @@ impl App for CollectiveApp {
                 .col("op", Column::Str(op))
                 .col("peer", Column::U32(peer))
                 .col("bytes", Column::U64(bytes))
-                .col("start_ps", Column::U64(start))
-                .col("end_ps", Column::U64(end))
+                .col("start_ps", Column::OptU64(start))
+                .col("end_ps", Column::OptU64(end))
                 .col("seq", Column::U32(seq))
                 .col("offset_bytes", Column::U64(offset))
                 .col("reduce", Column::U32(reduce))
-                .col("data_ps", Column::U64(data)),
+                .col("data_ps", Column::OptU64(data)),
         ]
     }
 }
