@@ -222,8 +222,15 @@ impl Communicator {
                     return Err(self.resolve_blame(e, seed));
                 }
             }
-            if self.on_event(p, &mut st, &mut run, ev)? {
-                last_progress = Instant::now();
+            // A peer that closed or refused our write may have closed because a
+            // third rank failed: its abort report can still be on the way, so
+            // trace the blame (as after a timeout) before naming it.
+            let traced = matches!(ev, Event::WriteFailed { .. } | Event::Closed { .. });
+            match self.on_event(p, &mut st, &mut run, ev) {
+                Ok(true) => last_progress = Instant::now(),
+                Ok(false) => {}
+                Err(e) if traced && e.kind == ErrorKind::PeerFailed => return Err(self.resolve_blame(e, Vec::new())),
+                Err(e) => return Err(e),
             }
         }
     }
