@@ -76,11 +76,20 @@ def probed(tmp_path_factory):
 def test_matrix_shows_the_slow_host(probed):
     res, _ = probed["pairs"]  # one matrix: the check is the probe's, not a model's
     bw = res["measurements"]["bw_bps"]
+    # Pairs with host 3 are link-bound at SLOW: within 10 %. Fast pairs move 4x the bytes per
+    # second through five network stacks on 2 shared cores: the CPU may cost them (11-13 % low
+    # seen under load), never gain them: at most 10 % above, at least 25 % below, and far above
+    # every slow pair, which is what the trees depend on.
+    slow = [bw[i][j] for i in range(4) for j in range(4) if i != j and 3 in (i, j)]
     for i in range(4):
         for j in range(4):
-            if i != j:
-                want = (SLOW if 3 in (i, j) else FAST) * EFF
-                assert bw[i][j] == pytest.approx(want, rel=0.10), (i, j, bw[i][j])
+            if i == j:
+                continue
+            if 3 in (i, j):
+                assert bw[i][j] == pytest.approx(SLOW * EFF, rel=0.10), (i, j, bw[i][j])
+            else:
+                assert 0.75 * FAST * EFF <= bw[i][j] <= 1.10 * FAST * EFF, (i, j, bw[i][j])
+                assert bw[i][j] > 3 * max(slow), (i, j, bw[i][j])
 
 
 def test_pair_model_trees_route_around_the_slow_host(probed):
