@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
@@ -27,9 +26,10 @@ import pytest
 from fabriclab.runtime import Communicator, RuntimeInputError
 from fabriclab.runtime.autochunk import AutoChunk
 from fabriclab.runtime.comm import _env_chunk
-from fabriclab.runtime.launch import free_port, rank_env
+from fabriclab.runtime.launch import free_port
 
 sys.path.insert(0, str(Path(__file__).parent))
+from conftest import run_ranks  # noqa: E402
 from runtime_auto_worker import call_input, pipeline_seconds  # noqa: E402
 
 WORKER = str(Path(__file__).parent / "runtime_auto_worker.py")
@@ -44,21 +44,22 @@ def cstar(S, alpha, B, hops, scale):
 
 def run_world(n, spec, tmp_path, timeout=60):
     (tmp_path / "spec.json").write_text(json.dumps(spec))
-    port, procs = free_port(), []
-    for r in range(n):
-        procs.append(subprocess.Popen([sys.executable, WORKER, str(tmp_path / "spec.json"), str(tmp_path)],
-                                      env=rank_env(r, n, port, "test-token"), stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True))
-    try:
-        outs = [p.communicate(timeout=timeout)[0] for p in procs]
-    finally:
-        for p in procs:
-            p.kill()
-    return [p.returncode for p in procs], outs
+    return run_ranks(n, [sys.executable, WORKER, str(tmp_path / "spec.json"), str(tmp_path)], timeout)
 
 
 def tuning(n, tmp_path):
     return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(n)]
+
+
+def tuned_alike(n, spec, tmp_path):
+    """Runs ``spec`` (one tuned case) on n ranks; every rank must end with the same
+    tuning state, which is returned."""
+    codes, outs = run_world(n, spec, tmp_path)
+    assert codes == [0] * n, "\n".join(outs)
+    states = tuning(n, tmp_path)
+    assert all(s == states[0] for s in states)
+    (st,) = states[0].values()
+    return st
 
 
 def expected(case, i, k, n, rank):
@@ -109,11 +110,7 @@ def test_converges_to_the_slowest_ranks_best_chunk(tmp_path):
     spec = {"settings": {"initial": 8 << 10, "samples": 1, "sync_every": 4, "min_bytes": 64 << 10},
             "curves": [FAST, SLOW, SLOW],
             "cases": [{"op": "allreduce", "algo": "ring", "count": COUNT, "dtype": "int32", "calls": 30}]}
-    codes, outs = run_world(n, spec, tmp_path)
-    assert codes == [0] * n, "\n".join(outs)
-    states = tuning(n, tmp_path)
-    assert all(s == states[0] for s in states)
-    (st,) = states[0].values()
+    st = tuned_alike(n, spec, tmp_path)
     best = cstar(*SLOW)
     assert st["converged"] and st["calls"] == 30
     assert best / 2 <= st["chunk"] <= 2 * best and not st["chunk"] <= 2 * cstar(*FAST)
@@ -126,11 +123,7 @@ def test_retunes_when_the_curve_moves(tmp_path):
     spec = {"settings": {"initial": 8 << 10, "samples": 1, "sync_every": 4, "min_bytes": 64 << 10},
             "curves": [SLOW, SLOW], "curves_after": [after, after], "switch_at": 30,
             "cases": [{"op": "allreduce", "algo": "ring", "count": COUNT, "dtype": "int32", "calls": 70}]}
-    codes, outs = run_world(2, spec, tmp_path)
-    assert codes == [0, 0], "\n".join(outs)
-    a, b = tuning(2, tmp_path)
-    assert a == b
-    (st,) = a.values()
+    st = tuned_alike(2, spec, tmp_path)
     assert any(call <= 30 and abs(ch - cstar(*SLOW)) < cstar(*SLOW) / 2 for call, ch in st["changes"])
     assert st["converged"] and pipeline_seconds(cstar(*after), *after) >= 0.95 * pipeline_seconds(st["chunk"], *after)
 
@@ -149,11 +142,7 @@ def test_lookahead_setting_reaches_the_controller(lookahead, chunk, decisions, t
                          "lookahead": lookahead},
             "curves": [PLATEAU, PLATEAU],
             "cases": [{"op": "allreduce", "algo": "tree", "count": COUNT, "dtype": "int32", "calls": 14}]}
-    codes, outs = run_world(2, spec, tmp_path)
-    assert codes == [0, 0], "\n".join(outs)
-    a, b = tuning(2, tmp_path)
-    assert a == b
-    (st,) = a.values()
+    st = tuned_alike(2, spec, tmp_path)
     assert [c >> 10 for c, _ in st["decisions"]] == decisions
     assert st["converged"] and st["chunk"] == chunk
 

@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from fabriclab.runtime.launch import free_port, rank_env
 
 sys.path.insert(0, str(Path(__file__).parent))
+from conftest import run_ranks  # noqa: E402
 from runtime_worker import make_input  # noqa: E402
 
 WORKER = str(Path(__file__).parent / "runtime_worker.py")
@@ -59,18 +58,7 @@ def cases_for(n, counts):
 
 def run_world(n, cases, tmp_path, timeout=60, extra_env=None):
     (tmp_path / "cases.json").write_text(json.dumps(cases))
-    port, procs = free_port(), []
-    for r in range(n):
-        env = rank_env(r, n, port, "test-token")
-        env.update(extra_env or {})
-        procs.append(subprocess.Popen([sys.executable, WORKER, str(tmp_path / "cases.json"), str(tmp_path)],
-                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    try:
-        outs = [p.communicate(timeout=timeout)[0] for p in procs]
-    finally:
-        for p in procs:
-            p.kill()
-    return [p.returncode for p in procs], outs
+    return run_ranks(n, [sys.executable, WORKER, str(tmp_path / "cases.json"), str(tmp_path)], timeout, extra_env)
 
 
 def check_world(n, counts, tmp_path):

@@ -99,18 +99,25 @@ def worker_main(spec: dict) -> dict:
     return {"rank": rank, "sent": sent, "results": results, "wrong": wrong}
 
 
-def check(workers: int = 4, trees: int = 2, packets: int = 200, floats: int = 256, window: int = 8,
-          seed: int = 1, timeout_s: float = 10.0) -> dict:
-    """Aggregator in this process, workers as processes: every result checked bit for bit."""
-    _check_counts(workers, trees, packets, floats, window)
+def _start_aggregator(workers: int, trees: int):
+    """The aggregator for job 1 on a thread of this process, its workers' ports chosen:
+    (aggregator port, worker ports, thread, dict the thread fills with its counts). It
+    stops 3 s after the last packet (or 3 s after start without one)."""
     agg_port = free_udp_port()
     ports = [free_udp_port() for _ in range(workers)]
     job = (1, trees, [f"127.0.0.1:{p}" for p in ports])
     out: dict = {}
-    # Idle: the aggregator stops 3 s after the last packet (or 3 s after start without one).
     th = threading.Thread(target=lambda: out.update(serve(f"127.0.0.1:{agg_port}", [job], idle_s=3.0)), daemon=True)
     th.start()
     time.sleep(0.1)
+    return agg_port, ports, th, out
+
+
+def check(workers: int = 4, trees: int = 2, packets: int = 200, floats: int = 256, window: int = 8,
+          seed: int = 1, timeout_s: float = 10.0) -> dict:
+    """Aggregator in this process, workers as processes: every result checked bit for bit."""
+    _check_counts(workers, trees, packets, floats, window)
+    agg_port, ports, th, out = _start_aggregator(workers, trees)
     procs = []
     for r in range(workers):
         spec = {"n": workers, "rank": r, "trees": trees, "packets": packets, "floats": floats, "window": window,
@@ -135,13 +142,7 @@ def bench(workers: int = 4, trees: int = 4, packets: int = 20000, floats: int = 
     from .._core import agg_load
 
     _check_counts(workers, trees, packets, floats, window)
-    agg_port = free_udp_port()
-    ports = [free_udp_port() for _ in range(workers)]
-    job = (1, trees, [f"127.0.0.1:{p}" for p in ports])
-    agg: dict = {}
-    th = threading.Thread(target=lambda: agg.update(serve(f"127.0.0.1:{agg_port}", [job], idle_s=3.0)), daemon=True)
-    th.start()
-    time.sleep(0.1)
+    agg_port, ports, th, agg = _start_aggregator(workers, trees)
     res: list = [None] * workers
 
     def run(r):
