@@ -50,11 +50,20 @@ fn qdisc_path(c: &mut Criterion) {
 
 fn maxmin(c: &mut Criterion) {
     // 256 flows over a 64-port fabric, 4 ports each, two classes.
-    let routes: Vec<Vec<u32>> = (0..256u32).map(|i| (0..4).map(|h| (i * 7 + h * 13) % 64).collect()).collect();
+    let routes: Vec<Vec<u32>> = (0..256u32)
+        .map(|i| (0..4).map(|h| (i * 7 + h * 13) % 64).collect())
+        .collect();
     let caps = vec![10e9; 64];
     c.bench_function("maxmin/256_flows_64_ports", |b| {
         b.iter(|| {
-            let d: Vec<FlowDemand> = routes.iter().enumerate().map(|(i, r)| FlowDemand { class: (i % 2) as u8, ports: r }).collect();
+            let d: Vec<FlowDemand> = routes
+                .iter()
+                .enumerate()
+                .map(|(i, r)| FlowDemand {
+                    class: (i % 2) as u8,
+                    ports: r,
+                })
+                .collect();
             black_box(max_min_rates(&d, &caps))
         })
     });

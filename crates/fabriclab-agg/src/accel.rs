@@ -22,7 +22,9 @@
 //!
 //! The buffer (`memory_bytes`, 64 MB in the paper's evaluation) is shared
 //! equally by the configured jobs (`packet_memory / num_jobs`); a packet
-//! that does not fit in its job's share is dropped. Every result carries
+//! that does not fit in its job's share is dropped, unless it carries the
+//! expected VID (the one that frees the buffer; so a job holds at most one
+//! packet per input port beyond its share). Every result carries
 //! the OR of the ECN bits it summed and a `cwnd_cap` lowered to the free
 //! share, in packets of its size, if that is smaller.
 
@@ -116,7 +118,12 @@ pub struct Accelerator<V> {
 
 impl<V: Vector> Accelerator<V> {
     pub fn new(memory_bytes: u64) -> Self {
-        Accelerator { memory_bytes, trees: BTreeMap::new(), used: BTreeMap::new(), counters: Counters::default() }
+        Accelerator {
+            memory_bytes,
+            trees: BTreeMap::new(),
+            used: BTreeMap::new(),
+            counters: Counters::default(),
+        }
     }
 
     /// Adds (or replaces) a tree; its job becomes active here.
@@ -126,7 +133,10 @@ impl<V: Vector> Accelerator<V> {
             return Err(format!("{what}: no input ports"));
         }
         if !(cfg.sync_fraction > 0.0 && cfg.sync_fraction <= 1.0) {
-            return Err(format!("{what}: sync_fraction must be within (0, 1], got {}", cfg.sync_fraction));
+            return Err(format!(
+                "{what}: sync_fraction must be within (0, 1], got {}",
+                cfg.sync_fraction
+            ));
         }
         let mut ports: Vec<u32> = cfg.children.iter().map(|c| c.0).collect();
         ports.sort_unstable();
@@ -135,20 +145,40 @@ impl<V: Vector> Accelerator<V> {
         }
         if let Some(p) = cfg.parent {
             if ports.binary_search(&p).is_ok() {
-                return Err(format!("{what}: port {p} is both an input and the way to the root"));
+                return Err(format!(
+                    "{what}: port {p} is both an input and the way to the root"
+                ));
             }
         }
         if cfg.children.iter().any(|c| c.1 == 0) {
-            return Err(format!("{what}: every input port must lead to at least one worker"));
+            return Err(format!(
+                "{what}: every input port must lead to at least one worker"
+            ));
         }
         let workers: u32 = cfg.children.iter().map(|c| c.1 as u32).sum();
         // The smallest whole number of workers that is at least the fraction (a hair of slack for 0.88 x 25 = 22.000000000000004).
-        let need = ((cfg.sync_fraction * workers as f64) - 1e-9).ceil().max(1.0) as u32;
+        let need = ((cfg.sync_fraction * workers as f64) - 1e-9)
+            .ceil()
+            .max(1.0) as u32;
         let queues = cfg.children.iter().map(|_| VecDeque::new()).collect();
         let owes_fin = vec![false; cfg.children.len()];
         let used = self.used.entry(cfg.job).or_insert(0);
-        if let Some(old) = self.trees.insert((cfg.job, cfg.tree), Tree { cfg, need, expected: 0, queues, owes_fin }) {
-            *used -= old.queues.iter().flatten().map(|(h, _)| h.payload_bytes() as u64).sum::<u64>();
+        if let Some(old) = self.trees.insert(
+            (cfg.job, cfg.tree),
+            Tree {
+                cfg,
+                need,
+                expected: 0,
+                queues,
+                owes_fin,
+            },
+        ) {
+            *used -= old
+                .queues
+                .iter()
+                .flatten()
+                .map(|(h, _)| h.payload_bytes() as u64)
+                .sum::<u64>();
         }
         Ok(())
     }
@@ -177,7 +207,13 @@ impl<V: Vector> Accelerator<V> {
     }
 
     /// A packet arrived over `ingress`; sends go to `out` as (egress port, header, vector).
-    pub fn on_packet(&mut self, ingress: u32, h: Header, v: V, out: &mut Vec<(u32, Header, V)>) -> Verdict
+    pub fn on_packet(
+        &mut self,
+        ingress: u32,
+        h: Header,
+        v: V,
+        out: &mut Vec<(u32, Header, V)>,
+    ) -> Verdict
     where
         V: Clone,
     {
@@ -217,7 +253,10 @@ impl<V: Vector> Accelerator<V> {
         let share = self.memory_bytes / self.used.len().max(1) as u64;
         let used = self.used.get_mut(&h.job).expect("configured job");
         let bytes = h.payload_bytes() as u64;
-        if *used + bytes > share {
+        // The expected VID is always let in: it is what frees the buffer.
+        // Were it refused while other ports' later VIDs fill the share, the
+        // tree would wait for it forever.
+        if *used + bytes > share && h.vid != t.expected {
             self.counters.overflow += 1;
             return Verdict::Taken;
         }
@@ -228,8 +267,13 @@ impl<V: Vector> Accelerator<V> {
     }
 
     /// Aggregates (or skips) expected VIDs for as long as the queues allow.
-    fn drain(t: &mut Tree<V>, used: &mut u64, share: u64, c: &mut Counters, out: &mut Vec<(u32, Header, V)>)
-    where
+    fn drain(
+        t: &mut Tree<V>,
+        used: &mut u64,
+        share: u64,
+        c: &mut Counters,
+        out: &mut Vec<(u32, Header, V)>,
+    ) where
         V: Clone,
     {
         loop {
@@ -250,7 +294,12 @@ impl<V: Vector> Accelerator<V> {
                 }
             }
             let counts_differ = {
-                let mut counts = t.queues.iter().filter_map(|q| q.front()).filter(|(h, _)| h.vid == e).map(|(h, _)| h.count);
+                let mut counts = t
+                    .queues
+                    .iter()
+                    .filter_map(|q| q.front())
+                    .filter(|(h, _)| h.vid == e)
+                    .map(|(h, _)| h.count);
                 let first = counts.next();
                 counts.any(|c| Some(c) != first)
             };
@@ -271,14 +320,19 @@ impl<V: Vector> Accelerator<V> {
                                 sv.add_from(&v);
                                 s.workers = s.workers.saturating_add(h.workers);
                                 s.fin |= h.fin;
-                                s.ecn = if s.ce() || h.ce() { ECN_CE } else { s.ecn.max(h.ecn) };
+                                s.ecn = if s.ce() || h.ce() {
+                                    ECN_CE
+                                } else {
+                                    s.ecn.max(h.ecn)
+                                };
                                 s.cwnd_cap = s.cwnd_cap.min(h.cwnd_cap);
                             }
                         }
                     }
                 }
                 let (mut h, v) = sum.expect("have > 0");
-                let free_pkts = (share.saturating_sub(*used) / h.payload_bytes() as u64).min(u16::MAX as u64) as u16;
+                let free_pkts = (share.saturating_sub(*used) / h.payload_bytes() as u64)
+                    .min(u16::MAX as u64) as u16;
                 h.cwnd_cap = h.cwnd_cap.min(free_pkts);
                 c.aggregated += 1;
                 if h.fin {

@@ -76,7 +76,8 @@ impl TreeWindow {
         self.acked += newly;
         self.marked += if ce { newly } else { 0 };
         if self.una > self.window_end {
-            self.alpha = (1.0 - self.g) * self.alpha + self.g * self.marked as f64 / self.acked as f64;
+            self.alpha =
+                (1.0 - self.g) * self.alpha + self.g * self.marked as f64 / self.acked as f64;
             self.acked = 0;
             self.marked = 0;
             self.window_end = self.next_vid;
@@ -87,18 +88,29 @@ impl TreeWindow {
             self.ssthresh = self.cwnd;
             self.cwr_end = Some(self.next_vid);
         } else if !ce {
-            self.cwnd += if self.cwnd < self.ssthresh { 1.0 } else { 1.0 / self.cwnd };
+            self.cwnd += if self.cwnd < self.ssthresh {
+                1.0
+            } else {
+                1.0 / self.cwnd
+            };
         }
         self.cwnd = self.cwnd.min((self.cap as f64).max(1.0));
         true
     }
 
-    /// No result for too long: a lost packet. Halve the threshold, restart
-    /// from one packet, and send again from the oldest unacknowledged VID.
-    pub fn on_timeout(&mut self) {
+    /// No result for too long: a packet was lost (corruption, a failed
+    /// link, or an overflow where nothing bounds the window). The
+    /// accelerators have skipped those VIDs (section 5: the missing
+    /// contribution is dropped and aggregation goes on with the next VID),
+    /// so sending them again would only be stale: the outstanding VIDs are
+    /// given up, the threshold halved and the window restarted from one
+    /// packet. Returns how many VIDs were given up.
+    pub fn on_timeout(&mut self) -> u32 {
+        let lost = self.in_flight();
         self.ssthresh = (self.cwnd / 2.0).max(2.0);
         self.cwnd = 1.0;
-        self.next_vid = self.una;
+        self.una = self.next_vid;
         self.cwr_end = None;
+        lost
     }
 }

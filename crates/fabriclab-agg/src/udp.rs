@@ -26,11 +26,27 @@ pub fn grow_buffers(sock: &UdpSocket) {
     let fd = sock.as_raw_fd();
     let v = SOCKET_BUFFER_BYTES;
     let len = std::mem::size_of::<i32>() as libc::socklen_t;
-    for (force, plain) in [(libc::SO_RCVBUFFORCE, libc::SO_RCVBUF), (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF)] {
+    for (force, plain) in [
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+    ] {
         // SAFETY: setsockopt on a live descriptor with a pointer to an i32 of the stated length.
         unsafe {
-            if libc::setsockopt(fd, libc::SOL_SOCKET, force, &v as *const i32 as *const libc::c_void, len) != 0 {
-                libc::setsockopt(fd, libc::SOL_SOCKET, plain, &v as *const i32 as *const libc::c_void, len);
+            if libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                force,
+                &v as *const i32 as *const libc::c_void,
+                len,
+            ) != 0
+            {
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    plain,
+                    &v as *const i32 as *const libc::c_void,
+                    len,
+                );
             }
         }
     }
@@ -56,14 +72,28 @@ pub struct AggStats {
 }
 
 /// Serves until `stop` is set, or `idle` passes without a packet (from the start, too).
-pub fn serve(sock: &UdpSocket, jobs: &[AggJob], memory_bytes: u64, idle: Duration, stop: &AtomicBool) -> std::io::Result<AggStats> {
+pub fn serve(
+    sock: &UdpSocket,
+    jobs: &[AggJob],
+    memory_bytes: u64,
+    idle: Duration,
+    stop: &AtomicBool,
+) -> std::io::Result<AggStats> {
     let invalid = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, m);
     for (i, j) in jobs.iter().enumerate() {
         if jobs[..i].iter().any(|k| k.job == j.job) {
             return Err(invalid(format!("jobs[{i}]: job {} is listed twice", j.job)));
         }
-        if let Some(w) = j.workers.iter().enumerate().find(|(k, w)| j.workers[..*k].contains(w)) {
-            return Err(invalid(format!("jobs[{i}].workers[{}]: {} is listed twice", w.0, w.1)));
+        if let Some(w) = j
+            .workers
+            .iter()
+            .enumerate()
+            .find(|(k, w)| j.workers[..*k].contains(w))
+        {
+            return Err(invalid(format!(
+                "jobs[{i}].workers[{}]: {} is listed twice",
+                w.0, w.1
+            )));
         }
     }
     let mut acc: Accelerator<Vec<f32>> = Accelerator::new(memory_bytes);
@@ -75,7 +105,14 @@ pub fn serve(sock: &UdpSocket, jobs: &[AggJob], memory_bytes: u64, idle: Duratio
         }
         for t in 0..j.trees {
             let children = (0..j.workers.len() as u32).map(|p| (p, 1)).collect();
-            acc.configure(TreeConfig { job: j.job, tree: t, children, parent: None, sync_fraction: 1.0 }).map_err(invalid)?;
+            acc.configure(TreeConfig {
+                job: j.job,
+                tree: t,
+                children,
+                parent: None,
+                sync_fraction: 1.0,
+            })
+            .map_err(invalid)?;
         }
         workers_of.insert(j.job, j.workers.clone());
     }
@@ -89,7 +126,12 @@ pub fn serve(sock: &UdpSocket, jobs: &[AggJob], memory_bytes: u64, idle: Duratio
     while !stop.load(Ordering::Relaxed) {
         let (n, from) = match sock.recv_from(&mut buf) {
             Ok(x) => x,
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
                 if last_in.elapsed() >= idle {
                     break;
                 }
@@ -147,10 +189,22 @@ pub struct WorkerStats {
 /// at most `window` outstanding per tree, each result checked against the
 /// exact sum over `n` workers. Gives up after `timeout` without a result.
 #[allow(clippy::too_many_arguments)]
-pub fn load_worker(sock: &UdpSocket, agg: SocketAddr, job: u16, rank: usize, n: usize, trees: u8, packets: u64,
-                   count: u16, window: u32, timeout: Duration) -> std::io::Result<WorkerStats> {
+pub fn load_worker(
+    sock: &UdpSocket,
+    agg: SocketAddr,
+    job: u16,
+    rank: usize,
+    n: usize,
+    trees: u8,
+    packets: u64,
+    count: u16,
+    window: u32,
+    timeout: Duration,
+) -> std::io::Result<WorkerStats> {
     let t_n = trees.max(1) as u64;
-    let per_tree: Vec<u64> = (0..t_n).map(|t| packets / t_n + (t < packets % t_n) as u64).collect();
+    let per_tree: Vec<u64> = (0..t_n)
+        .map(|t| packets / t_n + (t < packets % t_n) as u64)
+        .collect();
     let mut next = vec![0u32; t_n as usize];
     let mut una = vec![0u32; t_n as usize];
     let mut st = WorkerStats::default();
@@ -173,7 +227,17 @@ pub fn load_worker(sock: &UdpSocket, agg: SocketAddr, job: u16, rank: usize, n: 
                 *x = load_value(rank, t as u8, vid, i);
             }
             let fin = vid as u64 + 1 == per_tree[t];
-            let h = Header { job, tree: t as u8, vid, fin, count, workers: 1, ecn: ECN_ECT0, cwnd_cap: u16::MAX, ..Default::default() };
+            let h = Header {
+                job,
+                tree: t as u8,
+                vid,
+                fin,
+                count,
+                workers: 1,
+                ecn: ECN_ECT0,
+                cwnd_cap: u16::MAX,
+                ..Default::default()
+            };
             encode_packet(&h, &v, &mut enc);
             sock.send_to(&enc, agg)?;
             next[t] += 1;
@@ -182,7 +246,9 @@ pub fn load_worker(sock: &UdpSocket, agg: SocketAddr, job: u16, rank: usize, n: 
         }
         match sock.recv_from(&mut buf) {
             Ok((len, _)) => {
-                let (h, r) = decode_packet(&buf[..len]).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()))?;
+                let (h, r) = decode_packet(&buf[..len]).map_err(|e| {
+                    std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
+                })?;
                 let t = h.tree as usize;
                 if t >= una.len() || h.vid < una[t] || !h.result {
                     continue;
@@ -190,10 +256,17 @@ pub fn load_worker(sock: &UdpSocket, agg: SocketAddr, job: u16, rank: usize, n: 
                 una[t] = h.vid + 1;
                 st.results += 1;
                 last = Instant::now();
-                let bad = r.iter().enumerate().any(|(i, &x)| x != (0..n).map(|w| load_value(w, h.tree, h.vid, i)).sum::<f32>());
+                let bad = r.iter().enumerate().any(|(i, &x)| {
+                    x != (0..n).map(|w| load_value(w, h.tree, h.vid, i)).sum::<f32>()
+                });
                 st.wrong += bad as u64;
             }
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
                 if last.elapsed() >= timeout {
                     st.timeouts += 1;
                     break;
@@ -215,25 +288,43 @@ mod tests {
     #[test]
     fn loopback_aggregation_is_exact() {
         let agg = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let socks: Vec<UdpSocket> = (0..3).map(|_| UdpSocket::bind("127.0.0.1:0").unwrap()).collect();
-        let job = AggJob { job: 7, trees: 2, workers: socks.iter().map(|s| s.local_addr().unwrap()).collect() };
+        let socks: Vec<UdpSocket> = (0..3)
+            .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+            .collect();
+        let job = AggJob {
+            job: 7,
+            trees: 2,
+            workers: socks.iter().map(|s| s.local_addr().unwrap()).collect(),
+        };
         let addr = agg.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
-        let server = std::thread::spawn(move || serve(&agg, &[job], 1 << 20, Duration::from_secs(5), &s2).unwrap());
+        let server = std::thread::spawn(move || {
+            serve(&agg, &[job], 1 << 20, Duration::from_secs(5), &s2).unwrap()
+        });
         let workers: Vec<_> = socks
             .into_iter()
             .enumerate()
-            .map(|(r, s)| std::thread::spawn(move || load_worker(&s, addr, 7, r, 3, 2, 101, 64, 4, Duration::from_secs(5)).unwrap()))
+            .map(|(r, s)| {
+                std::thread::spawn(move || {
+                    load_worker(&s, addr, 7, r, 3, 2, 101, 64, 4, Duration::from_secs(5)).unwrap()
+                })
+            })
             .collect();
         for w in workers {
             let st = w.join().unwrap();
-            assert_eq!((st.packets, st.results, st.wrong, st.timeouts), (101, 101, 0, 0));
+            assert_eq!(
+                (st.packets, st.results, st.wrong, st.timeouts),
+                (101, 101, 0, 0)
+            );
         }
         stop.store(true, Ordering::Relaxed);
         let st = server.join().unwrap();
         // 101 packets from each of 3 workers in; one result per VID to each worker out.
-        assert_eq!((st.packets_in, st.packets_out, st.counters.aggregated), (303, 303, 101));
+        assert_eq!(
+            (st.packets_in, st.packets_out, st.counters.aggregated),
+            (303, 303, 101)
+        );
         assert_eq!(st.gradient_bytes_in, 303 * 64 * 4);
     }
 }

@@ -69,7 +69,10 @@ impl Header {
 
     pub fn decode(b: &[u8]) -> Result<Header, WireError> {
         if b.len() < HEADER_BYTES {
-            return Err(WireError::Short { got: b.len(), need: HEADER_BYTES });
+            return Err(WireError::Short {
+                got: b.len(),
+                need: HEADER_BYTES,
+            });
         }
         let u16_at = |i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
         let flags = b[3];
@@ -107,7 +110,10 @@ pub fn encode_packet(h: &Header, v: &[f32], out: &mut Vec<u8>) {
 
 pub fn decode_packet(b: &[u8]) -> Result<(Header, Vec<f32>), WireError> {
     let h = Header::decode(b)?;
-    let v = b[HEADER_BYTES..].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let v = b[HEADER_BYTES..]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
     Ok((h, v))
 }
 
@@ -121,8 +127,14 @@ pub enum WireError {
 impl std::fmt::Display for WireError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            WireError::Short { got, need } => write!(f, "aggregation packet of {got} bytes, shorter than its {need}-byte header"),
-            WireError::Length { got, need } => write!(f, "aggregation packet of {got} bytes; its header's count says {need}"),
+            WireError::Short { got, need } => write!(
+                f,
+                "aggregation packet of {got} bytes, shorter than its {need}-byte header"
+            ),
+            WireError::Length { got, need } => write!(
+                f,
+                "aggregation packet of {got} bytes; its header's count says {need}"
+            ),
             WireError::Flags(x) => write!(f, "aggregation packet with unknown flag bits {x:#04x}"),
         }
     }
@@ -134,7 +146,17 @@ mod tests {
 
     #[test]
     fn header_round_trips_and_sizes_follow_the_layout() {
-        let h = Header { job: 513, tree: 3, vid: 0x0102_0304, fin: true, result: false, ecn: ECN_CE, cwnd_cap: 77, count: 2, workers: 5 };
+        let h = Header {
+            job: 513,
+            tree: 3,
+            vid: 0x0102_0304,
+            fin: true,
+            result: false,
+            ecn: ECN_CE,
+            cwnd_cap: 77,
+            count: 2,
+            workers: 5,
+        };
         let mut b = Vec::new();
         encode_packet(&h, &[1.5, -2.0], &mut b);
         // 16 header bytes + 2 floats; JID big-endian first, then TID, then flags FIN | CE << 2.
@@ -152,10 +174,20 @@ mod tests {
 
     #[test]
     fn bad_packets_are_refused() {
-        assert_eq!(Header::decode(&[0; 8]), Err(WireError::Short { got: 8, need: 16 }));
+        assert_eq!(
+            Header::decode(&[0; 8]),
+            Err(WireError::Short { got: 8, need: 16 })
+        );
         let mut b = Vec::new();
-        Header { count: 3, ..Default::default() }.encode(&mut b);
-        assert_eq!(Header::decode(&b), Err(WireError::Length { got: 16, need: 28 }));
+        Header {
+            count: 3,
+            ..Default::default()
+        }
+        .encode(&mut b);
+        assert_eq!(
+            Header::decode(&b),
+            Err(WireError::Length { got: 16, need: 28 })
+        );
         b[3] = 0x10;
         assert_eq!(Header::decode(&b), Err(WireError::Flags(0x10)));
     }

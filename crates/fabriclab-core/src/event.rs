@@ -54,14 +54,22 @@ impl<E> Default for EventQueue<E> {
 
 impl<E> EventQueue<E> {
     pub fn new() -> Self {
-        EventQueue { heap: BinaryHeap::with_capacity(1024), next_seq: 0, cancelled: HashSet::new() }
+        EventQueue {
+            heap: BinaryHeap::with_capacity(1024),
+            next_seq: 0,
+            cancelled: HashSet::new(),
+        }
     }
 
     /// Schedules `event` at `time_ps`; returns a key that can cancel it.
     pub fn schedule(&mut self, time_ps: u64, event: E) -> EventKey {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.heap.push(Entry { time_ps, seq, event });
+        self.heap.push(Entry {
+            time_ps,
+            seq,
+            event,
+        });
         EventKey(seq)
     }
 

@@ -60,8 +60,13 @@ pub fn message_table(sim: &Simulation) -> Table {
     let topo = sim.topology();
     let msgs = sim.messages();
     let n = msgs.len();
-    let (mut app, mut tag, mut src_node, mut dst_node, mut path) =
-        (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut app, mut tag, mut src_node, mut dst_node, mut path) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
     for m in msgs {
         app.push(sim.app_tag(m.app).to_string());
         tag.push(m.tag);
@@ -82,15 +87,39 @@ pub fn message_table(sim: &Simulation) -> Table {
         .col("dst", Column::U32(msgs.iter().map(|m| m.dst).collect()))
         .col("src_node", Column::Str(src_node))
         .col("dst_node", Column::Str(dst_node))
-        .col("size_bytes", Column::U64(msgs.iter().map(|m| m.size_bytes).collect()))
-        .col("class", Column::U32(msgs.iter().map(|m| m.class as u32).collect()))
-        .col("start_ps", Column::U64(msgs.iter().map(|m| m.start_ps).collect()))
-        .col("first_byte_ps", Column::OptU64(msgs.iter().map(|m| m.first_byte_ps).collect()))
-        .col("end_ps", Column::OptU64(msgs.iter().map(|m| m.end_ps).collect()))
-        .col("retransmits", Column::U64(msgs.iter().map(|m| m.retransmits).collect()))
+        .col(
+            "size_bytes",
+            Column::U64(msgs.iter().map(|m| m.size_bytes).collect()),
+        )
+        .col(
+            "class",
+            Column::U32(msgs.iter().map(|m| m.class as u32).collect()),
+        )
+        .col(
+            "start_ps",
+            Column::U64(msgs.iter().map(|m| m.start_ps).collect()),
+        )
+        .col(
+            "first_byte_ps",
+            Column::OptU64(msgs.iter().map(|m| m.first_byte_ps).collect()),
+        )
+        .col(
+            "end_ps",
+            Column::OptU64(msgs.iter().map(|m| m.end_ps).collect()),
+        )
+        .col(
+            "retransmits",
+            Column::U64(msgs.iter().map(|m| m.retransmits).collect()),
+        )
         .col("path", Column::Str(path))
-        .col("reroutes", Column::U32(msgs.iter().map(|m| m.reroutes).collect()))
-        .col("route_lost", Column::U32(msgs.iter().map(|m| m.route_lost as u32).collect()))
+        .col(
+            "reroutes",
+            Column::U32(msgs.iter().map(|m| m.reroutes).collect()),
+        )
+        .col(
+            "route_lost",
+            Column::U32(msgs.iter().map(|m| m.route_lost as u32).collect()),
+        )
 }
 
 /// The queue sampler's rows: per sample and band, the queue and the
@@ -104,15 +133,42 @@ pub fn queue_table(sim: &Simulation) -> Table {
     };
     Table::new("queues")
         .col("time_ps", Column::U64(s.time_ps.clone()))
-        .col("link_id", Column::U32(s.rows.iter().map(|r| r.port).collect()))
-        .col("src_node", Column::Str(s.rows.iter().map(|r| name(r.port, false)).collect()))
-        .col("dst_node", Column::Str(s.rows.iter().map(|r| name(r.port, true)).collect()))
-        .col("band", Column::U32(s.rows.iter().map(|r| r.band as u32).collect()))
-        .col("queue_bytes", Column::U64(s.rows.iter().map(|r| r.queue_bytes).collect()))
-        .col("tx_bytes", Column::U64(s.rows.iter().map(|r| r.tx_bytes).collect()))
-        .col("drops", Column::U64(s.rows.iter().map(|r| r.drops).collect()))
-        .col("ecn_marks", Column::U64(s.rows.iter().map(|r| r.ecn_marks).collect()))
-        .col("paused", Column::U32(s.rows.iter().map(|r| r.paused as u32).collect()))
+        .col(
+            "link_id",
+            Column::U32(s.rows.iter().map(|r| r.port).collect()),
+        )
+        .col(
+            "src_node",
+            Column::Str(s.rows.iter().map(|r| name(r.port, false)).collect()),
+        )
+        .col(
+            "dst_node",
+            Column::Str(s.rows.iter().map(|r| name(r.port, true)).collect()),
+        )
+        .col(
+            "band",
+            Column::U32(s.rows.iter().map(|r| r.band as u32).collect()),
+        )
+        .col(
+            "queue_bytes",
+            Column::U64(s.rows.iter().map(|r| r.queue_bytes).collect()),
+        )
+        .col(
+            "tx_bytes",
+            Column::U64(s.rows.iter().map(|r| r.tx_bytes).collect()),
+        )
+        .col(
+            "drops",
+            Column::U64(s.rows.iter().map(|r| r.drops).collect()),
+        )
+        .col(
+            "ecn_marks",
+            Column::U64(s.rows.iter().map(|r| r.ecn_marks).collect()),
+        )
+        .col(
+            "paused",
+            Column::U32(s.rows.iter().map(|r| r.paused as u32).collect()),
+        )
 }
 
 pub fn link_columns(sim: &Simulation) -> LinkColumns {
@@ -129,7 +185,11 @@ pub fn link_columns(sim: &Simulation) -> LinkColumns {
         c.drops.push(s.drops);
         c.ecn_marks.push(s.ecn_marks);
         c.max_queue_bytes.push(s.max_queue_bytes);
-        c.mean_queue_bytes.push(if now > 0 { s.queue_area as f64 / now as f64 } else { 0.0 });
+        c.mean_queue_bytes.push(if now > 0 {
+            s.queue_area as f64 / now as f64
+        } else {
+            0.0
+        });
         c.pause_frames_sent.push(s.pause_frames_sent);
         c.paused_ps.push(s.paused_ps);
     }

@@ -36,6 +36,10 @@ pub struct FabricSpec {
     /// Logic attached to chosen switches (packet backend).
     #[serde(default)]
     pub switch_logic: Vec<SwitchLogicSpec>,
+    /// In-network aggregation: accelerators on switches, jobs' trees and
+    /// workers (packet backend).
+    #[serde(default)]
+    pub aggregation: Option<crate::fabric::aggregation::AggregationSpec>,
     /// A buffer shared by each switch's egress queues, dynamic threshold (packet backend).
     #[serde(default)]
     pub switch_buffer: Option<SwitchBufferSpec>,
@@ -106,15 +110,23 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
     if t.init_cwnd_packets == 0 {
         return Err("transport.init_cwnd_packets: must be positive".into());
     }
+    if let Some(a) = &f.aggregation {
+        a.validate(topo.num_hosts() as u32)?;
+    }
     let backend: Box<dyn Backend> = match f.backend {
         BackendKind::Packet => {
             let n = topo.names.len() as u32;
             for (i, o) in f.queue_overrides.iter().enumerate() {
                 if o.from >= n || o.to.is_some_and(|t| t >= n) {
-                    return Err(format!("queue_overrides[{i}]: node index out of range (0..{n})"));
+                    return Err(format!(
+                        "queue_overrides[{i}]: node index out of range (0..{n})"
+                    ));
                 }
                 if let Some(to) = o.to {
-                    if !topo.out_ports[o.from as usize].iter().any(|&p| topo.ports[p as usize].to == to) {
+                    if !topo.out_ports[o.from as usize]
+                        .iter()
+                        .any(|&p| topo.ports[p as usize].to == to)
+                    {
                         return Err(format!(
                             "queue_overrides[{i}]: no link from '{}' to '{}'",
                             topo.names[o.from as usize], topo.names[to as usize]
@@ -122,13 +134,31 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
                     }
                 }
             }
-            let queues =
-                PortQueues { switch: f.queue.clone(), host: f.host_queue.clone(), overrides: f.queue_overrides.clone() };
-            Box::new(PacketNet::new(&topo, &queues, t, f.pfc.clone(), f.seed, &f.switch_logic, f.switch_buffer.clone())?)
+            let queues = PortQueues {
+                switch: f.queue.clone(),
+                host: f.host_queue.clone(),
+                overrides: f.queue_overrides.clone(),
+            };
+            Box::new(PacketNet::new(
+                &topo,
+                &queues,
+                t,
+                f.pfc.clone(),
+                f.seed,
+                &f.switch_logic,
+                f.switch_buffer.clone(),
+                f.aggregation.as_ref(),
+            )?)
         }
         BackendKind::Flow => {
             if !f.switch_logic.is_empty() {
-                return Err("switch_logic: the flow backend has no packets; needs backend \"packet\"".into());
+                return Err(
+                    "switch_logic: the flow backend has no packets; needs backend \"packet\""
+                        .into(),
+                );
+            }
+            if f.aggregation.is_some() {
+                return Err("aggregation: the flow backend has no aggregation model yet; needs backend \"packet\"".into());
             }
             Box::new(FlowNet::new(&topo, t.mss_bytes))
         }
@@ -136,19 +166,30 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
     let nl = f.topology.links.len() as u32;
     for (i, e) in f.link_events.iter().enumerate() {
         if e.link >= nl {
-            return Err(format!("link_events[{i}].link: link index {} out of range (0..{nl})", e.link));
+            return Err(format!(
+                "link_events[{i}].link: link index {} out of range (0..{nl})",
+                e.link
+            ));
         }
         match e.action {
             LinkAction::Rate if e.rate_bps.map_or(true, |r| r == 0) => {
-                return Err(format!("link_events[{i}].rate_bps: a positive rate is needed"))
+                return Err(format!(
+                    "link_events[{i}].rate_bps: a positive rate is needed"
+                ))
             }
             LinkAction::Loss if e.loss.map_or(true, |x| !(0.0..=1.0).contains(&x)) => {
-                return Err(format!("link_events[{i}].loss: a probability within [0, 1] is needed"))
+                return Err(format!(
+                    "link_events[{i}].loss: a probability within [0, 1] is needed"
+                ))
             }
             _ => {}
         }
     }
-    let env = BuildEnv { topo: &topo, seed: f.seed };
+    let env = BuildEnv {
+        topo: &topo,
+        seed: f.seed,
+        aggregation: f.aggregation.as_ref(),
+    };
     let mut apps = Vec::new();
     for (key, value) in &spec.apps {
         let kind = REGISTRY.iter().find(|k| k.key == *key).expect("registered");
@@ -181,7 +222,9 @@ pub fn core_schema() -> serde_json::Value {
         if let Some(Value::Object(d)) = o.remove("$defs") {
             for (name, def) in d {
                 match defs.get(&name) {
-                    Some(old) if *old != def => panic!("schema definition {name} differs between sections"),
+                    Some(old) if *old != def => {
+                        panic!("schema definition {name} differs between sections")
+                    }
                     _ => {
                         defs.insert(name, def);
                     }

@@ -17,11 +17,17 @@ use std::collections::HashMap;
 /// ring hops into and out of host 2 take longer, so the workers do not all
 /// finish an allreduce at once.
 fn scenario(hosts: usize, job: Value) -> String {
-    let mut nodes: Vec<Value> = (0..hosts).map(|i| json!({"name": format!("h{i}"), "kind": "host"})).collect();
+    let mut nodes: Vec<Value> = (0..hosts)
+        .map(|i| json!({"name": format!("h{i}"), "kind": "host"}))
+        .collect();
     nodes.push(json!({"name": "s0", "kind": "switch"}));
     let links: Vec<Value> = (0..hosts)
         .map(|i| {
-            let rate = if i == 2 { 4_000_000_000u64 } else { 10_000_000_000 };
+            let rate = if i == 2 {
+                4_000_000_000u64
+            } else {
+                10_000_000_000
+            };
             json!({"a": i, "b": hosts, "rate_bps": rate, "delay_ps": 1_000_000})
         })
         .collect();
@@ -89,8 +95,19 @@ fn run(job: Value) -> Run {
     let tables = sim.app_tables();
     let tl: &Table = tables.iter().find(|t| t.name == "timeline").unwrap();
     let col = |name: &str| &tl.columns.iter().find(|(n, _)| n == name).unwrap().1;
-    let (Column::Str(kind), Column::U32(worker), Column::U32(index), Column::U32(iteration), Column::U64(end)) =
-        (col("kind"), col("worker"), col("index"), col("iteration"), col("end_ps"))
+    let (
+        Column::Str(kind),
+        Column::U32(worker),
+        Column::U32(index),
+        Column::U32(iteration),
+        Column::U64(end),
+    ) = (
+        col("kind"),
+        col("worker"),
+        col("index"),
+        col("iteration"),
+        col("end_ps"),
+    )
     else {
         panic!("timeline columns")
     };
@@ -98,7 +115,10 @@ fn run(job: Value) -> Run {
         .filter(|&i| kind[i] == "allreduce")
         .map(|i| ((index[i], iteration[i], worker[i]), end[i]))
         .collect();
-    Run { messages: sim.messages().to_vec(), has_sum }
+    Run {
+        messages: sim.messages().to_vec(),
+        has_sum,
+    }
 }
 
 /// What a message record says of the message's movement.
@@ -113,7 +133,10 @@ fn tag(m: &MsgRecord) -> (u64, u64, u64) {
 
 #[test]
 fn one_iteration_ring_plan_sends_the_ring_messages_but_ranks_finish_later() {
-    let (ring, plan) = (run(job(1, 1_000_000, 1.0, false)), run(job(1, 1_000_000, 1.0, true)));
+    let (ring, plan) = (
+        run(job(1, 1_000_000, 1.0, false)),
+        run(job(1, 1_000_000, 1.0, true)),
+    );
     assert_eq!(ring.messages.len(), 2 * 4 * 2 * 3); // 2 fusions x n x 2(n-1) rounds
     let a: Vec<_> = ring.messages.iter().map(movement).collect();
     let b: Vec<_> = plan.messages.iter().map(movement).collect();
@@ -131,17 +154,44 @@ fn one_iteration_ring_plan_sends_the_ring_messages_but_ranks_finish_later() {
     let host = |w: u32| w; // workers 0..3 on hosts 0..3
     let (mut later, mut overtaken) = (0, 0);
     for (&(f, it, w), &t) in &ring.has_sum {
-        let of_ar: Vec<&MsgRecord> = ring.messages.iter().filter(|m| tag(m).0 == f as u64).collect();
-        let last_round = of_ar.iter().find(|m| m.dst == host(w) && tag(m).1 == 5).unwrap();
+        let of_ar: Vec<&MsgRecord> = ring
+            .messages
+            .iter()
+            .filter(|m| tag(m).0 == f as u64)
+            .collect();
+        let last_round = of_ar
+            .iter()
+            .find(|m| m.dst == host(w) && tag(m).1 == 5)
+            .unwrap();
         assert_eq!(Some(t), last_round.end_ps, "ring: fusion {f} worker {w}");
-        let last_step = of_ar.iter().filter(|m| m.src == host(w) || m.dst == host(w)).map(|m| m.end_ps).max().unwrap();
-        assert_eq!(Some(plan.has_sum[&(f, it, w)]), last_step, "plan: fusion {f} worker {w}");
+        let last_step = of_ar
+            .iter()
+            .filter(|m| m.src == host(w) || m.dst == host(w))
+            .map(|m| m.end_ps)
+            .max()
+            .unwrap();
+        assert_eq!(
+            Some(plan.has_sum[&(f, it, w)]),
+            last_step,
+            "plan: fusion {f} worker {w}"
+        );
         later += (plan.has_sum[&(f, it, w)] > t) as u32;
-        let last_in = of_ar.iter().filter(|m| m.dst == host(w)).map(|m| m.end_ps).max().unwrap();
+        let last_in = of_ar
+            .iter()
+            .filter(|m| m.dst == host(w))
+            .map(|m| m.end_ps)
+            .max()
+            .unwrap();
         overtaken += (last_in > Some(t)) as u32;
     }
-    assert!(later > 0, "the slow host should make some ring worker finish before the plan's rank");
-    assert!(overtaken > 0, "some last-round message should overtake an earlier one through the slow host");
+    assert!(
+        later > 0,
+        "the slow host should make some ring worker finish before the plan's rank"
+    );
+    assert!(
+        overtaken > 0,
+        "some last-round message should overtake an earlier one through the slow host"
+    );
 }
 
 #[test]
@@ -149,13 +199,25 @@ fn next_iteration_starts_later_under_the_ring_plan() {
     // Worker 1 computes 3x slower: it is the last to have fusion 0 of the
     // second iteration ready, later under the plan, which made it wait for
     // its right neighbour in the first iteration.
-    let (ring, plan) = (run(job(2, 1_000_000, 3.0, false)), run(job(2, 1_000_000, 3.0, true)));
+    let (ring, plan) = (
+        run(job(2, 1_000_000, 3.0, false)),
+        run(job(2, 1_000_000, 3.0, true)),
+    );
     assert_eq!(ring.messages.len(), plan.messages.len());
-    let first_diff = ring.messages.iter().zip(&plan.messages).position(|(r, p)| movement(r) != movement(p));
+    let first_diff = ring
+        .messages
+        .iter()
+        .zip(&plan.messages)
+        .position(|(r, p)| movement(r) != movement(p));
     let i = first_diff.expect("the ring plan should change the second iteration");
     // The first message that moves belongs to the second iteration's first
     // allreduce (id 2), and it starts later.
-    assert_eq!(tag(&ring.messages[i]).0, 2, "message {i}: {:?}", ring.messages[i]);
+    assert_eq!(
+        tag(&ring.messages[i]).0,
+        2,
+        "message {i}: {:?}",
+        ring.messages[i]
+    );
     assert!(plan.messages[i].start_ps > ring.messages[i].start_ps);
 }
 

@@ -38,7 +38,10 @@ fn crate_refs(text: &str) -> Vec<String> {
     let mut rest = text;
     while let Some(i) = rest.find("crate::") {
         let after = &rest[i + 7..];
-        let name: String = after.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        let name: String = after
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
         if !name.is_empty() {
             out.push(name);
         }
@@ -55,11 +58,24 @@ fn every_import_points_down() {
     let mut bad = Vec::new();
     for f in &files {
         let rel = f.strip_prefix(&src).unwrap();
-        let top = rel.components().next().unwrap().as_os_str().to_str().unwrap().trim_end_matches(".rs").to_string();
+        let top = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_str()
+            .unwrap()
+            .trim_end_matches(".rs")
+            .to_string();
         if top == "lib" {
             continue;
         }
-        let own = layer(&top).unwrap_or_else(|| panic!("{} is in no layer: add it to LAYERS and docs/architecture.md", rel.display()));
+        let own = layer(&top).unwrap_or_else(|| {
+            panic!(
+                "{} is in no layer: add it to LAYERS and docs/architecture.md",
+                rel.display()
+            )
+        });
         let text = std::fs::read_to_string(f).unwrap();
         for m in crate_refs(&text) {
             if m == top {
@@ -67,14 +83,24 @@ fn every_import_points_down() {
             }
             match layer(&m) {
                 Some(l) if l < own => {}
-                _ => bad.push(format!("{} (layer {own}) imports crate::{m}", rel.display())),
+                _ => bad.push(format!(
+                    "{} (layer {own}) imports crate::{m}",
+                    rel.display()
+                )),
             }
         }
     }
-    assert!(bad.is_empty(), "upward or sideways imports:\n{}", bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "upward or sideways imports:\n{}",
+        bad.join("\n")
+    );
 }
 
 #[test]
 fn the_check_sees_an_upward_import() {
-    assert_eq!(crate_refs("use crate::engine::Api; x = crate::apps::job::KIND;"), ["engine", "apps"]);
+    assert_eq!(
+        crate_refs("use crate::engine::Api; x = crate::apps::job::KIND;"),
+        ["engine", "apps"]
+    );
 }

@@ -44,7 +44,12 @@ fn run(spec: &Value) -> Simulation {
 
 fn wire_of(size: u64) -> u64 {
     let (full, rest) = (size / 1460, size % 1460);
-    full * wire_bytes(1460) as u64 + if rest > 0 { wire_bytes(rest as u32) as u64 } else { 0 }
+    full * wire_bytes(1460) as u64
+        + if rest > 0 {
+            wire_bytes(rest as u32) as u64
+        } else {
+            0
+        }
 }
 
 fn ser_ps(bytes: u64, rate_bps: u64) -> u64 {
@@ -54,7 +59,11 @@ fn ser_ps(bytes: u64, rate_bps: u64) -> u64 {
 /// The spine link (index 2 or 3) leaving l0 that a route uses.
 fn uplink_of(sim: &Simulation, route: &[u32]) -> u32 {
     let topo = sim.topology();
-    route.iter().map(|&p| p / 2).find(|&l| l == 2 || l == 3).unwrap_or_else(|| panic!("no uplink in {route:?} {:?}", topo.names))
+    route
+        .iter()
+        .map(|&p| p / 2)
+        .find(|&l| l == 2 || l == 3)
+        .unwrap_or_else(|| panic!("no uplink in {route:?} {:?}", topo.names))
 }
 
 #[test]
@@ -64,7 +73,12 @@ fn a_failed_link_mid_flow_is_routed_around_after_convergence() {
     let probe = run(&leaf_spine("packet", size, json!([]), None));
     let before = probe.messages()[0].route.to_vec();
     let up = uplink_of(&probe, &before);
-    let sim = run(&leaf_spine("packet", size, json!([{"at_ps": MS, "link": up, "action": "down"}]), None));
+    let sim = run(&leaf_spine(
+        "packet",
+        size,
+        json!([{"at_ps": MS, "link": up, "action": "down"}]),
+        None,
+    ));
     let m = &sim.messages()[0];
     assert_eq!(m.reroutes, 1);
     let other = uplink_of(&sim, &m.route);
@@ -79,7 +93,9 @@ fn a_failed_link_mid_flow_is_routed_around_after_convergence() {
     assert!(m.retransmits > 0);
     // Conservation: the receiver's link carried every data byte once, plus
     // only duplicates of retransmitted segments.
-    let to_h1 = (0..l.link_id.len()).find(|&i| l.from[i] == "l1" && l.to[i] == "h1").unwrap();
+    let to_h1 = (0..l.link_id.len())
+        .find(|&i| l.from[i] == "l1" && l.to[i] == "h1")
+        .unwrap();
     let data = l.bytes[to_h1]; // l1 -> h1 carries data only (ACKs go h1 -> l1)
     assert!(data >= wire_of(size));
     assert!(data - wire_of(size) <= m.retransmits * wire_bytes(1460) as u64);
@@ -119,8 +135,14 @@ fn a_degraded_link_halves_a_lone_flows_goodput() {
         let half = fct(json!([{"at_ps": 0, "link": 0, "action": "rate", "rate_bps": G10 / 2}]));
         let (t_full, t_half) = (ser_ps(wire_of(size), G10), ser_ps(wire_of(size), G10 / 2));
         // Slow start and the path's latency add the same few tens of us to both.
-        assert!(full.abs_diff(t_full) < t_full / 20, "{backend}: {full} vs {t_full}");
-        assert!(half.abs_diff(t_half) < t_half / 20, "{backend}: {half} vs {t_half}");
+        assert!(
+            full.abs_diff(t_full) < t_full / 20,
+            "{backend}: {full} vs {t_full}"
+        );
+        assert!(
+            half.abs_diff(t_half) < t_half / 20,
+            "{backend}: {half} vs {t_half}"
+        );
     }
 }
 
@@ -131,7 +153,12 @@ fn flow_backend_reroutes_a_flow_off_a_failed_link_exactly() {
     let size = 4_000_000;
     let probe = run(&leaf_spine("flow", size, json!([]), None));
     let up = uplink_of(&probe, &probe.messages()[0].route);
-    let sim = run(&leaf_spine("flow", size, json!([{"at_ps": MS, "link": up, "action": "down"}]), None));
+    let sim = run(&leaf_spine(
+        "flow",
+        size,
+        json!([{"at_ps": MS, "link": up, "action": "down"}]),
+        None,
+    ));
     let end = sim.messages()[0].end_ps.unwrap();
     let expect = probe.messages()[0].end_ps.unwrap() + 100 * US;
     assert!(end.abs_diff(expect) <= 2, "{end} vs {expect}");
@@ -140,7 +167,12 @@ fn flow_backend_reroutes_a_flow_off_a_failed_link_exactly() {
 #[test]
 fn a_pinned_path_over_a_failed_link_is_reported() {
     // h0 l0 sp0 l1 h1 as node indices; sp0's uplink from l0 is link 2.
-    let spec = leaf_spine("packet", 20_000_000, json!([{"at_ps": MS, "link": 2, "action": "down"}]), Some(vec![0, 2, 4, 3, 1]));
+    let spec = leaf_spine(
+        "packet",
+        20_000_000,
+        json!([{"at_ps": MS, "link": 2, "action": "down"}]),
+        Some(vec![0, 2, 4, 3, 1]),
+    );
     let mut sim = build_from_json(&spec.to_string()).unwrap();
     sim.run_until(10 * MS).unwrap();
     let m = &sim.messages()[0];
@@ -151,7 +183,12 @@ fn a_pinned_path_over_a_failed_link_is_reported() {
 fn a_lossy_link_loses_its_share_of_packets() {
     let size = 20_000_000;
     let p = 0.01;
-    let sim = run(&leaf_spine("packet", size, json!([{"at_ps": 0, "link": 0, "action": "loss", "loss": p}]), None));
+    let sim = run(&leaf_spine(
+        "packet",
+        size,
+        json!([{"at_ps": 0, "link": 0, "action": "loss", "loss": p}]),
+        None,
+    ));
     assert!(sim.messages()[0].end_ps.is_some());
     let l = link_columns(&sim);
     // h0 -> l0 (port 0) sent n frames, each lost with probability p:

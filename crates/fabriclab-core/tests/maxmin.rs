@@ -2,7 +2,13 @@
 use fabriclab_core::net::flow::maxmin::{max_min_rates, FlowDemand};
 
 fn rates(flows: &[(u8, Vec<u32>)], caps: &[f64]) -> Vec<f64> {
-    let d: Vec<FlowDemand> = flows.iter().map(|(c, p)| FlowDemand { class: *c, ports: p }).collect();
+    let d: Vec<FlowDemand> = flows
+        .iter()
+        .map(|(c, p)| FlowDemand {
+            class: *c,
+            ports: p,
+        })
+        .collect();
     max_min_rates(&d, caps)
 }
 
@@ -15,14 +21,20 @@ fn close(a: &[f64], b: &[f64]) {
 
 #[test]
 fn equal_split_on_one_link() {
-    close(&rates(&[(0, vec![0]), (0, vec![0]), (0, vec![0])], &[9.0]), &[3.0, 3.0, 3.0]);
+    close(
+        &rates(&[(0, vec![0]), (0, vec![0]), (0, vec![0])], &[9.0]),
+        &[3.0, 3.0, 3.0],
+    );
 }
 
 #[test]
 fn classic_two_link_example() {
     // f1 on A (10); f2 on A and B (4); f3 on B. B saturates first at 2 each,
     // then f1 takes what A has left: 10 - 2 = 8.
-    close(&rates(&[(0, vec![0]), (0, vec![0, 1]), (0, vec![1])], &[10.0, 4.0]), &[8.0, 2.0, 2.0]);
+    close(
+        &rates(&[(0, vec![0]), (0, vec![0, 1]), (0, vec![1])], &[10.0, 4.0]),
+        &[8.0, 2.0, 2.0],
+    );
 }
 
 #[test]
@@ -30,7 +42,10 @@ fn three_level_water_filling() {
     // Link 0 (cap 12): f0, f1, f2. Link 1 (cap 3): f1. Link 2 (cap 5): f2, f3.
     // f1 limited to 3 by link 1; f2, f3 share link 2 at 2.5; f0 gets 12-3-2.5 = 6.5.
     close(
-        &rates(&[(0, vec![0]), (0, vec![0, 1]), (0, vec![0, 2]), (0, vec![2])], &[12.0, 3.0, 5.0]),
+        &rates(
+            &[(0, vec![0]), (0, vec![0, 1]), (0, vec![0, 2]), (0, vec![2])],
+            &[12.0, 3.0, 5.0],
+        ),
         &[6.5, 3.0, 2.5, 2.5],
     );
 }
@@ -40,11 +55,17 @@ fn strict_priority_between_classes() {
     // High class takes the whole link; the low class gets nothing.
     close(&rates(&[(0, vec![0]), (1, vec![0])], &[10.0]), &[10.0, 0.0]);
     // High flow limited to 3 elsewhere: the low flow gets the remaining 7.
-    close(&rates(&[(0, vec![0, 1]), (1, vec![0])], &[10.0, 3.0]), &[3.0, 7.0]);
+    close(
+        &rates(&[(0, vec![0, 1]), (1, vec![0])], &[10.0, 3.0]),
+        &[3.0, 7.0],
+    );
     // Two low flows share what two high flows leave: high 2 + 2 on link 1 (cap 4)
     // crossing link 0 (cap 10); lows split 10 - 4 = 6 as 3 and 3.
     close(
-        &rates(&[(0, vec![0, 1]), (0, vec![0, 1]), (2, vec![0]), (2, vec![0])], &[10.0, 4.0]),
+        &rates(
+            &[(0, vec![0, 1]), (0, vec![0, 1]), (2, vec![0]), (2, vec![0])],
+            &[10.0, 4.0],
+        ),
         &[2.0, 2.0, 3.0, 3.0],
     );
 }

@@ -8,10 +8,21 @@ const G10: u64 = 10_000_000_000;
 const US: u64 = 1_000_000;
 
 /// A scenario from nodes (name, is_switch), links (a, b, rate), explicit flows.
-fn spec(nodes: &[(&str, bool)], links: &[(usize, usize, u64)], flows: Value, limit_bytes: Option<u64>, pfc: Value) -> String {
-    let nodes: Vec<Value> =
-        nodes.iter().map(|(n, sw)| json!({"name": n, "kind": if *sw { "switch" } else { "host" }})).collect();
-    let links: Vec<Value> = links.iter().map(|&(a, b, r)| json!({"a": a, "b": b, "rate_bps": r, "delay_ps": US})).collect();
+fn spec(
+    nodes: &[(&str, bool)],
+    links: &[(usize, usize, u64)],
+    flows: Value,
+    limit_bytes: Option<u64>,
+    pfc: Value,
+) -> String {
+    let nodes: Vec<Value> = nodes
+        .iter()
+        .map(|(n, sw)| json!({"name": n, "kind": if *sw { "switch" } else { "host" }}))
+        .collect();
+    let links: Vec<Value> = links
+        .iter()
+        .map(|&(a, b, r)| json!({"a": a, "b": b, "rate_bps": r, "delay_ps": US}))
+        .collect();
     json!({
         "seed": 1, "backend": "packet",
         "topology": {"nodes": nodes, "links": links},
@@ -39,7 +50,9 @@ fn run(json: &str) -> (fabriclab_core::results::FlowColumns, LinkColumns) {
 }
 
 fn link(l: &LinkColumns, from: &str, to: &str) -> usize {
-    (0..l.link_id.len()).find(|&i| l.from[i] == from && l.to[i] == to).unwrap()
+    (0..l.link_id.len())
+        .find(|&i| l.from[i] == from && l.to[i] == to)
+        .unwrap()
 }
 
 /// Time to send `bytes` at `rate_bps`, in picoseconds.
@@ -49,7 +62,12 @@ fn ser_ps(bytes: u64, rate_bps: u64) -> u64 {
 
 fn wire_of(size: u64) -> u64 {
     let (full, rest) = (size / 1460, size % 1460);
-    full * wire_bytes(1460) as u64 + if rest > 0 { wire_bytes(rest as u32) as u64 } else { 0 }
+    full * wire_bytes(1460) as u64
+        + if rest > 0 {
+            wire_bytes(rest as u32) as u64
+        } else {
+            0
+        }
 }
 
 /// 8 senders into one receiver through one switch, 1 MB each.
@@ -58,8 +76,9 @@ fn incast(pfc: Value) -> String {
     nodes.push(("s0".into(), true));
     let names: Vec<(&str, bool)> = nodes.iter().map(|(n, s)| (n.as_str(), *s)).collect();
     let links: Vec<(usize, usize, u64)> = (0..9).map(|i| (i, 9, G10)).collect();
-    let flows: Vec<Value> =
-        (0..8).map(|i| json!({"src": i, "dst": 8, "size_bytes": 1_000_000, "start_ps": 0, "class": 0})).collect();
+    let flows: Vec<Value> = (0..8)
+        .map(|i| json!({"src": i, "dst": 8, "size_bytes": 1_000_000, "start_ps": 0, "class": 0}))
+        .collect();
     // 100 KB per egress band: the 8 initial windows (8 x 10 x 1538 B) do not fit.
     spec(&names, &links, json!(flows), Some(100_000), pfc)
 }
@@ -67,7 +86,10 @@ fn incast(pfc: Value) -> String {
 #[test]
 fn incast_drops_without_pfc_and_loses_nothing_with_it() {
     let (f, l) = run(&incast(Value::Null));
-    assert!(l.drops.iter().sum::<u64>() > 0, "the 100 KB buffer must overflow without PFC");
+    assert!(
+        l.drops.iter().sum::<u64>() > 0,
+        "the 100 KB buffer must overflow without PFC"
+    );
     assert!(f.retransmits.iter().sum::<u64>() > 0);
     // Headroom for one link: what is on the wire both ways (2 x 1 us x 10
     // Gbit/s = 2500 B) and a full frame in serialization at each end (2 x
@@ -83,7 +105,9 @@ fn incast_drops_without_pfc_and_loses_nothing_with_it() {
     assert!(acks > 0);
     assert_eq!(l.bytes[to_h8], 8 * wire_of(1_000_000));
     // Every sender was paused and every pause was sent by the switch.
-    let pauses: u64 = (0..8).map(|i| l.pause_frames_sent[link(&l, "s0", &format!("h{i}"))]).sum();
+    let pauses: u64 = (0..8)
+        .map(|i| l.pause_frames_sent[link(&l, "s0", &format!("h{i}"))])
+        .sum();
     assert!(pauses >= 8);
     assert!((0..8).all(|i| l.paused_ps[link(&l, &format!("h{i}"), "s0")] > 0));
 }
@@ -94,21 +118,51 @@ fn a_paused_upstream_port_slows_a_victim_flow() {
     // on s1; the s0-s1 link is 40 Gbit/s, so without PFC the victim gets its
     // own 10 Gbit/s; with PFC, s1 pauses s0's port toward it for the incast
     // and the victim's packets wait behind the pause.
-    let nodes = [("h0", false), ("h1", false), ("h2", false), ("h3", false), ("h4", false), ("h5", false), ("s0", true), ("s1", true)];
-    let links = [(0, 6, G10), (1, 6, G10), (2, 6, G10), (3, 6, G10), (4, 7, G10), (5, 7, G10), (6, 7, 4 * G10)];
-    let mut flows: Vec<Value> =
-        (0..3).map(|i| json!({"src": i, "dst": 4, "size_bytes": 2_000_000, "start_ps": 0, "class": 0})).collect();
+    let nodes = [
+        ("h0", false),
+        ("h1", false),
+        ("h2", false),
+        ("h3", false),
+        ("h4", false),
+        ("h5", false),
+        ("s0", true),
+        ("s1", true),
+    ];
+    let links = [
+        (0, 6, G10),
+        (1, 6, G10),
+        (2, 6, G10),
+        (3, 6, G10),
+        (4, 7, G10),
+        (5, 7, G10),
+        (6, 7, 4 * G10),
+    ];
+    let mut flows: Vec<Value> = (0..3)
+        .map(|i| json!({"src": i, "dst": 4, "size_bytes": 2_000_000, "start_ps": 0, "class": 0}))
+        .collect();
     flows.push(json!({"src": 3, "dst": 5, "size_bytes": 2_000_000, "start_ps": 0, "class": 0}));
     let victim_fct = |pfc_spec: Value| {
-        let (f, _) = run(&spec(&nodes, &links, json!(flows), Some(1_000_000), pfc_spec));
+        let (f, _) = run(&spec(
+            &nodes,
+            &links,
+            json!(flows),
+            Some(1_000_000),
+            pfc_spec,
+        ));
         f.end_ps[3].unwrap() - f.start_ps[3]
     };
     let alone = victim_fct(Value::Null);
     let with_pfc = victim_fct(pfc(20_000, 10_000, 20_000));
     // Without PFC: 2 MB at 10 Gbit/s is about 1.7 ms.
     let line_ps = ser_ps(wire_of(2_000_000), G10);
-    assert!(alone < line_ps * 13 / 10, "victim alone {alone} ps vs line rate {line_ps} ps");
-    assert!(with_pfc > alone * 3 / 2, "PFC should slow the victim: {with_pfc} vs {alone}");
+    assert!(
+        alone < line_ps * 13 / 10,
+        "victim alone {alone} ps vs line rate {line_ps} ps"
+    );
+    assert!(
+        with_pfc > alone * 3 / 2,
+        "PFC should slow the victim: {with_pfc} vs {alone}"
+    );
 }
 
 #[test]
@@ -121,7 +175,14 @@ fn pause_time_and_frames_on_a_two_switch_line() {
     let links = [(0, 1, G10), (1, 2, G10), (2, 3, G10 / 2)];
     let size = 3_000_000u64;
     let flows = json!([{"src": 0, "dst": 1, "size_bytes": size, "start_ps": 0, "class": 0}]);
-    let mut s: Value = serde_json::from_str(&spec(&nodes, &links, flows, None, pfc(80_000, 20_000, 20_000))).unwrap();
+    let mut s: Value = serde_json::from_str(&spec(
+        &nodes,
+        &links,
+        flows,
+        None,
+        pfc(80_000, 20_000, 20_000),
+    ))
+    .unwrap();
     s["transport"]["init_cwnd_packets"] = json!(100_000);
     let (f, l) = run(&s.to_string());
     assert_eq!(l.drops.iter().sum::<u64>(), 0);
@@ -139,7 +200,10 @@ fn pause_time_and_frames_on_a_two_switch_line() {
     let most = fct - ser_ps(w, G10);
     let least = most - ser_ps(80_000 + overshoot, G10 / 2);
     let paused = l.paused_ps[s0_s1];
-    assert!(paused >= least - least / 100 && paused <= most + most / 100, "paused {paused} not in [{least}, {most}]");
+    assert!(
+        paused >= least - least / 100 && paused <= most + most / 100,
+        "paused {paused} not in [{least}, {most}]"
+    );
     // Frames: per cycle one XOFF and one XON. After XOFF, data still comes
     // for about 3.4 us (PAUSE waits <= one ACK, 67 ns; is serialized, 67 ns;
     // propagates 1 us; s0 finishes its frame in serialization, 1.23 us; the
@@ -150,5 +214,8 @@ fn pause_time_and_frames_on_a_two_switch_line() {
     let cycle_ps = 2 * ser_ps(60_000 + overshoot, G10 / 2);
     let expect_frames = 2 * fct / cycle_ps;
     let frames = l.pause_frames_sent[link(&l, "s1", "s0")];
-    assert!(frames.abs_diff(expect_frames) <= expect_frames / 10 + 1, "frames {frames} vs {expect_frames}");
+    assert!(
+        frames.abs_diff(expect_frames) <= expect_frames / 10 + 1,
+        "frames {frames} vs {expect_frames}"
+    );
 }

@@ -42,10 +42,16 @@ impl Probe for Counter {
 fn a_probe_sees_every_message_and_every_queue_event() {
     // Four senders into one receiver with 30-packet queues marking at 10:
     // drops, marks and retransmissions.
-    let mut nodes: Vec<Value> = (0..5).map(|i| json!({"name": format!("h{i}"), "kind": "host"})).collect();
+    let mut nodes: Vec<Value> = (0..5)
+        .map(|i| json!({"name": format!("h{i}"), "kind": "host"}))
+        .collect();
     nodes.push(json!({"name": "s0", "kind": "switch"}));
-    let links: Vec<Value> = (0..5).map(|i| json!({"a": i, "b": 5, "rate_bps": 10_000_000_000u64, "delay_ps": 1_000_000})).collect();
-    let flows: Vec<Value> = (0..4).map(|i| json!({"src": i, "dst": 4, "size_bytes": 500_000, "start_ps": 0, "class": 0})).collect();
+    let links: Vec<Value> = (0..5)
+        .map(|i| json!({"a": i, "b": 5, "rate_bps": 10_000_000_000u64, "delay_ps": 1_000_000}))
+        .collect();
+    let flows: Vec<Value> = (0..4)
+        .map(|i| json!({"src": i, "dst": 4, "size_bytes": 500_000, "start_ps": 0, "class": 0}))
+        .collect();
     let spec = json!({
         "seed": 1, "backend": "packet", "topology": {"nodes": nodes, "links": links},
         "queue": {"discipline": "fifo", "bands": 1, "priomap": [0,0,0,0,0,0,0,0], "limit_bytes": null,

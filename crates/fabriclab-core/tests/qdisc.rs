@@ -30,8 +30,19 @@ fn wire_size_of_full_segment_and_ack() {
 #[test]
 fn fifo_drops_tail_at_limit() {
     let mut q = Qdisc::new(&spec(Discipline::Fifo, Some(3), None));
-    let r: Vec<_> = (0..5).map(|i| q.enqueue(pkt(i, (i % 3) as u8, 0))).collect();
-    assert_eq!(r, vec![Enqueued::Queued, Enqueued::Queued, Enqueued::Queued, Enqueued::Dropped, Enqueued::Dropped]);
+    let r: Vec<_> = (0..5)
+        .map(|i| q.enqueue(pkt(i, (i % 3) as u8, 0)))
+        .collect();
+    assert_eq!(
+        r,
+        vec![
+            Enqueued::Queued,
+            Enqueued::Queued,
+            Enqueued::Queued,
+            Enqueued::Dropped,
+            Enqueued::Dropped
+        ]
+    );
     let order: Vec<u64> = std::iter::from_fn(|| q.dequeue()).map(|p| p.seq).collect();
     assert_eq!(order, vec![0, 1, 2]); // classes ignored by FIFO
 }
@@ -59,7 +70,9 @@ fn ecn_marks_only_above_threshold_and_only_ect() {
     assert_eq!(marked, (0..8).map(|i| i > k).collect::<Vec<_>>());
     // Non-ECT packets are never marked.
     assert_eq!(q.enqueue(pkt(99, 0, 0)), Enqueued::Queued);
-    let ce: Vec<bool> = std::iter::from_fn(|| q.dequeue()).map(|p| p.flags & FLAG_CE != 0).collect();
+    let ce: Vec<bool> = std::iter::from_fn(|| q.dequeue())
+        .map(|p| p.flags & FLAG_CE != 0)
+        .collect();
     assert_eq!(ce.iter().filter(|&&c| c).count(), 3);
 }
 

@@ -7,9 +7,21 @@ use serde_json::{json, Value};
 
 const G10: u64 = 10_000_000_000;
 
-fn run(nodes: &[(&str, bool)], links: &[(usize, usize, u64)], flows: Value, buffer: Value, pfc: Value) -> (Vec<String>, Vec<String>, Vec<u64>, Vec<u64>) {
-    let nodes: Vec<Value> = nodes.iter().map(|(n, sw)| json!({"name": n, "kind": if *sw { "switch" } else { "host" }})).collect();
-    let links: Vec<Value> = links.iter().map(|&(a, b, r)| json!({"a": a, "b": b, "rate_bps": r, "delay_ps": 1_000_000})).collect();
+fn run(
+    nodes: &[(&str, bool)],
+    links: &[(usize, usize, u64)],
+    flows: Value,
+    buffer: Value,
+    pfc: Value,
+) -> (Vec<String>, Vec<String>, Vec<u64>, Vec<u64>) {
+    let nodes: Vec<Value> = nodes
+        .iter()
+        .map(|(n, sw)| json!({"name": n, "kind": if *sw { "switch" } else { "host" }}))
+        .collect();
+    let links: Vec<Value> = links
+        .iter()
+        .map(|&(a, b, r)| json!({"a": a, "b": b, "rate_bps": r, "delay_ps": 1_000_000}))
+        .collect();
     let spec = json!({
         "seed": 1, "backend": "packet", "topology": {"nodes": nodes, "links": links},
         "queue": {"discipline": "fifo", "bands": 1, "priomap": [0,0,0,0,0,0,0,0], "limit_bytes": null,
@@ -28,11 +40,28 @@ fn run(nodes: &[(&str, bool)], links: &[(usize, usize, u64)], flows: Value, buff
 
 /// Four senders into h4 through one switch: one congested queue.
 fn incast(alpha: f64, buffer_bytes: u64) -> (u64, u64) {
-    let nodes = [("h0", false), ("h1", false), ("h2", false), ("h3", false), ("h4", false), ("s0", true)];
+    let nodes = [
+        ("h0", false),
+        ("h1", false),
+        ("h2", false),
+        ("h3", false),
+        ("h4", false),
+        ("s0", true),
+    ];
     let links: Vec<(usize, usize, u64)> = (0..5).map(|i| (i, 5, G10)).collect();
-    let flows: Vec<Value> = (0..4).map(|i| json!({"src": i, "dst": 4, "size_bytes": 2_000_000, "start_ps": 0, "class": 0})).collect();
-    let (from, to, maxq, drops) = run(&nodes, &links, json!(flows), json!({"bytes": buffer_bytes, "alpha": alpha}), Value::Null);
-    let i = (0..from.len()).find(|&i| from[i] == "s0" && to[i] == "h4").unwrap();
+    let flows: Vec<Value> = (0..4)
+        .map(|i| json!({"src": i, "dst": 4, "size_bytes": 2_000_000, "start_ps": 0, "class": 0}))
+        .collect();
+    let (from, to, maxq, drops) = run(
+        &nodes,
+        &links,
+        json!(flows),
+        json!({"bytes": buffer_bytes, "alpha": alpha}),
+        Value::Null,
+    );
+    let i = (0..from.len())
+        .find(|&i| from[i] == "s0" && to[i] == "h4")
+        .unwrap();
     (maxq[i], drops[i])
 }
 
@@ -47,7 +76,10 @@ fn one_congested_queue_settles_at_alpha_b_over_one_plus_alpha() {
         let (maxq, drops) = incast(alpha, b);
         let bound = (alpha * (b + 1538) as f64 / (1.0 + alpha)) as u64;
         assert!(drops > 0, "the incast must hit the threshold");
-        assert!(maxq <= bound && maxq + 1538 >= bound, "alpha {alpha}: max queue {maxq} vs {bound}");
+        assert!(
+            maxq <= bound && maxq + 1538 >= bound,
+            "alpha {alpha}: max queue {maxq} vs {bound}"
+        );
     }
 }
 
@@ -63,9 +95,21 @@ fn dynamic_xoff_pauses_at_a_third_of_the_buffer() {
     let flows = json!([{"src": 0, "dst": 1, "size_bytes": 3_000_000, "start_ps": 0, "class": 0}]);
     let pfc = json!({"classes": [0], "xoff_bytes": 10_000_000, "xon_bytes": 10_000, "headroom_bytes": 20_000,
                      "pause_quanta": 65535, "xoff_fraction": 0.5});
-    let (from, to, maxq, drops) = run(&nodes, &links, flows, json!({"bytes": 90_000, "alpha": 1.0}), pfc);
+    let (from, to, maxq, drops) = run(
+        &nodes,
+        &links,
+        flows,
+        json!({"bytes": 90_000, "alpha": 1.0}),
+        pfc,
+    );
     assert_eq!(drops.iter().sum::<u64>(), 0);
-    let i = (0..from.len()).find(|&i| from[i] == "s1" && to[i] == "h1").unwrap();
+    let i = (0..from.len())
+        .find(|&i| from[i] == "s1" && to[i] == "h1")
+        .unwrap();
     let xoff = 90_000 / 3;
-    assert!(maxq[i] >= xoff && maxq[i] <= xoff + 2102 + 1538, "max queue {} vs XOFF {xoff} + overshoot", maxq[i]);
+    assert!(
+        maxq[i] >= xoff && maxq[i] <= xoff + 2102 + 1538,
+        "max queue {} vs XOFF {xoff} + overshoot",
+        maxq[i]
+    );
 }

@@ -5,10 +5,13 @@ use fabriclab_core::results::{flow_columns, link_columns};
 use serde_json::{json, Value};
 
 fn star_spec(hosts: usize, backend: &str, flows: Value) -> Value {
-    let mut nodes: Vec<Value> = (0..hosts).map(|i| json!({"name": format!("h{i}"), "kind": "host"})).collect();
+    let mut nodes: Vec<Value> = (0..hosts)
+        .map(|i| json!({"name": format!("h{i}"), "kind": "host"}))
+        .collect();
     nodes.push(json!({"name": "s0", "kind": "switch"}));
-    let links: Vec<Value> =
-        (0..hosts).map(|i| json!({"a": i, "b": hosts, "rate_bps": 10_000_000_000u64, "delay_ps": 1_000_000})).collect();
+    let links: Vec<Value> = (0..hosts)
+        .map(|i| json!({"a": i, "b": hosts, "rate_bps": 10_000_000_000u64, "delay_ps": 1_000_000}))
+        .collect();
     json!({
         "seed": 1, "backend": backend,
         "topology": {"nodes": nodes, "links": links},
@@ -26,7 +29,12 @@ fn packets_of(size: u64) -> (u64, u64) {
     let full = size / 1460;
     let rest = size % 1460;
     let n = full + (rest > 0) as u64;
-    let wire = full * wire_bytes(1460) as u64 + if rest > 0 { wire_bytes(rest as u32) as u64 } else { 0 };
+    let wire = full * wire_bytes(1460) as u64
+        + if rest > 0 {
+            wire_bytes(rest as u32) as u64
+        } else {
+            0
+        };
     (n, wire)
 }
 
@@ -58,7 +66,11 @@ fn lossless_run_conserves_bytes_on_every_link() {
     }
     for i in 0..l.link_id.len() {
         let key = (l.from[i].clone(), l.to[i].clone());
-        assert_eq!(l.bytes[i], expect.get(&key).copied().unwrap_or(0), "link {key:?}");
+        assert_eq!(
+            l.bytes[i],
+            expect.get(&key).copied().unwrap_or(0),
+            "link {key:?}"
+        );
         assert_eq!(l.drops[i], 0);
     }
 }
@@ -100,11 +112,16 @@ fn unreachable_host_is_an_error_naming_the_hosts() {
 #[test]
 fn ecmp_spreads_flows_over_equal_cost_paths() {
     // Two leaves, four spines: each leaf-to-leaf flow picks one spine by hash.
-    let mut nodes: Vec<Value> = (0..2).map(|i| json!({"name": format!("h{i}"), "kind": "host"})).collect();
+    let mut nodes: Vec<Value> = (0..2)
+        .map(|i| json!({"name": format!("h{i}"), "kind": "host"}))
+        .collect();
     for n in ["l0", "l1", "s0", "s1", "s2", "s3"] {
         nodes.push(json!({"name": n, "kind": "switch"}));
     }
-    let mut links = vec![json!({"a": 0, "b": 2, "rate_bps": 1u64 << 40, "delay_ps": 0}), json!({"a": 1, "b": 3, "rate_bps": 1u64 << 40, "delay_ps": 0})];
+    let mut links = vec![
+        json!({"a": 0, "b": 2, "rate_bps": 1u64 << 40, "delay_ps": 0}),
+        json!({"a": 1, "b": 3, "rate_bps": 1u64 << 40, "delay_ps": 0}),
+    ];
     for s in 4..8 {
         links.push(json!({"a": 2, "b": s, "rate_bps": 10_000_000_000u64, "delay_ps": 0}));
         links.push(json!({"a": 3, "b": s, "rate_bps": 10_000_000_000u64, "delay_ps": 0}));
@@ -115,11 +132,17 @@ fn ecmp_spreads_flows_over_equal_cost_paths() {
     let mut sim = build_from_json(&spec.to_string()).unwrap();
     sim.run_until(u64::MAX).unwrap();
     let l = link_columns(&sim);
-    let per_spine: Vec<u64> = (0..l.link_id.len()).filter(|&i| l.from[i] == "l0" && l.to[i].starts_with('s')).map(|i| l.bytes[i]).collect();
+    let per_spine: Vec<u64> = (0..l.link_id.len())
+        .filter(|&i| l.from[i] == "l0" && l.to[i].starts_with('s'))
+        .map(|i| l.bytes[i])
+        .collect();
     assert_eq!(per_spine.len(), 4);
     let total: u64 = per_spine.iter().sum();
     // 400 flows over 4 spines: each spine within +-30% of a quarter (binomial sd is ~9%).
     for b in per_spine {
-        assert!((b as f64 / (total as f64 / 4.0) - 1.0).abs() < 0.3, "uneven ECMP: {b} of {total}");
+        assert!(
+            (b as f64 / (total as f64 / 4.0) - 1.0).abs() < 0.3,
+            "uneven ECMP: {b} of {total}"
+        );
     }
 }

@@ -7,9 +7,13 @@ use fabriclab_core::results::link_columns;
 use serde_json::{json, Value};
 
 fn star(flows: Value, logic: Value) -> String {
-    let mut nodes: Vec<Value> = (0..4).map(|i| json!({"name": format!("h{i}"), "kind": "host"})).collect();
+    let mut nodes: Vec<Value> = (0..4)
+        .map(|i| json!({"name": format!("h{i}"), "kind": "host"}))
+        .collect();
     nodes.push(json!({"name": "s0", "kind": "switch"}));
-    let links: Vec<Value> = (0..4).map(|i| json!({"a": i, "b": 4, "rate_bps": 10_000_000_000u64, "delay_ps": 1_000_000})).collect();
+    let links: Vec<Value> = (0..4)
+        .map(|i| json!({"a": i, "b": 4, "rate_bps": 10_000_000_000u64, "delay_ps": 1_000_000}))
+        .collect();
     json!({
         "seed": 1, "backend": "packet",
         "topology": {"nodes": nodes, "links": links},
@@ -33,19 +37,32 @@ fn flows() -> Value {
 }
 
 fn counter(sim: &Simulation, name: &str) -> u64 {
-    let t = sim.app_tables().into_iter().find(|t| t.name == "switch_logic").expect("switch_logic table");
-    let (Column::Str(names), Column::U64(values)) = (&t.columns[1].1, &t.columns[2].1) else { panic!() };
+    let t = sim
+        .app_tables()
+        .into_iter()
+        .find(|t| t.name == "switch_logic")
+        .expect("switch_logic table");
+    let (Column::Str(names), Column::U64(values)) = (&t.columns[1].1, &t.columns[2].1) else {
+        panic!()
+    };
     values[names.iter().position(|n| n == name).unwrap()]
 }
 
 fn wire_of(size: u64) -> u64 {
     let (full, rest) = (size / 1460, size % 1460);
-    full * wire_bytes(1460) as u64 + if rest > 0 { wire_bytes(rest as u32) as u64 } else { 0 }
+    full * wire_bytes(1460) as u64
+        + if rest > 0 {
+            wire_bytes(rest as u32) as u64
+        } else {
+            0
+        }
 }
 
 fn link(sim: &Simulation, from: &str, to: &str) -> (u64, u64) {
     let l = link_columns(sim);
-    let i = (0..l.link_id.len()).find(|&i| l.from[i] == from && l.to[i] == to).unwrap();
+    let i = (0..l.link_id.len())
+        .find(|&i| l.from[i] == from && l.to[i] == to)
+        .unwrap();
     (l.bytes[i], l.packets[i])
 }
 
@@ -63,7 +80,10 @@ fn a_tap_counts_and_mirrors_its_class_and_changes_nothing_else() {
     assert_eq!(counter(&sim, "packets"), 2 * segs);
     assert_eq!(counter(&sim, "mirrored"), 2 * segs);
     // The mirror port carried exactly those frames.
-    assert_eq!(link(&sim, "s0", "h3"), (wire_of(1_000_000) + segs * wire_bytes(0) as u64, 2 * segs));
+    assert_eq!(
+        link(&sim, "s0", "h3"),
+        (wire_of(1_000_000) + segs * wire_bytes(0) as u64, 2 * segs)
+    );
     // Nothing else changed: the same completion times.
     let ends = |s: &Simulation| s.messages().iter().map(|m| m.end_ps).collect::<Vec<_>>();
     assert_eq!(ends(&sim), ends(&plain));

@@ -17,13 +17,22 @@ fn sampled_mean_matches_hand_mean() {
     // 0.25 * 100 + 0.75 * (100 + 1000) / 2 = 437.5
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
     let n = 200_000;
-    let mean = (0..n).map(|_| cdf.sample_bytes(&mut rng) as f64).sum::<f64>() / n as f64;
+    let mean = (0..n)
+        .map(|_| cdf.sample_bytes(&mut rng) as f64)
+        .sum::<f64>()
+        / n as f64;
     assert!((mean / 437.5 - 1.0).abs() < 0.01, "mean {mean}");
 }
 
 #[test]
 fn bad_cdfs_are_refused_with_reasons() {
-    assert!(Cdf::new(&[(10.0, 0.5), (5.0, 1.0)]).unwrap_err().contains("sizes"));
-    assert!(Cdf::new(&[(10.0, 0.5), (20.0, 0.4), (30.0, 1.0)]).unwrap_err().contains("probabilities"));
-    assert!(Cdf::new(&[(10.0, 0.5), (20.0, 0.9)]).unwrap_err().contains("last probability"));
+    assert!(Cdf::new(&[(10.0, 0.5), (5.0, 1.0)])
+        .unwrap_err()
+        .contains("sizes"));
+    assert!(Cdf::new(&[(10.0, 0.5), (20.0, 0.4), (30.0, 1.0)])
+        .unwrap_err()
+        .contains("probabilities"));
+    assert!(Cdf::new(&[(10.0, 0.5), (20.0, 0.9)])
+        .unwrap_err()
+        .contains("last probability"));
 }

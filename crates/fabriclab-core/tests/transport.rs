@@ -49,7 +49,14 @@ fn three_dupacks_retransmit_and_halve() {
         s.on_ack(10, 0, false);
     }
     let out = poll(&mut s, 10);
-    assert_eq!(out[0], Segment { seq: 0, len: MSS as u32, retransmit: true });
+    assert_eq!(
+        out[0],
+        Segment {
+            seq: 0,
+            len: MSS as u32,
+            retransmit: true
+        }
+    );
     // ssthresh = flight/2 = 5 MSS; cwnd = ssthresh + 3 MSS = 8 MSS, flight 10: nothing new.
     assert_eq!(out.len(), 1);
     assert!((s.cwnd_bytes() - 8.0 * MSS as f64).abs() < 1e-9);
@@ -66,7 +73,14 @@ fn timeout_collapses_window_and_resends_from_una() {
     let rto_at = s.poll_at().unwrap();
     assert_eq!(rto_at, 1_000_000_000);
     let out = poll(&mut s, rto_at);
-    assert_eq!(out, vec![Segment { seq: 0, len: MSS as u32, retransmit: true }]);
+    assert_eq!(
+        out,
+        vec![Segment {
+            seq: 0,
+            len: MSS as u32,
+            retransmit: true
+        }]
+    );
     assert_eq!(s.timeouts, 1);
     // Backed off: next deadline one doubled RTO later.
     assert_eq!(s.poll_at(), Some(rto_at + 2_000_000_000));
@@ -76,12 +90,22 @@ fn timeout_collapses_window_and_resends_from_una() {
 fn dctcp_alpha_converges_to_marked_fraction() {
     for marked_per_ten in [0u64, 3, 7, 10] {
         let mut cc = Dctcp::new(1.0 / 16.0, 1.0);
-        let mut st = CcState { cwnd_bytes: 10.0 * MSS as f64, ssthresh_bytes: f64::INFINITY, mss_bytes: MSS as f64 };
+        let mut st = CcState {
+            cwnd_bytes: 10.0 * MSS as f64,
+            ssthresh_bytes: f64::INFINITY,
+            mss_bytes: MSS as f64,
+        };
         let mut una = 0;
         for _window in 0..300 {
             for i in 0..10 {
                 una += MSS;
-                let ack = AckInfo { acked_bytes: MSS, ece: i < marked_per_ten, snd_una: una, snd_nxt: una + 10 * MSS, in_recovery: false };
+                let ack = AckInfo {
+                    acked_bytes: MSS,
+                    ece: i < marked_per_ten,
+                    snd_una: una,
+                    snd_nxt: una + 10 * MSS,
+                    in_recovery: false,
+                };
                 cc.on_ack(&mut st, &ack);
             }
         }
@@ -95,8 +119,18 @@ fn dctcp_alpha_converges_to_marked_fraction() {
 fn dctcp_cuts_window_by_half_alpha_once_per_window() {
     let mut cc = Dctcp::new(1.0 / 16.0, 0.5);
     let w = 20.0 * MSS as f64;
-    let mut st = CcState { cwnd_bytes: w, ssthresh_bytes: 1.0, mss_bytes: MSS as f64 };
-    let ack = |una: u64, ece| AckInfo { acked_bytes: MSS, ece, snd_una: una, snd_nxt: 20 * MSS, in_recovery: false };
+    let mut st = CcState {
+        cwnd_bytes: w,
+        ssthresh_bytes: 1.0,
+        mss_bytes: MSS as f64,
+    };
+    let ack = |una: u64, ece| AckInfo {
+        acked_bytes: MSS,
+        ece,
+        snd_una: una,
+        snd_nxt: 20 * MSS,
+        in_recovery: false,
+    };
     cc.on_ack(&mut st, &ack(MSS, true));
     // alpha was updated on this first ACK (snd_una passed window_end = 0): 15/16*0.5 + 1/16*1.
     let alpha = 15.0 / 16.0 * 0.5 + 1.0 / 16.0;

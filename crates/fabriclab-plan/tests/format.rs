@@ -21,7 +21,14 @@ fn reads_the_documented_example() {
     assert_eq!(p.ranks[0][1].op, Op::Recv);
     assert!(p.ranks[0][1].reduce && p.ranks[0][1].deps == vec![0]);
     let path = p.ranks[0][0].path.as_ref().unwrap();
-    assert_eq!(path, &vec![Hop::Name("gpu0".into()), Hop::Node(4), Hop::Name("gpu1".into())]);
+    assert_eq!(
+        path,
+        &vec![
+            Hop::Name("gpu0".into()),
+            Hop::Node(4),
+            Hop::Name("gpu1".into())
+        ]
+    );
     assert_eq!(path[1].node(), Some(4));
     assert_eq!(path[0].node(), None);
     let g = PlanGraph::new("example", p.ranks).unwrap();
@@ -35,14 +42,27 @@ fn err(text: &str) -> String {
 #[test]
 fn refuses_what_the_format_forbids() {
     assert!(err(&EXAMPLE.replace("\"version\": 1", "\"version\": 2")).contains("expected 1, got 2"));
-    assert!(err(&EXAMPLE.replace("\"nranks\": 2", "\"nranks\": 3")).contains("nranks is 3 but ranks lists 2"));
-    assert!(err(&EXAMPLE.replace("\"size_bytes\": 10", "\"size_bytes\": 8")).contains("outside the buffer of 8 bytes"));
-    assert!(err(&EXAMPLE.replace("\"allreduce\"", "\"broadcast\"")).contains("broadcast needs a root"));
-    let rooted = EXAMPLE.replace("\"allreduce\"", "\"reduce\"").replace("\"root\": null", "\"root\": 2");
+    assert!(err(&EXAMPLE.replace("\"nranks\": 2", "\"nranks\": 3"))
+        .contains("nranks is 3 but ranks lists 2"));
+    assert!(
+        err(&EXAMPLE.replace("\"size_bytes\": 10", "\"size_bytes\": 8"))
+            .contains("outside the buffer of 8 bytes")
+    );
+    assert!(
+        err(&EXAMPLE.replace("\"allreduce\"", "\"broadcast\"")).contains("broadcast needs a root")
+    );
+    let rooted = EXAMPLE
+        .replace("\"allreduce\"", "\"reduce\"")
+        .replace("\"root\": null", "\"root\": 2");
     assert!(err(&rooted).contains("root 2 is not a rank"));
     assert!(err(&EXAMPLE.replace("\"algorithm\"", "\"algo\"")).contains("unknown field `algo`"));
-    assert!(err(&EXAMPLE.replace("\"allreduce\"", "\"alltoall\"")).contains("unknown variant `alltoall`"));
+    assert!(err(&EXAMPLE.replace("\"allreduce\"", "\"alltoall\""))
+        .contains("unknown variant `alltoall`"));
     // An offset near u64::MAX must not wrap around the range check.
-    let wrap = EXAMPLE.replacen("\"offset\": 0, \"bytes\": 10, \"path\"", "\"offset\": 18446744073709551615, \"bytes\": 10, \"path\"", 1);
+    let wrap = EXAMPLE.replacen(
+        "\"offset\": 0, \"bytes\": 10, \"path\"",
+        "\"offset\": 18446744073709551615, \"bytes\": 10, \"path\"",
+        1,
+    );
     assert!(err(&wrap).contains("outside the buffer"));
 }

@@ -13,12 +13,16 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 fn addr(field: &str, a: &str) -> PyResult<SocketAddr> {
-    a.parse().map_err(|e| PyValueError::new_err(format!("{field}: {a:?} is not an IP address and port: {e}")))
+    a.parse().map_err(|e| {
+        PyValueError::new_err(format!("{field}: {a:?} is not an IP address and port: {e}"))
+    })
 }
 
 fn secs(field: &str, s: f64) -> PyResult<Duration> {
     if !(s.is_finite() && s > 0.0 && s < 1e9) {
-        return Err(PyValueError::new_err(format!("{field}: must be a positive number of seconds, got {s}")));
+        return Err(PyValueError::new_err(format!(
+            "{field}: must be a positive number of seconds, got {s}"
+        )));
     }
     Ok(Duration::from_secs_f64(s))
 }
@@ -29,20 +33,36 @@ fn os(e: std::io::Error) -> PyErr {
 
 /// A packet's bytes: `header` a dict of the figure-4 fields, `vector` float32 bytes (little-endian).
 #[pyfunction]
-fn agg_encode<'py>(py: Python<'py>, header: &Bound<'py, PyDict>, vector: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+fn agg_encode<'py>(
+    py: Python<'py>,
+    header: &Bound<'py, PyDict>,
+    vector: &[u8],
+) -> PyResult<Bound<'py, PyBytes>> {
     let get = |k: &str| -> PyResult<Option<Bound<'py, PyAny>>> { header.get_item(k) };
     macro_rules! field {
         ($k:literal, $t:ty, $d:expr) => {
             match get($k)? {
-                Some(v) => v.extract::<$t>().map_err(|_| PyValueError::new_err(format!("header.{}: out of range for {}", $k, stringify!($t))))?,
+                Some(v) => v.extract::<$t>().map_err(|_| {
+                    PyValueError::new_err(format!(
+                        "header.{}: out of range for {}",
+                        $k,
+                        stringify!($t)
+                    ))
+                })?,
                 None => $d,
             }
         };
     }
     if vector.len() % 4 != 0 || vector.len() / 4 > u16::MAX as usize {
-        return Err(PyValueError::new_err(format!("vector: {} bytes is not a whole number of at most 65535 float32s", vector.len())));
+        return Err(PyValueError::new_err(format!(
+            "vector: {} bytes is not a whole number of at most 65535 float32s",
+            vector.len()
+        )));
     }
-    let v: Vec<f32> = vector.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let v: Vec<f32> = vector
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
     let h = Header {
         job: field!("job", u16, 0),
         tree: field!("tree", u8, 0),
@@ -55,7 +75,10 @@ fn agg_encode<'py>(py: Python<'py>, header: &Bound<'py, PyDict>, vector: &[u8]) 
         workers: field!("workers", u16, 1),
     };
     if h.ecn > 3 {
-        return Err(PyValueError::new_err(format!("header.ecn: an ECN codepoint is 0..3, got {}", h.ecn)));
+        return Err(PyValueError::new_err(format!(
+            "header.ecn: an ECN codepoint is 0..3, got {}",
+            h.ecn
+        )));
     }
     let mut out = Vec::new();
     encode_packet(&h, &v, &mut out);
@@ -64,8 +87,12 @@ fn agg_encode<'py>(py: Python<'py>, header: &Bound<'py, PyDict>, vector: &[u8]) 
 
 /// (header dict, float32 bytes) of a packet.
 #[pyfunction]
-fn agg_decode<'py>(py: Python<'py>, packet: &[u8]) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyBytes>)> {
-    let (h, v) = decode_packet(packet).map_err(|e| PyValueError::new_err(format!("packet: {e}")))?;
+fn agg_decode<'py>(
+    py: Python<'py>,
+    packet: &[u8],
+) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyBytes>)> {
+    let (h, v) =
+        decode_packet(packet).map_err(|e| PyValueError::new_err(format!("packet: {e}")))?;
     let d = PyDict::new(py);
     d.set_item("job", h.job)?;
     d.set_item("tree", h.tree)?;
@@ -88,8 +115,15 @@ fn stats_dict<'py>(py: Python<'py>, st: &AggStats) -> PyResult<Bound<'py, PyDict
     d.set_item("malformed", st.malformed)?;
     d.set_item("busy_s", st.busy.as_secs_f64())?;
     let c = &st.counters;
-    for (k, v) in [("received", c.received), ("aggregated", c.aggregated), ("skipped", c.skipped), ("stale", c.stale),
-        ("overflow", c.overflow), ("unknown", c.unknown), ("results_sent", c.results_sent)] {
+    for (k, v) in [
+        ("received", c.received),
+        ("aggregated", c.aggregated),
+        ("skipped", c.skipped),
+        ("stale", c.stale),
+        ("overflow", c.overflow),
+        ("unknown", c.unknown),
+        ("results_sent", c.results_sent),
+    ] {
         d.set_item(k, v)?;
     }
     Ok(d)
@@ -99,30 +133,51 @@ fn stats_dict<'py>(py: Python<'py>, st: &AggStats) -> PyResult<Bound<'py, PyDict
 /// `idle_s` pass without a packet (from the start, too); returns its counts.
 #[pyfunction]
 #[pyo3(signature = (bind, jobs, memory_bytes=64 << 20, idle_s=2.0))]
-fn agg_serve<'py>(py: Python<'py>, bind: &str, jobs: Vec<(u16, u8, Vec<String>)>, memory_bytes: u64, idle_s: f64)
-    -> PyResult<Bound<'py, PyDict>> {
+fn agg_serve<'py>(
+    py: Python<'py>,
+    bind: &str,
+    jobs: Vec<(u16, u8, Vec<String>)>,
+    memory_bytes: u64,
+    idle_s: f64,
+) -> PyResult<Bound<'py, PyDict>> {
     let bind = addr("bind", bind)?;
     let idle = secs("idle_s", idle_s)?;
     if memory_bytes == 0 {
-        return Err(PyValueError::new_err("memory_bytes: the accelerator needs a buffer (64 MB in the paper), got 0"));
+        return Err(PyValueError::new_err(
+            "memory_bytes: the accelerator needs a buffer (64 MB in the paper), got 0",
+        ));
     }
     let mut js = Vec::new();
     for (i, (job, trees, workers)) in jobs.into_iter().enumerate() {
         if trees == 0 {
-            return Err(PyValueError::new_err(format!("jobs[{i}].trees: a job needs at least one tree")));
+            return Err(PyValueError::new_err(format!(
+                "jobs[{i}].trees: a job needs at least one tree"
+            )));
         }
         if workers.is_empty() {
-            return Err(PyValueError::new_err(format!("jobs[{i}].workers: a job needs at least one worker")));
+            return Err(PyValueError::new_err(format!(
+                "jobs[{i}].workers: a job needs at least one worker"
+            )));
         }
-        let workers = workers.iter().enumerate().map(|(k, w)| addr(&format!("jobs[{i}].workers[{k}]"), w)).collect::<PyResult<_>>()?;
-        js.push(AggJob { job, trees, workers });
+        let workers = workers
+            .iter()
+            .enumerate()
+            .map(|(k, w)| addr(&format!("jobs[{i}].workers[{k}]"), w))
+            .collect::<PyResult<_>>()?;
+        js.push(AggJob {
+            job,
+            trees,
+            workers,
+        });
     }
     let sock = UdpSocket::bind(bind).map_err(os)?;
     let stop = AtomicBool::new(false);
-    let st = py.detach(|| serve(&sock, &js, memory_bytes, idle, &stop)).map_err(|e| match e.kind() {
-        std::io::ErrorKind::InvalidInput => PyValueError::new_err(e.to_string()),
-        _ => os(e),
-    })?;
+    let st = py
+        .detach(|| serve(&sock, &js, memory_bytes, idle, &stop))
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidInput => PyValueError::new_err(e.to_string()),
+            _ => os(e),
+        })?;
     stats_dict(py, &st)
 }
 
@@ -130,16 +185,35 @@ fn agg_serve<'py>(py: Python<'py>, bind: &str, jobs: Vec<(u16, u8, Vec<String>)>
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (aggregator, bind, job, rank, workers, trees, packets, count, window, timeout_s=5.0))]
-fn agg_load<'py>(py: Python<'py>, aggregator: &str, bind: &str, job: u16, rank: usize, workers: usize, trees: u8,
-    packets: u64, count: u16, window: u32, timeout_s: f64) -> PyResult<Bound<'py, PyDict>> {
+fn agg_load<'py>(
+    py: Python<'py>,
+    aggregator: &str,
+    bind: &str,
+    job: u16,
+    rank: usize,
+    workers: usize,
+    trees: u8,
+    packets: u64,
+    count: u16,
+    window: u32,
+    timeout_s: f64,
+) -> PyResult<Bound<'py, PyDict>> {
     let agg = addr("aggregator", aggregator)?;
     let bind = addr("bind", bind)?;
     let timeout = secs("timeout_s", timeout_s)?;
     if window == 0 || trees == 0 || rank >= workers {
-        return Err(PyValueError::new_err("window and trees must be positive and rank below workers"));
+        return Err(PyValueError::new_err(
+            "window and trees must be positive and rank below workers",
+        ));
     }
     let sock = UdpSocket::bind(bind).map_err(os)?;
-    let st = py.detach(|| load_worker(&sock, agg, job, rank, workers, trees, packets, count, window, timeout)).map_err(os)?;
+    let st = py
+        .detach(|| {
+            load_worker(
+                &sock, agg, job, rank, workers, trees, packets, count, window, timeout,
+            )
+        })
+        .map_err(os)?;
     let d = PyDict::new(py);
     d.set_item("packets", st.packets)?;
     d.set_item("results", st.results)?;

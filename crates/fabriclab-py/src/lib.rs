@@ -168,7 +168,9 @@ impl Simulator {
             return Err(PyValueError::new_err("sampling interval must be positive"));
         }
         if self.sim.now_ps() > 0 || self.sim.events() > 0 {
-            return Err(PyValueError::new_err("sampling must be set before the run starts"));
+            return Err(PyValueError::new_err(
+                "sampling must be set before the run starts",
+            ));
         }
         self.with(|sim| sim.sample_queues(every_ps, max_rows))
     }

@@ -10,7 +10,12 @@ use pyo3::types::PyDict;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-create_exception!(_core, RtError, PyException, "A runtime failure: args are (kind, peer or None, message).");
+create_exception!(
+    _core,
+    RtError,
+    PyException,
+    "A runtime failure: args are (kind, peer or None, message)."
+);
 
 fn err(e: CoreError) -> PyErr {
     RtError::new_err((e.kind_name(), e.peer, e.message))
@@ -33,7 +38,9 @@ pub struct RtCommunicator {
 
 fn secs(field: &str, s: f64) -> PyResult<Duration> {
     if !(s.is_finite() && s > 0.0 && s < 1e9) {
-        return Err(input(format!("{field}: must be a positive number of seconds, got {s}")));
+        return Err(input(format!(
+            "{field}: must be a positive number of seconds, got {s}"
+        )));
     }
     Ok(Duration::from_secs_f64(s))
 }
@@ -44,12 +51,28 @@ impl RtCommunicator {
     #[pyo3(signature = (rank, world_size, master_addr, master_port, token, bind_addr=None, streams=1,
         timeout_s=5.0, connect_timeout_s=60.0, checksum=false, telemetry=false, fault=None, late_timeout_s=600.0))]
     #[allow(clippy::too_many_arguments)]
-    fn new(py: Python<'_>, rank: u32, world_size: u32, master_addr: &str, master_port: u16, token: &str,
-        bind_addr: Option<&str>, streams: u32, timeout_s: f64, connect_timeout_s: f64, checksum: bool,
-        telemetry: bool, fault: Option<(String, u32, u32)>, late_timeout_s: f64) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        rank: u32,
+        world_size: u32,
+        master_addr: &str,
+        master_port: u16,
+        token: &str,
+        bind_addr: Option<&str>,
+        streams: u32,
+        timeout_s: f64,
+        connect_timeout_s: f64,
+        checksum: bool,
+        telemetry: bool,
+        fault: Option<(String, u32, u32)>,
+        late_timeout_s: f64,
+    ) -> PyResult<Self> {
         let mut c = Config::new(rank, world_size, master_addr, master_port, token);
         c.bind_addr = bind_addr
-            .map(|a| a.parse().map_err(|e| input(format!("bind_addr: {a:?} is not an IP address: {e}"))))
+            .map(|a| {
+                a.parse()
+                    .map_err(|e| input(format!("bind_addr: {a:?} is not an IP address: {e}")))
+            })
             .transpose()?;
         c.streams = streams;
         c.timeout = secs("timeout_s", timeout_s)?;
@@ -61,10 +84,17 @@ impl RtCommunicator {
             None => None,
             Some((k, peer, seq)) if k == "corrupt" => Some(Fault::Corrupt { peer, seq }),
             Some((k, peer, seq)) if k == "truncate" => Some(Fault::Truncate { peer, seq }),
-            Some((k, _, _)) => return Err(input(format!("fault: {k:?} is not corrupt or truncate"))),
+            Some((k, _, _)) => {
+                return Err(input(format!("fault: {k:?} is not corrupt or truncate")))
+            }
         };
         let comm = py.detach(|| Communicator::new(c)).map_err(err)?;
-        Ok(RtCommunicator { comm: Mutex::new(Some(comm)), plans: Mutex::new(Vec::new()), rank, world_size })
+        Ok(RtCommunicator {
+            comm: Mutex::new(Some(comm)),
+            plans: Mutex::new(Vec::new()),
+            rank,
+            world_size,
+        })
     }
 
     #[getter]
@@ -79,7 +109,14 @@ impl RtCommunicator {
     /// Runs this rank's part of the plan in place on `nbytes` at address
     /// `ptr` (a C-contiguous, writable array the caller keeps alive), with
     /// the GIL released. Returns the op id.
-    fn run(&self, py: Python<'_>, plan_json: &str, ptr: usize, nbytes: usize, dtype: &str) -> PyResult<u64> {
+    fn run(
+        &self,
+        py: Python<'_>,
+        plan_json: &str,
+        ptr: usize,
+        nbytes: usize,
+        dtype: &str,
+    ) -> PyResult<u64> {
         let dt = DType::parse(dtype).map_err(input)?;
         let prepared = {
             let mut plans = self.plans.lock().unwrap();
@@ -109,7 +146,8 @@ impl RtCommunicator {
                 comm.run(&prepared, buf, dt)
             })
         });
-        ran.ok_or_else(|| input("communicator: closed".into()))?.map_err(err)
+        ran.ok_or_else(|| input("communicator: closed".into()))?
+            .map_err(err)
     }
 
     /// Telemetry since the last call, as columns (lists) by name.

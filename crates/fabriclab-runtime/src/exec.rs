@@ -229,7 +229,9 @@ impl Communicator {
             match self.on_event(p, &mut st, &mut run, ev) {
                 Ok(true) => last_progress = Instant::now(),
                 Ok(false) => {}
-                Err(e) if traced && e.kind == ErrorKind::PeerFailed => return Err(self.resolve_blame(e, Vec::new())),
+                Err(e) if traced && e.kind == ErrorKind::PeerFailed => {
+                    return Err(self.resolve_blame(e, Vec::new()))
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -254,7 +256,9 @@ impl Communicator {
                     let s = &steps[step as usize];
                     let seq = p.my_seq[step as usize];
                     // The plan may spread its messages over fewer of the connections.
-                    let stream = seq % p.streams.map_or(self.cfg.streams, |k| k.min(self.cfg.streams));
+                    let stream = seq
+                        % p.streams
+                            .map_or(self.cfg.streams, |k| k.min(self.cfg.streams));
                     st.stream[step as usize] = stream;
                     let (o, b) = (s.offset as usize, s.bytes as usize);
                     let mut data = Vec::with_capacity(HEADER_BYTES + b);

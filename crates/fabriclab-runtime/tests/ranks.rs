@@ -181,7 +181,13 @@ fn float32_with_three_streams_and_telemetry() {
 /// communicator's connections (k-th message of a pair on stream k mod streams).
 #[test]
 fn plan_meta_streams_limits_the_connections_used() {
-    let with_streams = |k: &str| ring_allreduce(3, 3000, 4).replacen("{\"version\":1,", &format!("{{\"version\":1,\"meta\":{{\"streams\":{k}}},"), 1);
+    let with_streams = |k: &str| {
+        ring_allreduce(3, 3000, 4).replacen(
+            "{\"version\":1,",
+            &format!("{{\"version\":1,\"meta\":{{\"streams\":{k}}},"),
+            1,
+        )
+    };
     let out = world(
         3,
         |c| {
@@ -198,10 +204,20 @@ fn plan_meta_streams_limits_the_connections_used() {
                 c.run(&p, &mut buf, DType::F32).unwrap();
                 assert_eq!(buf, f32_bytes(&vec![3.0; 3000]));
                 let tel = c.take_telemetry();
-                seen.push(tel.iter().filter(|t| t.is_send).map(|t| (t.seq, t.stream)).collect::<Vec<_>>());
+                seen.push(
+                    tel.iter()
+                        .filter(|t| t.is_send)
+                        .map(|t| (t.seq, t.stream))
+                        .collect::<Vec<_>>(),
+                );
             }
             let bad = Prepared::new(&with_streams("0"), r).err().unwrap();
-            assert!(bad.message.contains("meta.streams must be an integer within 1..64"), "{}", bad.message);
+            assert!(
+                bad.message
+                    .contains("meta.streams must be an integer within 1..64"),
+                "{}",
+                bad.message
+            );
             seen
         },
     );

@@ -14,9 +14,9 @@
 //!
 //! The collective ends when every step of every rank has completed.
 
-use fabriclab_plan::{Action, Hop, PlanGraph, PlanRun, Step};
 use super::{list_schema, section, AppKind, BuildEnv};
 use crate::engine::{Api, App, Column, Message, MsgId, Table};
+use fabriclab_plan::{Action, Hop, PlanGraph, PlanRun, Step};
 use serde::Deserialize;
 use std::collections::HashMap;
 
@@ -64,7 +64,11 @@ fn token(kind: u64, rank: u32, step: u32) -> u64 {
 }
 
 fn untoken(t: u64) -> (u64, u32, u32) {
-    (t >> 56, ((t >> 28) & 0x0FFF_FFFF) as u32, (t & 0x0FFF_FFFF) as u32)
+    (
+        t >> 56,
+        ((t >> 28) & 0x0FFF_FFFF) as u32,
+        (t & 0x0FFF_FFFF) as u32,
+    )
 }
 
 pub struct CollectiveApp {
@@ -83,10 +87,18 @@ impl CollectiveApp {
     pub fn new(mut spec: CollectiveSpec, num_hosts: u32) -> Result<CollectiveApp, String> {
         let n = spec.steps.len();
         if n != spec.rank_hosts.len() {
-            return Err(format!("{}: plan has {} ranks but rank_hosts lists {}", spec.name, n, spec.rank_hosts.len()));
+            return Err(format!(
+                "{}: plan has {} ranks but rank_hosts lists {}",
+                spec.name,
+                n,
+                spec.rank_hosts.len()
+            ));
         }
         if let Some(h) = spec.rank_hosts.iter().find(|&&h| h >= num_hosts) {
-            return Err(format!("{}: rank host {h} out of range (0..{num_hosts})", spec.name));
+            return Err(format!(
+                "{}: rank host {h} out of range (0..{num_hosts})",
+                spec.name
+            ));
         }
         if spec.reduce_bps == 0 {
             return Err(format!("{}: reduce_bps must be positive", spec.name));
@@ -94,8 +106,21 @@ impl CollectiveApp {
         // The steps live in the graph only.
         let graph = PlanGraph::new(&spec.name, std::mem::take(&mut spec.steps))?;
         let remaining = graph.steps().iter().map(|s| s.len()).sum();
-        let times = graph.steps().iter().map(|s| vec![StepTime::default(); s.len()]).collect();
-        Ok(CollectiveApp { spec, graph, run: None, times, msgs: HashMap::new(), remaining, end_ps: None, actions: Vec::new() })
+        let times = graph
+            .steps()
+            .iter()
+            .map(|s| vec![StepTime::default(); s.len()])
+            .collect();
+        Ok(CollectiveApp {
+            spec,
+            graph,
+            run: None,
+            times,
+            msgs: HashMap::new(),
+            remaining,
+            end_ps: None,
+            actions: Vec::new(),
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -119,8 +144,13 @@ impl CollectiveApp {
         let now = api.now();
         for a in std::mem::take(&mut self.actions) {
             match a {
-                Action::Started { rank, step } => self.times[rank as usize][step as usize].start_ps = Some(now),
-                Action::Send { rank, step } => api.schedule(now + self.spec.send_overhead_ps, token(TOKEN_SEND, rank, step)),
+                Action::Started { rank, step } => {
+                    self.times[rank as usize][step as usize].start_ps = Some(now)
+                }
+                Action::Send { rank, step } => api.schedule(
+                    now + self.spec.send_overhead_ps,
+                    token(TOKEN_SEND, rank, step),
+                ),
                 Action::Reduce { rank, step } => {
                     let bytes = self.graph.steps()[rank as usize][step as usize].bytes;
                     let t = crate::time::ser_time_ps(bytes, self.spec.reduce_bps);
@@ -164,7 +194,10 @@ impl App for CollectiveApp {
                     class: self.spec.class,
                     tag: (r as u64) << 32 | i as u64,
                     // Pinned paths were resolved to node indices when the simulation was built.
-                    path: step.path.as_ref().map(|p| p.iter().filter_map(Hop::node).collect()),
+                    path: step
+                        .path
+                        .as_ref()
+                        .map(|p| p.iter().filter_map(Hop::node).collect()),
                     persistent: self.spec.persistent_connections,
                     ..Default::default()
                 };
@@ -172,11 +205,17 @@ impl App for CollectiveApp {
                     Ok(id) => {
                         self.msgs.insert(id, (r, i));
                     }
-                    Err(e) => api.fail(format!("collective '{}': rank {r} step {i}: {e}", self.spec.name)),
+                    Err(e) => api.fail(format!(
+                        "collective '{}': rank {r} step {i}: {e}",
+                        self.spec.name
+                    )),
                 }
             }
             TOKEN_RECV_DONE => {
-                self.run.as_mut().expect("started").reduced(&self.graph, r, i, &mut self.actions);
+                self.run
+                    .as_mut()
+                    .expect("started")
+                    .reduced(&self.graph, r, i, &mut self.actions);
                 self.apply(api);
             }
             _ => unreachable!("unknown collective timer"),
@@ -184,10 +223,16 @@ impl App for CollectiveApp {
     }
 
     fn on_complete(&mut self, api: &mut Api, msg: MsgId) {
-        let Some((r, i)) = self.msgs.remove(&msg) else { return };
+        let Some((r, i)) = self.msgs.remove(&msg) else {
+            return;
+        };
         let peer = self.graph.steps()[r as usize][i as usize].peer;
-        self.times[peer as usize][self.graph.matching_recv(r, i) as usize].data_ps = Some(api.now());
-        self.run.as_mut().expect("started").delivered(&self.graph, r, i, &mut self.actions);
+        self.times[peer as usize][self.graph.matching_recv(r, i) as usize].data_ps =
+            Some(api.now());
+        self.run
+            .as_mut()
+            .expect("started")
+            .delivered(&self.graph, r, i, &mut self.actions);
         self.apply(api);
     }
 
@@ -196,14 +241,29 @@ impl App for CollectiveApp {
     }
     fn tables(&self) -> Vec<Table> {
         let name = self.spec.name.clone();
-        let (mut rank, mut step, mut op, mut peer, mut bytes, mut start, mut end) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let (mut seq, mut offset, mut reduce, mut data) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut rank, mut step, mut op, mut peer, mut bytes, mut start, mut end) = (
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+        );
+        let (mut seq, mut offset, mut reduce, mut data) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (r, (times, steps)) in self.times.iter().zip(self.graph.steps()).enumerate() {
             for (i, (t, s)) in times.iter().zip(steps).enumerate() {
                 rank.push(r as u32);
                 step.push(i as u32);
-                op.push(if s.op == fabriclab_plan::Op::Send { "send" } else { "recv" }.to_string());
+                op.push(
+                    if s.op == fabriclab_plan::Op::Send {
+                        "send"
+                    } else {
+                        "recv"
+                    }
+                    .to_string(),
+                );
                 peer.push(s.peer);
                 bytes.push(s.bytes);
                 start.push(t.start_ps);
@@ -239,7 +299,11 @@ impl App for CollectiveApp {
 }
 
 /// `[[collectives]]`: plans run as apps.
-pub const KIND: AppKind = AppKind { key: "collectives", build: build_collectives, schema: list_schema::<CollectiveSpec> };
+pub const KIND: AppKind = AppKind {
+    key: "collectives",
+    build: build_collectives,
+    schema: list_schema::<CollectiveSpec>,
+};
 
 fn build_collectives(v: &serde_json::Value, env: &BuildEnv) -> Result<Vec<Box<dyn App>>, String> {
     let specs: Vec<CollectiveSpec> = section("collectives", v)?;
@@ -248,10 +312,14 @@ fn build_collectives(v: &serde_json::Value, env: &BuildEnv) -> Result<Vec<Box<dy
     for c in specs {
         for (r, steps) in c.steps.iter().enumerate() {
             for (i, st) in steps.iter().enumerate() {
-                if let (Some(p), Some(&peer_host)) = (&st.path, c.rank_hosts.get(st.peer as usize)) {
+                if let (Some(p), Some(&peer_host)) = (&st.path, c.rank_hosts.get(st.peer as usize))
+                {
                     let nodes: Option<Vec<u32>> = p.iter().map(Hop::node).collect();
                     let nodes = nodes.ok_or_else(|| {
-                        format!("{}: rank {r} step {i}: path names a node instead of giving its index", c.name)
+                        format!(
+                            "{}: rank {r} step {i}: path names a node instead of giving its index",
+                            c.name
+                        )
                     })?;
                     env.topo
                         .explicit_route(&nodes, c.rank_hosts[r], peer_host)

@@ -14,6 +14,8 @@ pub struct BuildEnv<'a> {
     pub topo: &'a Topology,
     /// The scenario's seed (apps derive their own streams from it).
     pub seed: u64,
+    /// The scenario's in-network aggregation section, if any.
+    pub aggregation: Option<&'a crate::fabric::aggregation::AggregationSpec>,
 }
 
 /// An application kind: the scenario key it reads and how it builds its apps
@@ -26,7 +28,12 @@ pub struct AppKind {
 }
 
 /// Every app kind, in the order their apps are added to a simulation.
-pub const REGISTRY: &[AppKind] = &[traffic::POISSON, traffic::FLOWS, collective::KIND, job::KIND];
+pub const REGISTRY: &[AppKind] = &[
+    traffic::POISSON,
+    traffic::FLOWS,
+    collective::KIND,
+    job::KIND,
+];
 
 /// The schema of a section that is a list of `T` (every app section is one).
 pub fn list_schema<T: schemars::JsonSchema>() -> serde_json::Value {
@@ -34,6 +41,9 @@ pub fn list_schema<T: schemars::JsonSchema>() -> serde_json::Value {
 }
 
 /// Deserializes an app section, naming it on error.
-pub fn section<T: serde::de::DeserializeOwned>(key: &str, v: &serde_json::Value) -> Result<T, String> {
+pub fn section<T: serde::de::DeserializeOwned>(
+    key: &str,
+    v: &serde_json::Value,
+) -> Result<T, String> {
     T::deserialize(v).map_err(|e| format!("{key}: {e}"))
 }

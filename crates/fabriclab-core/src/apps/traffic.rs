@@ -6,9 +6,9 @@ use super::{list_schema, section, AppKind, BuildEnv};
 use crate::engine::{Api, App, Message};
 use crate::fabric::topology::mix64;
 use crate::time::PS_PER_S;
-use serde::Deserialize;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use serde::Deserialize;
 
 /// Piecewise-linear empirical CDF over flow sizes in bytes.
 #[derive(Debug, Clone)]
@@ -26,19 +26,31 @@ impl Cdf {
         }
         for (i, w) in points.windows(2).enumerate() {
             if w[1].0 < w[0].0 {
-                return Err(format!("cdf: sizes must be non-decreasing (point {} after point {i})", i + 1));
+                return Err(format!(
+                    "cdf: sizes must be non-decreasing (point {} after point {i})",
+                    i + 1
+                ));
             }
             if w[1].1 < w[0].1 {
-                return Err(format!("cdf: probabilities must be non-decreasing (point {} after point {i})", i + 1));
+                return Err(format!(
+                    "cdf: probabilities must be non-decreasing (point {} after point {i})",
+                    i + 1
+                ));
             }
         }
-        if points.iter().any(|p| !(p.0 > 0.0) || !(0.0..=1.0).contains(&p.1)) {
+        if points
+            .iter()
+            .any(|p| !(p.0 > 0.0) || !(0.0..=1.0).contains(&p.1))
+        {
             return Err("cdf: sizes must be positive and probabilities within [0, 1]".into());
         }
         if (points.last().unwrap().1 - 1.0).abs() > 1e-9 {
             return Err("cdf: the last probability must be 1".into());
         }
-        Ok(Cdf { xs: points.iter().map(|p| p.0).collect(), ps: points.iter().map(|p| p.1).collect() })
+        Ok(Cdf {
+            xs: points.iter().map(|p| p.0).collect(),
+            ps: points.iter().map(|p| p.1).collect(),
+        })
     }
 
     /// Inverse transform with linear interpolation between points; the
@@ -139,7 +151,14 @@ impl App for PoissonTraffic {
             b += 1;
         }
         let size = self.cdf.sample_bytes(&mut self.rng);
-        let m = Message { src: self.hosts[a], dst: self.hosts[b], size_bytes: size, class: self.class, tag: self.sent, ..Default::default() };
+        let m = Message {
+            src: self.hosts[a],
+            dst: self.hosts[b],
+            size_bytes: size,
+            class: self.class,
+            tag: self.sent,
+            ..Default::default()
+        };
         self.sent += 1;
         if let Err(e) = api.send(&m) {
             api.fail(format!("traffic '{}': {e}", self.tag));
@@ -222,9 +241,17 @@ pub struct FlowSpec {
 }
 
 /// `[[traffic]]`: Poisson background flows.
-pub const POISSON: AppKind = AppKind { key: "traffic", build: build_poisson, schema: list_schema::<PoissonSpec> };
+pub const POISSON: AppKind = AppKind {
+    key: "traffic",
+    build: build_poisson,
+    schema: list_schema::<PoissonSpec>,
+};
 /// `flows`: explicit flows, one app for all of them.
-pub const FLOWS: AppKind = AppKind { key: "flows", build: build_flows, schema: list_schema::<FlowSpec> };
+pub const FLOWS: AppKind = AppKind {
+    key: "flows",
+    build: build_flows,
+    schema: list_schema::<FlowSpec>,
+};
 
 fn build_poisson(v: &serde_json::Value, env: &BuildEnv) -> Result<Vec<Box<dyn App>>, String> {
     let specs: Vec<PoissonSpec> = section("traffic", v)?;
@@ -234,18 +261,35 @@ fn build_poisson(v: &serde_json::Value, env: &BuildEnv) -> Result<Vec<Box<dyn Ap
         let cdf = Cdf::new(&tr.cdf).map_err(|e| format!("traffic[{i}].{e}"))?;
         // The scenario layer checks the user's range (0, 1]; a rate of zero or less would never advance time.
         if !(tr.load > 0.0) {
-            return Err(format!("traffic[{i}].load: must be positive, got {}", tr.load));
+            return Err(format!(
+                "traffic[{i}].load: must be positive, got {}",
+                tr.load
+            ));
         }
         if tr.hosts.len() < 2 {
             return Err(format!("traffic[{i}].hosts: needs at least two hosts"));
         }
         if let Some(h) = tr.hosts.iter().find(|&&h| h >= nh) {
-            return Err(format!("traffic[{i}].hosts: host index {h} out of range (0..{nh})"));
+            return Err(format!(
+                "traffic[{i}].hosts: host index {h} out of range (0..{nh})"
+            ));
         }
-        let rate: f64 = tr.hosts.iter().map(|&h| env.topo.host_rate_bps(h) as f64).sum();
+        let rate: f64 = tr
+            .hosts
+            .iter()
+            .map(|&h| env.topo.host_rate_bps(h) as f64)
+            .sum();
         let seed = mix64(env.seed ^ mix64(0x7472_6166_6669_63 + i as u64));
         apps.push(Box::new(PoissonTraffic::new(
-            seed, cdf, tr.load, tr.hosts, rate, tr.start_ps, tr.duration_ps, tr.class, tr.tag,
+            seed,
+            cdf,
+            tr.load,
+            tr.hosts,
+            rate,
+            tr.start_ps,
+            tr.duration_ps,
+            tr.class,
+            tr.tag,
         )));
     }
     Ok(apps)
@@ -261,7 +305,10 @@ fn build_flows(v: &serde_json::Value, env: &BuildEnv) -> Result<Vec<Box<dyn App>
     for (i, f) in specs.into_iter().enumerate() {
         for (end, h) in [("src", f.src), ("dst", f.dst)] {
             if h >= nh {
-                return Err(format!("flows[{i}].{end}: host index {h} out of range (the topology has hosts 0..{})", nh - 1));
+                return Err(format!(
+                    "flows[{i}].{end}: host index {h} out of range (the topology has hosts 0..{})",
+                    nh - 1
+                ));
             }
         }
         if f.src == f.dst {
@@ -271,7 +318,9 @@ fn build_flows(v: &serde_json::Value, env: &BuildEnv) -> Result<Vec<Box<dyn App>
             return Err(format!("flows[{i}].size_bytes: must be positive"));
         }
         if let Some(p) = &f.path {
-            env.topo.explicit_route(p, f.src, f.dst).map_err(|e| format!("flows[{i}].{e}"))?;
+            env.topo
+                .explicit_route(p, f.src, f.dst)
+                .map_err(|e| format!("flows[{i}].{e}"))?;
         }
         let m = Message {
             src: f.src,

@@ -32,6 +32,11 @@ pub struct Message {
     /// Call `on_receive` for every in-order advance at the destination
     /// (each data packet), not only the first.
     pub notify_packets: bool,
+    /// Not a transfer but worker `src`'s contribution to in-network
+    /// aggregation job `aggregate` of the scenario's aggregation section
+    /// (`dst` must equal `src`): it completes, at the worker, once the
+    /// aggregated result of all its bytes came back.
+    pub aggregate: Option<u16>,
 }
 
 /// What the engine remembers of every message.
@@ -62,17 +67,33 @@ pub struct MsgRecord {
 /// The 5-tuple of message `id`'s connection: an ephemeral source port from
 /// the id, a fixed destination port, protocol TCP (6).
 pub fn message_tuple(id: MsgId, src: u32, dst: u32) -> FiveTuple {
-    FiveTuple { src, dst, src_port: 1024 + (id % 64512) as u16, dst_port: 5001, protocol: 6 }
+    FiveTuple {
+        src,
+        dst,
+        src_port: 1024 + (id % 64512) as u16,
+        dst_port: 5001,
+        protocol: 6,
+    }
 }
 
 /// Forward and reverse ECMP routes of a message over the links routing
 /// knows to be up; while the destination is unreachable, the route it
 /// would take with every link up (its packets are lost until routing
 /// converges on a way around).
-pub(super) fn ecmp_routes(topo: &Topology, id: MsgId, src: u32, dst: u32, seed: u64) -> (Vec<u32>, Vec<u32>) {
+pub(super) fn ecmp_routes(
+    topo: &Topology,
+    id: MsgId,
+    src: u32,
+    dst: u32,
+    seed: u64,
+) -> (Vec<u32>, Vec<u32>) {
     let tuple = message_tuple(id, src, dst);
-    let fwd = topo.ecmp_route(&tuple, seed).unwrap_or_else(|| topo.any_route(src, dst));
-    let rev = topo.ecmp_route(&tuple.reversed(), seed).unwrap_or_else(|| topo.any_route(dst, src));
+    let fwd = topo
+        .ecmp_route(&tuple, seed)
+        .unwrap_or_else(|| topo.any_route(src, dst));
+    let rev = topo
+        .ecmp_route(&tuple.reversed(), seed)
+        .unwrap_or_else(|| topo.any_route(dst, src));
     (fwd, rev)
 }
 
@@ -154,17 +175,32 @@ impl Api<'_> {
         if m.src >= nh || m.dst >= nh {
             return Err(format!("host index out of range (0..{nh})"));
         }
-        if m.src == m.dst {
-            return Err("source and destination must differ".into());
+        if m.aggregate.is_some() != (m.src == m.dst) {
+            return Err(match m.aggregate {
+                None => "source and destination must differ".into(),
+                Some(_) => {
+                    "an aggregation contribution has its worker as source and destination".into()
+                }
+            });
         }
         if m.size_bytes == 0 {
             return Err("size_bytes must be positive".into());
         }
+        if m.aggregate.is_some() && m.path.is_some() {
+            return Err("an aggregation contribution follows its trees, not a path".into());
+        }
         let id = self.msgs.len() as u32;
         let (fwd, rev) = match &m.path {
+            _ if m.aggregate.is_some() => {
+                let up = self.topo.out_ports[m.src as usize][0];
+                (vec![up], vec![up ^ 1])
+            }
             Some(p) => {
                 let back: Vec<u32> = p.iter().rev().copied().collect();
-                (self.topo.explicit_route(p, m.src, m.dst)?, self.topo.explicit_route(&back, m.dst, m.src)?)
+                (
+                    self.topo.explicit_route(p, m.src, m.dst)?,
+                    self.topo.explicit_route(&back, m.dst, m.src)?,
+                )
             }
             None => ecmp_routes(self.topo, id, m.src, m.dst, self.hash_seed),
         };
@@ -200,6 +236,7 @@ impl Api<'_> {
             notify_packets: m.notify_packets,
             fwd,
             rev,
+            aggregate: m.aggregate,
         };
         let (mut ctx, backend) = self.net_ctx();
         backend.send(&mut ctx, send);
@@ -245,6 +282,12 @@ impl Api<'_> {
 
     /// Calls this app's `on_timer(token)` at `at_ps` (not before now).
     pub fn schedule(&mut self, at_ps: u64, token: u64) {
-        self.queue.schedule(at_ps.max(self.now), Ev::App { app: self.app, token });
+        self.queue.schedule(
+            at_ps.max(self.now),
+            Ev::App {
+                app: self.app,
+                token,
+            },
+        );
     }
 }

@@ -9,7 +9,9 @@ pub mod probe;
 pub mod table;
 
 pub use api::{Api, App, Message, MsgId, MsgRecord};
-pub use net::{Arrival, Backend, BackendSend, BandSample, Completion, Ctx, LinkChange, LinkStats, NetEv};
+pub use net::{
+    Arrival, Backend, BackendSend, BandSample, Completion, Ctx, LinkChange, LinkStats, NetEv,
+};
 pub use probe::{PortEvent, Probe};
 pub use table::{merge_tables, Column, Table};
 
@@ -23,7 +25,10 @@ use api::NetOut;
 #[derive(Debug, Clone, Copy)]
 pub enum Ev {
     Net(NetEv),
-    App { app: u16, token: u64 },
+    App {
+        app: u16,
+        token: u64,
+    },
     Sample,
     /// Timed link event `i` of the scenario happens.
     Link(u32),
@@ -68,7 +73,12 @@ pub struct Simulation {
 }
 
 impl Simulation {
-    pub fn new(topo: Topology, backend: Box<dyn Backend>, hash_seed: u64, mss_bytes: u32) -> Simulation {
+    pub fn new(
+        topo: Topology,
+        backend: Box<dyn Backend>,
+        hash_seed: u64,
+        mss_bytes: u32,
+    ) -> Simulation {
         Simulation {
             now: 0,
             queue: EventQueue::new(),
@@ -98,19 +108,28 @@ impl Simulation {
     /// Timed link events (before the run starts; checked by the builder) and
     /// the delay after a link goes down or up before routing follows.
     pub fn set_link_events(&mut self, events: Vec<LinkEventSpec>, convergence_ps: u64) {
-        assert!(!self.started, "link events must be set before the simulation starts");
+        assert!(
+            !self.started,
+            "link events must be set before the simulation starts"
+        );
         self.link_events = events;
         self.convergence_ps = convergence_ps;
     }
 
     pub fn add_app(&mut self, app: Box<dyn App>) {
-        assert!(!self.started, "apps must be added before the simulation starts");
+        assert!(
+            !self.started,
+            "apps must be added before the simulation starts"
+        );
         self.apps.push(app);
     }
 
     /// Attaches an observer (before the run starts).
     pub fn add_probe(&mut self, probe: Box<dyn Probe>) {
-        assert!(!self.started, "probes must be added before the simulation starts");
+        assert!(
+            !self.started,
+            "probes must be added before the simulation starts"
+        );
         self.probes.push(probe);
     }
 
@@ -172,7 +191,11 @@ impl Simulation {
             backend: self.backend.as_mut(),
             topo: &self.topo,
             msgs: &mut self.msgs,
-            net: NetOut { completions: &mut self.completions, arrivals: &mut self.arrivals, probes: &mut self.probes },
+            net: NetOut {
+                completions: &mut self.completions,
+                arrivals: &mut self.arrivals,
+                probes: &mut self.probes,
+            },
             error: &mut self.error,
             hash_seed: self.hash_seed,
             mss_bytes: self.mss_bytes,
@@ -307,7 +330,11 @@ impl Simulation {
             return;
         }
         for (i, s) in cur.iter().enumerate() {
-            let idle = BandSample { port: s.port, band: s.band, ..Default::default() };
+            let idle = BandSample {
+                port: s.port,
+                band: s.band,
+                ..Default::default()
+            };
             let changed = *self.last_sample.get(i).unwrap_or(&idle) != *s;
             if s.queue_bytes > 0 || changed {
                 self.samples.time_ps.push(self.now);

@@ -158,4 +158,7 @@ pub struct BackendSend {
     pub notify_packets: bool,
     pub fwd: Vec<u32>,
     pub rev: Vec<u32>,
+    /// An in-network aggregation contribution of this aggregation job
+    /// (`fwd` is then the worker's uplink; nothing has a destination).
+    pub aggregate: Option<u16>,
 }

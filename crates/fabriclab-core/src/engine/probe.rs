@@ -19,5 +19,13 @@ pub enum PortEvent {
 pub trait Probe: Send + Sync {
     fn message_started(&mut self, _now_ps: u64, _msg: u32, _rec: &MsgRecord) {}
     fn message_completed(&mut self, _now_ps: u64, _msg: u32, _rec: &MsgRecord) {}
-    fn port_event(&mut self, _now_ps: u64, _port: u32, _band: u8, _kind: PortEvent, _wire_bytes: u32) {}
+    fn port_event(
+        &mut self,
+        _now_ps: u64,
+        _port: u32,
+        _band: u8,
+        _kind: PortEvent,
+        _wire_bytes: u32,
+    ) {
+    }
 }

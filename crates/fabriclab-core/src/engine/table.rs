@@ -46,10 +46,19 @@ pub struct Table {
 
 impl Table {
     pub fn new(name: &str) -> Table {
-        Table { name: name.to_string(), columns: Vec::new() }
+        Table {
+            name: name.to_string(),
+            columns: Vec::new(),
+        }
     }
     pub fn col(mut self, name: &str, c: Column) -> Table {
-        debug_assert!(self.columns.first().map_or(true, |(_, f)| f.len() == c.len()), "ragged table {}", self.name);
+        debug_assert!(
+            self.columns
+                .first()
+                .map_or(true, |(_, f)| f.len() == c.len()),
+            "ragged table {}",
+            self.name
+        );
         self.columns.push((name.to_string(), c));
         self
     }

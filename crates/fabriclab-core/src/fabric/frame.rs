@@ -17,6 +17,10 @@ pub const ETH_PREAMBLE_IFG_BYTES: u32 = 20;
 #[inline]
 pub const fn wire_bytes(payload: u32) -> u32 {
     let frame = payload + IP_TCP_HEADER_BYTES + ETH_HEADER_FCS_BYTES;
-    let frame = if frame < ETH_MIN_FRAME_BYTES { ETH_MIN_FRAME_BYTES } else { frame };
+    let frame = if frame < ETH_MIN_FRAME_BYTES {
+        ETH_MIN_FRAME_BYTES
+    } else {
+        frame
+    };
     frame + ETH_PREAMBLE_IFG_BYTES
 }

@@ -2,6 +2,7 @@
 //! its routing ([`topology`]), and frame sizes on the wire ([`frame`]).
 //! Below the engine: it knows no event, packet or application.
 
+pub mod aggregation;
 pub mod frame;
 pub mod topology;
 

@@ -27,7 +27,13 @@ pub struct FiveTuple {
 
 impl FiveTuple {
     pub fn reversed(&self) -> FiveTuple {
-        FiveTuple { src: self.dst, dst: self.src, src_port: self.dst_port, dst_port: self.src_port, protocol: self.protocol }
+        FiveTuple {
+            src: self.dst,
+            dst: self.src,
+            src_port: self.dst_port,
+            dst_port: self.src_port,
+            protocol: self.protocol,
+        }
     }
 }
 
@@ -77,20 +83,31 @@ impl Topology {
         let mut out_ports = vec![Vec::new(); n];
         for (i, l) in spec.links.iter().enumerate() {
             if l.a as usize >= n || l.b as usize >= n {
-                return Err(format!("topology.links[{i}]: node index out of range (0..{n})"));
+                return Err(format!(
+                    "topology.links[{i}]: node index out of range (0..{n})"
+                ));
             }
             if l.a == l.b {
-                return Err(format!("topology.links[{i}]: a link must join two different nodes"));
+                return Err(format!(
+                    "topology.links[{i}]: a link must join two different nodes"
+                ));
             }
             if l.rate_bps == 0 {
                 return Err(format!("topology.links[{i}].rate_bps: must be positive"));
             }
             for (from, to) in [(l.a, l.b), (l.b, l.a)] {
                 out_ports[from as usize].push(ports.len() as u32);
-                ports.push(PortInfo { from, to, rate_bps: l.rate_bps, delay_ps: l.delay_ps });
+                ports.push(PortInfo {
+                    from,
+                    to,
+                    rate_bps: l.rate_bps,
+                    delay_ps: l.delay_ps,
+                });
             }
         }
-        let hosts: Vec<u32> = (0..n as u32).filter(|&v| kinds[v as usize] == NodeKind::Host).collect();
+        let hosts: Vec<u32> = (0..n as u32)
+            .filter(|&v| kinds[v as usize] == NodeKind::Host)
+            .collect();
         if hosts.len() < 2 {
             return Err("topology.nodes: at least two hosts are needed".into());
         }
@@ -141,8 +158,13 @@ impl Topology {
     /// Recomputes hop distances over the links that are up; returns a pair of
     /// hosts (node ids) that cannot reach each other, if any.
     pub fn compute_routing(&mut self) -> Option<(u32, u32)> {
-        let (kinds, ports, out_ports, switch_row, ns) =
-            (&self.kinds, &self.ports, &self.out_ports, &self.switch_row, self.num_switches);
+        let (kinds, ports, out_ports, switch_row, ns) = (
+            &self.kinds,
+            &self.ports,
+            &self.out_ports,
+            &self.switch_row,
+            self.num_switches,
+        );
         let up = &self.port_up;
         // A host's switch neighbours over links that are up, sorted: its attachment group.
         let mut groups: std::collections::HashMap<Vec<u32>, u32> = std::collections::HashMap::new();
@@ -185,7 +207,10 @@ impl Topology {
                 let du = row[switch_row[u as usize] as usize];
                 for &p in &out_ports[u as usize] {
                     let v = ports[p as usize].to as usize;
-                    if up[p as usize] && kinds[v] == NodeKind::Switch && row[switch_row[v] as usize] == UNREACHABLE {
+                    if up[p as usize]
+                        && kinds[v] == NodeKind::Switch
+                        && row[switch_row[v] as usize] == UNREACHABLE
+                    {
                         row[switch_row[v] as usize] = du + 1;
                         bfs.push_back(v as u32);
                     }
@@ -198,13 +223,18 @@ impl Topology {
         'outer: for g_dst in 0..ng {
             let row = &dist[g_dst * ns..(g_dst + 1) * ns];
             for g_src in 0..ng {
-                if attach[g_src].iter().any(|&w| row[switch_row[w as usize] as usize] != UNREACHABLE) {
+                if attach[g_src]
+                    .iter()
+                    .any(|&w| row[switch_row[w as usize] as usize] != UNREACHABLE)
+                {
                     continue;
                 }
                 for &a in &members[g_src] {
                     for &b in &members[g_dst] {
                         let (ha, hb) = (self.hosts[a as usize], self.hosts[b as usize]);
-                        let direct = out_ports[ha as usize].iter().any(|&p| up[p as usize] && ports[p as usize].to == hb);
+                        let direct = out_ports[ha as usize]
+                            .iter()
+                            .any(|&p| up[p as usize] && ports[p as usize].to == hb);
                         if ha != hb && !direct {
                             unreachable = Some((ha, hb));
                             break 'outer;
@@ -234,7 +264,15 @@ impl Topology {
             .iter()
             .filter(|&&p| self.port_up[p as usize])
             .map(|&p| self.ports[p as usize].to)
-            .map(|v| if v == self.hosts[hi] { 0 } else if self.switch_row[v as usize] != NO_ROW { self.dist(v, hi) } else { UNREACHABLE })
+            .map(|v| {
+                if v == self.hosts[hi] {
+                    0
+                } else if self.switch_row[v as usize] != NO_ROW {
+                    self.dist(v, hi)
+                } else {
+                    UNREACHABLE
+                }
+            })
             .min()
             .map_or(UNREACHABLE, |d| d.saturating_add(1))
     }
@@ -246,7 +284,10 @@ impl Topology {
     /// Summed egress rate of a host's ports.
     pub fn host_rate_bps(&self, host_index: u32) -> u64 {
         let node = self.hosts[host_index as usize] as usize;
-        self.out_ports[node].iter().map(|&p| self.ports[p as usize].rate_bps).sum()
+        self.out_ports[node]
+            .iter()
+            .map(|&p| self.ports[p as usize].rate_bps)
+            .sum()
     }
 
     /// ECMP route (egress port ids) from host `src` to host `dst` (host indices):
@@ -260,7 +301,11 @@ impl Topology {
         let flow_hash = mix64(
             seed ^ mix64(
                 ((tuple.src as u64) << 32 | tuple.dst as u64)
-                    ^ mix64((tuple.src_port as u64) << 24 | (tuple.dst_port as u64) << 8 | tuple.protocol as u64),
+                    ^ mix64(
+                        (tuple.src_port as u64) << 24
+                            | (tuple.dst_port as u64) << 8
+                            | tuple.protocol as u64,
+                    ),
             ),
         );
         let mut route = Vec::new();
@@ -277,7 +322,11 @@ impl Topology {
                     cand.push(p);
                 }
             }
-            let pick = if cand.len() == 1 { 0 } else { (mix64(flow_hash ^ u as u64) % cand.len() as u64) as usize };
+            let pick = if cand.len() == 1 {
+                0
+            } else {
+                (mix64(flow_hash ^ u as u64) % cand.len() as u64) as usize
+            };
             let p = cand[pick];
             route.push(p);
             u = self.ports[p as usize].to;
@@ -324,11 +373,18 @@ impl Topology {
         if path.len() < 2 {
             return Err("path: needs at least the source and destination nodes".into());
         }
-        if path[0] != self.hosts[src as usize] || *path.last().unwrap() != self.hosts[dst as usize] {
-            return Err("path: must start at the source host's node and end at the destination host's node".into());
+        if path[0] != self.hosts[src as usize] || *path.last().unwrap() != self.hosts[dst as usize]
+        {
+            return Err(
+                "path: must start at the source host's node and end at the destination host's node"
+                    .into(),
+            );
         }
         if let Some(&v) = path.iter().find(|&&v| v as usize >= self.names.len()) {
-            return Err(format!("path: node index {v} out of range (0..{})", self.names.len()));
+            return Err(format!(
+                "path: node index {v} out of range (0..{})",
+                self.names.len()
+            ));
         }
         // Hosts do not forward, and a route visits a node once: a path through
         // another host, or one that loops, is refused (a packet would never arrive).
@@ -342,7 +398,10 @@ impl Topology {
         }
         let mut seen = std::collections::HashSet::with_capacity(path.len());
         if let Some(&v) = path.iter().find(|&&v| !seen.insert(v)) {
-            return Err(format!("path: node '{}' appears twice; a path must be simple (no loops)", self.names[v as usize]));
+            return Err(format!(
+                "path: node '{}' appears twice; a path must be simple (no loops)",
+                self.names[v as usize]
+            ));
         }
         let mut route = Vec::with_capacity(path.len() - 1);
         for w in path.windows(2) {
@@ -352,7 +411,10 @@ impl Topology {
                 .copied()
                 .find(|&p| self.ports[p as usize].to == b)
                 .ok_or_else(|| {
-                    format!("path: no link from '{}' to '{}'", self.names[a as usize], self.names[b as usize])
+                    format!(
+                        "path: no link from '{}' to '{}'",
+                        self.names[a as usize], self.names[b as usize]
+                    )
                 })?;
             route.push(p);
         }
@@ -369,8 +431,12 @@ impl Topology {
         let full = size_bytes / mss;
         let rest = size_bytes % mss;
         let last_payload = if rest > 0 { rest } else { mss.min(size_bytes) };
-        let total_wire =
-            full * wire_bytes(mss as u32) as u64 + if rest > 0 { wire_bytes(rest as u32) as u64 } else { 0 };
+        let total_wire = full * wire_bytes(mss as u32) as u64
+            + if rest > 0 {
+                wire_bytes(rest as u32) as u64
+            } else {
+                0
+            };
         let total_wire = total_wire.max(wire_bytes(0) as u64);
         let last_wire = wire_bytes(last_payload as u32) as u64;
         let (mut bi, mut brate) = (0usize, u64::MAX);

@@ -81,7 +81,14 @@ pub struct Dctcp {
 
 impl Dctcp {
     pub fn new(g: f64, initial_alpha: f64) -> Dctcp {
-        Dctcp { g, alpha: initial_alpha, bytes_acked: 0, bytes_marked: 0, window_end: 0, cwr_end: None }
+        Dctcp {
+            g,
+            alpha: initial_alpha,
+            bytes_acked: 0,
+            bytes_marked: 0,
+            window_end: 0,
+            cwr_end: None,
+        }
     }
 }
 

@@ -80,7 +80,11 @@ impl TcpSender {
             snd_una: 0,
             snd_nxt: 0,
             high_tx: 0,
-            st: CcState { cwnd_bytes: mss * cfg.init_cwnd_packets as f64, ssthresh_bytes: f64::INFINITY, mss_bytes: mss },
+            st: CcState {
+                cwnd_bytes: mss * cfg.init_cwnd_packets as f64,
+                ssthresh_bytes: f64::INFINITY,
+                mss_bytes: mss,
+            },
             cc,
             dupacks: 0,
             dupack_threshold: cfg.dupack_threshold,
@@ -176,7 +180,13 @@ impl TcpSender {
                     self.rtt_probe = None;
                 }
             }
-            let info = AckInfo { acked_bytes: acked, ece, snd_una: ack, snd_nxt: self.snd_nxt, in_recovery: self.in_recovery };
+            let info = AckInfo {
+                acked_bytes: acked,
+                ece,
+                snd_una: ack,
+                snd_nxt: self.snd_nxt,
+                in_recovery: self.in_recovery,
+            };
             if self.in_recovery {
                 self.cc.on_ack(&mut self.st, &info);
                 if ack >= self.recover.unwrap_or(0) {
@@ -189,23 +199,32 @@ impl TcpSender {
                     // Partial acknowledgment: retransmit the next hole, deflate by
                     // the amount acknowledged and add back one SMSS.
                     self.retransmit_head = true;
-                    self.st.cwnd_bytes = (self.st.cwnd_bytes - acked as f64 + self.st.mss_bytes).max(self.st.mss_bytes);
+                    self.st.cwnd_bytes = (self.st.cwnd_bytes - acked as f64 + self.st.mss_bytes)
+                        .max(self.st.mss_bytes);
                 }
             } else {
                 self.dupacks = 0;
-                let grow = self.cwnd_limited || (self.st.cwnd_bytes < self.st.ssthresh_bytes && 2.0 * self.flight() as f64 >= self.st.cwnd_bytes);
+                let grow = self.cwnd_limited
+                    || (self.st.cwnd_bytes < self.st.ssthresh_bytes
+                        && 2.0 * self.flight() as f64 >= self.st.cwnd_bytes);
                 let before = self.st.cwnd_bytes;
                 self.cc.on_ack(&mut self.st, &info);
                 if !grow && self.st.cwnd_bytes > before {
                     self.st.cwnd_bytes = before;
                 }
             }
-            self.rto_deadline = if self.is_done() { None } else { Some(now + self.rto_ps) };
+            self.rto_deadline = if self.is_done() {
+                None
+            } else {
+                Some(now + self.rto_ps)
+            };
         } else if ack == self.snd_una && self.snd_nxt > self.snd_una {
             self.dupacks += 1;
             if self.in_recovery {
                 self.st.cwnd_bytes += self.st.mss_bytes; // RFC 6582 §3.2 step 4
-            } else if self.dupacks == self.dupack_threshold && self.recover.map_or(true, |r| self.snd_una > r) {
+            } else if self.dupacks == self.dupack_threshold
+                && self.recover.map_or(true, |r| self.snd_una > r)
+            {
                 let flight = self.flight();
                 self.st.ssthresh_bytes = self.cc.ssthresh_after_loss(&self.st, flight);
                 self.st.cwnd_bytes = self.st.ssthresh_bytes + 3.0 * self.st.mss_bytes;
@@ -252,7 +271,11 @@ impl TcpSender {
             self.retransmit_head = false;
             let len = self.seg_len(self.snd_una);
             self.retransmits += 1;
-            emit(Segment { seq: self.snd_una, len, retransmit: true });
+            emit(Segment {
+                seq: self.snd_una,
+                len,
+                retransmit: true,
+            });
         }
         self.cwnd_limited = false;
         while self.snd_nxt < self.size {
@@ -271,7 +294,11 @@ impl TcpSender {
             } else if self.rtt_probe.is_none() {
                 self.rtt_probe = Some((self.snd_nxt + len as u64, now));
             }
-            emit(Segment { seq: self.snd_nxt, len, retransmit });
+            emit(Segment {
+                seq: self.snd_nxt,
+                len,
+                retransmit,
+            });
             self.snd_nxt += len as u64;
             self.high_tx = self.high_tx.max(self.snd_nxt);
         }
@@ -302,7 +329,11 @@ pub struct TcpReceiver {
 
 impl TcpReceiver {
     pub fn new(size_bytes: u64) -> TcpReceiver {
-        TcpReceiver { size: size_bytes, rcv_nxt: 0, ooo: Vec::new() }
+        TcpReceiver {
+            size: size_bytes,
+            rcv_nxt: 0,
+            ooo: Vec::new(),
+        }
     }
 
     /// Accepts bytes `[seq, seq+len)`; returns the cumulative ACK number.

@@ -1,6 +1,8 @@
 //! An allreduce of a ready fusion, whichever engine runs it. The job holds
-//! one [`Engine`], fixed when it is built: the built-in ring (`ring.rs`) or
-//! the job's plan (`plan.rs`). Each engine starts an allreduce, reacts to
+//! one [`Engine`], fixed when it is built: the built-in ring (`ring.rs`),
+//! the job's plan (`plan.rs`) or in-network aggregation (each worker hands
+//! the whole fusion to the fabric's aggregation trees and holds the sum when
+//! its contribution completes). Each engine starts an allreduce, reacts to
 //! its messages' arrival and its own timers, and says when a worker holds
 //! the sum; this file holds what both share: starting an allreduce, routing
 //! an arrived message to its engine, sending a message at the job's (or,
@@ -18,6 +20,8 @@ pub(super) enum Engine {
     Ring,
     /// The job's collective plan, its byte ranges scaled to each fusion.
     Plan(Box<PlanEngine>),
+    /// In-network aggregation job `0` of the scenario's aggregation section.
+    Aggregate(u16),
 }
 
 impl Engine {
@@ -25,13 +29,13 @@ impl Engine {
     pub(super) fn plan(&self) -> &PlanEngine {
         match self {
             Engine::Plan(p) => p,
-            Engine::Ring => unreachable!("plan step in a ring job"),
+            _ => unreachable!("plan step in a job without a plan"),
         }
     }
     pub(super) fn plan_mut(&mut self) -> &mut PlanEngine {
         match self {
             Engine::Plan(p) => p,
-            Engine::Ring => unreachable!("plan step in a ring job"),
+            _ => unreachable!("plan step in a job without a plan"),
         }
     }
 
@@ -40,6 +44,7 @@ impl Engine {
         match self {
             Engine::Ring => ring::bytes_per_worker(size, n),
             Engine::Plan(p) => p.bytes_per_worker(size),
+            Engine::Aggregate(_) => size as f64,
         }
     }
 
@@ -48,6 +53,7 @@ impl Engine {
         match self {
             Engine::Ring => ring::messages_per_allreduce(n),
             Engine::Plan(p) => p.messages,
+            Engine::Aggregate(_) => n,
         }
     }
 
@@ -57,6 +63,7 @@ impl Engine {
         match self {
             Engine::Ring => ring::rate_sample_bytes(size, n),
             Engine::Plan(p) => p.bytes_per_worker(size),
+            Engine::Aggregate(_) => size as f64,
         }
     }
 }
@@ -81,6 +88,8 @@ pub(super) enum Run {
     Ring { arrived: Vec<u32> },
     /// Plan: the walk through the plan's step graph.
     Plan(PlanRun),
+    /// Aggregation: every worker's contribution is in the fabric.
+    Aggregate,
 }
 
 /// A message of the job in flight.
@@ -100,6 +109,13 @@ impl TrainingJob {
         match self.engine {
             Engine::Ring => self.ring_start(api, it, f),
             Engine::Plan(_) => self.plan_start(api, it, f),
+            Engine::Aggregate(_) => {
+                let id = self.new_allreduce(api, it, f, Run::Aggregate);
+                let bytes = self.fusion_bytes[f as usize];
+                for w in 0..self.workers.len() as u32 {
+                    self.send_message(api, id, 0, w, w, bytes);
+                }
+            }
         }
     }
 
@@ -137,13 +153,22 @@ impl TrainingJob {
                 self.raise_laggards(api, m.allreduce, m.round);
                 self.ring_received(api, m.allreduce, m.round, m.sender);
             }
+            Run::Aggregate => self.worker_has_sum(api, m.allreduce, m.sender),
         }
     }
 
     /// Sends one message of allreduce `id` from worker `w` to worker `to`
     /// (`round`: the ring round, or the plan step), at the job's class or,
     /// slack-aware, at the urgent class when the slack has run out.
-    pub(super) fn send_message(&mut self, api: &mut Api, id: u32, round: u32, w: u32, to: u32, bytes: u64) {
+    pub(super) fn send_message(
+        &mut self,
+        api: &mut Api,
+        id: u32,
+        round: u32,
+        w: u32,
+        to: u32,
+        bytes: u64,
+    ) {
         let f = self.active[&id].fusion;
         let layer_class = self
             .spec
@@ -182,11 +207,21 @@ impl TrainingJob {
             // Which allreduce, ring round (or plan step) and sender.
             tag: (id as u64) << 32 | (round as u64 & 0xFFFF) << 16 | (w as u64 & 0xFFFF),
             persistent: self.spec.persistent_connections,
+            aggregate: match self.engine {
+                Engine::Aggregate(j) => Some(j),
+                _ => None,
+            },
             ..Default::default()
         };
         match api.send(&m) {
             Ok(msg) => {
-                let jm = JobMsg { allreduce: id, round, sender: w, bytes, urgent };
+                let jm = JobMsg {
+                    allreduce: id,
+                    round,
+                    sender: w,
+                    bytes,
+                    urgent,
+                };
                 self.msgs.insert(msg, jm);
             }
             Err(e) => api.fail(format!("job '{}': {e}", self.spec.name)),
@@ -221,7 +256,9 @@ impl TrainingJob {
         if all {
             let ar = self.active.remove(&id).expect("active allreduce");
             if self.spec.slack_aware.is_some() && ar.low_sends == 0 && n > 1 {
-                let sent = self.engine.rate_sample_bytes(self.fusion_bytes[f as usize], n);
+                let sent = self
+                    .engine
+                    .rate_sample_bytes(self.fusion_bytes[f as usize], n);
                 let sample = (now - start) as f64 / sent;
                 let avg = self
                     .urgent_ps_per_byte

@@ -13,9 +13,20 @@ impl TrainingJob {
         validate(&spec, num_hosts)?;
         let fusions = Fusions::of(&spec.layers, spec.fusion_bytes);
         let rng = ChaCha8Rng::seed_from_u64(spec.seed);
-        let engine = match spec.allreduce_plan.take() {
-            None => Engine::Ring,
-            Some(p) => Engine::Plan(Box::new(PlanEngine::new(p, &spec.name, spec.workers.len())?)),
+        let engine = match (spec.allreduce_plan.take(), spec.aggregation) {
+            (Some(_), Some(_)) => {
+                return Err(format!(
+                    "job '{}': allreduce_plan and aggregation exclude each other",
+                    spec.name
+                ))
+            }
+            (None, None) => Engine::Ring,
+            (Some(p), None) => Engine::Plan(Box::new(PlanEngine::new(
+                p,
+                &spec.name,
+                spec.workers.len(),
+            )?)),
+            (None, Some(j)) => Engine::Aggregate(j),
         };
         let fwd_prefix = prefix_sums(&spec, |l| l.fwd_ps);
         let bwd_prefix = prefix_sums(&spec, |l| l.bwd_ps);
@@ -117,7 +128,12 @@ impl Fusions {
             of_layer[i] = f as u32;
         }
         let min_layer = fl.iter().map(|l| *l.iter().min().unwrap()).collect();
-        Fusions { of_layer, layers: fl, bytes, min_layer }
+        Fusions {
+            of_layer,
+            layers: fl,
+            bytes,
+            min_layer,
+        }
     }
 }
 

@@ -230,10 +230,38 @@ impl App for TrainingJob {
 }
 
 /// `[[jobs]]`: training jobs.
-pub const KIND: AppKind = AppKind { key: "jobs", build: build_jobs, schema: list_schema::<JobSpec> };
+pub const KIND: AppKind = AppKind {
+    key: "jobs",
+    build: build_jobs,
+    schema: list_schema::<JobSpec>,
+};
 
 fn build_jobs(v: &serde_json::Value, env: &BuildEnv) -> Result<Vec<Box<dyn App>>, String> {
     let specs: Vec<JobSpec> = section("jobs", v)?;
     let nh = env.topo.num_hosts() as u32;
-    specs.into_iter().map(|j| Ok(Box::new(TrainingJob::new(j, nh)?) as Box<dyn App>)).collect()
+    for j in &specs {
+        let Some(id) = j.aggregation else { continue };
+        let agg = env
+            .aggregation
+            .and_then(|a| a.jobs.iter().find(|aj| aj.job == id));
+        let Some(agg) = agg else {
+            return Err(format!(
+                "job '{}': aggregation job {id} is not in the aggregation section",
+                j.name
+            ));
+        };
+        let (mut a, mut b) = (agg.workers.clone(), j.workers.clone());
+        a.sort_unstable();
+        b.sort_unstable();
+        if a != b {
+            return Err(format!(
+                "job '{}': its workers are not those of aggregation job {id}",
+                j.name
+            ));
+        }
+    }
+    specs
+        .into_iter()
+        .map(|j| Ok(Box::new(TrainingJob::new(j, nh)?) as Box<dyn App>))
+        .collect()
 }

@@ -124,7 +124,12 @@ impl TrainingJob {
 
     /// A plan timer fired: a send's overhead has passed, or a reduction is done.
     pub(super) fn plan_timer(&mut self, api: &mut Api, kind: u64, k: u32) {
-        let (id, rank, step) = self.engine.plan_mut().timers.remove(&k).expect("plan timer");
+        let (id, rank, step) = self
+            .engine
+            .plan_mut()
+            .timers
+            .remove(&k)
+            .expect("plan timer");
         if kind == T_PLAN_SEND {
             let f = self.active[&id].fusion;
             let bytes = self.plan_step_bytes(f, rank, step);

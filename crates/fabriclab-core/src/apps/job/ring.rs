@@ -135,7 +135,7 @@ impl TrainingJob {
         let n = self.workers.len() as u32;
         match &self.active[&id].run {
             Run::Ring { arrived } => arrived[round as usize] + 1 == n,
-            Run::Plan(_) => false,
+            Run::Plan(_) | Run::Aggregate => false,
         }
     }
 

@@ -4,8 +4,8 @@
 //! are `ring.rs`'s).
 
 use super::{tok, Phase, TrainingJob, T_SLACK_CHECK};
-use crate::engine::{Api, MsgId};
 use crate::apps::slack::{min_slack_ps, Pending};
+use crate::engine::{Api, MsgId};
 use crate::time::ser_time_ps;
 
 impl TrainingJob {
@@ -41,12 +41,14 @@ impl TrainingJob {
     /// per-rank total scaled to the fusion.
     pub(super) fn bytes_per_worker(&self, f: u32) -> f64 {
         let n = self.workers.len() as u64;
-        self.engine.bytes_per_worker(self.fusion_bytes[f as usize], n)
+        self.engine
+            .bytes_per_worker(self.fusion_bytes[f as usize], n)
     }
 
     /// Messages of one allreduce (all workers).
     pub(super) fn messages_per_allreduce(&self) -> u64 {
-        self.engine.messages_per_allreduce(self.workers.len() as u64)
+        self.engine
+            .messages_per_allreduce(self.workers.len() as u64)
     }
 
     /// The job's transmit-queue slack (see [`SlackAware`]); negative: raise the class.

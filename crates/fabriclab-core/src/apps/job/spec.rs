@@ -47,6 +47,10 @@ pub struct JobSpec {
     /// the built-in ring; its byte ranges are scaled to each fusion's size.
     #[serde(default)]
     pub allreduce_plan: Option<JobPlan>,
+    /// Allreduce by in-network aggregation: this job id of the scenario's
+    /// aggregation section, whose workers must be the job's.
+    #[serde(default)]
+    pub aggregation: Option<u16>,
 }
 
 /// An allreduce plan for a job: steps over `size_bytes`, one list per worker.

@@ -29,7 +29,10 @@ pub(super) fn tables(job: &TrainingJob) -> Vec<Table> {
         Table::new("job_fusions")
             .col("job", Column::Str(vec![name.clone(); fus.len()]))
             .col("fusion", Column::U32((0..fus.len() as u32).collect()))
-            .col("lowest_layer", Column::U32(fus.iter().map(|f| f.0).collect()))
+            .col(
+                "lowest_layer",
+                Column::U32(fus.iter().map(|f| f.0).collect()),
+            )
             .col("bytes", Column::U64(fus.iter().map(|f| f.1).collect())),
         Table::new("job_sends")
             .col("job", Column::Str(vec![name.clone()]))
@@ -44,11 +47,21 @@ pub(super) fn tables(job: &TrainingJob) -> Vec<Table> {
             .col("worker", Column::U32(tl.iter().map(|r| r.worker).collect()))
             .col(
                 "kind",
-                Column::Str(tl.iter().map(|r| ["forward", "backward", "allreduce"][r.kind as usize].to_string()).collect()),
+                Column::Str(
+                    tl.iter()
+                        .map(|r| ["forward", "backward", "allreduce"][r.kind as usize].to_string())
+                        .collect(),
+                ),
             )
             .col("index", Column::U32(tl.iter().map(|r| r.index).collect()))
-            .col("iteration", Column::U32(tl.iter().map(|r| r.iteration).collect()))
-            .col("start_ps", Column::U64(tl.iter().map(|r| r.start_ps).collect()))
+            .col(
+                "iteration",
+                Column::U32(tl.iter().map(|r| r.iteration).collect()),
+            )
+            .col(
+                "start_ps",
+                Column::U64(tl.iter().map(|r| r.start_ps).collect()),
+            )
             .col("end_ps", Column::U64(tl.iter().map(|r| r.end_ps).collect())),
     ]
 }

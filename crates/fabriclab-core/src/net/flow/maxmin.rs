@@ -23,7 +23,9 @@ pub fn max_min_rates(flows: &[FlowDemand], capacity_bps: &[f64]) -> Vec<f64> {
     let mut touched: Vec<u32> = Vec::new();
     let mut saturated = vec![false; capacity_bps.len()];
     for class in classes {
-        let mut active: Vec<usize> = (0..flows.len()).filter(|&i| flows[i].class == class).collect();
+        let mut active: Vec<usize> = (0..flows.len())
+            .filter(|&i| flows[i].class == class)
+            .collect();
         for &i in &active {
             frozen[i] = false;
         }
@@ -44,7 +46,8 @@ pub fn max_min_rates(flows: &[FlowDemand], capacity_bps: &[f64]) -> Vec<f64> {
             // Freeze every flow that crosses a port saturated at this share.
             let tol = share * 1e-12 + 1e-9;
             for &p in &touched {
-                saturated[p as usize] = residual[p as usize].max(0.0) / count[p as usize] as f64 <= share + tol;
+                saturated[p as usize] =
+                    residual[p as usize].max(0.0) / count[p as usize] as f64 <= share + tol;
             }
             for &i in &active {
                 if flows[i].ports.iter().any(|&p| saturated[p as usize]) {

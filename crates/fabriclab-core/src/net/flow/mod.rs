@@ -120,7 +120,13 @@ impl FlowNet {
             .map(|f| (f.remaining_bits / f.rate_bps * PS_PER_S as f64).ceil() as u64)
             .min();
         if let Some(dt) = next {
-            self.pending = Some(ctx.schedule(ctx.now + dt, NetEv { kind: EV_DRAIN, id: 0 }));
+            self.pending = Some(ctx.schedule(
+                ctx.now + dt,
+                NetEv {
+                    kind: EV_DRAIN,
+                    id: 0,
+                },
+            ));
         }
     }
 
@@ -135,7 +141,13 @@ impl FlowNet {
             if f.remaining_bits <= f.rate_bps / PS_PER_S as f64 + 1e-6 {
                 let f = self.active.remove(i);
                 self.delivering.insert(f.msg, f.size_bytes);
-                ctx.schedule(ctx.now + f.delay_ps, NetEv { kind: EV_DELIVER, id: f.msg });
+                ctx.schedule(
+                    ctx.now + f.delay_ps,
+                    NetEv {
+                        kind: EV_DELIVER,
+                        id: f.msg,
+                    },
+                );
             } else {
                 i += 1;
             }
@@ -146,7 +158,13 @@ impl FlowNet {
 
 impl Backend for FlowNet {
     fn send(&mut self, ctx: &mut Ctx, send: BackendSend) {
-        let BackendSend { msg, size_bytes, class, fwd, .. } = send;
+        let BackendSend {
+            msg,
+            size_bytes,
+            class,
+            fwd,
+            ..
+        } = send;
         self.advance(ctx.now);
         let delay_ps = fwd.iter().map(|&p| self.delay_ps[p as usize]).sum();
         let bits = message_wire_bytes(size_bytes, self.mss_bytes) as f64 * 8.0;
@@ -182,7 +200,10 @@ impl Backend for FlowNet {
                 // A fluid flow has no packets: its bytes arrive all at once.
                 let bytes = self.delivering.remove(&msg).expect("delivering");
                 ctx.arrivals.push(Arrival { msg, bytes });
-                ctx.completions.push(Completion { msg, retransmits: 0 });
+                ctx.completions.push(Completion {
+                    msg,
+                    retransmits: 0,
+                });
             }
             k => unreachable!("flow backend got event kind {k}"),
         }
@@ -230,7 +251,9 @@ impl Backend for FlowNet {
     }
 
     fn reroute(&mut self, ctx: &mut Ctx, msg: u32, fwd: Vec<u32>, _rev: Vec<u32>) -> bool {
-        let Some(k) = self.active.iter().position(|f| f.msg == msg) else { return false };
+        let Some(k) = self.active.iter().position(|f| f.msg == msg) else {
+            return false;
+        };
         if *self.active[k].route == *fwd {
             return true;
         }

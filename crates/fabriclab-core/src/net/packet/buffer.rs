@@ -25,7 +25,10 @@ pub struct SharedBuffers {
 
 impl SharedBuffers {
     pub fn new(spec: SwitchBufferSpec, nodes: usize) -> SharedBuffers {
-        SharedBuffers { spec, used: vec![0; nodes] }
+        SharedBuffers {
+            spec,
+            used: vec![0; nodes],
+        }
     }
 
     pub fn free(&self, node: u32) -> u64 {

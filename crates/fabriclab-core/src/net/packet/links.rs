@@ -41,7 +41,11 @@ impl PacketNet {
                 ctx.port_event(port, band, PortEvent::Drop, pkt.wire);
             }
         }
-        if let Some(buf) = self.buffers.as_mut().filter(|_| !self.ports[port as usize].host_port) {
+        if let Some(buf) = self
+            .buffers
+            .as_mut()
+            .filter(|_| !self.ports[port as usize].host_port)
+        {
             for pkt in &queued {
                 buf.remove(self.port_ends[port as usize].0, pkt.wire);
             }
@@ -65,13 +69,21 @@ impl PacketNet {
     }
 
     pub(super) fn live(&self, out: &mut Vec<u32>) {
-        out.extend(self.conns.iter().enumerate().filter(|(_, c)| c.is_some()).map(|(i, _)| i as u32));
+        out.extend(
+            self.conns
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.is_some())
+                .map(|(i, _)| i as u32),
+        );
     }
 
     /// New packets of `msg` (data, retransmissions, ACKs) take the new
     /// routes; false when its connection has finished.
     pub(super) fn set_routes(&mut self, msg: u32, fwd: Vec<u32>, rev: Vec<u32>) -> bool {
-        let Some(Some(conn)) = self.conns.get_mut(msg as usize) else { return false };
+        let Some(Some(conn)) = self.conns.get_mut(msg as usize) else {
+            return false;
+        };
         if *conn.fwd == *fwd && *conn.rev == *rev {
             return true;
         }

@@ -5,6 +5,7 @@
 //! packet) and every link at most one pending arrival event (the head packet
 //! on the wire), as in htsim.
 
+mod agg_host;
 pub mod buffer;
 pub mod header;
 mod links;
@@ -23,8 +24,8 @@ use crate::fabric::frame::wire_bytes;
 use crate::fabric::topology::Topology;
 use crate::fabric::NodeKind;
 use crate::transport::{
-    CcKind, CongestionControl, Dctcp, NewReno, Segment, SenderConfig, TcpReceiver, TcpSender, TransportSpec,
-    WindowState,
+    CcKind, CongestionControl, Dctcp, NewReno, Segment, SenderConfig, TcpReceiver, TcpSender,
+    TransportSpec, WindowState,
 };
 use header::{Packet, FLAG_ACK, FLAG_CE, FLAG_ECE, FLAG_ECT, PROTO_PAUSE, PROTO_TCP};
 use pfc::PfcState;
@@ -41,6 +42,8 @@ pub(crate) const EV_PAUSE_END: u8 = 3;
 pub(crate) const EV_PFC_REFRESH: u8 = 4;
 /// A switch's logic asked to be polled (id: its index).
 pub(crate) const EV_LOGIC: u8 = 5;
+/// An aggregation worker's timer (id: its index).
+pub(crate) const EV_AGG_TIMER: u8 = 6;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
@@ -85,6 +88,8 @@ pub struct PacketNet {
     names: Vec<String>,
     /// Switches' shared buffers with the dynamic threshold, when configured.
     buffers: Option<buffer::SharedBuffers>,
+    /// Workers of in-network aggregation jobs, when the scenario has any.
+    agg: Option<agg_host::AggHosts>,
 }
 
 /// Queue disciplines of every port: switch ports' default, host NIC ports'
@@ -106,13 +111,18 @@ impl PacketNet {
         seed: u64,
         logic: &[SwitchLogicSpec],
         switch_buffer: Option<SwitchBufferSpec>,
+        aggregation: Option<&crate::fabric::aggregation::AggregationSpec>,
     ) -> Result<PacketNet, String> {
         let ports: Vec<Port> = topo
             .ports
             .iter()
             .map(|p| {
                 let host_port = topo.kinds[p.from as usize] == NodeKind::Host;
-                let over = queues.overrides.iter().rev().find(|o| o.from == p.from && o.to.map_or(true, |t| t == p.to));
+                let over = queues
+                    .overrides
+                    .iter()
+                    .rev()
+                    .find(|o| o.from == p.from && o.to.map_or(true, |t| t == p.to));
                 let qdisc = match (over, host_port, &queues.host) {
                     (Some(o), _, _) => Qdisc::new(&o.queue),
                     (None, true, Some(h)) => Qdisc::new(h),
@@ -124,7 +134,8 @@ impl PacketNet {
             .collect();
         let n = ports.len();
         Ok(PacketNet {
-            logics: logic::Logics::new(topo, logic)?,
+            logics: logic::Logics::new(topo, logic, aggregation)?,
+            agg: aggregation.map(|a| agg_host::AggHosts::new(a, |h| topo.out_ports[h as usize][0])),
             names: topo.names.clone(),
             buffers: switch_buffer.map(|b| buffer::SharedBuffers::new(b, topo.names.len())),
             ports,
@@ -172,7 +183,13 @@ impl PacketNet {
         }
         let (_, mut pkt) = p.wire.pop_front().expect("checked");
         if let Some(&(next, _)) = p.wire.front() {
-            ctx.schedule(next, NetEv { kind: EV_WIRE_HEAD, id: port });
+            ctx.schedule(
+                next,
+                NetEv {
+                    kind: EV_WIRE_HEAD,
+                    id: port,
+                },
+            );
         }
         if pkt.proto == PROTO_PAUSE {
             // Ports come in pairs (2i: a -> b, 2i + 1: b -> a): the frame
@@ -180,7 +197,9 @@ impl PacketNet {
             self.on_pause(ctx, port ^ 1, pkt.class, pkt.seq as u16);
             return true;
         }
-        if (self.logics.any() || pkt.proto != PROTO_TCP) && self.at_node(ctx, self.port_ends[port as usize].1, port, &pkt) {
+        if (self.logics.any() || pkt.proto != PROTO_TCP)
+            && self.at_node(ctx, self.port_ends[port as usize].1, port, &pkt)
+        {
             return true;
         }
         let Some(conn) = self.conns[pkt.conn as usize].as_deref() else {
@@ -219,7 +238,10 @@ impl PacketNet {
         let ack_no = conn.receiver.on_segment(pkt.seq, pkt.payload);
         let now_in_order = conn.receiver.delivered_bytes();
         if now_in_order > before && (before == 0 || conn.notify_packets) {
-            ctx.arrivals.push(Arrival { msg: id, bytes: now_in_order });
+            ctx.arrivals.push(Arrival {
+                msg: id,
+                bytes: now_in_order,
+            });
         }
         if conn.receiver.is_complete() && !conn.delivered {
             conn.delivered = true;
@@ -273,7 +295,13 @@ impl PacketNet {
         if let Some(t) = conn.sender.poll_at() {
             if conn.timer.map_or(true, |t0| t < t0) {
                 conn.timer = Some(t);
-                ctx.schedule(t, NetEv { kind: EV_CONN_TIMER, id });
+                ctx.schedule(
+                    t,
+                    NetEv {
+                        kind: EV_CONN_TIMER,
+                        id,
+                    },
+                );
             }
         }
         let finished = conn.sender.is_done();
@@ -308,7 +336,21 @@ impl PacketNet {
 
 impl Backend for PacketNet {
     fn send(&mut self, ctx: &mut Ctx, send: BackendSend) {
-        let BackendSend { msg, size_bytes, class, persistent, notify_packets, fwd, rev } = send;
+        let BackendSend {
+            msg,
+            size_bytes,
+            class,
+            persistent,
+            notify_packets,
+            fwd,
+            rev,
+            aggregate,
+        } = send;
+        if let Some(job) = aggregate {
+            let host = self.port_ends[fwd[0] as usize].0;
+            self.agg_send(ctx, msg, host, job, size_bytes, notify_packets);
+            return;
+        }
         if self.conns.len() <= msg as usize {
             self.conns.resize_with(msg as usize + 1, || None);
         }
@@ -363,6 +405,7 @@ impl Backend for PacketNet {
             EV_PAUSE_END => self.on_pause_end(ctx, ev.id / 8, (ev.id % 8) as u8),
             EV_PFC_REFRESH => self.on_pfc_refresh(ctx, ev.id / 8, (ev.id % 8) as u8),
             EV_LOGIC => self.on_logic_timer(ctx, ev.id),
+            EV_AGG_TIMER => self.on_agg_timer(ctx, ev.id),
             k => unreachable!("packet backend got event kind {k}"),
         }
     }
@@ -378,7 +421,7 @@ impl Backend for PacketNet {
     }
 
     fn in_flight(&self) -> usize {
-        self.packets_in_network + self.live_conns
+        self.packets_in_network + self.live_conns + self.agg.as_ref().map_or(0, |a| a.live())
     }
 
     fn link_change(&mut self, ctx: &mut Ctx, link: u32, change: crate::engine::LinkChange) {
@@ -390,7 +433,9 @@ impl Backend for PacketNet {
     }
 
     fn tables(&self) -> Vec<crate::engine::Table> {
-        self.logics.tables(&self.names)
+        let mut t = self.logics.tables(&self.names);
+        t.extend(self.agg.as_ref().map(|a| a.table(&self.names)));
+        t
     }
 
     fn reroute(&mut self, _ctx: &mut Ctx, msg: u32, fwd: Vec<u32>, rev: Vec<u32>) -> bool {

@@ -56,7 +56,13 @@ pub struct PfcState {
 impl PfcState {
     pub fn new(spec: PfcSpec, ports: usize) -> PfcState {
         let lossless = spec.classes.iter().fold(0u8, |m, &c| m | 1 << (c & 7));
-        PfcState { spec, lossless, held: vec![[0; 8]; ports], xoff: vec![0; ports], refresh_at: vec![[0; 8]; ports] }
+        PfcState {
+            spec,
+            lossless,
+            held: vec![[0; 8]; ports],
+            xoff: vec![0; ports],
+            refresh_at: vec![[0; 8]; ports],
+        }
     }
 
     #[inline]
@@ -66,7 +72,8 @@ impl PfcState {
 
     /// Whether a packet of `wire` bytes from `ingress` fits in xoff + headroom.
     pub fn admits(&self, ingress: u32, class: u8, wire: u32) -> bool {
-        self.held[ingress as usize][class as usize & 7] + wire as u64 <= self.spec.xoff_bytes + self.spec.headroom_bytes
+        self.held[ingress as usize][class as usize & 7] + wire as u64
+            <= self.spec.xoff_bytes + self.spec.headroom_bytes
     }
 
     /// A lossless packet from `ingress` was queued; `free` is the switch's

@@ -2,7 +2,7 @@
 //! wire, PFC pause state, and pending MAC control frames (PAUSE), which go
 //! before any queued data once the frame being serialized is done.
 
-use super::header::{Packet, NO_PORT, PROTO_PAUSE};
+use super::header::{Packet, NO_PORT, PROTO_AGG, PROTO_PAUSE, PROTO_TCP};
 use super::pfc::{Signal, QUANTUM_BITS};
 use super::qdisc::{Enqueued, Qdisc};
 use super::{PacketNet, EV_PAUSE_END, EV_PFC_REFRESH, EV_PORT_TX, EV_WIRE_HEAD};
@@ -44,7 +44,14 @@ struct PauseTimes {
 }
 
 impl Port {
-    pub fn new(host_port: bool, from: u32, to: u32, rate_bps: u64, delay_ps: u64, qdisc: Qdisc) -> Port {
+    pub fn new(
+        host_port: bool,
+        from: u32,
+        to: u32,
+        rate_bps: u64,
+        delay_ps: u64,
+        qdisc: Qdisc,
+    ) -> Port {
         Port {
             host_port,
             rate_bps,
@@ -53,7 +60,12 @@ impl Port {
             tx: None,
             ctrl: VecDeque::new(),
             wire: VecDeque::new(),
-            stats: LinkStats { from, to, rate_bps, ..Default::default() },
+            stats: LinkStats {
+                from,
+                to,
+                rate_bps,
+                ..Default::default()
+            },
             q_changed_ps: 0,
             up: true,
             loss: 0.0,
@@ -72,7 +84,8 @@ impl Port {
     /// Counters up to `now_ps` (queue area and pauses still running included).
     pub fn stats_at(&self, now_ps: u64) -> LinkStats {
         let mut s = self.stats.clone();
-        s.queue_area += self.qdisc.bytes() as u128 * now_ps.saturating_sub(self.q_changed_ps) as u128;
+        s.queue_area +=
+            self.qdisc.bytes() as u128 * now_ps.saturating_sub(self.q_changed_ps) as u128;
         if let Some(t) = &self.pause_times {
             for c in 0..8 {
                 if self.paused & (1 << c) != 0 {
@@ -92,14 +105,29 @@ impl Port {
 
 impl PacketNet {
     pub(super) fn enqueue(&mut self, ctx: &mut Ctx, port: u32, pkt: Packet) {
-        let lossless = self.pfc.as_ref().is_some_and(|f| pkt.ingress != NO_PORT && f.is_lossless(pkt.class));
+        let lossless = self
+            .pfc
+            .as_ref()
+            .is_some_and(|f| pkt.ingress != NO_PORT && f.is_lossless(pkt.class));
+        // Aggregation packets a switch's accelerator (or a worker) sends in a
+        // lossless class: their number is bounded by the workers' windows,
+        // and the accelerator's buffer stands in for the ingress PFC counts.
+        let agg_lossless = pkt.proto == PROTO_AGG
+            && pkt.ingress == NO_PORT
+            && self.pfc.as_ref().is_some_and(|f| f.is_lossless(pkt.class));
         let p = &mut self.ports[port as usize];
         p.account_queue(ctx.now);
         // The switch's shared buffer, if it has one (host NICs are outside it).
-        let shared = self.buffers.as_ref().filter(|_| !p.host_port).map(|_| self.port_ends[port as usize].0);
+        let shared = self
+            .buffers
+            .as_ref()
+            .filter(|_| !p.host_port)
+            .map(|_| self.port_ends[port as usize].0);
         let res = if !p.up {
             p.qdisc.count_drop(pkt.class); // the link is down
             Enqueued::Dropped
+        } else if agg_lossless {
+            p.qdisc.enqueue_lossless(pkt)
         } else if lossless {
             let pfc = self.pfc.as_mut().expect("lossless needs PFC");
             if pfc.admits(pkt.ingress, pkt.class, pkt.wire) {
@@ -110,7 +138,11 @@ impl PacketNet {
             }
         } else if let Some(node) = shared {
             let band = p.qdisc.band_of(pkt.class);
-            if self.buffers.as_ref().expect("shared").admits(node, p.qdisc.band_bytes(band), pkt.wire) {
+            if self.buffers.as_ref().expect("shared").admits(
+                node,
+                p.qdisc.band_bytes(band),
+                pkt.wire,
+            ) {
                 p.qdisc.enqueue(pkt)
             } else {
                 p.qdisc.count_drop(pkt.class); // above the dynamic threshold
@@ -164,11 +196,21 @@ impl PacketNet {
         if !p.up {
             return;
         }
-        if let Some(frame) = if p.ctrl.is_empty() { None } else { p.ctrl.pop_front() } {
+        if let Some(frame) = if p.ctrl.is_empty() {
+            None
+        } else {
+            p.ctrl.pop_front()
+        } {
             let done = ctx.now + ser_time_ps(frame.wire as u64, p.rate_bps);
             p.tx = Some(frame);
             p.tx_done_ps = done;
-            ctx.schedule(done, NetEv { kind: EV_PORT_TX, id: port });
+            ctx.schedule(
+                done,
+                NetEv {
+                    kind: EV_PORT_TX,
+                    id: port,
+                },
+            );
             return;
         }
         p.account_queue(ctx.now);
@@ -177,7 +219,13 @@ impl PacketNet {
         p.tx = Some(pkt);
         p.tx_done_ps = done;
         let host_port = p.host_port;
-        ctx.schedule(done, NetEv { kind: EV_PORT_TX, id: port });
+        ctx.schedule(
+            done,
+            NetEv {
+                kind: EV_PORT_TX,
+                id: port,
+            },
+        );
         if let Some(buf) = self.buffers.as_mut().filter(|_| !host_port) {
             buf.remove(self.port_ends[port as usize].0, pkt.wire);
         }
@@ -185,7 +233,11 @@ impl PacketNet {
             let band = p.qdisc.band_of(pkt.class) as u8;
             ctx.port_event(port, band, PortEvent::Dequeue, pkt.wire);
         }
-        if let Some(pfc) = self.pfc.as_mut().filter(|f| pkt.ingress != NO_PORT && f.is_lossless(pkt.class)) {
+        if let Some(pfc) = self
+            .pfc
+            .as_mut()
+            .filter(|f| pkt.ingress != NO_PORT && f.is_lossless(pkt.class))
+        {
             if pfc.departed(pkt.ingress, pkt.class, pkt.wire) == Signal::Xon {
                 self.send_pause(ctx, pkt.ingress, pkt.class, 0);
             }
@@ -212,10 +264,16 @@ impl PacketNet {
             let arrive = ctx.now + p.delay_ps;
             p.wire.push_back((arrive, pkt));
             if p.wire.len() == 1 {
-                ctx.schedule(arrive, NetEv { kind: EV_WIRE_HEAD, id: port });
+                ctx.schedule(
+                    arrive,
+                    NetEv {
+                        kind: EV_WIRE_HEAD,
+                        id: port,
+                    },
+                );
             }
         }
-        let host_data = p.host_port && pkt.proto != PROTO_PAUSE && !pkt.is_ack();
+        let host_data = p.host_port && pkt.proto == PROTO_TCP && !pkt.is_ack();
         if lost && pkt.proto != PROTO_PAUSE {
             // Lost on the wire: out of the network; a host's data still left its NIC (below).
             self.packets_in_network -= 1;
@@ -239,7 +297,11 @@ impl PacketNet {
             return;
         }
         self.packets_in_network -= 1;
-        if self.ports[port as usize].host_port && !pkt.is_ack() && pkt.ingress == NO_PORT {
+        if self.ports[port as usize].host_port
+            && pkt.proto == PROTO_TCP
+            && !pkt.is_ack()
+            && pkt.ingress == NO_PORT
+        {
             if let Some(conn) = self.conns[pkt.conn as usize].as_deref_mut() {
                 conn.nic_bytes -= pkt.payload as u64;
             }
@@ -255,8 +317,17 @@ impl PacketNet {
         if quanta > 0 {
             let half = (p.pause_ps(quanta) / 2).max(1);
             let at = ctx.now + half;
-            self.pfc.as_mut().expect("PFC on").arm_refresh(ingress, class, at);
-            ctx.schedule(at, NetEv { kind: EV_PFC_REFRESH, id: ingress * 8 + class as u32 });
+            self.pfc
+                .as_mut()
+                .expect("PFC on")
+                .arm_refresh(ingress, class, at);
+            ctx.schedule(
+                at,
+                NetEv {
+                    kind: EV_PFC_REFRESH,
+                    id: ingress * 8 + class as u32,
+                },
+            );
         }
         if self.ports[out as usize].tx.is_none() {
             self.start_tx(ctx, out);
@@ -293,13 +364,23 @@ impl PacketNet {
             }
         }
         times.end_ps[c] = end;
-        ctx.schedule(end, NetEv { kind: EV_PAUSE_END, id: port * 8 + c as u32 });
+        ctx.schedule(
+            end,
+            NetEv {
+                kind: EV_PAUSE_END,
+                id: port * 8 + c as u32,
+            },
+        );
     }
 
     pub(super) fn on_pause_end(&mut self, ctx: &mut Ctx, port: u32, class: u8) -> bool {
         let p = &self.ports[port as usize];
         let c = class as usize & 7;
-        if p.paused & (1 << c) == 0 || p.pause_times.as_ref().map_or(true, |t| t.end_ps[c] != ctx.now) {
+        if p.paused & (1 << c) == 0
+            || p.pause_times
+                .as_ref()
+                .map_or(true, |t| t.end_ps[c] != ctx.now)
+        {
             return false; // resumed by XON, or extended by a refresh
         }
         self.resume(ctx, port, class);

@@ -131,12 +131,17 @@ impl Qdisc {
         let b = self.band_of(pkt.class);
         let q = &mut self.bands[b];
         let bytes = self.band[b].bytes;
-        if !lossless && (bytes + pkt.wire as u64 > self.limit_bytes || q.len() as u64 + 1 > self.limit_packets) {
+        if !lossless
+            && (bytes + pkt.wire as u64 > self.limit_bytes
+                || q.len() as u64 + 1 > self.limit_packets)
+        {
             self.band[b].drops += 1;
             return Enqueued::Dropped;
         }
         let mut res = Enqueued::Queued;
-        if pkt.flags & FLAG_ECT != 0 && (bytes > self.ecn_bytes || q.len() as u64 > self.ecn_packets) {
+        if pkt.flags & FLAG_ECT != 0
+            && (bytes > self.ecn_bytes || q.len() as u64 > self.ecn_packets)
+        {
             pkt.flags |= FLAG_CE;
             self.band[b].marks += 1;
             res = Enqueued::Marked;
@@ -179,7 +184,9 @@ impl Qdisc {
     /// PFC: pauses exactly the bands that carry a class of `classes` (bit c
     /// set: class c is paused); the others may be dequeued.
     pub fn set_paused_classes(&mut self, classes: u8) {
-        self.paused = (0..8u8).filter(|c| classes & (1 << c) != 0).fold(0, |m, c| m | 1 << self.band_of(c));
+        self.paused = (0..8u8)
+            .filter(|c| classes & (1 << c) != 0)
+            .fold(0, |m, c| m | 1 << self.band_of(c));
     }
 
     /// Whether any packet waits in a band that is not paused.

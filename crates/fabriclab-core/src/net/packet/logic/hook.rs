@@ -3,9 +3,12 @@
 //! the ports it names; packets of other protocols than TCP and PAUSE go to
 //! the logic of the node they reach, or are absorbed there.
 
-use super::super::header::{Packet, PROTO_TCP};
+use super::super::header::{Packet, PROTO_AGG, PROTO_TCP};
 use super::super::{PacketNet, EV_LOGIC};
-use super::{counters_table, tap::Tap, LogicCtx, SwitchLogic, SwitchLogicSpec, Verdict};
+use super::{
+    counters_table, panama::Panama, series_table, tap::Tap, LogicCtx, SwitchLogic, SwitchLogicSpec,
+    Verdict,
+};
 use crate::engine::{Ctx, NetEv, Table};
 use crate::fabric::topology::Topology;
 
@@ -25,7 +28,11 @@ pub(in crate::net::packet) struct Logics {
 }
 
 impl Logics {
-    pub fn new(topo: &Topology, specs: &[SwitchLogicSpec]) -> Result<Logics, String> {
+    pub fn new(
+        topo: &Topology,
+        specs: &[SwitchLogicSpec],
+        agg: Option<&crate::fabric::aggregation::AggregationSpec>,
+    ) -> Result<Logics, String> {
         let mut l = Logics {
             list: Vec::new(),
             node: Vec::new(),
@@ -38,13 +45,23 @@ impl Logics {
         for (i, s) in specs.iter().enumerate() {
             let node = s.node();
             if node as usize >= topo.names.len() {
-                return Err(format!("switch_logic[{i}].node: node index {node} out of range"));
+                return Err(format!(
+                    "switch_logic[{i}].node: node index {node} out of range"
+                ));
             }
             if l.at[node as usize] != u32::MAX {
-                return Err(format!("switch_logic[{i}].node: '{}' already has logic", topo.names[node as usize]));
+                return Err(format!(
+                    "switch_logic[{i}].node: '{}' already has logic",
+                    topo.names[node as usize]
+                ));
             }
             let logic: Box<dyn SwitchLogic> = match *s {
-                SwitchLogicSpec::Tap { class, mirror_to, absorb, .. } => {
+                SwitchLogicSpec::Tap {
+                    class,
+                    mirror_to,
+                    absorb,
+                    ..
+                } => {
                     let port = match mirror_to {
                         None => None,
                         Some(to) => Some(
@@ -52,19 +69,39 @@ impl Logics {
                                 .iter()
                                 .copied()
                                 .find(|&p| topo.ports[p as usize].to == to)
-                                .ok_or_else(|| format!("switch_logic[{i}].mirror_to: not a neighbour"))?,
+                                .ok_or_else(|| {
+                                    format!("switch_logic[{i}].mirror_to: not a neighbour")
+                                })?,
                         ),
                     };
                     Box::new(Tap::new(class, port, absorb))
                 }
             };
-            l.at[node as usize] = l.list.len() as u32;
-            l.list.push(logic);
-            l.node.push(node);
-            l.ports.push(topo.out_ports[node as usize].clone().into_boxed_slice());
-            l.timer.push(None);
+            l.attach(topo, node, logic);
+        }
+        if let Some(agg) = agg {
+            for (node, trees) in super::panama::configs(topo, agg)? {
+                let name = &topo.names[node as usize];
+                if l.at[node as usize] != u32::MAX {
+                    return Err(format!(
+                        "aggregation: switch '{name}' of a tree already has switch_logic"
+                    ));
+                }
+                let logic = Panama::new(agg.memory_bytes, trees)
+                    .map_err(|e| format!("aggregation: at '{name}': {e}"))?;
+                l.attach(topo, node, Box::new(logic));
+            }
         }
         Ok(l)
+    }
+
+    fn attach(&mut self, topo: &Topology, node: u32, logic: Box<dyn SwitchLogic>) {
+        self.at[node as usize] = self.list.len() as u32;
+        self.list.push(logic);
+        self.node.push(node);
+        self.ports
+            .push(topo.out_ports[node as usize].clone().into_boxed_slice());
+        self.timer.push(None);
     }
 
     /// Whether any switch has logic.
@@ -77,22 +114,39 @@ impl Logics {
         if self.list.is_empty() {
             return Vec::new();
         }
-        let mut rows = Vec::new();
+        let (mut rows, mut series) = (Vec::new(), Vec::new());
         for (lg, &node) in self.list.iter().zip(&self.node) {
             for (k, v) in lg.counters() {
                 rows.push((names[node as usize].clone(), k, v));
             }
+            for (k, t, v) in lg.series() {
+                series.push((names[node as usize].clone(), k, t, v));
+            }
         }
-        vec![counters_table(rows)]
+        let mut tables = vec![counters_table(rows)];
+        if !series.is_empty() {
+            tables.push(series_table(series));
+        }
+        tables
     }
 }
 
 impl PacketNet {
     /// A packet arrived at `node` over `ingress`: true when it was taken
     /// (by logic, or absorbed as a non-TCP packet) and must not be forwarded.
-    pub(in crate::net::packet) fn at_node(&mut self, ctx: &mut Ctx, node: u32, ingress: u32, pkt: &Packet) -> bool {
+    pub(in crate::net::packet) fn at_node(
+        &mut self,
+        ctx: &mut Ctx,
+        node: u32,
+        ingress: u32,
+        pkt: &Packet,
+    ) -> bool {
         let i = self.logics.at[node as usize];
         if i == u32::MAX {
+            if pkt.proto == PROTO_AGG && self.agg_at_host(ctx, node, pkt) {
+                self.packets_in_network -= 1;
+                return true;
+            }
             if pkt.proto != PROTO_TCP {
                 self.logics.absorbed += 1;
                 self.packets_in_network -= 1;
@@ -102,7 +156,11 @@ impl PacketNet {
         }
         let mut emit = std::mem::take(&mut self.logics.emit);
         let verdict = {
-            let mut lctx = LogicCtx { now: ctx.now, ports: &self.logics.ports[i as usize], emit: &mut emit };
+            let mut lctx = LogicCtx {
+                now: ctx.now,
+                ports: &self.logics.ports[i as usize],
+                emit: &mut emit,
+            };
             self.logics.list[i as usize].on_packet(&mut lctx, ingress, pkt)
         };
         let taken = verdict == Verdict::Absorb || pkt.proto != PROTO_TCP;
@@ -118,7 +176,6 @@ impl PacketNet {
     fn send_emitted(&mut self, ctx: &mut Ctx, emit: &mut Vec<(u32, Packet)>) {
         for (port, mut pkt) in emit.drain(..) {
             pkt.ingress = super::super::header::NO_PORT;
-            pkt.hop = 0;
             self.packets_in_network += 1;
             self.enqueue(ctx, port, pkt);
         }
@@ -129,7 +186,13 @@ impl PacketNet {
             let t = t.max(ctx.now);
             if self.logics.timer[i as usize].map_or(true, |t0| t < t0) {
                 self.logics.timer[i as usize] = Some(t);
-                ctx.schedule(t, NetEv { kind: EV_LOGIC, id: i });
+                ctx.schedule(
+                    t,
+                    NetEv {
+                        kind: EV_LOGIC,
+                        id: i,
+                    },
+                );
             }
         }
     }
@@ -141,7 +204,11 @@ impl PacketNet {
         self.logics.timer[i as usize] = None;
         let mut emit = std::mem::take(&mut self.logics.emit);
         {
-            let mut lctx = LogicCtx { now: ctx.now, ports: &self.logics.ports[i as usize], emit: &mut emit };
+            let mut lctx = LogicCtx {
+                now: ctx.now,
+                ports: &self.logics.ports[i as usize],
+                emit: &mut emit,
+            };
             self.logics.list[i as usize].poll(&mut lctx);
         }
         self.send_emitted(ctx, &mut emit);

@@ -1,14 +1,16 @@
 //! Logic on switches: a hook that sees every packet a chosen switch
 //! receives, before forwarding, and may absorb it, hold packets in a
 //! bounded buffer of its own, and emit new packets to any of the switch's
-//! egress ports (PANAMA's aggregation accelerator will be one; [`tap`] is
-//! the first, a switch that counts a class and mirrors it to a port).
+//! egress ports: [`tap`] counts a class and mirrors it to a port;
+//! [`panama`] is PANAMA's aggregation accelerator, attached to the switches
+//! of the scenario's aggregation trees.
 //!
 //! Logic keeps at most one pending timer, in smoltcp's shape: after every
 //! call the backend asks [`SwitchLogic::poll_at`] and calls
 //! [`SwitchLogic::poll`] then.
 
 mod hook;
+pub mod panama;
 pub mod tap;
 
 pub(super) use hook::Logics;
@@ -47,6 +49,10 @@ pub trait SwitchLogic: Send + Sync {
     fn counters(&self) -> Vec<(String, u64)> {
         Vec::new()
     }
+    /// Rows for the `switch_logic_series` table: (series name, time, value).
+    fn series(&self) -> Vec<(&'static str, u64, u64)> {
+        Vec::new()
+    }
 }
 
 /// Logic to attach to a switch, by kind (node indices resolved by the
@@ -76,7 +82,29 @@ impl SwitchLogicSpec {
 pub fn counters_table(rows: Vec<(String, String, u64)>) -> Table {
     use crate::engine::Column;
     Table::new("switch_logic")
-        .col("node", Column::Str(rows.iter().map(|r| r.0.clone()).collect()))
-        .col("counter", Column::Str(rows.iter().map(|r| r.1.clone()).collect()))
+        .col(
+            "node",
+            Column::Str(rows.iter().map(|r| r.0.clone()).collect()),
+        )
+        .col(
+            "counter",
+            Column::Str(rows.iter().map(|r| r.1.clone()).collect()),
+        )
         .col("value", Column::U64(rows.iter().map(|r| r.2).collect()))
+}
+
+/// A table of every logic's time series: (node, series, time, value).
+pub fn series_table(rows: Vec<(String, &'static str, u64, u64)>) -> Table {
+    use crate::engine::Column;
+    Table::new("switch_logic_series")
+        .col(
+            "node",
+            Column::Str(rows.iter().map(|r| r.0.clone()).collect()),
+        )
+        .col(
+            "series",
+            Column::Str(rows.iter().map(|r| r.1.to_string()).collect()),
+        )
+        .col("time_ps", Column::U64(rows.iter().map(|r| r.2).collect()))
+        .col("value", Column::U64(rows.iter().map(|r| r.3).collect()))
 }

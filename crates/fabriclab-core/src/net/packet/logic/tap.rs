@@ -16,7 +16,14 @@ pub struct Tap {
 
 impl Tap {
     pub fn new(class: u8, mirror_port: Option<u32>, absorb: bool) -> Tap {
-        Tap { class, mirror_port, absorb, seen: 0, seen_bytes: 0, mirrored: 0 }
+        Tap {
+            class,
+            mirror_port,
+            absorb,
+            seen: 0,
+            seen_bytes: 0,
+            mirrored: 0,
+        }
     }
 }
 
@@ -41,6 +48,10 @@ impl SwitchLogic for Tap {
     }
 
     fn counters(&self) -> Vec<(String, u64)> {
-        vec![("packets".into(), self.seen), ("wire_bytes".into(), self.seen_bytes), ("mirrored".into(), self.mirrored)]
+        vec![
+            ("packets".into(), self.seen),
+            ("wire_bytes".into(), self.seen_bytes),
+            ("mirrored".into(), self.mirrored),
+        ]
     }
 }
