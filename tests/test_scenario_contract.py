@@ -91,7 +91,14 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
                   "start_ps": 0, "slowdown": {"1": 1.5}, "jitter": 0.1, "reduce_bps": "1Tbps",
                   "send_overhead_ps": "1us", "slack_aware": True, "urgent_class": 0, "slack_factor": 1.5,
                   "slack_lag_rounds": 1, "persistent_connections": True, "allreduce": "tree",
-                  "allreduce_chunk_bytes": "10KB"}],
+                  "allreduce_chunk_bytes": "10KB"},
+                 {"name": "agg", "workers": [0, 1], "layers": 2, "model_bytes": "20KB", "compute_ps": "100us",
+                  "iterations": 1, "allreduce": "panama", "class": 3,
+                  "aggregation": {"trees": ["leaf0"], "window_packets": 4, "window_cap": True, "sync_fraction": 0.5,
+                                  "g": 0.125, "initial_alpha": 1.0}},
+                 {"name": "sml", "workers": [2, 3], "layers": 2, "model_bytes": "20KB", "compute_ps": "100us",
+                  "iterations": 1, "allreduce": "switchml", "aggregation": {"trees": 1}}],
+        "aggregation": {"memory_bytes": "1MB", "vector_bytes": 512, "timeout_ps": "1ms"},
         "outputs": {"flows": True, "links": True, "messages": True, "queues_every_ps": "1ms"},
     }
     s = Scenario.from_dict(copy.deepcopy(raw))
@@ -204,7 +211,9 @@ def test_full_scenario_fills_every_section(tmp_path):
                            ("routing", "RoutingConfig"), ("outputs", "OutputsConfig")):
         assert set(raw[section]) == set(pyd[model]["properties"]), section
     assert set(raw["topology"]) == set(pyd["LeafSpineTopology"]["properties"])
-    assert set(raw["jobs"][0]) == set(pyd["JobConfig"]["properties"])
+    assert set().union(*raw["jobs"]) == set(pyd["JobConfig"]["properties"])
+    assert set(raw["aggregation"]) == set(pyd["AggregationConfig"]["properties"])
+    assert set(raw["jobs"][1]["aggregation"]) == set(pyd["JobAggregationConfig"]["properties"])
     assert set(raw["flows"][0]) == set(pyd["FlowConfig"]["properties"])
     assert set(raw["switch_logic"][0]) == set(pyd["TapLogicConfig"]["properties"])
     assert set(raw["traffic"][0]) | {"flows_per_s"} == set(pyd["PoissonTrafficConfig"]["properties"])
@@ -269,11 +278,14 @@ TRANSLATED = {
     "JobConfig": ("JobSpec", {"profile", "model_bytes", "compute_ps", "queue", "urgent_class", "slack_factor",
                               "slack_lag_rounds", "allreduce", "allreduce_chunk_bytes"},
                   {"priority_queue", "seed", "allreduce_plan"}),
+    # the controller builds each aggregating job's trees, window and timeout
+    "AggregationConfig": ("AggregationSpec", {"timeout_ps"}, {"jobs"}),
 }
 # Models the core never sees as such (resolved into other data, or Python-only).
 NOT_IN_CORE = {"StarTopology": "built into topology.nodes/links", "LeafSpineTopology": "built into topology.nodes/links",
                "FatTreeTopology": "built into topology.nodes/links", "FileTopology": "read into topology.nodes/links",
-               "OutputsConfig": "what Python writes; queue sampling is Simulator.sample_queues"}
+               "OutputsConfig": "what Python writes; queue sampling is Simulator.sample_queues",
+               "JobAggregationConfig": "built by the controller into aggregation.jobs (trees, window, sync_fraction)"}
 
 
 def _core_props(core_schema: dict, name: str) -> set:

@@ -139,6 +139,20 @@ def _collect(scenario: Scenario, sim: Simulator, wall_s: float) -> Results:
         summary["switch_logic"] = {}
         for node, counter, value in zip(logic["node"], logic["counter"], logic["value"]):
             summary["switch_logic"].setdefault(node, {})[counter] = value
+    aggregation_arrow = accelerators_arrow = None
+    if "aggregation_workers" in tables:
+        import pyarrow as pa
+
+        aggregation_arrow = pa.table(tables["aggregation_workers"])
+        series = tables.get("switch_logic_series")
+        if series:
+            keep = [i for i, k in enumerate(series["series"]) if k == "agg_used_bytes"]
+            accelerators_arrow = pa.table({"node": [series["node"][i] for i in keep],
+                                           "time_ps": pa.array([series["time_ps"][i] for i in keep], pa.uint64()),
+                                           "used_bytes": pa.array([series["value"][i] for i in keep], pa.uint64())})
+        w = tables["aggregation_workers"]
+        summary["aggregation"] = {k: int(sum(w[k])) for k in
+                                  ("messages", "packets_sent", "results", "marked_results", "given_up", "skipped")}
     jobs_arrow, timeline_arrow, job_summary = _jobs(tables)
     if job_summary:
         summary["jobs"] = job_summary
@@ -163,7 +177,8 @@ def _collect(scenario: Scenario, sim: Simulator, wall_s: float) -> Results:
     resolved = scenario.resolved_dict()
     return Results(flows_arrow=flows, links_arrow=links, summary=summary, resolved=resolved,
                    jobs_arrow=jobs_arrow, timeline_arrow=timeline_arrow, messages_arrow=messages, queues_arrow=queues,
-                   steps_arrow=steps_arrow, ccl_arrow=ccl_arrow)
+                   steps_arrow=steps_arrow, ccl_arrow=ccl_arrow, aggregation_arrow=aggregation_arrow,
+                   accelerators_arrow=accelerators_arrow)
 
 
 def _collectives(tables: dict):

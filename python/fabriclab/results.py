@@ -153,6 +153,10 @@ class Results:
     queues_arrow: pa.Table | None = None
     steps_arrow: pa.Table | None = None
     ccl_arrow: pa.Table | None = None
+    # In-network aggregation: every worker's counts (aggregation.parquet) and
+    # the accelerators' buffer occupancy over time (accelerators.parquet).
+    aggregation_arrow: pa.Table | None = None
+    accelerators_arrow: pa.Table | None = None
 
     @property
     def flows(self) -> pd.DataFrame:
@@ -182,6 +186,14 @@ class Results:
     def ccl(self) -> pd.DataFrame | None:
         """The collectives' messages in the runtime's telemetry schema (docs/telemetry.md)."""
         return None if self.ccl_arrow is None else self.ccl_arrow.to_pandas()
+
+    @property
+    def aggregation(self) -> pd.DataFrame | None:
+        return None if self.aggregation_arrow is None else self.aggregation_arrow.to_pandas()
+
+    @property
+    def accelerators(self) -> pd.DataFrame | None:
+        return None if self.accelerators_arrow is None else self.accelerators_arrow.to_pandas()
 
     @property
     def queues(self) -> pd.DataFrame | None:
@@ -214,6 +226,10 @@ class Results:
             pq.write_table(self.steps_arrow, folder / "steps.parquet")
         if self.ccl_arrow is not None:
             pq.write_table(self.ccl_arrow, folder / "ccl.parquet")
+        if self.aggregation_arrow is not None:
+            pq.write_table(self.aggregation_arrow, folder / "aggregation.parquet")
+        if self.accelerators_arrow is not None:
+            pq.write_table(self.accelerators_arrow, folder / "accelerators.parquet")
         (folder / "summary.json").write_text(json.dumps(self.summary, indent=2, sort_keys=True) + "\n")
         (folder / "scenario.resolved.toml").write_text(tomli_w.dumps(self.resolved))
 

@@ -25,6 +25,7 @@ from .fabric_schema import (FatTreeTopology, LeafSpineTopology, LinkEventConfig,
                             QueueConfig, QueueOverrideConfig, QUEUE_FIELDS, RoutingConfig, StarTopology,
                             SwitchBufferConfig, TapLogicConfig, TopologyConfig, TransportConfig, fabric_core,
                             node_index)
+from .panama.config import AGGREGATION_ALLREDUCE, AggregationConfig, JobAggregationConfig
 from .schema_base import U32_MAX, WIRE_OVERHEAD_BYTES, Delay, ScenarioError, TrafficClass, _off_is_none, _Strict
 from .units import RateBps, SizeBytes, TimePs
 
@@ -98,6 +99,15 @@ class JobConfig(_Strict):
     persistent_connections: bool = True
     allreduce: str = "ring"
     allreduce_chunk_bytes: Optional[Annotated[SizeBytes, Field(gt=0)]] = None
+    # Trees and window of an in-network aggregation allreduce (panama, switchml, ...).
+    aggregation: Optional[JobAggregationConfig] = None
+
+    @model_validator(mode="after")
+    def _aggregation_needs_it(self):
+        if self.aggregation is not None and self.allreduce not in AGGREGATION_ALLREDUCE:
+            raise ValueError(f"aggregation: settings for in-network aggregation, but allreduce = {self.allreduce!r}; "
+                             f"use one of {', '.join(AGGREGATION_ALLREDUCE)}")
+        return self
 
 
 # Chunks of one fusion in a job's plan: every chunk is a plan step in memory.
@@ -209,6 +219,8 @@ class Scenario(_Strict):
     link_events: list[LinkEventConfig] = Field(default_factory=list)
     switch_logic: list[TapLogicConfig] = Field(default_factory=list)
     switch_buffer: Optional[SwitchBufferConfig] = None
+    # The accelerators of jobs whose allreduce aggregates in the network.
+    aggregation: Optional[AggregationConfig] = None
     transport: TransportConfig = Field(default_factory=TransportConfig)
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
     traffic: list[PoissonTrafficConfig] = Field(default_factory=list)
@@ -273,6 +285,16 @@ class Scenario(_Strict):
             raise ValueError('switch_buffer: the flow backend has no queues; needs backend = "packet"')
         if self.pfc is not None and self.pfc.xoff_fraction is not None and self.switch_buffer is None:
             raise ValueError("pfc.xoff_fraction: a fraction of the free shared buffer needs [switch_buffer]")
+        a = self.aggregation
+        if a is not None and a.memory_bytes < a.vector_bytes + 16:
+            raise ValueError(f"aggregation.memory_bytes: {a.memory_bytes} bytes cannot hold one aggregation packet "
+                             f"({a.vector_bytes} + 16 header bytes); give at least {a.vector_bytes + 16}")
+        aggregating = [i for i, j in enumerate(self.jobs) if j.allreduce in AGGREGATION_ALLREDUCE]
+        if aggregating and self.backend != "packet":
+            raise ValueError(f'jobs[{aggregating[0]}].allreduce: in-network aggregation needs backend = "packet" '
+                             f'(the flow backend has no aggregation model yet)')
+        if len(aggregating) > 65536:
+            raise ValueError("jobs: at most 65536 jobs aggregate in the network (the header's JID is 16 bits)")
         if self.switch_logic and self.backend != "packet":
             raise ValueError('switch_logic: the flow backend has no packets for logic to see; needs backend = "packet"')
         for i, e in enumerate(self.link_events):
@@ -419,6 +441,12 @@ class Scenario(_Strict):
         jobs = [self._job_core(i, j, t) for i, j in enumerate(self.jobs)]
         collectives = [self._collective_core(i, c, t) for i, c in enumerate(self.collectives)]
         fabric = fabric_core(self, t, names)
+        from .panama.controller import aggregation_core
+
+        aggregating = [(i, j, jobs[i]["workers"]) for i, j in enumerate(self.jobs) if j.allreduce in AGGREGATION_ALLREDUCE]
+        for k, (i, _, _) in enumerate(aggregating):
+            jobs[i]["aggregation"] = k
+        fabric["aggregation"] = aggregation_core(self.aggregation, aggregating, t)
         return {
             "jobs": jobs,
             "seed": self.seed,
@@ -441,7 +469,7 @@ class Scenario(_Strict):
         from .collectives.trees import double_binary_tree_allreduce
 
         name, chunk, size = j.allreduce, j.allreduce_chunk_bytes, j.fusion_bytes
-        if name == "ring":
+        if name == "ring" or name in AGGREGATION_ALLREDUCE:
             return None
         if chunk is not None and -(-size // chunk) > MAX_PLAN_CHUNKS:
             raise ScenarioError(f"jobs[{i}].allreduce_chunk_bytes: {chunk} bytes cuts fusion_bytes ({size}) into more "
@@ -459,7 +487,8 @@ class Scenario(_Strict):
         else:
             path = self._resolve_path(name)
             if not path.exists():
-                raise ScenarioError(f"jobs[{i}].allreduce: {name!r} is neither a planner ({', '.join(JOB_ALLREDUCE)}) "
+                raise ScenarioError(f"jobs[{i}].allreduce: {name!r} is neither a planner ({', '.join(JOB_ALLREDUCE)}), "
+                                    f"an in-network aggregation ({', '.join(AGGREGATION_ALLREDUCE)}) "
                                     f"nor a plan JSON file")
             p = _read_plan_file(path, f"jobs[{i}].allreduce")
             if p.collective != "allreduce" or p.nranks != n:
@@ -549,6 +578,7 @@ class Scenario(_Strict):
             "reduce_bps": j.reduce_bps, "send_overhead_ps": j.send_overhead_ps,
             "persistent_connections": j.persistent_connections,
             "allreduce_plan": self._job_plan(i, j, len(workers)),
+            "aggregation": None,  # its job id in the aggregation section, set by to_core
             "slack_aware": None if not j.slack_aware else {
                 "urgent_class": j.urgent_class, "factor": j.slack_factor, "lag_rounds": j.slack_lag_rounds,
                 # The slowest worker link: rounds are paced by it.

@@ -49,6 +49,8 @@ struct Member {
     waiting: VecDeque<(u32, u64, bool)>,
     cur: Option<Current>,
     timer: Option<u64>,
+    /// Bytes of its packets waiting in the host's NIC queue.
+    nic_bytes: u64,
     messages: u64,
     packets_sent: u64,
     results: u64,
@@ -76,6 +78,10 @@ impl Member {
 /// Every worker of every aggregation job, by (host node, job).
 pub(super) struct AggHosts {
     vector_bytes: u32,
+    /// A worker stops handing packets to its NIC above this many queued
+    /// bytes (as TCP Small Queues does for connections), and goes on as
+    /// they leave: the NIC queue holds what the link can take, not the window.
+    nic_limit_bytes: u64,
     members: Vec<Member>,
     index: HashMap<(u32, u16), u32>,
     live: usize,
@@ -83,7 +89,11 @@ pub(super) struct AggHosts {
 
 impl AggHosts {
     /// Workers' state; `uplink(host)` is the host's egress port.
-    pub fn new(spec: &AggregationSpec, uplink: impl Fn(u32) -> u32) -> AggHosts {
+    pub fn new(
+        spec: &AggregationSpec,
+        nic_limit_bytes: u64,
+        uplink: impl Fn(u32) -> u32,
+    ) -> AggHosts {
         let mut members = Vec::new();
         let mut index = HashMap::new();
         for j in &spec.jobs {
@@ -118,6 +128,7 @@ impl AggHosts {
                     waiting: VecDeque::new(),
                     cur: None,
                     timer: None,
+                    nic_bytes: 0,
                     messages: 0,
                     packets_sent: 0,
                     results: 0,
@@ -130,6 +141,7 @@ impl AggHosts {
         }
         AggHosts {
             vector_bytes: spec.vector_bytes,
+            nic_limit_bytes,
             members,
             index,
             live: 0,
@@ -139,6 +151,13 @@ impl AggHosts {
     /// Messages accepted and not yet complete.
     pub fn live(&self) -> usize {
         self.live
+    }
+
+    /// A worker's packet lost at its own NIC (its link went down): out of the NIC's count.
+    pub fn forget_nic(&mut self, host: u32, pkt: &Packet) {
+        if let Some(&i) = self.index.get(&(host, (pkt.conn >> 8) as u16)) {
+            self.members[i as usize].nic_bytes -= pkt.wire as u64;
+        }
     }
 
     pub fn table(&self, names: &[String]) -> Table {
@@ -234,7 +253,7 @@ impl PacketNet {
     /// Sends what the trees' windows allow, one packet per tree in turn.
     fn agg_pump(&mut self, ctx: &mut Ctx, i: u32) {
         let hosts = self.agg.as_mut().expect("aggregation on");
-        let vb = hosts.vector_bytes as u64;
+        let (vb, nic_limit) = (hosts.vector_bytes as u64, hosts.nic_limit_bytes);
         let m = &mut hosts.members[i as usize];
         let Some(cur) = m.cur.as_ref() else { return };
         let (size, nt) = (cur.size, m.trees.len() as u64);
@@ -242,6 +261,9 @@ impl PacketNet {
         loop {
             let mut sent = false;
             for t in 0..m.trees.len() {
+                if m.nic_bytes > 0 && m.nic_bytes >= nic_limit {
+                    break;
+                }
                 let win = m.window(&m.trees[t]);
                 let tree = &mut m.trees[t];
                 if tree.w.next_vid >= tree.end || tree.w.in_flight() >= win {
@@ -263,7 +285,9 @@ impl PacketNet {
                     workers: 1,
                     ..Default::default()
                 };
-                out.push(Packet::agg(&h, m.class));
+                let pkt = Packet::agg(&h, m.class);
+                m.nic_bytes += pkt.wire as u64;
+                out.push(pkt);
                 m.peak_window = m.peak_window.max(win);
                 sent = true;
             }
@@ -300,6 +324,18 @@ impl PacketNet {
                 );
             }
         }
+    }
+
+    /// A worker's packet left its NIC (sent, or lost there): room for more.
+    pub(super) fn agg_left_nic(&mut self, ctx: &mut Ctx, host: u32, pkt: &Packet) {
+        let Some(hosts) = self.agg.as_mut() else {
+            return;
+        };
+        let Some(&i) = hosts.index.get(&(host, (pkt.conn >> 8) as u16)) else {
+            return;
+        };
+        hosts.members[i as usize].nic_bytes -= pkt.wire as u64;
+        self.agg_pump(ctx, i);
     }
 
     /// An aggregation packet reached host `node`: a result for one of its jobs.

@@ -135,7 +135,11 @@ impl PacketNet {
         let n = ports.len();
         Ok(PacketNet {
             logics: logic::Logics::new(topo, logic, aggregation)?,
-            agg: aggregation.map(|a| agg_host::AggHosts::new(a, |h| topo.out_ports[h as usize][0])),
+            agg: aggregation.map(|a| {
+                agg_host::AggHosts::new(a, transport.tsq_limit_bytes, |h| {
+                    topo.out_ports[h as usize][0]
+                })
+            }),
             names: topo.names.clone(),
             buffers: switch_buffer.map(|b| buffer::SharedBuffers::new(b, topo.names.len())),
             ports,

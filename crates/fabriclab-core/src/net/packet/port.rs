@@ -279,6 +279,9 @@ impl PacketNet {
             self.packets_in_network -= 1;
         }
         self.start_tx(ctx, port);
+        if p_host_agg(&self.ports[port as usize], &pkt) {
+            self.agg_left_nic(ctx, self.port_ends[port as usize].0, &pkt);
+        }
         if host_data {
             if let Some(conn) = self.conns[pkt.conn as usize].as_deref_mut() {
                 conn.nic_bytes -= pkt.payload as u64;
@@ -297,6 +300,12 @@ impl PacketNet {
             return;
         }
         self.packets_in_network -= 1;
+        if p_host_agg(&self.ports[port as usize], pkt) {
+            let host = self.port_ends[port as usize].0;
+            if let Some(hosts) = self.agg.as_mut() {
+                hosts.forget_nic(host, pkt);
+            }
+        }
         if self.ports[port as usize].host_port
             && pkt.proto == PROTO_TCP
             && !pkt.is_ack()
@@ -404,4 +413,9 @@ impl PacketNet {
             self.start_tx(ctx, port);
         }
     }
+}
+
+/// A worker's own aggregation packet at its NIC port.
+fn p_host_agg(p: &Port, pkt: &Packet) -> bool {
+    p.host_port && pkt.proto == PROTO_AGG && pkt.ingress == NO_PORT
 }

@@ -1,0 +1,134 @@
+"""PANAMA's controller (section 4.1): for each aggregating job, one tree per
+root switch (by default every top-tier switch: each spine of a leaf-spine,
+each core of a fat-tree), its switches' children and parents, and the
+core's aggregation section. A tree is the breadth-first tree from its root
+down to the job's workers: every switch's parent is its lowest-numbered
+neighbour one hop closer to the root, so workers reach it by shortest paths
+and the tree is the same every run."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from ..schema_base import ScenarioError
+from .config import AGGREGATION_ALLREDUCE, AggregationConfig, JobAggregationConfig
+
+
+def _neighbours(t) -> list[list[int]]:
+    nb: list[list[int]] = [[] for _ in t.nodes]
+    for lk in t.links:
+        nb[lk["a"]].append(lk["b"])
+        nb[lk["b"]].append(lk["a"])
+    return [sorted(set(n)) for n in nb]
+
+
+def _switch_distances(t, nb, source: int) -> list[int | None]:
+    """Hops from ``source`` over switches (hosts end paths, never relay)."""
+    dist: list[int | None] = [None] * len(t.nodes)
+    dist[source] = 0
+    q = deque([source])
+    while q:
+        u = q.popleft()
+        if t.nodes[u]["kind"] == "host" and u != source:
+            continue
+        for v in nb[u]:
+            if dist[v] is None:
+                dist[v] = dist[u] + 1
+                q.append(v)
+    return dist
+
+
+def top_tier(t) -> list[int]:
+    """Switches farthest from their nearest host (spines, cores; a star's switch)."""
+    nb = _neighbours(t)
+    hosts = t.hosts
+    height: dict[int, int] = {}
+    for s, n in enumerate(t.nodes):
+        if n["kind"] != "switch":
+            continue
+        d = _switch_distances(t, nb, s)
+        reach = [d[h] for h in hosts if d[h] is not None]
+        if reach:
+            height[s] = min(reach)
+    if not height:
+        return []
+    top = max(height.values())
+    return [s for s in sorted(height) if height[s] == top]
+
+
+def build_tree(t, workers: list[int], root: int, where: str) -> list[dict]:
+    """The switches of the tree rooted at ``root`` reaching ``workers`` (node
+    indices): each with its children (node, workers below) and parent."""
+    nb = _neighbours(t)
+    dist = _switch_distances(t, nb, root)
+    names = [n["name"] for n in t.nodes]
+    parent: dict[int, int] = {}
+
+    def up(v: int) -> int:
+        return min(u for u in nb[v] if dist[u] == dist[v] - 1 and (t.nodes[u]["kind"] == "switch"))
+
+    for w in workers:
+        if dist[w] is None:
+            raise ScenarioError(f"{where}: worker {names[w]!r} cannot reach the tree's root {names[root]!r}")
+        v = w
+        while v != root and v not in parent:
+            parent[v] = up(v)
+            v = parent[v]
+    below: dict[int, int] = {w: 1 for w in workers}
+    # Deepest first, so a switch's count is complete before its parent adds it.
+    for v in sorted(parent, key=lambda v: -dist[v]):
+        if t.nodes[v]["kind"] == "switch":
+            below.setdefault(v, 0)
+        below[parent[v]] = below.get(parent[v], 0) + below[v]
+    switches = sorted({root} | {v for v in parent if t.nodes[v]["kind"] == "switch"})
+    return [{"node": s, "parent": parent.get(s),
+             "children": [[c, below[c]] for c in sorted(v for v in parent if parent[v] == s)]}
+            for s in switches]
+
+
+def roots_of(t, choice, where: str) -> list[int]:
+    top = top_tier(t)
+    names = {n["name"]: i for i, n in enumerate(t.nodes)}
+    if choice == "all":
+        return top
+    if isinstance(choice, int):
+        if choice > len(top):
+            raise ScenarioError(f"{where}: {choice} trees asked, the topology has {len(top)} top-tier switches "
+                                f"({', '.join(t.nodes[s]['name'] for s in top)})")
+        return top[:choice]
+    if not choice:
+        raise ScenarioError(f"{where}: a job needs at least one tree; give \"all\", a count or root switch names")
+    roots = []
+    for name in choice:
+        if name not in names or t.nodes[names[name]]["kind"] != "switch":
+            raise ScenarioError(f"{where}: {name!r} is not a switch of the topology")
+        if names[name] in roots:
+            raise ScenarioError(f"{where}: root {name!r} listed twice")
+        roots.append(names[name])
+    return roots
+
+
+def aggregation_core(agg: AggregationConfig | None, jobs, t) -> dict | None:
+    """The core's aggregation section for ``jobs`` (``(index, JobConfig,
+    worker host indices)`` of the jobs that aggregate), or None without any."""
+    if not jobs:
+        return None
+    agg = agg or AggregationConfig()
+    out = []
+    for k, (i, j, workers) in enumerate(jobs):
+        where = f"jobs[{i}].aggregation.trees"
+        ja = j.aggregation or JobAggregationConfig()
+        kind, fraction = AGGREGATION_ALLREDUCE[j.allreduce]
+        if ja.sync_fraction is not None:
+            fraction = ja.sync_fraction
+        nodes = [t.hosts[w] for w in workers]
+        roots = roots_of(t, ja.trees, where)
+        if len(roots) > 256:
+            raise ScenarioError(f"{where}: {len(roots)} trees; a job has at most 256 (the header's TID is 8 bits)")
+        window = ({"kind": "panama", "initial_packets": ja.window_packets, "g": ja.g,
+                   "initial_alpha": ja.initial_alpha} if kind == "panama" else
+                  {"kind": "fixed", "packets": ja.window_packets, "cap": ja.window_cap})
+        out.append({"job": k, "workers": workers, "class": j.class_, "sync_fraction": fraction,
+                    "window": window, "timeout_ps": agg.timeout_ps,
+                    "trees": [{"tree": n, "switches": build_tree(t, nodes, r, where)} for n, r in enumerate(roots)]})
+    return {"memory_bytes": agg.memory_bytes, "vector_bytes": agg.vector_bytes, "jobs": out}
