@@ -8,7 +8,8 @@ import time
 
 from . import __version__
 from ._core import Simulator
-from .results import BUCKETS, Results, fct_stats, flows_table, links_table, messages_table, queues_table
+from .results import (BUCKETS, Results, classes_table, fct_stats, flows_table, links_table, messages_table,
+                      queues_table)
 from .limits import check_memory, queue_row_budget
 from .scenario import Scenario, ScenarioError
 
@@ -170,13 +171,15 @@ def _collect(scenario: Scenario, sim: Simulator, wall_s: float) -> Results:
         summary["collectives"] = coll_summary
     out = scenario.outputs
     messages = messages_table(sim.messages()) if out.messages else None
-    queues = None
+    queues = classes = None
     if out.queues_every_ps is not None:
         queues = queues_table(sim.queues())
+        classes = classes_table(sim.classes())
         summary["queue_samples"] = {"rows": queues.num_rows, "stopped_at_ps": sim.queue_sampling_stopped_ps}
     resolved = scenario.resolved_dict()
     return Results(flows_arrow=flows, links_arrow=links, summary=summary, resolved=resolved,
                    jobs_arrow=jobs_arrow, timeline_arrow=timeline_arrow, messages_arrow=messages, queues_arrow=queues,
+                   classes_arrow=classes,
                    steps_arrow=steps_arrow, ccl_arrow=ccl_arrow, aggregation_arrow=aggregation_arrow,
                    accelerators_arrow=accelerators_arrow)
 

@@ -67,6 +67,19 @@ def messages_table(cols: dict) -> pa.Table:
                      else data[k] for k in MESSAGE_SCHEMA.names}, schema=MESSAGE_SCHEMA)
 
 
+CLASS_SCHEMA = pa.schema([
+    ("time_ps", pa.uint64()), ("link_id", pa.uint32()), ("src_node", pa.string()), ("dst_node", pa.string()),
+    ("class", pa.uint8()), ("tx_bytes", pa.uint64()),
+])
+
+
+def classes_table(cols: dict) -> pa.Table:
+    """classes.parquet: per sample, port and traffic class, the class's
+    cumulative transmitted wire bytes, where they changed since the previous sample."""
+    return pa.table({k: pa.array(cols[k], CLASS_SCHEMA.field(k).type) for k in CLASS_SCHEMA.names},
+                    schema=CLASS_SCHEMA)
+
+
 def queues_table(cols: dict) -> pa.Table:
     """queues.parquet: per sample and port band, the queue and the band's
     cumulative transmitted bytes, drops and marks, and whether it was paused."""
@@ -151,6 +164,7 @@ class Results:
     timeline_arrow: pa.Table | None = None
     messages_arrow: pa.Table | None = None
     queues_arrow: pa.Table | None = None
+    classes_arrow: pa.Table | None = None
     steps_arrow: pa.Table | None = None
     ccl_arrow: pa.Table | None = None
     # In-network aggregation: every worker's counts (aggregation.parquet) and
@@ -196,6 +210,11 @@ class Results:
         return None if self.accelerators_arrow is None else self.accelerators_arrow.to_pandas()
 
     @property
+    def classes(self) -> pd.DataFrame | None:
+        """Per-class transmitted bytes of every port over time (classes.parquet)."""
+        return None if self.classes_arrow is None else self.classes_arrow.to_pandas()
+
+    @property
     def queues(self) -> pd.DataFrame | None:
         return None if self.queues_arrow is None else self.queues_arrow.to_pandas()
 
@@ -222,6 +241,8 @@ class Results:
             pq.write_table(self.messages_arrow, folder / "messages.parquet")
         if self.queues_arrow is not None:
             pq.write_table(self.queues_arrow, folder / "queues.parquet")
+        if self.classes_arrow is not None:
+            pq.write_table(self.classes_arrow, folder / "classes.parquet")
         if self.steps_arrow is not None:
             pq.write_table(self.steps_arrow, folder / "steps.parquet")
         if self.ccl_arrow is not None:

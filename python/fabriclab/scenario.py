@@ -101,6 +101,9 @@ class JobConfig(_Strict):
     allreduce_chunk_bytes: Optional[Annotated[SizeBytes, Field(gt=0)]] = None
     # Trees and window of an in-network aggregation allreduce (panama, switchml, ...).
     aggregation: Optional[JobAggregationConfig] = None
+    # The run ends once this job (and every other job with end_run) has finished,
+    # whatever background traffic is still going.
+    end_run: bool = False
 
     @model_validator(mode="after")
     def _aggregation_needs_it(self):
@@ -579,6 +582,7 @@ class Scenario(_Strict):
             "persistent_connections": j.persistent_connections,
             "allreduce_plan": self._job_plan(i, j, len(workers)),
             "aggregation": None,  # its job id in the aggregation section, set by to_core
+            "end_run": j.end_run,
             "slack_aware": None if not j.slack_aware else {
                 "urgent_class": j.urgent_class, "factor": j.slack_factor, "lag_rounds": j.slack_lag_rounds,
                 # The slowest worker link: rounds are paced by it.

@@ -171,6 +171,39 @@ pub fn queue_table(sim: &Simulation) -> Table {
         )
 }
 
+/// Every port's transmitted bytes per class where they changed between
+/// samples (cumulative wire bytes).
+pub fn class_table(sim: &Simulation) -> Table {
+    let topo = sim.topology();
+    let s = sim.samples();
+    let name = |port: u32, to: bool| {
+        let p = &topo.ports[port as usize];
+        topo.names[if to { p.to } else { p.from } as usize].clone()
+    };
+    Table::new("classes")
+        .col("time_ps", Column::U64(s.class_time_ps.clone()))
+        .col(
+            "link_id",
+            Column::U32(s.class_rows.iter().map(|r| r.port).collect()),
+        )
+        .col(
+            "src_node",
+            Column::Str(s.class_rows.iter().map(|r| name(r.port, false)).collect()),
+        )
+        .col(
+            "dst_node",
+            Column::Str(s.class_rows.iter().map(|r| name(r.port, true)).collect()),
+        )
+        .col(
+            "class",
+            Column::U32(s.class_rows.iter().map(|r| r.class as u32).collect()),
+        )
+        .col(
+            "tx_bytes",
+            Column::U64(s.class_rows.iter().map(|r| r.tx_bytes).collect()),
+        )
+}
+
 pub fn link_columns(sim: &Simulation) -> LinkColumns {
     let mut c = LinkColumns::default();
     let now = sim.last_active_ps();

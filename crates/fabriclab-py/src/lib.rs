@@ -10,7 +10,9 @@ mod runtime;
 
 use fabriclab_core::apps::traffic::Cdf;
 use fabriclab_core::engine::{Column, Simulation, Table};
-use fabriclab_core::results::{flow_columns, link_columns, message_table, queue_table};
+use fabriclab_core::results::{
+    class_table, flow_columns, link_columns, message_table, queue_table,
+};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -184,6 +186,12 @@ impl Simulator {
     /// The queue samples as a dict of columns.
     fn queues<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let t = guarded(|| queue_table(&self.sim))?;
+        table_dict(py, t)
+    }
+
+    /// Per port and class transmitted bytes at each sample where they changed.
+    fn classes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let t = guarded(|| class_table(&self.sim))?;
         table_dict(py, t)
     }
 

@@ -30,8 +30,10 @@ class AggregationConfig(_Strict):
 
     # Buffer of each accelerator, shared equally by the jobs it serves (64 MB in section 7).
     memory_bytes: Annotated[SizeBytes, Field(gt=0)] = 64 * 10**6
-    # Gradient bytes per aggregation packet (float32: a multiple of 4).
-    vector_bytes: int = Field(1024, gt=0, le=4 * 65535, multiple_of=4)
+    # Gradient bytes per aggregation packet (float32: a multiple of 4). 1456
+    # fills a 1500-byte MTU (16 bytes of header, 28 of IPv4 and UDP), as a
+    # full TCP segment does.
+    vector_bytes: int = Field(1456, gt=0, le=4 * 65535, multiple_of=4)
     # A tree without a result for this long gives up its outstanding VIDs
     # (the fabric is lossless, so it need not be aggressive: section 4.2).
     timeout_ps: Annotated[TimePs, Field(gt=0)] = 10 * 10**9

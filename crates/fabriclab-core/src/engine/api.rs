@@ -131,6 +131,7 @@ pub struct Api<'a> {
     pub(super) msgs: &'a mut Vec<MsgRecord>,
     pub(super) net: NetOut<'a>,
     pub(super) error: &'a mut Option<String>,
+    pub(super) holds: &'a mut super::Holds,
     pub(super) hash_seed: u64,
     pub(super) mss_bytes: u32,
 }
@@ -278,6 +279,18 @@ impl Api<'_> {
         if self.error.is_none() {
             *self.error = Some(message);
         }
+    }
+
+    /// Keeps the run going until this app calls [`Api::release_run`]; once
+    /// every app that held it has released it, the run ends there, even
+    /// with other traffic still going (a job measured against endless
+    /// background flows).
+    pub fn hold_run(&mut self) {
+        self.holds.held += 1;
+        self.holds.ever = true;
+    }
+    pub fn release_run(&mut self) {
+        self.holds.held = self.holds.held.saturating_sub(1);
     }
 
     /// Calls this app's `on_timer(token)` at `at_ps` (not before now).

@@ -10,7 +10,8 @@ pub mod table;
 
 pub use api::{Api, App, Message, MsgId, MsgRecord};
 pub use net::{
-    Arrival, Backend, BackendSend, BandSample, Completion, Ctx, LinkChange, LinkStats, NetEv,
+    Arrival, Backend, BackendSend, BandSample, ClassSample, Completion, Ctx, LinkChange, LinkStats,
+    NetEv,
 };
 pub use probe::{PortEvent, Probe};
 pub use table::{merge_tables, Column, Table};
@@ -42,6 +43,10 @@ pub enum Ev {
 pub struct Samples {
     pub time_ps: Vec<u64>,
     pub rows: Vec<BandSample>,
+    /// Per port and class, the transmitted bytes where they changed since
+    /// the previous sample (time of each row in `class_time_ps`).
+    pub class_time_ps: Vec<u64>,
+    pub class_rows: Vec<ClassSample>,
     /// When sampling stopped because it reached its row budget, if it did.
     pub stopped_at_ps: Option<u64>,
 }
@@ -68,8 +73,25 @@ pub struct Simulation {
     samples: Samples,
     last_sample: Vec<BandSample>,
     scratch: Vec<BandSample>,
+    last_classes: Vec<ClassSample>,
     link_events: Vec<LinkEventSpec>,
     convergence_ps: u64,
+    /// Apps holding the run open ([`Api::hold_run`]): once some did and all
+    /// have released it, the run ends, whatever else is still going.
+    holds: Holds,
+}
+
+/// How many apps hold the run open, and whether any ever did.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Holds {
+    pub held: u32,
+    pub ever: bool,
+}
+
+impl Holds {
+    fn released(&self) -> bool {
+        self.ever && self.held == 0
+    }
 }
 
 impl Simulation {
@@ -100,8 +122,10 @@ impl Simulation {
             samples: Samples::default(),
             last_sample: Vec::new(),
             scratch: Vec::new(),
+            last_classes: Vec::new(),
             link_events: Vec::new(),
             convergence_ps: 0,
+            holds: Holds::default(),
         }
     }
 
@@ -197,6 +221,7 @@ impl Simulation {
                 probes: &mut self.probes,
             },
             error: &mut self.error,
+            holds: &mut self.holds,
             hash_seed: self.hash_seed,
             mss_bytes: self.mss_bytes,
         };
@@ -324,7 +349,11 @@ impl Simulation {
         let mut cur = std::mem::take(&mut self.scratch);
         cur.clear();
         self.backend.sample_bands(&mut cur);
-        if self.samples.rows.len() + cur.len() > self.sample_max_rows {
+        let mut classes = Vec::with_capacity(self.last_classes.len());
+        self.backend.sample_classes(&mut classes);
+        if self.samples.rows.len() + self.samples.class_rows.len() + cur.len() + classes.len()
+            > self.sample_max_rows
+        {
             self.samples.stopped_at_ps = Some(self.now);
             self.scratch = cur;
             return;
@@ -342,6 +371,14 @@ impl Simulation {
             }
         }
         self.scratch = std::mem::replace(&mut self.last_sample, cur);
+        for (i, c) in classes.iter().enumerate() {
+            let before = self.last_classes.get(i).map_or(0, |l| l.tx_bytes);
+            if c.tx_bytes != before {
+                self.samples.class_time_ps.push(self.now);
+                self.samples.class_rows.push(*c);
+            }
+        }
+        self.last_classes = classes;
         if !self.queue.is_empty() {
             let dt = self.sample_every_ps.expect("sampling on");
             self.queue.schedule(self.now + dt, Ev::Sample);
@@ -401,6 +438,9 @@ impl Simulation {
             }
             if let Some(e) = &self.error {
                 return Err(e.clone());
+            }
+            if self.holds.released() {
+                return Ok(false);
             }
         }
         Ok(false)

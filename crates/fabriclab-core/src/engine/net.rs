@@ -52,6 +52,16 @@ pub struct LinkStats {
     pub paused_ps: u64,
 }
 
+/// Wire bytes one egress port has transmitted of one traffic class, at a
+/// sampling instant (cumulative): who got what share of a link over time,
+/// whatever the queue discipline mixes in a band.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClassSample {
+    pub port: u32,
+    pub class: u8,
+    pub tx_bytes: u64,
+}
+
 /// One band of one egress port at a sampling instant (cumulative counters).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BandSample {
@@ -130,6 +140,8 @@ pub trait Backend: Send + Sync {
     /// Appends every band of every port with its queue and counters now
     /// (backends without queues append nothing).
     fn sample_bands(&self, _out: &mut Vec<BandSample>) {}
+    /// Appends every port's transmitted bytes per class (backends with ports).
+    fn sample_classes(&self, _out: &mut Vec<ClassSample>) {}
     /// Packets (packet backend) or flows (flow backend) still in the network.
     fn in_flight(&self) -> usize;
     /// Applies a change of link `link` (egress ports `2 * link` and `2 * link + 1`).

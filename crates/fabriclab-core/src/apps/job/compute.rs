@@ -110,6 +110,9 @@ impl TrainingJob {
                     .all(|w| w.iter_end[it as usize].is_some())
             {
                 self.end_ps = Some(api.now());
+                if self.spec.end_run {
+                    api.release_run();
+                }
             }
         }
     }

@@ -193,6 +193,9 @@ impl TrainingJob {
 
 impl App for TrainingJob {
     fn start(&mut self, api: &mut Api) {
+        if self.spec.end_run {
+            api.hold_run();
+        }
         let s = self.spec.start_ps;
         for w in 0..self.workers.len() as u32 {
             api.schedule(s, tok(T_COMPUTE, w, 1));

@@ -51,6 +51,10 @@ pub struct JobSpec {
     /// aggregation section, whose workers must be the job's.
     #[serde(default)]
     pub aggregation: Option<u16>,
+    /// The run ends once this job (and every other job with `end_run`) has
+    /// finished, whatever background traffic is still going.
+    #[serde(default)]
+    pub end_run: bool,
 }
 
 /// An allreduce plan for a job: steps over `size_bytes`, one list per worker.

@@ -19,7 +19,9 @@ pub use logic::SwitchLogicSpec;
 pub use pfc::PfcSpec;
 pub use qdisc::{Discipline, QueueOverride, QueueSpec};
 
-use crate::engine::{Arrival, Backend, BackendSend, BandSample, Completion, Ctx, LinkStats, NetEv};
+use crate::engine::{
+    Arrival, Backend, BackendSend, BandSample, ClassSample, Completion, Ctx, LinkStats, NetEv,
+};
 use crate::fabric::frame::wire_bytes;
 use crate::fabric::topology::Topology;
 use crate::fabric::NodeKind;
@@ -417,6 +419,18 @@ impl Backend for PacketNet {
     fn sample_bands(&self, out: &mut Vec<BandSample>) {
         for (i, p) in self.ports.iter().enumerate() {
             p.qdisc.sample(i as u32, out);
+        }
+    }
+
+    fn sample_classes(&self, out: &mut Vec<ClassSample>) {
+        for (i, p) in self.ports.iter().enumerate() {
+            for (c, &tx_bytes) in p.class_tx.iter().enumerate() {
+                out.push(ClassSample {
+                    port: i as u32,
+                    class: c as u8,
+                    tx_bytes,
+                });
+            }
         }
     }
 

@@ -24,6 +24,8 @@ pub(super) struct Port {
     /// Packets propagating on the wire with their arrival times (non-decreasing).
     pub wire: VecDeque<(u64, Packet)>,
     pub stats: LinkStats,
+    /// Wire bytes transmitted per traffic class.
+    pub class_tx: [u64; 8],
     pub q_changed_ps: u64,
     /// The link is up (timed link events); when down, nothing passes.
     pub up: bool,
@@ -60,6 +62,7 @@ impl Port {
             tx: None,
             ctrl: VecDeque::new(),
             wire: VecDeque::new(),
+            class_tx: [0; 8],
             stats: LinkStats {
                 from,
                 to,
@@ -256,6 +259,7 @@ impl PacketNet {
             p.stats.pause_frames_sent += 1;
         } else {
             p.stats.packets += 1;
+            p.class_tx[(pkt.class & 7) as usize] += pkt.wire as u64;
         }
         let lost = p.loss > 0.0 && self.loss_rng.gen::<f64>() < p.loss;
         if lost {
