@@ -267,14 +267,15 @@ def report(folder: Path = typer.Argument(..., help="A run, sweep or reproduction
 
 @app.command()
 def reproduce(
-    what: str = typer.Argument(..., help="Which reproduction: blink, thesis-ch4, thesis-ch5, thesis-slack."),
+    what: str = typer.Argument(..., help="Which reproduction: blink, thesis-ch4, thesis-ch5, thesis-slack, "
+                                           "panama-fig9, panama-fig10."),
     out_dir: Path = typer.Option(Path("repro-out"), "--out", help="Folder for tables and plots."),
     quick: bool = typer.Option(False, "--quick", help="A small subset that runs in seconds (for CI)."),
 ) -> None:
     """Run a paper reproduction end to end and print our numbers beside the paper's."""
     import json
 
-    known = ("blink", "thesis-ch4", "thesis-ch5", "thesis-slack")
+    known = ("blink", "thesis-ch4", "thesis-ch5", "thesis-slack", "panama-fig9", "panama-fig10")
     if what not in known:
         _fail(f"reproduce: unknown reproduction {what!r} (known: {', '.join(known)})")
     _check_out_dir(out_dir, "--out")
@@ -298,6 +299,14 @@ def reproduce(
 
         summary = thesis.ch5_slack_summary(thesis.ch5_slack(out_dir, quick=quick))
         thesis.plot_ch5_slack(summary, out_dir / "slack_tradeoff.png")
+    elif what == "panama-fig9":
+        from .repro import panama
+
+        summary = panama.fig9_summary(panama.fig9(out_dir, quick=quick))
+    elif what == "panama-fig10":
+        from .repro import panama
+
+        summary = panama.fig10(out_dir, quick=quick)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     out.print_json(json.dumps(summary))
     out.print(f"tables and plots in {out_dir}")

@@ -25,8 +25,8 @@
 //! that does not fit in its job's share is dropped, unless it carries the
 //! expected VID (the one that frees the buffer; so a job holds at most one
 //! packet per input port beyond its share). Every result carries
-//! the OR of the ECN bits it summed and a `cwnd_cap` lowered to the free
-//! share, in packets of its size, if that is smaller.
+//! the OR of the ECN bits it summed and a `cwnd_cap` lowered to this
+//! switch's [`cwnd_cap_packets`], if that is smaller.
 
 use crate::wire::{Header, ECN_CE};
 use std::collections::{BTreeMap, VecDeque};
@@ -65,6 +65,19 @@ pub struct TreeConfig {
     /// Aggregate once this fraction of the workers below has contributed
     /// (1 = all; PANAMA-0.88 uses 0.88). Within (0, 1].
     pub sync_fraction: f64,
+}
+
+/// The window (in packets, per worker and tree) this switch allows a job:
+/// its buffer share (`packet_memory / num_jobs`, section 4.2's "available
+/// memory"), in packets of `payload_bytes`, divided among the job's input
+/// ports and trees here. Each input port queues at most one window of
+/// distinct VIDs per tree (a VID leaves a lower switch only once all its
+/// workers sent it), so windows within this cap never overflow the share,
+/// however skewed the workers are; the share alone would let each of the
+/// ports fill it.
+pub fn cwnd_cap_packets(share_bytes: u64, payload_bytes: u32, inputs: usize, trees: usize) -> u16 {
+    let per = (inputs.max(1) * trees.max(1)) as u64;
+    (share_bytes / payload_bytes.max(1) as u64 / per).min(u16::MAX as u64) as u16
 }
 
 /// The furthest a packet's VID may be ahead of its tree's expected VID.
@@ -217,6 +230,7 @@ impl<V: Vector> Accelerator<V> {
     where
         V: Clone,
     {
+        let trees_here = self.trees.range((h.job, 0)..=(h.job, u8::MAX)).count();
         let Some(t) = self.trees.get_mut(&(h.job, h.tree)) else {
             return Verdict::NotMine;
         };
@@ -262,7 +276,7 @@ impl<V: Vector> Accelerator<V> {
         }
         *used += bytes;
         t.queues[i].push_back((h, v));
-        Self::drain(t, used, share, &mut self.counters, out);
+        Self::drain(t, used, share, trees_here, &mut self.counters, out);
         Verdict::Taken
     }
 
@@ -271,6 +285,7 @@ impl<V: Vector> Accelerator<V> {
         t: &mut Tree<V>,
         used: &mut u64,
         share: u64,
+        trees_here: usize,
         c: &mut Counters,
         out: &mut Vec<(u32, Header, V)>,
     ) where
@@ -331,9 +346,9 @@ impl<V: Vector> Accelerator<V> {
                     }
                 }
                 let (mut h, v) = sum.expect("have > 0");
-                let free_pkts = (share.saturating_sub(*used) / h.payload_bytes() as u64)
-                    .min(u16::MAX as u64) as u16;
-                h.cwnd_cap = h.cwnd_cap.min(free_pkts);
+                let cap =
+                    cwnd_cap_packets(share, h.payload_bytes(), t.cfg.children.len(), trees_here);
+                h.cwnd_cap = h.cwnd_cap.min(cap);
                 c.aggregated += 1;
                 if h.fin {
                     Self::new_round(t, &took, used, c);

@@ -159,8 +159,8 @@ fn buffer_share_bounds_the_queue_and_caps_the_window() {
         a.on_packet(0, up(1, 0, vid, 100), NoValues, &mut out);
     }
     assert_eq!(a.job_used_bytes(1), 4 * 416);
-    // Port 1's VID 0 (the share's 5th packet) completes VID 0: 3 of job 1's packets stay
-    // queued (1248 bytes), so 832 bytes = 2 packets of its share are free.
+    // Port 1's VID 0 (the share's 5th packet) completes VID 0. cwnd_cap: the share's
+    // 5 packets over 2 input ports and 1 tree = 2 (whole packets).
     a.on_packet(1, up(1, 0, 0, 100), NoValues, &mut out);
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].1.cwnd_cap, 2);

@@ -165,7 +165,7 @@ def aggregation_latency_ms(res) -> list[float]:
 
 
 def fig9(out_dir: Path, quick: bool = False) -> pd.DataFrame:
-    loads = (0, 4, 8) if quick else (0, 2, 4, 6, 8)
+    loads = (0, 8) if quick else (0, 2, 4, 6, 8)
     iterations = 2 if quick else 3
     rows = []
     for config in FIG9_CONFIGS:

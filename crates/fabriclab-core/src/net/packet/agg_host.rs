@@ -15,6 +15,7 @@ use super::header::{Packet, PROTO_AGG};
 use super::{PacketNet, EV_AGG_TIMER};
 use crate::engine::{Arrival, Column, Completion, Ctx, NetEv, Table};
 use crate::fabric::aggregation::{AggWindowSpec, AggregationSpec};
+use fabriclab_agg::accel::cwnd_cap_packets;
 use fabriclab_agg::cc::TreeWindow;
 use fabriclab_agg::wire::{Header, ECN_ECT0};
 use std::collections::{HashMap, VecDeque};
@@ -96,7 +97,37 @@ impl AggHosts {
     ) -> AggHosts {
         let mut members = Vec::new();
         let mut index = HashMap::new();
+        // Jobs configured on each switch, for its buffer share.
+        let mut jobs_at: HashMap<u32, std::collections::BTreeSet<u16>> = HashMap::new();
         for j in &spec.jobs {
+            for t in &j.trees {
+                for sw in &t.switches {
+                    jobs_at.entry(sw.node).or_default().insert(j.job);
+                }
+            }
+        }
+        let packet = spec.vector_bytes + fabriclab_agg::wire::HEADER_BYTES as u32;
+        for j in &spec.jobs {
+            // The controller tells the workers each tree's cwnd_cap when it
+            // configures it (section 4.2: like a window negotiated at
+            // connection setup): the smallest share on the tree, in packets,
+            // so that not even the first window overflows an accelerator.
+            let initial_cap = |t: &crate::fabric::aggregation::AggTreeSpec| -> u16 {
+                let trees_at = |node: u32| {
+                    j.trees
+                        .iter()
+                        .filter(|t| t.switches.iter().any(|s| s.node == node))
+                        .count()
+                };
+                t.switches
+                    .iter()
+                    .map(|sw| {
+                        let share = spec.memory_bytes / jobs_at[&sw.node].len() as u64;
+                        cwnd_cap_packets(share, packet, sw.children.len(), trees_at(sw.node))
+                    })
+                    .min()
+                    .unwrap_or(u16::MAX)
+            };
             for &host in &j.workers {
                 index.insert((host, j.job), members.len() as u32);
                 let (init, g, alpha) = match j.window {
@@ -117,12 +148,16 @@ impl AggHosts {
                     trees: j
                         .trees
                         .iter()
-                        .map(|t| TreeState {
-                            tid: t.tree,
-                            w: TreeWindow::new(init, g, alpha),
-                            progress_ps: 0,
-                            start: 0,
-                            end: 0,
+                        .map(|t| {
+                            let mut w = TreeWindow::new(init, g, alpha);
+                            w.cap = initial_cap(t);
+                            TreeState {
+                                tid: t.tree,
+                                w,
+                                progress_ps: 0,
+                                start: 0,
+                                end: 0,
+                            }
                         })
                         .collect(),
                     waiting: VecDeque::new(),

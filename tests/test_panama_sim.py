@@ -1,0 +1,197 @@
+"""PANAMA in the simulator (issue 11): the controller's trees, a job's
+aggregation through the scenario layer, losslessness with PFC, round-robin
+spraying and the quick reproductions of figures 9 and 10. Expected values
+are counted by hand from the topology and the message sizes."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from fabriclab.engine import simulate
+from fabriclab.panama.controller import build_tree, top_tier
+from fabriclab.scenario import Scenario
+
+VECTOR = 1456
+WIRE = VECTOR + 16 + 66  # header, then UDP/IPv4/Ethernet with preamble and gap
+
+
+def fat_tree4():
+    return Scenario.from_dict({"topology": {"kind": "fat_tree", "k": 4}}).build_topology()
+
+
+def test_fat_tree_gets_one_tree_per_core_through_one_aggregation_switch_per_pod():
+    t = fat_tree4()
+    names = [n["name"] for n in t.nodes]
+    assert [names[s] for s in top_tier(t)] == ["core0", "core1", "core2", "core3"]
+    workers = list(range(0, 16, 2))  # one per edge switch
+    for c in range(4):
+        root = names.index(f"core{c}")
+        tree = {names[s["node"]]: s for s in build_tree(t, workers, root, "w")}
+        # In a k = 4 fat-tree core c links to agg<p>_<c // 2> of every pod p.
+        aggs = {f"agg{p}_{c // 2}" for p in range(4)}
+        edges = {f"edge{p}_{e}" for p in range(4) for e in range(2)}
+        assert set(tree) == {f"core{c}"} | aggs | edges
+        assert tree[f"core{c}"]["parent"] is None
+        assert sorted((names[ch], w) for ch, w in tree[f"core{c}"]["children"]) == [(a, 2) for a in sorted(aggs)]
+        for p in range(4):
+            agg = tree[f"agg{p}_{c // 2}"]
+            assert names[agg["parent"]] == f"core{c}"
+            assert sorted((names[ch], w) for ch, w in agg["children"]) == [(f"edge{p}_0", 1), (f"edge{p}_1", 1)]
+            for e in range(2):
+                edge = tree[f"edge{p}_{e}"]
+                assert names[edge["parent"]] == f"agg{p}_{c // 2}"
+                assert [(names[ch], w) for ch, w in edge["children"]] == [(f"h{4 * p + 2 * e}", 1)]
+
+
+def test_workers_under_one_leaf_use_only_that_leaf_when_it_is_the_root():
+    t = Scenario.from_dict({"topology": {"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 4,
+                                         "spines": 2}}).build_topology()
+    names = [n["name"] for n in t.nodes]
+    tree = build_tree(t, [0, 1, 2], names.index("leaf0"), "w")
+    assert [(names[s["node"]], s["parent"], [(names[c], w) for c, w in s["children"]]) for s in tree] == [
+        ("leaf0", None, [("h0", 1), ("h1", 1), ("h2", 1)])]
+
+
+def leaf_spine_job(allreduce="panama", model="4MB", trees="all", iterations=1, extra=None, aggregation=None,
+                   pfc=True, spine_rate="10Gbps", queue=None):
+    raw = {
+        "name": "agg", "backend": "packet",
+        "topology": {"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 4, "spines": 2,
+                     "link_rate_bps": "10Gbps", "spine_link_rate_bps": spine_rate},
+        "queue": queue or {"discipline": "fifo", "ecn_threshold_packets": 85},
+        "transport": {"cc": "dctcp"},
+        "jobs": [{"name": "j", "workers": list(range(8)), "allreduce": allreduce, "class": 3, "layers": 1,
+                  "model_bytes": model, "fusion_bytes": model, "compute_ps": "1us", "iterations": iterations,
+                  "aggregation": {"trees": trees, **(extra or {})}}],
+    }
+    if pfc:
+        raw["pfc"] = {"classes": [3]}
+    if aggregation:
+        raw["aggregation"] = aggregation
+    return Scenario.from_dict(raw)
+
+
+def test_a_job_aggregates_every_packet_once_and_sprays_the_trees_evenly():
+    model = 4 * 10**6
+    r = simulate(leaf_spine_job(model=model, iterations=2))
+    packets = math.ceil(model / VECTOR)  # 2748 packets per worker per iteration
+    w = r.aggregation
+    assert list(w.packets_sent) == [2 * packets] * 8
+    assert list(w.results) == [2 * packets] * 8
+    assert int(w.given_up.sum() + w.skipped.sum()) == 0
+    assert r.summary["aggregation"]["messages"] == 16
+    # Spraying: packet k goes to tree k mod 2 (spine0, spine1): 1374 each per
+    # iteration, on every leaf -> spine link up and spine -> leaf link down.
+    links = r.links.set_index(["src_node", "dst_node"])
+    last = model - (packets - 1) * VECTOR  # the last packet's (short) vector
+    per_tree = {0: packets // 2 + packets % 2, 1: packets // 2}
+    for s in (0, 1):
+        n = per_tree[s]
+        # Tree s carries packets s, s + 2, ...: the short last one goes to tree (packets - 1) % 2.
+        bytes_ = n * WIRE - (VECTOR - last if (packets - 1) % 2 == s else 0)
+        for leaf in ("leaf0", "leaf1"):
+            assert links.loc[(leaf, f"spine{s}"), "packets"] == 2 * n
+            assert links.loc[(leaf, f"spine{s}"), "bytes"] == 2 * bytes_
+            assert links.loc[(f"spine{s}", leaf), "packets"] == 2 * n
+    ups = [links.loc[("leaf0", f"spine{s}"), "bytes"] for s in (0, 1)]
+    assert abs(ups[0] - ups[1]) <= 2 * WIRE  # at most one packet per iteration apart
+    acc = r.accelerators
+    assert set(acc.node) <= {"leaf0", "leaf1", "spine0", "spine1"}
+
+
+def lossless_case(pfc: bool, control: str, straggler: bool = False):
+    """8 workers on two leaves, one tree (spine0), spine links at a quarter
+    of the rate: each leaf's aggregated stream (10 Gbit/s) queues at its
+    uplink, whose queue holds 20 packets; accelerators of 256 packets let
+    windows (their cwnd_cap: 64 per worker) outgrow that queue.
+    ``straggler``: a TCP flow shares h3's NIC, so leaf0's accelerator holds
+    the other workers' packets until h3's arrive; its buffer holds 16
+    packets (cwnd_cap 4 per worker)."""
+    queue = {"discipline": "fifo", "ecn_threshold_packets": 10, "limit_packets": 20}
+    extra = {"window_packets": 256, "window_cap": False} if control == "switchml" else {}
+    memory = memory_packets(straggler) * (VECTOR + 16)
+    s = leaf_spine_job(allreduce=control, model="2MB", trees=1, extra=extra, pfc=pfc, spine_rate="2.5Gbps",
+                       queue=queue, aggregation={"memory_bytes": memory, "timeout_ps": "2ms"})
+    if straggler:
+        d = s.model_dump(by_alias=True, exclude_none=True)
+        d["flows"] = [{"src": 3, "dst": 7, "size_bytes": "20MB", "class": 0}]
+        d["jobs"][0]["end_run"] = True
+        s = Scenario.from_dict(d)
+    return s
+
+
+def memory_packets(straggler: bool) -> int:
+    return 16 if straggler else 256
+
+
+def agg_counts(r):
+    logic = r.summary["switch_logic"]
+    return (sum(c["agg_overflow"] for c in logic.values()), max(c["agg_peak_bytes"] for c in logic.values()))
+
+
+@pytest.mark.parametrize("straggler", [False, True])
+def test_with_pfc_and_panama_nothing_is_lost_and_the_buffer_stays_bounded(straggler):
+    r = simulate(lossless_case(pfc=True, control="panama", straggler=straggler))
+    w = r.aggregation
+    packets = math.ceil(2 * 10**6 / VECTOR)
+    assert list(w.results) == [packets] * 8
+    assert int(w.given_up.sum() + w.skipped.sum()) == 0
+    overflow, peak = agg_counts(r)
+    # cwnd_cap: no accelerator ever held more than its buffer, and none dropped.
+    assert overflow == 0 and peak <= memory_packets(straggler) * (VECTOR + 16)
+    if straggler:
+        assert peak >= 4 * (VECTOR + 16), "leaf0 did hold the fast workers' packets"
+    else:
+        assert r.summary["links"]["drops"] == 0  # the 20-packet queues dropped nothing
+
+
+def test_without_pfc_the_uplink_queues_drop_aggregation_packets_and_the_workers_see_it():
+    r = simulate(lossless_case(pfc=False, control="panama"))
+    w = r.aggregation
+    packets = math.ceil(2 * 10**6 / VECTOR)
+    assert r.summary["links"]["drops"] > 0 and agg_counts(r)[0] == 0
+    lost = w.given_up + w.skipped
+    assert lost.sum() > 0
+    assert ((w.results + lost) == packets).all(), "every VID has a result or is counted lost"
+
+
+def test_without_a_window_cap_a_straggler_overflows_the_accelerator():
+    r = simulate(lossless_case(pfc=True, control="switchml", straggler=True))
+    w = r.aggregation
+    packets = math.ceil(2 * 10**6 / VECTOR)
+    assert agg_counts(r)[0] > 0
+    lost = w.given_up + w.skipped
+    assert (lost > 0).all()
+    assert ((w.results + lost) == packets).all()
+
+
+def test_panama_fig10_quick_shares_with_control_and_starves_without(cli, tmp_path):
+    r = cli("reproduce", "panama-fig10", "--quick", "--out", str(tmp_path / "f10"))
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "f10" / "summary.json").read_text())
+    assert s["panama"]["tcp_alone_gbps"] > 9.5  # the TCP flow alone fills the 10 Gbit/s bottleneck
+    assert s["panama"]["jain_shared"] >= 0.95
+    assert s["none"]["tcp_shared_gbps"] < 0.15 * s["none"]["aggregation_shared_gbps"]
+    for k in ("panama", "none"):
+        # Both flows together keep the bottleneck busy (wire bytes).
+        assert 9.5 < s[k]["tcp_shared_gbps"] + s[k]["aggregation_shared_gbps"] <= 10.0 + 1e-6
+        assert s[k]["drops"] == 0
+    assert (tmp_path / "f10" / "fig10_fairness.png").stat().st_size > 0
+
+
+def test_panama_fig9_quick_all_trees_beat_single_trees_and_the_ring(cli, tmp_path):
+    r = cli("reproduce", "panama-fig9", "--quick", "--out", str(tmp_path / "f9"))
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "f9" / "summary.json").read_text())
+    lat = s["aggregation_latency_ms"]
+    # Alone on the fabric every tree moves 8 MB at line rate: 8e6 / 1456
+    # packets of 1538 wire bytes at 10 Gbit/s (6.76 ms), plus the tree's
+    # store-and-forward and delays (under 0.1 ms).
+    alone = math.ceil(8e6 / VECTOR) * WIRE * 8 / 10e9 * 1e3
+    for c in ("PANAMA", "PANAMA-Agg1", "PANAMA-Agg4"):
+        assert alone <= lat["0"][c] <= alone + 0.1
+    assert s["panama_best_everywhere"]
+    assert s["worst_single_tree_over_ring"]["8"] > 1.0
