@@ -195,3 +195,27 @@ def test_panama_fig9_quick_all_trees_beat_single_trees_and_the_ring(cli, tmp_pat
         assert alone <= lat["0"][c] <= alone + 0.1
     assert s["panama_best_everywhere"]
     assert s["worst_single_tree_over_ring"]["8"] > 1.0
+
+
+def test_functional_mode_results_are_numpys_sums_in_the_trees_order():
+    import numpy as np
+
+    from fabriclab._core import agg_worker_values
+
+    # 8 workers, two trees (spines); leaves sum their 4 workers in port
+    # order, each spine the two leaves' sums. 3 packets per worker: 1456,
+    # 1456 and 88 bytes (a short last one).
+    model = 2 * VECTOR + 88
+    s = leaf_spine_job(model=model, aggregation={"functional": True})
+    r = simulate(s)
+    v = r.aggregation_values
+    assert len(v) == 8 * model // 4
+    seed = s.seed
+    for k, count in enumerate((VECTOR // 4, VECTOR // 4, 22)):
+        w = [np.frombuffer(agg_worker_values(seed, 0, h, 0, k, count), np.float32) for h in range(8)]
+        leaf0 = ((w[0] + w[1]) + w[2]) + w[3]
+        leaf1 = ((w[4] + w[5]) + w[6]) + w[7]
+        expected = leaf0 + leaf1
+        for host in range(8):
+            got = v[(v.host == f"h{host}") & (v.packet == k)].sort_values("index").value.to_numpy(np.float32)
+            assert got.tobytes() == expected.tobytes(), (host, k)

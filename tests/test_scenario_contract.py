@@ -98,7 +98,7 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
                                   "g": 0.125, "initial_alpha": 1.0}},
                  {"name": "sml", "workers": [2, 3], "layers": 2, "model_bytes": "20KB", "compute_ps": "100us",
                   "iterations": 1, "allreduce": "switchml", "aggregation": {"trees": 1}, "end_run": False}],
-        "aggregation": {"memory_bytes": "1MB", "vector_bytes": 512, "timeout_ps": "1ms"},
+        "aggregation": {"memory_bytes": "1MB", "vector_bytes": 512, "timeout_ps": "1ms", "functional": True},
         "outputs": {"flows": True, "links": True, "messages": True, "queues_every_ps": "1ms"},
     }
     s = Scenario.from_dict(copy.deepcopy(raw))

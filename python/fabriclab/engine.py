@@ -140,11 +140,17 @@ def _collect(scenario: Scenario, sim: Simulator, wall_s: float) -> Results:
         summary["switch_logic"] = {}
         for node, counter, value in zip(logic["node"], logic["counter"], logic["value"]):
             summary["switch_logic"].setdefault(node, {})[counter] = value
-    aggregation_arrow = accelerators_arrow = None
+    aggregation_arrow = accelerators_arrow = aggregation_values_arrow = None
     if "aggregation_workers" in tables:
         import pyarrow as pa
 
         aggregation_arrow = pa.table(tables["aggregation_workers"])
+        if "aggregation_values" in tables:
+            v = tables["aggregation_values"]
+            aggregation_values_arrow = pa.table({
+                "host": v["host"], "job": pa.array(v["job"], pa.uint32()),
+                "message": pa.array(v["message"], pa.uint64()), "packet": pa.array(v["packet"], pa.uint64()),
+                "index": pa.array(v["index"], pa.uint32()), "value": pa.array(v["value"], pa.float32())})
         series = tables.get("switch_logic_series")
         if series:
             keep = [i for i, k in enumerate(series["series"]) if k == "agg_used_bytes"]
@@ -181,7 +187,7 @@ def _collect(scenario: Scenario, sim: Simulator, wall_s: float) -> Results:
                    jobs_arrow=jobs_arrow, timeline_arrow=timeline_arrow, messages_arrow=messages, queues_arrow=queues,
                    classes_arrow=classes,
                    steps_arrow=steps_arrow, ccl_arrow=ccl_arrow, aggregation_arrow=aggregation_arrow,
-                   accelerators_arrow=accelerators_arrow)
+                   accelerators_arrow=accelerators_arrow, aggregation_values_arrow=aggregation_values_arrow)
 
 
 def _collectives(tables: dict):

@@ -171,6 +171,8 @@ class Results:
     # the accelerators' buffer occupancy over time (accelerators.parquet).
     aggregation_arrow: pa.Table | None = None
     accelerators_arrow: pa.Table | None = None
+    # Functional aggregation: every value of every result a worker received.
+    aggregation_values_arrow: pa.Table | None = None
 
     @property
     def flows(self) -> pd.DataFrame:
@@ -204,6 +206,10 @@ class Results:
     @property
     def aggregation(self) -> pd.DataFrame | None:
         return None if self.aggregation_arrow is None else self.aggregation_arrow.to_pandas()
+
+    @property
+    def aggregation_values(self) -> pd.DataFrame | None:
+        return None if self.aggregation_values_arrow is None else self.aggregation_values_arrow.to_pandas()
 
     @property
     def accelerators(self) -> pd.DataFrame | None:
@@ -251,6 +257,8 @@ class Results:
             pq.write_table(self.aggregation_arrow, folder / "aggregation.parquet")
         if self.accelerators_arrow is not None:
             pq.write_table(self.accelerators_arrow, folder / "accelerators.parquet")
+        if self.aggregation_values_arrow is not None:
+            pq.write_table(self.aggregation_values_arrow, folder / "aggregation_values.parquet")
         (folder / "summary.json").write_text(json.dumps(self.summary, indent=2, sort_keys=True) + "\n")
         (folder / "scenario.resolved.toml").write_text(tomli_w.dumps(self.resolved))
 

@@ -15,8 +15,10 @@
 //! - [`cc`]: a worker's window per tree (section 4.2): result packets are
 //!   implicit ACKs, a DCTCP-style alpha from their ECN bits, the window cut
 //!   by alpha/2 once per window and never above `cwnd_cap`.
+//! - [`values`]: the gradient values of functional simulations.
 
 pub mod accel;
 pub mod cc;
 pub mod udp;
+pub mod values;
 pub mod wire;

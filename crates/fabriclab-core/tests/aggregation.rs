@@ -45,6 +45,17 @@ fn tree(tid: u32, s: u32) -> Value {
 }
 
 fn scenario(spines: usize, window: Value, memory_bytes: u64, bytes: u64, slow: bool) -> String {
+    scenario_with(spines, window, memory_bytes, bytes, slow, false)
+}
+
+fn scenario_with(
+    spines: usize,
+    window: Value,
+    memory_bytes: u64,
+    bytes: u64,
+    slow: bool,
+    functional: bool,
+) -> String {
     let trees: Vec<Value> = (0..spines as u32).map(|s| tree(s, 6 + s)).collect();
     let mut v = json!({
         "seed": 1, "backend": "packet",
@@ -55,7 +66,7 @@ fn scenario(spines: usize, window: Value, memory_bytes: u64, bytes: u64, slow: b
                       "initial_rto_ps": 1_000_000_000u64, "max_rto_ps": 1_000_000_000_000u64, "dupack_threshold": 3,
                       "dctcp_g": 0.0625, "dctcp_initial_alpha": 1.0, "tsq_limit_bytes": 131072},
         "routing": {"ecmp_hash_seed": 0},
-        "aggregation": {"memory_bytes": memory_bytes, "vector_bytes": 1024, "jobs": [{
+        "aggregation": {"memory_bytes": memory_bytes, "vector_bytes": 1024, "functional": functional, "jobs": [{
             "job": 7, "workers": [0, 1, 2, 3], "class": 3, "sync_fraction": 1.0, "window": window,
             "timeout_ps": 1_000_000_000u64, "trees": trees}]},
         "jobs": [{
@@ -238,4 +249,41 @@ fn an_uncapped_window_overflows_a_straggler_accelerator_and_the_cap_prevents_it(
     assert_eq!(u64s(&w, "results"), vec![200; 4]);
     assert_eq!(u64s(&w, "given_up"), vec![0; 4]);
     assert_eq!(u64s(&w, "skipped"), vec![0; 4]);
+}
+
+/// Functional mode: packets carry float32 vectors, and every worker gets,
+/// for every packet, the sum its tree computes: each leaf adds its two
+/// workers in port order, the spine adds the leaves' sums.
+#[test]
+fn functional_results_are_the_trees_sums_of_the_workers_vectors() {
+    use fabriclab_agg::values::worker_vector;
+    // 5 packets over 2 trees, the last one short (1000 bytes: 250 floats).
+    let bytes = 4 * 1024 + 1000;
+    let sim = run(&scenario_with(2, panama(16), 64 << 20, bytes, false, true));
+    let t = table(&sim, "aggregation_values");
+    let col = |n: &str| t.columns.iter().find(|c| c.0 == n).unwrap().1.clone();
+    let (Column::Str(host), Column::U64(packet), Column::U32(index), Column::F64(value)) =
+        (col("host"), col("packet"), col("index"), col("value"))
+    else {
+        panic!()
+    };
+    assert_eq!(
+        value.len(),
+        4 * (4 * 256 + 250),
+        "every worker, every value"
+    );
+    for i in 0..value.len() {
+        let (k, j) = (packet[i], index[i] as usize);
+        let count = if k == 4 { 250 } else { 256 };
+        let v: Vec<Vec<f32>> = (0..4)
+            .map(|w| worker_vector(1, 7, w, 0, k, count))
+            .collect();
+        let expected = (v[0][j] + v[1][j]) + (v[2][j] + v[3][j]);
+        assert_eq!(
+            value[i], expected as f64,
+            "{} packet {k} index {j}",
+            host[i]
+        );
+    }
+    assert_eq!(counter(&sim, "agg_mismatched"), 0);
 }

@@ -1,6 +1,7 @@
 //! Binding of fabriclab-agg: the aggregation packet's one definition for
 //! Python (`agg_encode`, `agg_decode`), the software aggregator
-//! (`agg_serve`) and its load generator (`agg_load`). Bad input raises
+//! (`agg_serve`), its load generator (`agg_load`) and the gradient values
+//! of functional simulations (`agg_worker_values`). Bad input raises
 //! ValueError naming the argument.
 
 use fabriclab_agg::udp::{load_worker, serve, AggJob, AggStats};
@@ -29,6 +30,24 @@ fn secs(field: &str, s: f64) -> PyResult<Duration> {
 
 fn os(e: std::io::Error) -> PyErr {
     PyOSError::new_err(e.to_string())
+}
+
+/// The float32 values (little-endian bytes) worker `worker` (a host index)
+/// contributes in packet `packet` of its `message`-th contribution to
+/// aggregation job `job` in a functional run with scenario seed `seed`.
+#[pyfunction]
+fn agg_worker_values<'py>(
+    py: Python<'py>,
+    seed: u64,
+    job: u16,
+    worker: u32,
+    message: u64,
+    packet: u64,
+    count: u32,
+) -> Bound<'py, PyBytes> {
+    let v = fabriclab_agg::values::worker_vector(seed, job, worker, message, packet, count);
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    PyBytes::new(py, &bytes)
 }
 
 /// A packet's bytes: `header` a dict of the figure-4 fields, `vector` float32 bytes (little-endian).
@@ -228,5 +247,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(agg_decode, m)?)?;
     m.add_function(wrap_pyfunction!(agg_serve, m)?)?;
     m.add_function(wrap_pyfunction!(agg_load, m)?)?;
+    m.add_function(wrap_pyfunction!(agg_worker_values, m)?)?;
     Ok(())
 }

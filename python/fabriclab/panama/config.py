@@ -34,6 +34,9 @@ class AggregationConfig(_Strict):
     # fills a 1500-byte MTU (16 bytes of header, 28 of IPv4 and UDP), as a
     # full TCP segment does.
     vector_bytes: int = Field(1456, gt=0, le=4 * 65535, multiple_of=4)
+    # Packets carry float32 vectors and accelerators sum them (to check the
+    # numbers: aggregation_values.parquet); otherwise sizes and times only.
+    functional: bool = False
     # A tree without a result for this long gives up its outstanding VIDs
     # (the fabric is lossless, so it need not be aggressive: section 4.2).
     timeout_ps: Annotated[TimePs, Field(gt=0)] = 10 * 10**9

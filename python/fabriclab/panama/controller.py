@@ -131,4 +131,5 @@ def aggregation_core(agg: AggregationConfig | None, jobs, t) -> dict | None:
         out.append({"job": k, "workers": workers, "class": j.class_, "sync_fraction": fraction,
                     "window": window, "timeout_ps": agg.timeout_ps,
                     "trees": [{"tree": n, "switches": build_tree(t, nodes, r, where)} for n, r in enumerate(roots)]})
-    return {"memory_bytes": agg.memory_bytes, "vector_bytes": agg.vector_bytes, "jobs": out}
+    return {"memory_bytes": agg.memory_bytes, "vector_bytes": agg.vector_bytes, "functional": agg.functional,
+            "jobs": out}

@@ -14,6 +14,10 @@ pub struct AggregationSpec {
     pub memory_bytes: u64,
     /// Gradient bytes per aggregation packet (a multiple of 4: float32).
     pub vector_bytes: u32,
+    /// Packets carry float32 vectors and accelerators sum them (functional
+    /// mode, for checking numbers); otherwise sizes and times only.
+    #[serde(default)]
+    pub functional: bool,
     pub jobs: Vec<AggJobSpec>,
 }
 

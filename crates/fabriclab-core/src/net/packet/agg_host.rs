@@ -17,6 +17,7 @@ use crate::engine::{Arrival, Column, Completion, Ctx, NetEv, Table};
 use crate::fabric::aggregation::{AggWindowSpec, AggregationSpec};
 use fabriclab_agg::accel::cwnd_cap_packets;
 use fabriclab_agg::cc::TreeWindow;
+use fabriclab_agg::values::worker_vector;
 use fabriclab_agg::wire::{Header, ECN_ECT0};
 use std::collections::{HashMap, VecDeque};
 
@@ -61,6 +62,8 @@ struct Member {
     /// accelerators skipped them (a contribution was lost).
     skipped: u64,
     peak_window: u32,
+    /// Functional runs: every result's (message, packet, values).
+    values: Vec<(u64, u64, Vec<f32>)>,
 }
 
 impl Member {
@@ -83,6 +86,9 @@ pub(super) struct AggHosts {
     /// bytes (as TCP Small Queues does for connections), and goes on as
     /// they leave: the NIC queue holds what the link can take, not the window.
     nic_limit_bytes: u64,
+    /// Functional runs: workers send [`worker_vector`]s drawn from `seed`.
+    functional: bool,
+    seed: u64,
     members: Vec<Member>,
     index: HashMap<(u32, u16), u32>,
     live: usize,
@@ -93,6 +99,7 @@ impl AggHosts {
     pub fn new(
         spec: &AggregationSpec,
         nic_limit_bytes: u64,
+        seed: u64,
         uplink: impl Fn(u32) -> u32,
     ) -> AggHosts {
         let mut members = Vec::new();
@@ -171,12 +178,15 @@ impl AggHosts {
                     given_up: 0,
                     skipped: 0,
                     peak_window: 0,
+                    values: Vec::new(),
                 });
             }
         }
         AggHosts {
             vector_bytes: spec.vector_bytes,
             nic_limit_bytes,
+            functional: spec.functional,
+            seed,
             members,
             index,
             live: 0,
@@ -193,6 +203,41 @@ impl AggHosts {
         if let Some(&i) = self.index.get(&(host, (pkt.conn >> 8) as u16)) {
             self.members[i as usize].nic_bytes -= pkt.wire as u64;
         }
+    }
+
+    pub fn functional(&self) -> bool {
+        self.functional
+    }
+
+    /// Functional runs: every value of every result a worker received.
+    pub fn values_table(&self, names: &[String]) -> Table {
+        let (mut host, mut job, mut message, mut packet, mut index, mut value) = (
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+        );
+        for m in &self.members {
+            for (msg, k, v) in &m.values {
+                for (i, &x) in v.iter().enumerate() {
+                    host.push(names[m.host as usize].clone());
+                    job.push(m.job as u32);
+                    message.push(*msg);
+                    packet.push(*k);
+                    index.push(i as u32);
+                    value.push(x as f64);
+                }
+            }
+        }
+        Table::new("aggregation_values")
+            .col("host", Column::Str(host))
+            .col("job", Column::U32(job))
+            .col("message", Column::U64(message))
+            .col("packet", Column::U64(packet))
+            .col("index", Column::U32(index))
+            .col("value", Column::F64(value))
     }
 
     pub fn table(&self, names: &[String]) -> Table {
@@ -293,6 +338,7 @@ impl PacketNet {
         let Some(cur) = m.cur.as_ref() else { return };
         let (size, nt) = (cur.size, m.trees.len() as u64);
         let mut out: Vec<Packet> = Vec::new();
+        let mut index: Vec<u64> = Vec::new();
         loop {
             let mut sent = false;
             for t in 0..m.trees.len() {
@@ -323,6 +369,7 @@ impl PacketNet {
                 let pkt = Packet::agg(&h, m.class);
                 m.nic_bytes += pkt.wire as u64;
                 out.push(pkt);
+                index.push(k);
                 m.peak_window = m.peak_window.max(win);
                 sent = true;
             }
@@ -332,6 +379,17 @@ impl PacketNet {
         }
         m.packets_sent += out.len() as u64;
         let port = m.port;
+        if hosts.functional {
+            let (seed, job, host, message) = (hosts.seed, m.job, m.host, m.messages - 1);
+            let slab = self
+                .vectors
+                .as_mut()
+                .expect("functional runs have a vector slab");
+            for (p, &k) in out.iter_mut().zip(&index) {
+                let count = (p.payload - fabriclab_agg::wire::HEADER_BYTES as u32) / 4;
+                p.set_vector_slot(slab.put(worker_vector(seed, job, host, message, k, count)));
+            }
+        }
         self.packets_in_network += out.len();
         for p in out {
             self.enqueue(ctx, port, p);
@@ -391,9 +449,15 @@ impl PacketNet {
         let Some(t) = m.trees.iter().position(|t| t.tid == h.tree) else {
             return false;
         };
+        let values = self.vectors.as_mut().map(|s| s.take(pkt.vector_slot()));
         let una0 = m.trees[t].w.una;
         if !m.trees[t].w.on_result(h.vid, h.ce(), h.cwnd_cap) {
             return true; // a duplicate, or a late result of a given-up VID
+        }
+        let tree = &m.trees[t];
+        if let (Some(v), true) = (values, (tree.start..tree.end).contains(&h.vid)) {
+            let k = t as u64 + m.trees.len() as u64 * (h.vid - tree.start) as u64;
+            m.values.push((m.messages - 1, k, v));
         }
         m.results += 1;
         m.marked_results += h.ce() as u64;

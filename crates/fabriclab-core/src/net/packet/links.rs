@@ -66,6 +66,9 @@ impl PacketNet {
         }
         // Frames on the wire had left their NIC already: only out of the network.
         self.packets_in_network -= on_wire.iter().filter(|p| p.proto != PROTO_PAUSE).count();
+        for pkt in &on_wire {
+            self.free_vector(pkt);
+        }
     }
 
     pub(super) fn live(&self, out: &mut Vec<u32>) {

@@ -6,6 +6,7 @@
 //! on the wire), as in htsim.
 
 mod agg_host;
+pub mod agg_values;
 pub mod buffer;
 pub mod header;
 mod links;
@@ -92,6 +93,8 @@ pub struct PacketNet {
     buffers: Option<buffer::SharedBuffers>,
     /// Workers of in-network aggregation jobs, when the scenario has any.
     agg: Option<agg_host::AggHosts>,
+    /// The vectors of aggregation packets, in functional runs.
+    vectors: Option<agg_values::VectorSlab>,
 }
 
 /// Queue disciplines of every port: switch ports' default, host NIC ports'
@@ -137,8 +140,11 @@ impl PacketNet {
         let n = ports.len();
         Ok(PacketNet {
             logics: logic::Logics::new(topo, logic, aggregation)?,
+            vectors: aggregation
+                .filter(|a| a.functional)
+                .map(|_| agg_values::VectorSlab::default()),
             agg: aggregation.map(|a| {
-                agg_host::AggHosts::new(a, transport.tsq_limit_bytes, |h| {
+                agg_host::AggHosts::new(a, transport.tsq_limit_bytes, seed, |h| {
                     topo.out_ports[h as usize][0]
                 })
             }),
@@ -452,7 +458,12 @@ impl Backend for PacketNet {
 
     fn tables(&self) -> Vec<crate::engine::Table> {
         let mut t = self.logics.tables(&self.names);
-        t.extend(self.agg.as_ref().map(|a| a.table(&self.names)));
+        if let Some(a) = &self.agg {
+            t.push(a.table(&self.names));
+            if a.functional() {
+                t.push(a.values_table(&self.names));
+            }
+        }
         t
     }
 

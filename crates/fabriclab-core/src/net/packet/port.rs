@@ -281,6 +281,7 @@ impl PacketNet {
         if lost && pkt.proto != PROTO_PAUSE {
             // Lost on the wire: out of the network; a host's data still left its NIC (below).
             self.packets_in_network -= 1;
+            self.free_vector(&pkt);
         }
         self.start_tx(ctx, port);
         if p_host_agg(&self.ports[port as usize], &pkt) {
@@ -303,6 +304,7 @@ impl PacketNet {
         if pkt.proto == PROTO_PAUSE {
             return;
         }
+        self.free_vector(pkt);
         self.packets_in_network -= 1;
         if p_host_agg(&self.ports[port as usize], pkt) {
             let host = self.port_ends[port as usize].0;

@@ -87,7 +87,7 @@ impl Logics {
                         "aggregation: switch '{name}' of a tree already has switch_logic"
                     ));
                 }
-                let logic = Panama::new(agg.memory_bytes, trees)
+                let logic = Panama::new(agg.memory_bytes, trees, agg.functional)
                     .map_err(|e| format!("aggregation: at '{name}': {e}"))?;
                 l.attach(topo, node, Box::new(logic));
             }
@@ -150,6 +150,7 @@ impl PacketNet {
             if pkt.proto != PROTO_TCP {
                 self.logics.absorbed += 1;
                 self.packets_in_network -= 1;
+                self.free_vector(pkt);
                 return true;
             }
             return false;
@@ -160,6 +161,7 @@ impl PacketNet {
                 now: ctx.now,
                 ports: &self.logics.ports[i as usize],
                 emit: &mut emit,
+                vectors: self.vectors.as_mut(),
             };
             self.logics.list[i as usize].on_packet(&mut lctx, ingress, pkt)
         };
@@ -208,6 +210,7 @@ impl PacketNet {
                 now: ctx.now,
                 ports: &self.logics.ports[i as usize],
                 emit: &mut emit,
+                vectors: self.vectors.as_mut(),
             };
             self.logics.list[i as usize].poll(&mut lctx);
         }

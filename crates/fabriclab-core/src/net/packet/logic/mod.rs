@@ -35,6 +35,8 @@ pub struct LogicCtx<'a> {
     pub ports: &'a [u32],
     /// Packets to send: (egress port of this switch, packet).
     pub emit: &'a mut Vec<(u32, Packet)>,
+    /// Aggregation packets' vectors, in functional runs.
+    pub vectors: Option<&'a mut super::agg_values::VectorSlab>,
 }
 
 pub trait SwitchLogic: Send + Sync {

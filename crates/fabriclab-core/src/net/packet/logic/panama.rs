@@ -1,8 +1,9 @@
 //! PANAMA's aggregation accelerator on a switch (section 5): aggregation
 //! packets (protocol [`PROTO_AGG`]) go to the accelerator of
 //! `fabriclab_agg`, the one definition shared with the software
-//! aggregator; everything else bypasses it at no cost. Timing only: packets
-//! carry sizes, not values.
+//! aggregator; everything else bypasses it at no cost. Timing only
+//! (packets carry sizes) or functional (they carry float32 vectors, in the
+//! backend's slab, and the accelerator sums them).
 
 use super::{LogicCtx, SwitchLogic, Verdict};
 use crate::net::packet::header::{Packet, PROTO_AGG};
@@ -12,9 +13,14 @@ use fabriclab_agg::wire::Header;
 /// The occupancy series keeps at most one sample per this much time (the last).
 pub const OCCUPANCY_SAMPLE_PS: u64 = 1_000_000;
 
+/// The accelerator, timing only or functional.
+enum Accel {
+    Timing(Accelerator<NoValues>, Vec<(u32, Header, NoValues)>),
+    Functional(Accelerator<Vec<f32>>, Vec<(u32, Header, Vec<f32>)>),
+}
+
 pub struct Panama {
-    accel: Accelerator<NoValues>,
-    out: Vec<(u32, Header, NoValues)>,
+    accel: Accel,
     /// Aggregation packets of no job or tree configured here.
     not_mine: u64,
     peak_bytes: u64,
@@ -25,22 +31,41 @@ pub struct Panama {
 impl Panama {
     /// An accelerator with `memory_bytes` of buffer and the trees through
     /// this switch (ports are this switch's egress ports toward each neighbour).
-    pub fn new(memory_bytes: u64, trees: Vec<TreeConfig>) -> Result<Panama, String> {
-        let mut accel = Accelerator::new(memory_bytes);
-        for t in trees {
-            accel.configure(t)?;
-        }
+    pub fn new(
+        memory_bytes: u64,
+        trees: Vec<TreeConfig>,
+        functional: bool,
+    ) -> Result<Panama, String> {
+        let accel = if functional {
+            let mut a = Accelerator::new(memory_bytes);
+            for t in trees {
+                a.configure(t)?;
+            }
+            Accel::Functional(a, Vec::new())
+        } else {
+            let mut a = Accelerator::new(memory_bytes);
+            for t in trees {
+                a.configure(t)?;
+            }
+            Accel::Timing(a, Vec::new())
+        };
         Ok(Panama {
             accel,
-            out: Vec::new(),
             not_mine: 0,
             peak_bytes: 0,
             occupancy: Vec::new(),
         })
     }
 
+    fn counters_of(&self) -> (fabriclab_agg::accel::Counters, u64, u64) {
+        match &self.accel {
+            Accel::Timing(a, _) => (a.counters, a.used_bytes(), a.share_bytes()),
+            Accel::Functional(a, _) => (a.counters, a.used_bytes(), a.share_bytes()),
+        }
+    }
+
     fn sample(&mut self, now: u64) {
-        let used = self.accel.used_bytes();
+        let used = self.counters_of().1;
         self.peak_bytes = self.peak_bytes.max(used);
         match self.occupancy.last_mut() {
             Some(last) if last.1 == used => {}
@@ -61,22 +86,37 @@ impl SwitchLogic for Panama {
         // -> here); the accelerator names the port by this switch's egress
         // toward that neighbour, `ingress ^ 1`.
         let h = pkt.agg_header();
-        match self
-            .accel
-            .on_packet(ingress ^ 1, h, NoValues, &mut self.out)
-        {
-            AccelVerdict::NotMine => self.not_mine += 1,
-            AccelVerdict::Taken => {}
-        }
-        for (port, h, _) in self.out.drain(..) {
-            ctx.emit.push((port, Packet::agg(&h, pkt.class)));
+        let verdict = match &mut self.accel {
+            Accel::Timing(a, out) => {
+                let v = a.on_packet(ingress ^ 1, h, NoValues, out);
+                for (port, h, _) in out.drain(..) {
+                    ctx.emit.push((port, Packet::agg(&h, pkt.class)));
+                }
+                v
+            }
+            Accel::Functional(a, out) => {
+                let slab = ctx
+                    .vectors
+                    .as_deref_mut()
+                    .expect("functional runs have a vector slab");
+                let v = a.on_packet(ingress ^ 1, h, slab.take(pkt.vector_slot()), out);
+                for (port, h, vec) in out.drain(..) {
+                    let mut p = Packet::agg(&h, pkt.class);
+                    p.set_vector_slot(slab.put(vec));
+                    ctx.emit.push((port, p));
+                }
+                v
+            }
+        };
+        if verdict == AccelVerdict::NotMine {
+            self.not_mine += 1;
         }
         self.sample(ctx.now);
         Verdict::Absorb
     }
 
     fn counters(&self) -> Vec<(String, u64)> {
-        let c = &self.accel.counters;
+        let (c, _, share) = self.counters_of();
         vec![
             ("agg_received".into(), c.received),
             ("agg_aggregated".into(), c.aggregated),
@@ -87,7 +127,7 @@ impl SwitchLogic for Panama {
             ("agg_unknown".into(), c.unknown + self.not_mine),
             ("agg_mismatched".into(), c.mismatched),
             ("agg_peak_bytes".into(), self.peak_bytes),
-            ("agg_share_bytes".into(), self.accel.share_bytes()),
+            ("agg_share_bytes".into(), share),
         ]
     }
 
