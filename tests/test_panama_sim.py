@@ -219,3 +219,24 @@ def test_functional_mode_results_are_numpys_sums_in_the_trees_order():
         for host in range(8):
             got = v[(v.host == f"h{host}") & (v.packet == k)].sort_values("index").value.to_numpy(np.float32)
             assert got.tobytes() == expected.tobytes(), (host, k)
+
+
+def test_the_example_validates(cli):
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "panama_fattree.toml"
+    r = cli("validate", str(example))
+    assert r.returncode == 0, r.stderr
+
+
+def test_class_bytes_add_up_to_each_links_bytes():
+    # classes.parquet: per port, the last sample's bytes summed over classes
+    # are every frame the port sent but PAUSE frames (84 wire bytes each).
+    s = leaf_spine_job(model="1MB").replace(outputs={"queues_every_ps": 10_000_000},
+                                            flows=[{"src": 3, "dst": 7, "size_bytes": "2MB", "class": 0}])
+    r = simulate(s)
+    c = r.classes.groupby(["link_id", "class"]).tx_bytes.max().groupby("link_id").sum()
+    links = r.links.set_index("link_id")
+    for link, total in c.items():
+        assert total == links.loc[link, "bytes"] - 84 * links.loc[link, "pause_frames_sent"], link
+    assert set(r.classes["class"]) == {0, 3}
