@@ -110,6 +110,9 @@ struct Tree<V> {
     queues: Vec<VecDeque<(Header, V)>>,
     /// Per port: still owes the previous round's packets up to its FIN.
     owes_fin: Vec<bool>,
+    /// The largest packet seen on this tree: windows count packets of this
+    /// size (a message's short last packet must not widen the cap).
+    max_payload: u32,
 }
 
 /// What the switch should do with a packet it showed the accelerator.
@@ -184,6 +187,7 @@ impl<V: Vector> Accelerator<V> {
                 expected: 0,
                 queues,
                 owes_fin,
+                max_payload: 0,
             },
         ) {
             *used -= old
@@ -275,6 +279,7 @@ impl<V: Vector> Accelerator<V> {
             return Verdict::Taken;
         }
         *used += bytes;
+        t.max_payload = t.max_payload.max(h.payload_bytes());
         t.queues[i].push_back((h, v));
         Self::drain(t, used, share, trees_here, &mut self.counters, out);
         Verdict::Taken
@@ -346,8 +351,7 @@ impl<V: Vector> Accelerator<V> {
                     }
                 }
                 let (mut h, v) = sum.expect("have > 0");
-                let cap =
-                    cwnd_cap_packets(share, h.payload_bytes(), t.cfg.children.len(), trees_here);
+                let cap = cwnd_cap_packets(share, t.max_payload, t.cfg.children.len(), trees_here);
                 h.cwnd_cap = h.cwnd_cap.min(cap);
                 c.aggregated += 1;
                 if h.fin {

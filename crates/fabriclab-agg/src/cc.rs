@@ -65,9 +65,17 @@ impl TreeWindow {
 
     /// The result for `vid` arrived with its ECN mark and cwnd_cap. Returns
     /// false for a result already acknowledged (nothing changes).
+    ///
+    /// A result for a VID this worker has not sent yet means the tree got
+    /// there without it (partial sync: the accelerators aggregate once a
+    /// fraction of the workers contributed, and this one is behind): every
+    /// VID up to it is done, and this worker will not send them.
     pub fn on_result(&mut self, vid: u32, ce: bool, cwnd_cap: u16) -> bool {
-        if vid < self.una || vid >= self.next_vid {
+        if vid < self.una {
             return false;
+        }
+        if vid >= self.next_vid {
+            self.next_vid = vid + 1;
         }
         // RFC 8257 counts acknowledged bytes: a result acknowledges every VID up to its own.
         let newly = vid + 1 - self.una;

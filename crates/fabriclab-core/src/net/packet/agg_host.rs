@@ -26,7 +26,7 @@ struct TreeState {
     w: TreeWindow,
     /// When the tree last made progress (a result, or a send from idle).
     progress_ps: u64,
-    /// The current message's VIDs on this tree: `start..end`.
+    /// The current (or last) message's VIDs on this tree: `start..end`.
     start: u32,
     end: u32,
 }
@@ -314,20 +314,29 @@ impl PacketNet {
         };
         let n = size.div_ceil(vb);
         let nt = m.trees.len() as u64;
+        // A message's VIDs on each tree follow the previous message's, the
+        // same at every worker. With partial sync the tree may already be
+        // past some of them (results that came before this worker got
+        // there): those are done and never sent.
+        let mut done_bytes = 0;
         for (t, tree) in m.trees.iter_mut().enumerate() {
             let count = (n + nt - 1 - t as u64) / nt;
-            tree.start = tree.w.next_vid;
+            tree.start = tree.end;
             tree.end = tree.start + count as u32;
+            for vid in tree.start..tree.w.una.min(tree.end) {
+                let k = t as u64 + nt * (vid - tree.start) as u64;
+                done_bytes += (size - k * vb).min(vb);
+            }
         }
         m.messages += 1;
         m.cur = Some(Current {
             msg,
             size,
-            delivered_bytes: 0,
+            delivered_bytes: done_bytes,
             notify_packets,
             reported: false,
         });
-        self.agg_pump(ctx, i);
+        self.agg_progress(ctx, i);
     }
 
     /// Sends what the trees' windows allow, one packet per tree in turn.
