@@ -46,6 +46,52 @@ def test_fat_tree_gets_one_tree_per_core_through_one_aggregation_switch_per_pod(
                 assert [(names[ch], w) for ch, w in edge["children"]] == [(f"h{4 * p + 2 * e}", 1)]
 
 
+def roots_for(raw_topology, workers, trees="all"):
+    s = Scenario.from_dict({"topology": raw_topology, "jobs": [
+        {"workers": workers, "layers": 1, "model_bytes": "10KB", "compute_ps": "1us", "allreduce": "panama",
+         "aggregation": {"trees": trees}}]})
+    t = s.build_topology()
+    core = s.to_core(t)
+    names = [n["name"] for n in t.nodes]
+    return [[names[sw["node"]] for sw in tr["switches"] if sw["parent"] is None][0]
+            for tr in core["aggregation"]["jobs"][0]["trees"]]
+
+
+def test_default_trees_are_rooted_at_the_switches_nearest_to_all_workers():
+    leaf_spine = {"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 4, "spines": 2}
+    fat_tree = {"kind": "fat_tree", "k": 4}
+    assert roots_for(leaf_spine, [0, 1, 2]) == ["leaf0"]  # one rack: its ToR (section 3)
+    assert roots_for(leaf_spine, [0, 4]) == ["spine0", "spine1"]
+    assert roots_for(fat_tree, [0, 2]) == ["agg0_0", "agg0_1"]  # one pod: its aggregation switches
+    assert roots_for(fat_tree, [0, 1]) == ["edge0_0"]
+    assert roots_for(fat_tree, [0, 4]) == ["core0", "core1", "core2", "core3"]
+    assert roots_for(fat_tree, [0, 4], trees=2) == ["core0", "core1"]
+
+
+def test_a_multi_homed_worker_hangs_under_the_switch_of_its_first_port(tmp_path):
+    # h0's first link goes to y, its second to x; the tree rooted at x must
+    # take h0 through y (the core sends a worker's packets on its first port).
+    topo = tmp_path / "t.toml"
+    topo.write_text(
+        'nodes = [{name = "h0", kind = "host"}, {name = "h1", kind = "host"}, {name = "x", kind = "switch"},\n'
+        '         {name = "y", kind = "switch"}]\n'
+        'links = [{a = "h0", b = "y", rate_bps = "10Gbps", delay_ps = "1us"},\n'
+        '         {a = "h0", b = "x", rate_bps = "10Gbps", delay_ps = "1us"},\n'
+        '         {a = "h1", b = "x", rate_bps = "10Gbps", delay_ps = "1us"},\n'
+        '         {a = "x", b = "y", rate_bps = "10Gbps", delay_ps = "1us"}]\n')
+    s = Scenario.from_dict({"topology": {"kind": "file", "path": str(topo)}, "jobs": [
+        {"workers": [0, 1], "layers": 1, "model_bytes": "100KB", "compute_ps": "1us", "allreduce": "panama",
+         "iterations": 1,
+         "aggregation": {"trees": ["x"]}}]})
+    t = s.build_topology()
+    names = [n["name"] for n in t.nodes]
+    tree = {names[sw["node"]]: sw for sw in s.to_core(t)["aggregation"]["jobs"][0]["trees"][0]["switches"]}
+    assert [(names[c], w) for c, w in tree["y"]["children"]] == [("h0", 1)]
+    assert names[tree["y"]["parent"]] == "x"
+    r = simulate(s)
+    assert list(r.aggregation.results) == [math.ceil(1e5 / VECTOR)] * 2
+
+
 def test_workers_under_one_leaf_use_only_that_leaf_when_it_is_the_root():
     t = Scenario.from_dict({"topology": {"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 4,
                                          "spines": 2}}).build_topology()

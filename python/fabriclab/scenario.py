@@ -110,6 +110,12 @@ class JobConfig(_Strict):
         if self.aggregation is not None and self.allreduce not in AGGREGATION_ALLREDUCE:
             raise ValueError(f"aggregation: settings for in-network aggregation, but allreduce = {self.allreduce!r}; "
                              f"use one of {', '.join(AGGREGATION_ALLREDUCE)}")
+        if self.allreduce in AGGREGATION_ALLREDUCE:
+            # Aggregation packets keep the job's class: nothing re-marks them.
+            for name in ("slack_aware", "layer_class"):
+                if getattr(self, name) not in (None, False):
+                    raise ValueError(f"{name}: changes the class of a job's messages, but in-network aggregation "
+                                     f"(allreduce = {self.allreduce!r}) keeps the job's class; drop {name}")
         return self
 
 

@@ -45,7 +45,8 @@ class AggregationConfig(_Strict):
 class JobAggregationConfig(_Strict):
     """A job's trees and window (``allreduce`` picks the kind)."""
 
-    # Roots of the job's trees: "all" (one per top-tier switch: every spine
+    # Roots of the job's trees: "all" (one per switch of the lowest tier that
+    # reaches all its workers: their ToR if they share one, else every spine
     # or core, section 4.1), how many of those (the first N), or their names.
     trees: Union[Literal["all"], Annotated[int, Field(ge=1, le=256)], list[str]] = "all"
     # PANAMA's initial window, or SwitchML*'s fixed one, in packets per tree.

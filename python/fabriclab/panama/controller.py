@@ -1,7 +1,8 @@
 """PANAMA's controller (section 4.1): for each aggregating job, one tree per
-root switch (by default every top-tier switch: each spine of a leaf-spine,
-each core of a fat-tree), its switches' children and parents, and the
-core's aggregation section. A tree is the breadth-first tree from its root
+root switch (by default every switch of the lowest tier that reaches all
+the job's workers: their ToR if they share one, section 3, otherwise each
+aggregation switch of their pod, or each spine or core), its switches'
+children and parents, and the core's aggregation section. A tree is the breadth-first tree from its root
 down to the job's workers: every switch's parent is its lowest-numbered
 neighbour one hop closer to the root, so workers reach it by shortest paths
 and the tree is the same every run."""
@@ -56,6 +57,27 @@ def top_tier(t) -> list[int]:
     return [s for s in sorted(height) if height[s] == top]
 
 
+def default_roots(t, workers: list[int]) -> list[int]:
+    """The switches closest to all of ``workers`` (node indices): those whose
+    farthest worker is nearest, over switches. A job inside one rack gets
+    its ToR; one inside a fat-tree pod, that pod's aggregation switches;
+    others the spines or cores."""
+    nb = _neighbours(t)
+    best, roots = None, []
+    for s, n in enumerate(t.nodes):
+        if n["kind"] != "switch":
+            continue
+        d = _switch_distances(t, nb, s)
+        if any(d[w] is None for w in workers):
+            continue
+        far = max(d[w] for w in workers)
+        if best is None or far < best:
+            best, roots = far, [s]
+        elif far == best:
+            roots.append(s)
+    return roots
+
+
 def build_tree(t, workers: list[int], root: int, where: str) -> list[dict]:
     """The switches of the tree rooted at ``root`` reaching ``workers`` (node
     indices): each with its children (node, workers below) and parent."""
@@ -65,18 +87,33 @@ def build_tree(t, workers: list[int], root: int, where: str) -> list[dict]:
     parent: dict[int, int] = {}
 
     def up(v: int) -> int:
-        return min(u for u in nb[v] if dist[u] == dist[v] - 1 and (t.nodes[u]["kind"] == "switch"))
+        if t.nodes[v]["kind"] == "host":
+            # A worker sends on its first port (the core's uplink): its parent is that switch.
+            return uplink[v]
+        return min(u for u in nb[v] if dist[u] == dist[v] - 1 and t.nodes[u]["kind"] == "switch")
+
+    uplink = {}
+    for lk in t.links:
+        for a, b in ((lk["a"], lk["b"]), (lk["b"], lk["a"])):
+            if t.nodes[a]["kind"] == "host" and a not in uplink:
+                uplink[a] = b
 
     for w in workers:
-        if dist[w] is None:
+        if dist[w] is None or w not in uplink or dist[uplink[w]] is None:
             raise ScenarioError(f"{where}: worker {names[w]!r} cannot reach the tree's root {names[root]!r}")
         v = w
         while v != root and v not in parent:
             parent[v] = up(v)
             v = parent[v]
+    def depth(v: int) -> int:
+        n = 0
+        while v != root:
+            v, n = parent[v], n + 1
+        return n
+
     below: dict[int, int] = {w: 1 for w in workers}
     # Deepest first, so a switch's count is complete before its parent adds it.
-    for v in sorted(parent, key=lambda v: -dist[v]):
+    for v in sorted(parent, key=lambda v: -depth(v)):
         if t.nodes[v]["kind"] == "switch":
             below.setdefault(v, 0)
         below[parent[v]] = below.get(parent[v], 0) + below[v]
@@ -86,15 +123,15 @@ def build_tree(t, workers: list[int], root: int, where: str) -> list[dict]:
             for s in switches]
 
 
-def roots_of(t, choice, where: str) -> list[int]:
-    top = top_tier(t)
+def roots_of(t, choice, workers: list[int], where: str) -> list[int]:
+    top = default_roots(t, workers)
     names = {n["name"]: i for i, n in enumerate(t.nodes)}
     if choice == "all":
         return top
     if isinstance(choice, int):
         if choice > len(top):
-            raise ScenarioError(f"{where}: {choice} trees asked, the topology has {len(top)} top-tier switches "
-                                f"({', '.join(t.nodes[s]['name'] for s in top)})")
+            raise ScenarioError(f"{where}: {choice} trees asked; the job's workers have {len(top)} nearest common "
+                                f"switches ({', '.join(t.nodes[s]['name'] for s in top)}), one tree each")
         return top[:choice]
     if not choice:
         raise ScenarioError(f"{where}: a job needs at least one tree; give \"all\", a count or root switch names")
@@ -122,7 +159,7 @@ def aggregation_core(agg: AggregationConfig | None, jobs, t) -> dict | None:
         if ja.sync_fraction is not None:
             fraction = ja.sync_fraction
         nodes = [t.hosts[w] for w in workers]
-        roots = roots_of(t, ja.trees, where)
+        roots = roots_of(t, ja.trees, nodes, where)
         if len(roots) > 256:
             raise ScenarioError(f"{where}: {len(roots)} trees; a job has at most 256 (the header's TID is 8 bits)")
         window = ({"kind": "panama", "initial_packets": ja.window_packets, "g": ja.g,
