@@ -351,32 +351,36 @@ impl Simulation {
         self.backend.sample_bands(&mut cur);
         let mut classes = Vec::with_capacity(self.last_classes.len());
         self.backend.sample_classes(&mut classes);
-        if self.samples.rows.len() + self.samples.class_rows.len() + cur.len() + classes.len()
+        // Rows this sample adds: busy or changed bands, changed classes.
+        let bands: Vec<usize> = (0..cur.len())
+            .filter(|&i| {
+                let s = &cur[i];
+                let idle = BandSample {
+                    port: s.port,
+                    band: s.band,
+                    ..Default::default()
+                };
+                s.queue_bytes > 0 || *self.last_sample.get(i).unwrap_or(&idle) != *s
+            })
+            .collect();
+        let changed: Vec<usize> = (0..classes.len())
+            .filter(|&i| classes[i].tx_bytes != self.last_classes.get(i).map_or(0, |l| l.tx_bytes))
+            .collect();
+        if self.samples.rows.len() + self.samples.class_rows.len() + bands.len() + changed.len()
             > self.sample_max_rows
         {
             self.samples.stopped_at_ps = Some(self.now);
             self.scratch = cur;
             return;
         }
-        for (i, s) in cur.iter().enumerate() {
-            let idle = BandSample {
-                port: s.port,
-                band: s.band,
-                ..Default::default()
-            };
-            let changed = *self.last_sample.get(i).unwrap_or(&idle) != *s;
-            if s.queue_bytes > 0 || changed {
-                self.samples.time_ps.push(self.now);
-                self.samples.rows.push(*s);
-            }
+        for i in bands {
+            self.samples.time_ps.push(self.now);
+            self.samples.rows.push(cur[i]);
         }
         self.scratch = std::mem::replace(&mut self.last_sample, cur);
-        for (i, c) in classes.iter().enumerate() {
-            let before = self.last_classes.get(i).map_or(0, |l| l.tx_bytes);
-            if c.tx_bytes != before {
-                self.samples.class_time_ps.push(self.now);
-                self.samples.class_rows.push(*c);
-            }
+        for i in changed {
+            self.samples.class_time_ps.push(self.now);
+            self.samples.class_rows.push(classes[i]);
         }
         self.last_classes = classes;
         if !self.queue.is_empty() {
