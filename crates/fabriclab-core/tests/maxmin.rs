@@ -2,13 +2,7 @@
 use fabriclab_core::net::flow::maxmin::{max_min_rates, FlowDemand};
 
 fn rates(flows: &[(u8, Vec<u32>)], caps: &[f64]) -> Vec<f64> {
-    let d: Vec<FlowDemand> = flows
-        .iter()
-        .map(|(c, p)| FlowDemand {
-            class: *c,
-            ports: p,
-        })
-        .collect();
+    let d: Vec<FlowDemand> = flows.iter().map(|(c, p)| FlowDemand::new(*c, p)).collect();
     max_min_rates(&d, caps)
 }
 
@@ -67,5 +61,62 @@ fn strict_priority_between_classes() {
             &[10.0, 4.0],
         ),
         &[2.0, 2.0, 3.0, 3.0],
+    );
+}
+
+#[test]
+fn a_cap_freezes_its_flow_and_the_others_take_the_rest() {
+    let d = |cap: f64, ports: &'static [u32]| FlowDemand {
+        cap_bps: cap,
+        ..FlowDemand::new(0, ports)
+    };
+    // Three flows on one link of 9: one capped at 1, the others split 8.
+    close(
+        &max_min_rates(
+            &[d(1.0, &[0]), d(f64::INFINITY, &[0]), d(f64::INFINITY, &[0])],
+            &[9.0],
+        ),
+        &[1.0, 4.0, 4.0],
+    );
+    // A cap above the fair share changes nothing.
+    close(
+        &max_min_rates(&[d(5.0, &[0]), d(f64::INFINITY, &[0])], &[9.0]),
+        &[4.5, 4.5],
+    );
+    // A cap equal to the fair share: both at it.
+    close(
+        &max_min_rates(&[d(4.5, &[0]), d(f64::INFINITY, &[0])], &[9.0]),
+        &[4.5, 4.5],
+    );
+}
+
+#[test]
+fn a_flow_ahead_of_its_class_comes_before_it_but_after_higher_classes() {
+    let ahead = |class: u8, ports: &'static [u32], cap: f64| FlowDemand {
+        ahead: true,
+        cap_bps: cap,
+        ..FlowDemand::new(class, ports)
+    };
+    // Link 0 (10): class 1 ahead, capped at 6, takes 6 before its class-1 peer
+    // (4 left) and the class-2 flow (nothing left); a class-0 flow on link 1 only.
+    close(
+        &max_min_rates(
+            &[
+                ahead(1, &[0], 6.0),
+                FlowDemand::new(1, &[0]),
+                FlowDemand::new(2, &[0]),
+                FlowDemand::new(0, &[1]),
+            ],
+            &[10.0, 10.0],
+        ),
+        &[6.0, 4.0, 0.0, 10.0],
+    );
+    // A higher class still comes first: class 0 takes link 0 whole.
+    close(
+        &max_min_rates(
+            &[ahead(1, &[0], f64::INFINITY), FlowDemand::new(0, &[0])],
+            &[10.0],
+        ),
+        &[0.0, 10.0],
     );
 }
