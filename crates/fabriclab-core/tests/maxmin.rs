@@ -1,5 +1,5 @@
 //! Max-min allocations computed by hand.
-use fabriclab_core::net::flow::maxmin::{max_min_rates, FlowDemand};
+use fabriclab_core::net::flow::maxmin::{level, max_min_rates, FlowDemand};
 
 fn rates(flows: &[(u8, Vec<u32>)], caps: &[f64]) -> Vec<f64> {
     let d: Vec<FlowDemand> = flows.iter().map(|(c, p)| FlowDemand::new(*c, p)).collect();
@@ -119,4 +119,114 @@ fn a_flow_ahead_of_its_class_comes_before_it_but_after_higher_classes() {
         ),
         &[0.0, 10.0],
     );
+}
+
+/// Progressive filling as first written: every round recounts every
+/// active flow's ports. The allocator must give the same rates, bit for bit.
+fn reference(flows: &[FlowDemand], capacity_bps: &[f64]) -> Vec<f64> {
+    let mut rates = vec![0.0; flows.len()];
+    let mut residual: Vec<f64> = capacity_bps.to_vec();
+    let mut count = vec![0u32; capacity_bps.len()];
+    let mut frozen = vec![true; flows.len()];
+    let mut levels: Vec<u16> = flows.iter().map(|f| level(f.class, f.ahead)).collect();
+    levels.sort_unstable();
+    levels.dedup();
+    let mut touched: Vec<u32> = Vec::new();
+    let mut saturated = vec![false; capacity_bps.len()];
+    for at in levels {
+        let mut active: Vec<usize> = (0..flows.len())
+            .filter(|&i| level(flows[i].class, flows[i].ahead) == at)
+            .collect();
+        for &i in &active {
+            frozen[i] = false;
+        }
+        while !active.is_empty() {
+            touched.clear();
+            let mut cap = f64::INFINITY;
+            for &i in &active {
+                cap = cap.min(flows[i].cap_bps);
+                for &p in flows[i].ports {
+                    if count[p as usize] == 0 {
+                        touched.push(p);
+                    }
+                    count[p as usize] += 1;
+                }
+            }
+            let mut share = f64::INFINITY;
+            for &p in &touched {
+                share = share.min(residual[p as usize].max(0.0) / count[p as usize] as f64);
+            }
+            share = share.min(cap);
+            // Freeze every flow that crosses a port saturated at this share,
+            // or whose cap it reached.
+            let tol = share * 1e-12 + 1e-9;
+            for &p in &touched {
+                saturated[p as usize] =
+                    residual[p as usize].max(0.0) / count[p as usize] as f64 <= share + tol;
+            }
+            for &i in &active {
+                if flows[i].cap_bps <= share + tol
+                    || flows[i].ports.iter().any(|&p| saturated[p as usize])
+                {
+                    frozen[i] = true;
+                    rates[i] = share;
+                    for &p in flows[i].ports {
+                        residual[p as usize] -= share;
+                    }
+                }
+            }
+            for &p in &touched {
+                count[p as usize] = 0;
+                saturated[p as usize] = false;
+            }
+            active.retain(|&i| !frozen[i]);
+        }
+    }
+    rates
+}
+
+#[test]
+fn the_allocator_equals_plain_progressive_filling_bit_for_bit() {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut rnd = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    for case in 0..300 {
+        let ports = 2 + rnd(40) as usize;
+        let caps: Vec<f64> = (0..ports)
+            .map(|_| [10e9, 40e9, 1e9 + rnd(1000) as f64 * 7e6, 0.0][rnd(4) as usize])
+            .collect();
+        let routes: Vec<Vec<u32>> = (0..1 + rnd(120))
+            .map(|_| {
+                let mut r: Vec<u32> = (0..1 + rnd(6)).map(|_| rnd(ports as u64) as u32).collect();
+                if case % 2 == 0 {
+                    r.sort_unstable();
+                    r.dedup(); // a port twice counts twice, in both
+                }
+                r
+            })
+            .collect();
+        let demands: Vec<FlowDemand> = routes
+            .iter()
+            .map(|r| FlowDemand {
+                class: rnd(3) as u8,
+                ports: r,
+                ahead: rnd(4) == 0,
+                cap_bps: if rnd(3) == 0 {
+                    1e8 + rnd(100) as f64 * 1e8
+                } else {
+                    f64::INFINITY
+                },
+            })
+            .collect();
+        let (got, want) = (max_min_rates(&demands, &caps), reference(&demands, &caps));
+        let same = got
+            .iter()
+            .zip(&want)
+            .all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "case {case}: {got:?} != {want:?}");
+    }
 }

@@ -49,55 +49,11 @@ use crate::engine::{Arrival, Column, Completion, Ctx, NetEv, Table};
 use crate::fabric::aggregation::{resolve_trees, AggWindowSpec, AggregationSpec};
 use crate::fabric::topology::Topology;
 use crate::time::PS_PER_S;
-use fabriclab_agg::wire::{HEADER_BYTES, WIRE_OVERHEAD_BYTES};
 use std::collections::{HashMap, HashSet, VecDeque};
+pub use tree::tree_share;
+use tree::{Phase, Tree};
 
-/// Bytes on the wire of an aggregation packet carrying `bytes` of vector.
-fn packet_wire(bytes: u64) -> u64 {
-    4 * bytes.div_ceil(4) + HEADER_BYTES as u64 + WIRE_OVERHEAD_BYTES as u64
-}
-
-/// Tree `t` of `nt`'s share of a message of `size` bytes cut into packets
-/// of `vb` bytes: (packets, vector bytes, wire bytes).
-pub fn tree_share(size: u64, vb: u64, t: u64, nt: u64) -> (u64, u64, u64) {
-    let n = size.div_ceil(vb);
-    if t >= n {
-        return (0, 0, 0);
-    }
-    let count = (n - 1 - t) / nt + 1;
-    let last = (size - (t + (count - 1) * nt) * vb).min(vb);
-    (
-        count,
-        (count - 1) * vb + last,
-        (count - 1) * packet_wire(vb) + packet_wire(last),
-    )
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Idle,
-    Draining,
-    /// Drained; its results propagate (an `EV_AGG_DONE` is due).
-    Delivering,
-}
-
-struct Tree {
-    job: u32,
-    /// Every port of the tree: each edge in both directions.
-    ports: Box<[u32]>,
-    /// Per worker (the job's order): its uplink and its leaf's port down to it.
-    worker_ports: Vec<(u32, u32)>,
-    delay_ps: u64,
-    cap_bps: f64,
-    /// Rounds finished (their results back at the workers).
-    done: u64,
-    phase: Phase,
-    /// The ports the draining round crosses (fewer than `ports` under
-    /// partial synchronisation).
-    cur_ports: Box<[u32]>,
-    remaining_bits: f64,
-    rate_bps: f64,
-}
+mod tree;
 
 struct Job {
     job: u16,
@@ -159,7 +115,6 @@ impl AggFlows {
                 jobs_at.entry(sw.node).or_default().insert(j.job);
             }
         }
-        let full_wire = packet_wire(vb) as f64 * 8.0;
         let mut out = AggFlows {
             vector_bytes: vb,
             jobs: Vec::new(),
@@ -197,50 +152,6 @@ impl AggFlows {
                 });
             }
             for t in trees {
-                let at: HashMap<u32, usize> = t
-                    .switches
-                    .iter()
-                    .enumerate()
-                    .map(|(i, s)| (s.node, i))
-                    .collect();
-                let mut ports = Vec::new();
-                // The worker's leaf entry, by host.
-                let mut leaf: HashMap<u32, (usize, u32, u32)> = HashMap::new();
-                for (si, sw) in t.switches.iter().enumerate() {
-                    for c in &sw.children {
-                        ports.extend([c.up, c.down]);
-                        if !at.contains_key(&c.node) {
-                            leaf.insert(c.node, (si, c.up, c.down));
-                        }
-                    }
-                }
-                let port_cost = |p: u32| {
-                    let info = &topo.ports[p as usize];
-                    (
-                        info.delay_ps,
-                        info.delay_ps as f64 + full_wire * PS_PER_S as f64 / info.rate_bps as f64,
-                    )
-                };
-                let (mut delay_ps, mut rtt_ps) = (0u64, 0f64);
-                let mut worker_ports = Vec::new();
-                for &host in &j.workers {
-                    let (mut si, up, down) = leaf[&host];
-                    worker_ports.push((up, down));
-                    let mut path = vec![up, down];
-                    while let Some((parent, up)) = t.switches[si].parent {
-                        let psw = &t.switches[at[&parent]];
-                        let me = t.switches[si].node;
-                        let down = psw.children.iter().find(|c| c.node == me).expect("checked");
-                        path.extend([up, down.down]);
-                        si = at[&parent];
-                    }
-                    let (d, r) = path.iter().fold((0, 0.0), |(d, r), &p| {
-                        let (pd, pr) = port_cost(p);
-                        (d + pd, r + pr)
-                    });
-                    delay_ps = delay_ps.max(d);
-                    rtt_ps = rtt_ps.max(r);
-                }
                 let cwnd_cap = t
                     .switches
                     .iter()
@@ -255,18 +166,8 @@ impl AggFlows {
                     AggWindowSpec::Fixed { packets, .. } => packets as u64,
                 };
                 job.trees.push(out.trees.len() as u32);
-                out.trees.push(Tree {
-                    job: ji as u32,
-                    ports: ports.into_boxed_slice(),
-                    worker_ports,
-                    delay_ps,
-                    cap_bps: window as f64 * full_wire / (rtt_ps / PS_PER_S as f64),
-                    done: 0,
-                    phase: Phase::Idle,
-                    cur_ports: Box::new([]),
-                    remaining_bits: 0.0,
-                    rate_bps: 0.0,
-                });
+                out.trees
+                    .push(Tree::new(topo, t, ji as u32, &j.workers, window, vb));
             }
             out.jobs.push(job);
         }
