@@ -179,6 +179,7 @@ pub struct TreeChild {
 /// A switch of a tree, resolved to ports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TreeSwitch {
+    /// The switch's node index.
     pub node: u32,
     /// In the order of the spec (the order vectors are summed).
     pub children: Vec<TreeChild>,

@@ -40,20 +40,23 @@ pub fn level(class: u8, ahead: bool) -> u16 {
     2 * class as u16 + u16::from(!ahead)
 }
 
-/// A port's fair share as a heap key: (share, port), smallest first.
-#[derive(PartialEq)]
-struct Key(f64, u32);
+/// A port's fair share as a heap key, smallest first: the share's bits in
+/// an order that sorts like the value (as `f64::total_cmp`), then the port.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Key(std::cmp::Reverse<u128>);
 
-impl Eq for Key {}
-impl PartialOrd for Key {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
+impl Key {
+    fn new(share: f64, port: u32) -> Key {
+        let b = share.to_bits();
+        let o = if b >> 63 == 1 { !b } else { b | 1 << 63 };
+        Key(std::cmp::Reverse((o as u128) << 32 | port as u128))
     }
-}
-impl Ord for Key {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        // Reversed: BinaryHeap is a max-heap.
-        o.0.total_cmp(&self.0).then(o.1.cmp(&self.1))
+    fn share(&self) -> f64 {
+        let o = (self.0 .0 >> 32) as u64;
+        f64::from_bits(if o >> 63 == 1 { o & !(1 << 63) } else { !o })
+    }
+    fn port(&self) -> usize {
+        self.0 .0 as u32 as usize
     }
 }
 
@@ -123,7 +126,7 @@ pub fn max_min_rates(flows: &[FlowDemand], capacity_bps: &[f64]) -> Vec<f64> {
             .map(|&p| {
                 let k = share_of(&residual, &count, p as usize);
                 latest[p as usize] = k;
-                Key(k, p)
+                Key::new(k, p)
             })
             .collect();
         let mut heap = BinaryHeap::from(keys);
@@ -147,7 +150,7 @@ pub fn max_min_rates(flows: &[FlowDemand], capacity_bps: &[f64]) -> Vec<f64> {
                           count: &[u32]|
          -> Option<Option<f64>> {
             let k = heap.peek()?;
-            let (key, p) = (k.0, k.1 as usize);
+            let (key, p) = (k.share(), k.port());
             if count[p] == 0 {
                 heap.pop();
                 return Some(None);
@@ -159,7 +162,7 @@ pub fn max_min_rates(flows: &[FlowDemand], capacity_bps: &[f64]) -> Vec<f64> {
             heap.pop();
             if key.to_bits() == latest[p].to_bits() {
                 latest[p] = now;
-                heap.push(Key(now, p as u32));
+                heap.push(Key::new(now, p as u32));
             }
             Some(None)
         };
@@ -188,7 +191,7 @@ pub fn max_min_rates(flows: &[FlowDemand], capacity_bps: &[f64]) -> Vec<f64> {
                 if k > share + tol {
                     break;
                 }
-                let p = heap.pop().expect("the top").1;
+                let p = heap.pop().expect("the top").port() as u32;
                 saturated.push(p);
             }
             freezing.clear();
@@ -225,7 +228,7 @@ pub fn max_min_rates(flows: &[FlowDemand], capacity_bps: &[f64]) -> Vec<f64> {
                     let now = share_of(&residual, &count, p);
                     if now < latest[p] {
                         latest[p] = now;
-                        heap.push(Key(now, p as u32));
+                        heap.push(Key::new(now, p as u32));
                     }
                 }
             }
