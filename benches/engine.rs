@@ -59,10 +59,7 @@ fn maxmin(c: &mut Criterion) {
             let d: Vec<FlowDemand> = routes
                 .iter()
                 .enumerate()
-                .map(|(i, r)| FlowDemand {
-                    class: (i % 2) as u8,
-                    ports: r,
-                })
+                .map(|(i, r)| FlowDemand::new((i % 2) as u8, r))
                 .collect();
             black_box(max_min_rates(&d, &caps))
         })

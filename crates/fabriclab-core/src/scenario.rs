@@ -37,7 +37,8 @@ pub struct FabricSpec {
     #[serde(default)]
     pub switch_logic: Vec<SwitchLogicSpec>,
     /// In-network aggregation: accelerators on switches, jobs' trees and
-    /// workers (packet backend).
+    /// workers (packet backend; the flow backend models each tree as one
+    /// fluid object).
     #[serde(default)]
     pub aggregation: Option<crate::fabric::aggregation::AggregationSpec>,
     /// A buffer shared by each switch's egress queues, dynamic threshold (packet backend).
@@ -157,10 +158,7 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
                         .into(),
                 );
             }
-            if f.aggregation.is_some() {
-                return Err("aggregation: the flow backend has no aggregation model yet; needs backend \"packet\"".into());
-            }
-            Box::new(FlowNet::new(&topo, t.mss_bytes))
+            Box::new(FlowNet::new(&topo, t.mss_bytes, f.aggregation.as_ref())?)
         }
     };
     let nl = f.topology.links.len() as u32;

@@ -1,14 +1,8 @@
 //! Max-min allocations computed by hand.
-use fabriclab_core::net::flow::maxmin::{max_min_rates, FlowDemand};
+use fabriclab_core::net::flow::maxmin::{level, max_min_rates, FlowDemand};
 
 fn rates(flows: &[(u8, Vec<u32>)], caps: &[f64]) -> Vec<f64> {
-    let d: Vec<FlowDemand> = flows
-        .iter()
-        .map(|(c, p)| FlowDemand {
-            class: *c,
-            ports: p,
-        })
-        .collect();
+    let d: Vec<FlowDemand> = flows.iter().map(|(c, p)| FlowDemand::new(*c, p)).collect();
     max_min_rates(&d, caps)
 }
 
@@ -68,4 +62,171 @@ fn strict_priority_between_classes() {
         ),
         &[2.0, 2.0, 3.0, 3.0],
     );
+}
+
+#[test]
+fn a_cap_freezes_its_flow_and_the_others_take_the_rest() {
+    let d = |cap: f64, ports: &'static [u32]| FlowDemand {
+        cap_bps: cap,
+        ..FlowDemand::new(0, ports)
+    };
+    // Three flows on one link of 9: one capped at 1, the others split 8.
+    close(
+        &max_min_rates(
+            &[d(1.0, &[0]), d(f64::INFINITY, &[0]), d(f64::INFINITY, &[0])],
+            &[9.0],
+        ),
+        &[1.0, 4.0, 4.0],
+    );
+    // A cap above the fair share changes nothing.
+    close(
+        &max_min_rates(&[d(5.0, &[0]), d(f64::INFINITY, &[0])], &[9.0]),
+        &[4.5, 4.5],
+    );
+    // A cap equal to the fair share: both at it.
+    close(
+        &max_min_rates(&[d(4.5, &[0]), d(f64::INFINITY, &[0])], &[9.0]),
+        &[4.5, 4.5],
+    );
+}
+
+#[test]
+fn a_flow_ahead_of_its_class_comes_before_it_but_after_higher_classes() {
+    let ahead = |class: u8, ports: &'static [u32], cap: f64| FlowDemand {
+        ahead: true,
+        cap_bps: cap,
+        ..FlowDemand::new(class, ports)
+    };
+    // Link 0 (10): class 1 ahead, capped at 6, takes 6 before its class-1 peer
+    // (4 left) and the class-2 flow (nothing left); a class-0 flow on link 1 only.
+    close(
+        &max_min_rates(
+            &[
+                ahead(1, &[0], 6.0),
+                FlowDemand::new(1, &[0]),
+                FlowDemand::new(2, &[0]),
+                FlowDemand::new(0, &[1]),
+            ],
+            &[10.0, 10.0],
+        ),
+        &[6.0, 4.0, 0.0, 10.0],
+    );
+    // A higher class still comes first: class 0 takes link 0 whole.
+    close(
+        &max_min_rates(
+            &[ahead(1, &[0], f64::INFINITY), FlowDemand::new(0, &[0])],
+            &[10.0],
+        ),
+        &[0.0, 10.0],
+    );
+}
+
+/// Progressive filling as first written: every round recounts every
+/// active flow's ports. The allocator must give the same rates, bit for bit.
+fn reference(flows: &[FlowDemand], capacity_bps: &[f64]) -> Vec<f64> {
+    let mut rates = vec![0.0; flows.len()];
+    let mut residual: Vec<f64> = capacity_bps.to_vec();
+    let mut count = vec![0u32; capacity_bps.len()];
+    let mut frozen = vec![true; flows.len()];
+    let mut levels: Vec<u16> = flows.iter().map(|f| level(f.class, f.ahead)).collect();
+    levels.sort_unstable();
+    levels.dedup();
+    let mut touched: Vec<u32> = Vec::new();
+    let mut saturated = vec![false; capacity_bps.len()];
+    for at in levels {
+        let mut active: Vec<usize> = (0..flows.len())
+            .filter(|&i| level(flows[i].class, flows[i].ahead) == at)
+            .collect();
+        for &i in &active {
+            frozen[i] = false;
+        }
+        while !active.is_empty() {
+            touched.clear();
+            let mut cap = f64::INFINITY;
+            for &i in &active {
+                cap = cap.min(flows[i].cap_bps);
+                for &p in flows[i].ports {
+                    if count[p as usize] == 0 {
+                        touched.push(p);
+                    }
+                    count[p as usize] += 1;
+                }
+            }
+            let mut share = f64::INFINITY;
+            for &p in &touched {
+                share = share.min(residual[p as usize].max(0.0) / count[p as usize] as f64);
+            }
+            share = share.min(cap);
+            // Freeze every flow that crosses a port saturated at this share,
+            // or whose cap it reached.
+            let tol = share * 1e-12 + 1e-9;
+            for &p in &touched {
+                saturated[p as usize] =
+                    residual[p as usize].max(0.0) / count[p as usize] as f64 <= share + tol;
+            }
+            for &i in &active {
+                if flows[i].cap_bps <= share + tol
+                    || flows[i].ports.iter().any(|&p| saturated[p as usize])
+                {
+                    frozen[i] = true;
+                    rates[i] = share;
+                    for &p in flows[i].ports {
+                        residual[p as usize] -= share;
+                    }
+                }
+            }
+            for &p in &touched {
+                count[p as usize] = 0;
+                saturated[p as usize] = false;
+            }
+            active.retain(|&i| !frozen[i]);
+        }
+    }
+    rates
+}
+
+#[test]
+fn the_allocator_equals_plain_progressive_filling_bit_for_bit() {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut rnd = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    for case in 0..300 {
+        let ports = 2 + rnd(40) as usize;
+        let caps: Vec<f64> = (0..ports)
+            .map(|_| [10e9, 40e9, 1e9 + rnd(1000) as f64 * 7e6, 0.0][rnd(4) as usize])
+            .collect();
+        let routes: Vec<Vec<u32>> = (0..1 + rnd(120))
+            .map(|_| {
+                let mut r: Vec<u32> = (0..1 + rnd(6)).map(|_| rnd(ports as u64) as u32).collect();
+                if case % 2 == 0 {
+                    r.sort_unstable();
+                    r.dedup(); // a port twice counts twice, in both
+                }
+                r
+            })
+            .collect();
+        let demands: Vec<FlowDemand> = routes
+            .iter()
+            .map(|r| FlowDemand {
+                class: rnd(3) as u8,
+                ports: r,
+                ahead: rnd(4) == 0,
+                cap_bps: if rnd(3) == 0 {
+                    1e8 + rnd(100) as f64 * 1e8
+                } else {
+                    f64::INFINITY
+                },
+            })
+            .collect();
+        let (got, want) = (max_min_rates(&demands, &caps), reference(&demands, &caps));
+        let same = got
+            .iter()
+            .zip(&want)
+            .all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "case {case}: {got:?} != {want:?}");
+    }
 }

@@ -4,6 +4,7 @@
 //! or spine switch, job placement); backends read it as it is, and apps
 //! check their jobs against it.
 
+use crate::fabric::topology::Topology;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -164,4 +165,200 @@ impl AggregationSpec {
         }
         Ok(())
     }
+}
+
+/// A child of a tree switch, resolved to ports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeChild {
+    /// The child: a worker host, or a switch of the tree.
+    pub node: u32,
+    /// How many workers it leads to.
+    pub workers: u16,
+    /// The switch's egress port toward the child (results go down it).
+    pub down: u32,
+    /// The child's egress port toward the switch (contributions come up it).
+    pub up: u32,
+}
+
+/// A switch of a tree, resolved to ports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeSwitch {
+    /// The switch's node index.
+    pub node: u32,
+    /// In the order of the spec (the order vectors are summed).
+    pub children: Vec<TreeChild>,
+    /// The parent node and this switch's egress port toward it; none at the root.
+    pub parent: Option<(u32, u32)>,
+}
+
+/// A job's tree, checked against the topology and resolved to ports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreePorts {
+    /// The tree id (TID).
+    pub tree: u8,
+    /// Its switches in the order of the spec.
+    pub switches: Vec<TreeSwitch>,
+}
+
+/// `from`'s first egress port toward its neighbour `to`.
+fn port_to(topo: &Topology, from: u32, to: u32) -> Option<u32> {
+    topo.out_ports[from as usize]
+        .iter()
+        .copied()
+        .find(|&p| topo.ports[p as usize].to == to)
+}
+
+/// Every job's trees (in the spec's order) resolved to ports, after
+/// checking each one against the topology: its switches are switches,
+/// linked as stated, children and parents agree, each child's worker count
+/// is what lies below it, and every worker of the job reaches the root by
+/// exactly one way. The one check both backends run on the section.
+pub fn resolve_trees(
+    topo: &Topology,
+    agg: &AggregationSpec,
+) -> Result<Vec<Vec<TreePorts>>, String> {
+    use crate::fabric::NodeKind;
+    use std::collections::BTreeMap;
+    let names = &topo.names;
+    let mut out = Vec::with_capacity(agg.jobs.len());
+    for (i, j) in agg.jobs.iter().enumerate() {
+        let mut trees = Vec::with_capacity(j.trees.len());
+        for (k, t) in j.trees.iter().enumerate() {
+            let at = format!("aggregation.jobs[{i}].trees[{k}]");
+            let mut by_node: BTreeMap<u32, usize> = BTreeMap::new();
+            for (s, sw) in t.switches.iter().enumerate() {
+                let n = sw.node as usize;
+                if n >= names.len() || topo.kinds[n] == NodeKind::Host {
+                    return Err(format!(
+                        "{at}.switches[{s}].node: not a switch of the topology"
+                    ));
+                }
+                if by_node.insert(sw.node, s).is_some() {
+                    return Err(format!("{at}: switch '{}' listed twice", names[n]));
+                }
+            }
+            // Workers below each switch, from the hosts up.
+            let mut below_host: BTreeMap<u32, u32> = BTreeMap::new();
+            for sw in &t.switches {
+                for &(c, w) in &sw.children {
+                    let ok = (c as usize) < names.len() && port_to(topo, sw.node, c).is_some();
+                    if !ok {
+                        return Err(format!(
+                            "{at}: a child of '{}' is not its neighbour",
+                            names[sw.node as usize]
+                        ));
+                    }
+                    if topo.kinds[c as usize] == NodeKind::Host {
+                        if !j.workers.contains(&c) || w != 1 {
+                            return Err(format!(
+                                "{at}: host '{}' under '{}' is not one worker of the job",
+                                names[c as usize], names[sw.node as usize]
+                            ));
+                        }
+                        if below_host.insert(c, sw.node).is_some() {
+                            return Err(format!(
+                                "{at}: worker '{}' joins the tree twice",
+                                names[c as usize]
+                            ));
+                        }
+                    } else {
+                        match by_node.get(&c) {
+                            Some(&cs) if t.switches[cs].parent == Some(sw.node) => {}
+                            _ => return Err(format!("{at}: child '{}' of '{}' is not a switch of the tree with it as parent", names[c as usize], names[sw.node as usize])),
+                        }
+                    }
+                }
+                if let Some(p) = sw.parent {
+                    let linked = (p as usize) < names.len() && port_to(topo, sw.node, p).is_some();
+                    let lists_me = by_node
+                        .get(&p)
+                        .is_some_and(|&ps| t.switches[ps].children.iter().any(|c| c.0 == sw.node));
+                    if !linked || !lists_me {
+                        return Err(format!("{at}: the parent of '{}' is not a linked switch of the tree listing it as a child", names[sw.node as usize]));
+                    }
+                }
+            }
+            let root = t
+                .switches
+                .iter()
+                .find(|s| s.parent.is_none())
+                .expect("validated: one root")
+                .node;
+            for &w in &j.workers {
+                let Some(&first) = below_host.get(&w) else {
+                    return Err(format!(
+                        "{at}: worker '{}' cannot reach the tree's root '{}'",
+                        names[w as usize], names[root as usize]
+                    ));
+                };
+                let (mut node, mut steps) = (first, 0);
+                while let Some(p) = t.switches[by_node[&node]].parent {
+                    node = p;
+                    steps += 1;
+                    if steps > t.switches.len() {
+                        return Err(format!("{at}: the parents form a cycle"));
+                    }
+                }
+                if node != root {
+                    return Err(format!(
+                        "{at}: worker '{}' cannot reach the tree's root '{}'",
+                        names[w as usize], names[root as usize]
+                    ));
+                }
+            }
+            // Worker counts: a child switch leads to the workers below it.
+            fn below(
+                t: &AggTreeSpec,
+                by_node: &BTreeMap<u32, usize>,
+                node: u32,
+                hosts: &BTreeMap<u32, u32>,
+            ) -> u32 {
+                t.switches[by_node[&node]]
+                    .children
+                    .iter()
+                    .map(|&(c, _)| {
+                        if hosts.contains_key(&c) {
+                            1
+                        } else {
+                            below(t, by_node, c, hosts)
+                        }
+                    })
+                    .sum()
+            }
+            let mut switches = Vec::with_capacity(t.switches.len());
+            for sw in &t.switches {
+                for &(c, w) in &sw.children {
+                    if by_node.contains_key(&c) && below(t, &by_node, c, &below_host) != w as u32 {
+                        return Err(format!(
+                            "{at}: '{}' counts {w} workers below '{}', the tree has {}",
+                            names[sw.node as usize],
+                            names[c as usize],
+                            below(t, &by_node, c, &below_host)
+                        ));
+                    }
+                }
+                let link = |a: u32, b: u32| port_to(topo, a, b).expect("checked: neighbours");
+                switches.push(TreeSwitch {
+                    node: sw.node,
+                    children: sw
+                        .children
+                        .iter()
+                        .map(|&(c, w)| TreeChild {
+                            node: c,
+                            workers: w,
+                            down: link(sw.node, c),
+                            up: link(c, sw.node),
+                        })
+                        .collect(),
+                    parent: sw.parent.map(|p| (p, link(sw.node, p))),
+                });
+            }
+            trees.push(TreePorts {
+                tree: t.tree,
+                switches,
+            });
+        }
+        out.push(trees);
+    }
+    Ok(out)
 }

@@ -1,68 +1,241 @@
 //! Max-min fair rates with strict priority between classes: classes are
 //! served from 0 (highest) upwards, each class water-filling what the
 //! classes above it left (progressive filling, Bertsekas & Gallager,
-//! *Data Networks*, §6.5.2).
+//! *Data Networks*, §6.5.2). A flow may also be served ahead of its class
+//! (before every flow of its class and of lower ones) and may have a rate
+//! cap; a flow without either is allocated exactly as before they existed.
 
 /// A flow as the allocator sees it: its class and the ports it crosses.
 pub struct FlowDemand<'a> {
+    /// Priority class, 0 highest.
     pub class: u8,
+    /// Ports it crosses; it takes its rate on every one of them.
     pub ports: &'a [u32],
+    /// Served just before its class (after every higher class), as a flow
+    /// that does not yield to its own class would be.
+    pub ahead: bool,
+    /// Its rate never exceeds this (`f64::INFINITY`: no cap).
+    pub cap_bps: f64,
+}
+
+impl<'a> FlowDemand<'a> {
+    /// A flow of `class` over `ports`, in its class, without a cap.
+    pub fn new(class: u8, ports: &'a [u32]) -> FlowDemand<'a> {
+        FlowDemand {
+            class,
+            ports,
+            ahead: false,
+            cap_bps: f64::INFINITY,
+        }
+    }
+
+    fn level(&self) -> u16 {
+        level(self.class, self.ahead)
+    }
+}
+
+/// The order in which the allocator serves flows of `class`, `ahead` of it
+/// or not: lower levels first.
+pub fn level(class: u8, ahead: bool) -> u16 {
+    2 * class as u16 + u16::from(!ahead)
+}
+
+/// A port's fair share as a heap key, smallest first: the share's bits in
+/// an order that sorts like the value (as `f64::total_cmp`), then the port.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Key(std::cmp::Reverse<u128>);
+
+impl Key {
+    fn new(share: f64, port: u32) -> Key {
+        let b = share.to_bits();
+        let o = if b >> 63 == 1 { !b } else { b | 1 << 63 };
+        Key(std::cmp::Reverse((o as u128) << 32 | port as u128))
+    }
+    fn share(&self) -> f64 {
+        let o = (self.0 .0 >> 32) as u64;
+        f64::from_bits(if o >> 63 == 1 { o & !(1 << 63) } else { !o })
+    }
+    fn port(&self) -> usize {
+        self.0 .0 as u32 as usize
+    }
 }
 
 /// Returns the rate of every flow in bits per second. `capacity_bps[p]` is
 /// the capacity of port `p`. Every flow with at least one port gets a rate;
-/// a flow whose ports are all full gets zero.
+/// a flow whose ports are all full gets zero. A capped flow freezes at its
+/// cap once the water level reaches it, like a flow crossing a port of its
+/// own of that capacity.
+///
+/// Each level (class, and ahead of it or not) is water-filled in rounds:
+/// the round's share is the smallest `residual / active flows` over the
+/// ports (or an active flow's cap, if smaller); every active flow crossing
+/// a port saturated at that share (within a relative 1e-12 plus 1e-9 bit/s)
+/// or capped at it freezes at the share, and leaves the ports' residual
+/// and counts. Counts are kept as flows freeze, and the ports' shares sit
+/// in a heap: a freeze only raises the shares of the ports it leaves
+/// (their share was above the round's), so a port is pushed again when its
+/// stale entry comes to the top (or at once, should rounding ever lower
+/// it). A round thus costs what changed in it, not every active flow.
 pub fn max_min_rates(flows: &[FlowDemand], capacity_bps: &[f64]) -> Vec<f64> {
+    use std::collections::BinaryHeap;
+    let np = capacity_bps.len();
     let mut rates = vec![0.0; flows.len()];
     let mut residual: Vec<f64> = capacity_bps.to_vec();
-    let mut count = vec![0u32; capacity_bps.len()];
-    let mut frozen = vec![true; flows.len()];
-    let mut classes: Vec<u8> = flows.iter().map(|f| f.class).collect();
-    classes.sort_unstable();
-    classes.dedup();
+    let mut count = vec![0u32; np];
+    let mut frozen = vec![false; flows.len()];
+    // The flows of a level crossing each port: list[start[p]..start[p] + fill[p]].
+    let mut start = vec![0u32; np];
+    let mut fill = vec![0u32; np];
+    // The key of each port's latest heap entry (never above its share).
+    let mut latest = vec![0f64; np];
+    let mut list: Vec<u32> = Vec::new();
+    let (mut dirty, mut is_dirty): (Vec<u32>, Vec<bool>) = (Vec::new(), vec![false; np]);
     let mut touched: Vec<u32> = Vec::new();
-    let mut saturated = vec![false; capacity_bps.len()];
-    for class in classes {
-        let mut active: Vec<usize> = (0..flows.len())
-            .filter(|&i| flows[i].class == class)
-            .collect();
-        for &i in &active {
-            frozen[i] = false;
+    let (mut saturated, mut freezing): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
+    let share_of =
+        |residual: &[f64], count: &[u32], p: usize| residual[p].max(0.0) / count[p] as f64;
+    let mut order: Vec<u32> = (0..flows.len() as u32).collect();
+    order.sort_by_key(|&i| flows[i as usize].level());
+    for group in order.chunk_by(|&a, &b| flows[a as usize].level() == flows[b as usize].level()) {
+        touched.clear();
+        for &i in group {
+            for &p in flows[i as usize].ports {
+                if count[p as usize] == 0 {
+                    touched.push(p);
+                }
+                count[p as usize] += 1;
+            }
         }
-        while !active.is_empty() {
-            touched.clear();
-            for &i in &active {
-                for &p in flows[i].ports {
-                    if count[p as usize] == 0 {
-                        touched.push(p);
-                    }
-                    count[p as usize] += 1;
-                }
+        let mut off = 0u32;
+        for &p in &touched {
+            start[p as usize] = off;
+            fill[p as usize] = 0;
+            off += count[p as usize];
+        }
+        list.clear();
+        list.resize(off as usize, 0);
+        for &i in group {
+            for &p in flows[i as usize].ports {
+                let p = p as usize;
+                list[(start[p] + fill[p]) as usize] = i;
+                fill[p] += 1;
             }
+        }
+        let keys: Vec<Key> = touched
+            .iter()
+            .map(|&p| {
+                let k = share_of(&residual, &count, p as usize);
+                latest[p as usize] = k;
+                Key::new(k, p)
+            })
+            .collect();
+        let mut heap = BinaryHeap::from(keys);
+        let mut caps: Vec<u32> = group
+            .iter()
+            .copied()
+            .filter(|&i| flows[i as usize].cap_bps < f64::INFINITY)
+            .collect();
+        caps.sort_by(|&a, &b| {
+            flows[a as usize]
+                .cap_bps
+                .total_cmp(&flows[b as usize].cap_bps)
+        });
+        let mut next_cap = 0;
+        let mut left = group.len();
+        // Pops the top entry unless it holds its port's share now (then
+        // returns it); a port's stale latest entry is replaced by its share.
+        let settle_top = |heap: &mut BinaryHeap<Key>,
+                          latest: &mut [f64],
+                          residual: &[f64],
+                          count: &[u32]|
+         -> Option<Option<f64>> {
+            let k = heap.peek()?;
+            let (key, p) = (k.share(), k.port());
+            if count[p] == 0 {
+                heap.pop();
+                return Some(None);
+            }
+            let now = share_of(residual, count, p);
+            if now.to_bits() == key.to_bits() {
+                return Some(Some(now));
+            }
+            heap.pop();
+            if key.to_bits() == latest[p].to_bits() {
+                latest[p] = now;
+                heap.push(Key::new(now, p as u32));
+            }
+            Some(None)
+        };
+        while left > 0 {
             let mut share = f64::INFINITY;
-            for &p in &touched {
-                share = share.min(residual[p as usize].max(0.0) / count[p as usize] as f64);
+            while let Some(top) = settle_top(&mut heap, &mut latest, &residual, &count) {
+                if let Some(k) = top {
+                    share = k;
+                    break;
+                }
             }
-            // Freeze every flow that crosses a port saturated at this share.
+            while next_cap < caps.len() && frozen[caps[next_cap] as usize] {
+                next_cap += 1;
+            }
+            if let Some(&i) = caps.get(next_cap) {
+                share = share.min(flows[i as usize].cap_bps);
+            }
+            if share == f64::INFINITY {
+                break; // flows without ports or caps: nothing bounds them
+            }
             let tol = share * 1e-12 + 1e-9;
-            for &p in &touched {
-                saturated[p as usize] =
-                    residual[p as usize].max(0.0) / count[p as usize] as f64 <= share + tol;
+            // Every port saturated at this share, then the flows crossing them.
+            saturated.clear();
+            while let Some(top) = settle_top(&mut heap, &mut latest, &residual, &count) {
+                let Some(k) = top else { continue };
+                if k > share + tol {
+                    break;
+                }
+                let p = heap.pop().expect("the top").port() as u32;
+                saturated.push(p);
             }
-            for &i in &active {
-                if flows[i].ports.iter().any(|&p| saturated[p as usize]) {
-                    frozen[i] = true;
-                    rates[i] = share;
-                    for &p in flows[i].ports {
-                        residual[p as usize] -= share;
+            freezing.clear();
+            for &p in &saturated {
+                let p = p as usize;
+                freezing.extend(&list[start[p] as usize..(start[p] + fill[p]) as usize]);
+            }
+            let mut c = next_cap;
+            while c < caps.len() && flows[caps[c] as usize].cap_bps <= share + tol {
+                freezing.push(caps[c]);
+                c += 1;
+            }
+            for &i in &freezing {
+                if frozen[i as usize] {
+                    continue;
+                }
+                frozen[i as usize] = true;
+                rates[i as usize] = share;
+                left -= 1;
+                for &p in flows[i as usize].ports {
+                    residual[p as usize] -= share;
+                    count[p as usize] -= 1;
+                    if !is_dirty[p as usize] {
+                        is_dirty[p as usize] = true;
+                        dirty.push(p);
                     }
                 }
             }
-            for &p in &touched {
-                count[p as usize] = 0;
-                saturated[p as usize] = false;
+            // Rounding could lower a share: push such a port at once.
+            for &p in &dirty {
+                let p = p as usize;
+                is_dirty[p] = false;
+                if count[p] > 0 {
+                    let now = share_of(&residual, &count, p);
+                    if now < latest[p] {
+                        latest[p] = now;
+                        heap.push(Key::new(now, p as u32));
+                    }
+                }
             }
-            active.retain(|&i| !frozen[i]);
+            dirty.clear();
+        }
+        for &p in &touched {
+            count[p as usize] = 0;
         }
     }
     rates

@@ -3,12 +3,17 @@
 //! a flow starts or drains. A message's wire bytes (the packet backend's
 //! headers included) drain at that rate; the path's propagation delay is
 //! then added once. It shows no queueing delay, no ECN, no loss, no slow
-//! start and no ACK traffic.
+//! start and no ACK traffic. In-network aggregation trees are fluid
+//! objects of their own ([`agg`]).
 
+pub mod agg;
 pub mod maxmin;
 
-use crate::engine::{Arrival, Backend, BackendSend, Completion, Ctx, LinkChange, LinkStats, NetEv};
+use crate::engine::{
+    Arrival, Backend, BackendSend, Completion, Ctx, LinkChange, LinkStats, NetEv, Table,
+};
 use crate::event::EventKey;
+use crate::fabric::aggregation::AggregationSpec;
 use crate::fabric::frame::wire_bytes;
 use crate::fabric::topology::Topology;
 use crate::time::PS_PER_S;
@@ -18,6 +23,10 @@ use std::collections::HashMap;
 /// This backend's events (encoded in the engine's opaque [`NetEv`]).
 const EV_DRAIN: u8 = 0;
 const EV_DELIVER: u8 = 1;
+/// An aggregation tree's round is done (id: the tree).
+const EV_AGG_DONE: u8 = 2;
+/// An aggregation worker's message may be done already (id: the worker).
+const EV_AGG_SETTLE: u8 = 3;
 
 struct FluidFlow {
     msg: u32,
@@ -29,6 +38,8 @@ struct FluidFlow {
     delay_ps: u64,
 }
 
+/// The flow-level backend: fluid flows and aggregation trees at max-min
+/// fair rates.
 pub struct FlowNet {
     capacity_bps: Vec<f64>,
     /// Each port's rate when up (capacity is 0 while its link is down).
@@ -42,6 +53,8 @@ pub struct FlowNet {
     last_ps: u64,
     pending: Option<EventKey>,
     mss_bytes: u32,
+    /// In-network aggregation's workers and trees, when the scenario has any.
+    agg: Option<agg::AggFlows>,
 }
 
 /// Wire bytes of a message cut into MSS-sized segments.
@@ -58,8 +71,18 @@ pub fn message_wire_bytes(size_bytes: u64, mss_bytes: u32) -> u64 {
 }
 
 impl FlowNet {
-    pub fn new(topo: &Topology, mss_bytes: u32) -> FlowNet {
-        FlowNet {
+    /// A fluid network over `topo`; messages are cut into `mss_bytes`
+    /// segments for their wire bytes. The aggregation section's trees are
+    /// checked against the topology.
+    pub fn new(
+        topo: &Topology,
+        mss_bytes: u32,
+        aggregation: Option<&AggregationSpec>,
+    ) -> Result<FlowNet, String> {
+        let agg = aggregation
+            .map(|a| agg::AggFlows::new(topo, a))
+            .transpose()?;
+        Ok(FlowNet {
             capacity_bps: topo.ports.iter().map(|p| p.rate_bps as f64).collect(),
             rate_bps: topo.ports.iter().map(|p| p.rate_bps as f64).collect(),
             delay_ps: topo.ports.iter().map(|p| p.delay_ps).collect(),
@@ -79,7 +102,8 @@ impl FlowNet {
             last_ps: 0,
             pending: None,
             mss_bytes,
-        }
+            agg,
+        })
     }
 
     /// Drains every flow at its current rate from `last_ps` to `now`.
@@ -93,22 +117,30 @@ impl FlowNet {
                     self.bits_sent[p as usize] += bits;
                 }
             }
+            if let Some(a) = &mut self.agg {
+                a.advance(dt_s, &mut self.bits_sent);
+            }
         }
         self.last_ps = now;
     }
 
     fn reallocate(&mut self, ctx: &mut Ctx) {
-        let demands: Vec<FlowDemand> = self
+        let mut demands: Vec<FlowDemand> = self
             .active
             .iter()
-            .map(|f| FlowDemand {
-                class: f.class,
-                ports: &f.route,
-            })
+            .map(|f| FlowDemand::new(f.class, &f.route))
             .collect();
+        if let Some(a) = &self.agg {
+            a.demands(&mut demands);
+        }
         let rates = max_min_rates(&demands, &self.capacity_bps);
-        for (f, r) in self.active.iter_mut().zip(rates) {
+        drop(demands);
+        let n = self.active.len();
+        for (f, &r) in self.active.iter_mut().zip(&rates[..n]) {
             f.rate_bps = r;
+        }
+        if let Some(a) = &mut self.agg {
+            a.set_rates(&rates[n..]);
         }
         if let Some(k) = self.pending.take() {
             ctx.cancel(k);
@@ -118,6 +150,7 @@ impl FlowNet {
             .iter()
             .filter(|f| f.rate_bps > 0.0)
             .map(|f| (f.remaining_bits / f.rate_bps * PS_PER_S as f64).ceil() as u64)
+            .chain(self.agg.as_ref().and_then(|a| a.next_drain_ps()))
             .min();
         if let Some(dt) = next {
             self.pending = Some(ctx.schedule(
@@ -152,6 +185,9 @@ impl FlowNet {
                 i += 1;
             }
         }
+        if let Some(a) = &mut self.agg {
+            a.take_drained(ctx);
+        }
         self.reallocate(ctx);
     }
 }
@@ -163,9 +199,17 @@ impl Backend for FlowNet {
             size_bytes,
             class,
             fwd,
+            notify_packets,
+            aggregate,
             ..
         } = send;
         self.advance(ctx.now);
+        if let Some(job) = aggregate {
+            // The contribution follows its job's trees, in the job's class.
+            let host = ctx.topo.ports[fwd[0] as usize].from;
+            self.agg_send(ctx, msg, host, job, size_bytes, notify_packets);
+            return;
+        }
         let delay_ps = fwd.iter().map(|&p| self.delay_ps[p as usize]).sum();
         let bits = message_wire_bytes(size_bytes, self.mss_bytes) as f64 * 8.0;
         self.active.push(FluidFlow {
@@ -205,6 +249,14 @@ impl Backend for FlowNet {
                     retransmits: 0,
                 });
             }
+            EV_AGG_DONE => {
+                self.advance(ctx.now);
+                self.on_agg_done(ctx, ev.id);
+            }
+            EV_AGG_SETTLE => {
+                self.advance(ctx.now);
+                self.on_agg_settle(ctx, ev.id);
+            }
             k => unreachable!("flow backend got event kind {k}"),
         }
         true
@@ -222,7 +274,11 @@ impl Backend for FlowNet {
     }
 
     fn in_flight(&self) -> usize {
-        self.active.len() + self.delivering.len()
+        self.active.len() + self.delivering.len() + self.agg.as_ref().map_or(0, |a| a.live())
+    }
+
+    fn tables(&self) -> Vec<Table> {
+        self.agg.iter().map(|a| a.table()).collect()
     }
 
     /// A link down carries nothing (its flows stall until routing moves

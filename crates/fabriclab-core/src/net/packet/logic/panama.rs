@@ -6,6 +6,7 @@
 //! backend's slab, and the accelerator sums them).
 
 use super::{LogicCtx, SwitchLogic, Verdict};
+use crate::fabric::aggregation::resolve_trees;
 use crate::net::packet::header::{Packet, PROTO_AGG};
 use fabriclab_agg::accel::{Accelerator, NoValues, TreeConfig, Verdict as AccelVerdict};
 use fabriclab_agg::wire::Header;
@@ -140,147 +141,21 @@ impl SwitchLogic for Panama {
 }
 
 /// Each aggregating switch's tree configurations (by node), from the
-/// scenario's aggregation section, after checking every tree: its switches
-/// are switches, linked as stated, children and parents agree, each
-/// child's worker count is what lies below it, and every worker of the job
-/// reaches the root by exactly one way.
+/// scenario's aggregation section, after the section's trees passed
+/// [`resolve_trees`]' checks against the topology.
 pub fn configs(
     topo: &crate::fabric::topology::Topology,
     agg: &crate::fabric::aggregation::AggregationSpec,
 ) -> Result<std::collections::BTreeMap<u32, Vec<TreeConfig>>, String> {
-    use crate::fabric::NodeKind;
-    use std::collections::BTreeMap;
-    let names = &topo.names;
-    let port_to = |from: u32, to: u32| -> Option<u32> {
-        topo.out_ports[from as usize]
-            .iter()
-            .copied()
-            .find(|&p| topo.ports[p as usize].to == to)
-    };
-    let mut out: BTreeMap<u32, Vec<TreeConfig>> = BTreeMap::new();
-    for (i, j) in agg.jobs.iter().enumerate() {
-        for (k, t) in j.trees.iter().enumerate() {
-            let at = format!("aggregation.jobs[{i}].trees[{k}]");
-            let mut by_node: BTreeMap<u32, usize> = BTreeMap::new();
-            for (s, sw) in t.switches.iter().enumerate() {
-                let n = sw.node as usize;
-                if n >= names.len() || topo.kinds[n] == NodeKind::Host {
-                    return Err(format!(
-                        "{at}.switches[{s}].node: not a switch of the topology"
-                    ));
-                }
-                if by_node.insert(sw.node, s).is_some() {
-                    return Err(format!("{at}: switch '{}' listed twice", names[n]));
-                }
-            }
-            // Workers below each switch, from the hosts up.
-            let mut below_host: BTreeMap<u32, u32> = BTreeMap::new();
-            for sw in &t.switches {
-                for &(c, w) in &sw.children {
-                    let ok = (c as usize) < names.len() && port_to(sw.node, c).is_some();
-                    if !ok {
-                        return Err(format!(
-                            "{at}: a child of '{}' is not its neighbour",
-                            names[sw.node as usize]
-                        ));
-                    }
-                    if topo.kinds[c as usize] == NodeKind::Host {
-                        if !j.workers.contains(&c) || w != 1 {
-                            return Err(format!(
-                                "{at}: host '{}' under '{}' is not one worker of the job",
-                                names[c as usize], names[sw.node as usize]
-                            ));
-                        }
-                        if below_host.insert(c, sw.node).is_some() {
-                            return Err(format!(
-                                "{at}: worker '{}' joins the tree twice",
-                                names[c as usize]
-                            ));
-                        }
-                    } else {
-                        match by_node.get(&c) {
-                            Some(&cs) if t.switches[cs].parent == Some(sw.node) => {}
-                            _ => return Err(format!("{at}: child '{}' of '{}' is not a switch of the tree with it as parent", names[c as usize], names[sw.node as usize])),
-                        }
-                    }
-                }
-                if let Some(p) = sw.parent {
-                    let linked = (p as usize) < names.len() && port_to(sw.node, p).is_some();
-                    let lists_me = by_node
-                        .get(&p)
-                        .is_some_and(|&ps| t.switches[ps].children.iter().any(|c| c.0 == sw.node));
-                    if !linked || !lists_me {
-                        return Err(format!("{at}: the parent of '{}' is not a linked switch of the tree listing it as a child", names[sw.node as usize]));
-                    }
-                }
-            }
-            let root = t
-                .switches
-                .iter()
-                .find(|s| s.parent.is_none())
-                .expect("validated: one root")
-                .node;
-            for &w in &j.workers {
-                let Some(&first) = below_host.get(&w) else {
-                    return Err(format!(
-                        "{at}: worker '{}' cannot reach the tree's root '{}'",
-                        names[w as usize], names[root as usize]
-                    ));
-                };
-                let (mut node, mut steps) = (first, 0);
-                while let Some(p) = t.switches[by_node[&node]].parent {
-                    node = p;
-                    steps += 1;
-                    if steps > t.switches.len() {
-                        return Err(format!("{at}: the parents form a cycle"));
-                    }
-                }
-                if node != root {
-                    return Err(format!(
-                        "{at}: worker '{}' cannot reach the tree's root '{}'",
-                        names[w as usize], names[root as usize]
-                    ));
-                }
-            }
-            // Worker counts: a child switch leads to the workers below it.
-            fn below(
-                t: &crate::fabric::aggregation::AggTreeSpec,
-                by_node: &BTreeMap<u32, usize>,
-                node: u32,
-                hosts: &BTreeMap<u32, u32>,
-            ) -> u32 {
-                t.switches[by_node[&node]]
-                    .children
-                    .iter()
-                    .map(|&(c, _)| {
-                        if hosts.contains_key(&c) {
-                            1
-                        } else {
-                            below(t, by_node, c, hosts)
-                        }
-                    })
-                    .sum()
-            }
-            for sw in &t.switches {
-                for &(c, w) in &sw.children {
-                    if by_node.contains_key(&c) && below(t, &by_node, c, &below_host) != w as u32 {
-                        return Err(format!(
-                            "{at}: '{}' counts {w} workers below '{}', the tree has {}",
-                            names[sw.node as usize],
-                            names[c as usize],
-                            below(t, &by_node, c, &below_host)
-                        ));
-                    }
-                }
+    let mut out: std::collections::BTreeMap<u32, Vec<TreeConfig>> = Default::default();
+    for (j, trees) in agg.jobs.iter().zip(resolve_trees(topo, agg)?) {
+        for t in trees {
+            for sw in t.switches {
                 out.entry(sw.node).or_default().push(TreeConfig {
                     job: j.job,
                     tree: t.tree,
-                    children: sw
-                        .children
-                        .iter()
-                        .map(|&(c, w)| (port_to(sw.node, c).expect("checked"), w))
-                        .collect(),
-                    parent: sw.parent.map(|p| port_to(sw.node, p).expect("checked")),
+                    children: sw.children.iter().map(|c| (c.down, c.workers)).collect(),
+                    parent: sw.parent.map(|(_, port)| port),
                     sync_fraction: j.sync_fraction,
                 });
             }
