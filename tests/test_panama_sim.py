@@ -312,3 +312,21 @@ def test_partial_sync_leaves_a_straggler_behind_and_it_skips_what_is_done():
         assert line_rate_ms <= t <= line_rate_ms * 1.1
     for t in times["panama"]:
         assert t >= 1.6 * line_rate_ms
+
+
+@pytest.mark.parametrize("backend", ["packet", "flow"])
+def test_workers_are_host_indices_whatever_the_node_order(tmp_path, backend):
+    # A file topology listing the switch first: host i is node i + 1.
+    topo = tmp_path / "t.toml"
+    topo.write_text(
+        'nodes = [{name = "sw", kind = "switch"}, {name = "h0", kind = "host"}, {name = "h1", kind = "host"},\n'
+        '         {name = "h2", kind = "host"}]\n'
+        'links = [{a = "h0", b = "sw", rate_bps = "10Gbps", delay_ps = "1us"},\n'
+        '         {a = "h1", b = "sw", rate_bps = "10Gbps", delay_ps = "1us"},\n'
+        '         {a = "h2", b = "sw", rate_bps = "10Gbps", delay_ps = "1us"}]\n')
+    r = simulate(Scenario.from_dict({"backend": backend, "topology": {"kind": "file", "path": str(topo)}, "jobs": [
+        {"workers": [0, 2], "layers": 1, "model_bytes": "100KB", "compute_ps": "1us", "allreduce": "panama",
+         "iterations": 1}]}))
+    w = r.aggregation.set_index("host")
+    assert sorted(w.index) == ["h0", "h2"]
+    assert list(w.results) == [math.ceil(1e5 / VECTOR)] * 2

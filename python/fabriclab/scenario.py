@@ -299,9 +299,8 @@ class Scenario(_Strict):
             raise ValueError(f"aggregation.memory_bytes: {a.memory_bytes} bytes cannot hold one aggregation packet "
                              f"({a.vector_bytes} + 16 header bytes); give at least {a.vector_bytes + 16}")
         aggregating = [i for i, j in enumerate(self.jobs) if j.allreduce in AGGREGATION_ALLREDUCE]
-        if aggregating and self.backend != "packet":
-            raise ValueError(f'jobs[{aggregating[0]}].allreduce: in-network aggregation needs backend = "packet" '
-                             f'(the flow backend has no aggregation model yet)')
+        if a is not None and a.functional and self.backend != "packet":
+            raise ValueError('aggregation.functional: the flow backend moves no values; needs backend = "packet"')
         if len(aggregating) > 65536:
             raise ValueError("jobs: at most 65536 jobs aggregate in the network (the header's JID is 16 bits)")
         if self.switch_logic and self.backend != "packet":

@@ -386,13 +386,14 @@ fn a_window_caps_the_tree_at_a_window_per_base_rtt() {
     // Base RTT: 4 hops of 1 us and one packet's serialization (884.8 ns) =
     // 7.5392 us. A window of 2 packets: 10 packets take 5 RTTs, then a path.
     let want = 5 * 4 * (D + tx(WIRE, RATE)) + PATH;
-    let one_slot = 2 * (VB + 16);
+    // cwnd_cap = memory / 1 job / (1024 + 16) / (2 inputs x 1 tree at every
+    // switch) = 2 packets.
+    let one_slot = 2 * 2 * (VB + 16);
     for (what, window, memory) in [
         ("fixed 2", fixed(2), 64 << 20),
-        // PANAMA: cwnd_cap = memory / 1 job / (1024 + 16) = 2 packets.
-        ("panama, 2 slots", panama(), one_slot),
+        ("panama, cap 2", panama(), one_slot),
         (
-            "fixed 64 capped by 2 slots",
+            "fixed 64 capped at 2",
             json!({"kind": "fixed", "packets": 64, "cap": true}),
             one_slot,
         ),

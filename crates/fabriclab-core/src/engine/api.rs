@@ -193,7 +193,7 @@ impl Api<'_> {
         let id = self.msgs.len() as u32;
         let (fwd, rev) = match &m.path {
             _ if m.aggregate.is_some() => {
-                let up = self.topo.out_ports[m.src as usize][0];
+                let up = self.topo.out_ports[self.topo.hosts[m.src as usize] as usize][0];
                 (vec![up], vec![up ^ 1])
             }
             Some(p) => {

@@ -237,6 +237,8 @@ pub fn resolve_trees(
                     return Err(format!("{at}: switch '{}' listed twice", names[n]));
                 }
             }
+            // The workers' nodes (workers are host indices).
+            let nodes: Vec<u32> = j.workers.iter().map(|&h| topo.hosts[h as usize]).collect();
             // Workers below each switch, from the hosts up.
             let mut below_host: BTreeMap<u32, u32> = BTreeMap::new();
             for sw in &t.switches {
@@ -249,7 +251,7 @@ pub fn resolve_trees(
                         ));
                     }
                     if topo.kinds[c as usize] == NodeKind::Host {
-                        if !j.workers.contains(&c) || w != 1 {
+                        if !nodes.contains(&c) || w != 1 {
                             return Err(format!(
                                 "{at}: host '{}' under '{}' is not one worker of the job",
                                 names[c as usize], names[sw.node as usize]
@@ -284,13 +286,25 @@ pub fn resolve_trees(
                 .find(|s| s.parent.is_none())
                 .expect("validated: one root")
                 .node;
-            for &w in &j.workers {
+            for &w in &nodes {
                 let Some(&first) = below_host.get(&w) else {
                     return Err(format!(
                         "{at}: worker '{}' cannot reach the tree's root '{}'",
                         names[w as usize], names[root as usize]
                     ));
                 };
+                // A worker sends on its first port: the tree must take it there.
+                let uplink = topo.out_ports[w as usize]
+                    .first()
+                    .map(|&p| topo.ports[p as usize].to);
+                if uplink != Some(first) {
+                    return Err(format!(
+                        "{at}: worker '{}' sends on its first port, to '{}', but the tree takes it under '{}'",
+                        names[w as usize],
+                        uplink.map_or("nothing", |u| names[u as usize].as_str()),
+                        names[first as usize]
+                    ));
+                }
                 let (mut node, mut steps) = (first, 0);
                 while let Some(p) = t.switches[by_node[&node]].parent {
                     node = p;

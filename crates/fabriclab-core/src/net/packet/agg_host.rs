@@ -41,7 +41,9 @@ struct Current {
 }
 
 struct Member {
+    /// Its node, and its host index (the key of its functional values).
     host: u32,
+    host_index: u32,
     job: u16,
     class: u8,
     port: u32,
@@ -95,11 +97,12 @@ pub(super) struct AggHosts {
 }
 
 impl AggHosts {
-    /// Workers' state; `uplink(host)` is the host's egress port.
+    /// Workers' state; `hosts_of(host index)` is its node, `uplink(node)` its egress port.
     pub fn new(
         spec: &AggregationSpec,
         nic_limit_bytes: u64,
         seed: u64,
+        hosts_of: impl Fn(u32) -> u32,
         uplink: impl Fn(u32) -> u32,
     ) -> AggHosts {
         let mut members = Vec::new();
@@ -135,7 +138,8 @@ impl AggHosts {
                     .min()
                     .unwrap_or(u16::MAX)
             };
-            for &host in &j.workers {
+            for &host_index in &j.workers {
+                let host = hosts_of(host_index);
                 index.insert((host, j.job), members.len() as u32);
                 let (init, g, alpha) = match j.window {
                     AggWindowSpec::Panama {
@@ -147,6 +151,7 @@ impl AggHosts {
                 };
                 members.push(Member {
                     host,
+                    host_index,
                     job: j.job,
                     class: j.class,
                     port: uplink(host),
@@ -389,7 +394,7 @@ impl PacketNet {
         m.packets_sent += out.len() as u64;
         let port = m.port;
         if hosts.functional {
-            let (seed, job, host, message) = (hosts.seed, m.job, m.host, m.messages - 1);
+            let (seed, job, host, message) = (hosts.seed, m.job, m.host_index, m.messages - 1);
             let slab = self
                 .vectors
                 .as_mut()

@@ -144,9 +144,13 @@ impl PacketNet {
                 .filter(|a| a.functional)
                 .map(|_| agg_values::VectorSlab::default()),
             agg: aggregation.map(|a| {
-                agg_host::AggHosts::new(a, transport.tsq_limit_bytes, seed, |h| {
-                    topo.out_ports[h as usize][0]
-                })
+                agg_host::AggHosts::new(
+                    a,
+                    transport.tsq_limit_bytes,
+                    seed,
+                    |h| topo.hosts[h as usize],
+                    |n| topo.out_ports[n as usize][0],
+                )
             }),
             names: topo.names.clone(),
             buffers: switch_buffer.map(|b| buffer::SharedBuffers::new(b, topo.names.len())),

@@ -137,7 +137,8 @@ impl AggFlows {
                 trees: Vec::new(),
                 rounds: Vec::new(),
             };
-            for &host in &j.workers {
+            for &host_index in &j.workers {
+                let host = topo.hosts[host_index as usize];
                 out.index.insert((host, j.job), out.members.len() as u32);
                 job.members.push(out.members.len() as u32);
                 out.members.push(Member {
@@ -151,11 +152,28 @@ impl AggFlows {
                     results: 0,
                 });
             }
+            let nodes: Vec<u32> = j.workers.iter().map(|&h| topo.hosts[h as usize]).collect();
             for t in trees {
+                // The accelerators' cwnd_cap (one definition, fabriclab_agg's):
+                // the job's share over the tree's inputs and the job's trees there.
+                let trees_at = |node: u32| {
+                    trees
+                        .iter()
+                        .filter(|t| t.switches.iter().any(|s| s.node == node))
+                        .count()
+                };
                 let cwnd_cap = t
                     .switches
                     .iter()
-                    .map(|s| spec.memory_bytes / jobs_at[&s.node].len() as u64 / (vb + 16))
+                    .map(|s| {
+                        let share = spec.memory_bytes / jobs_at[&s.node].len() as u64;
+                        fabriclab_agg::accel::cwnd_cap_packets(
+                            share,
+                            (vb + 16) as u32,
+                            s.children.len(),
+                            trees_at(s.node),
+                        ) as u64
+                    })
                     .min()
                     .expect("a tree has a root");
                 let window = match j.window {
@@ -167,7 +185,7 @@ impl AggFlows {
                 };
                 job.trees.push(out.trees.len() as u32);
                 out.trees
-                    .push(Tree::new(topo, t, ji as u32, &j.workers, window, vb));
+                    .push(Tree::new(topo, t, ji as u32, &nodes, window, vb));
             }
             out.jobs.push(job);
         }
