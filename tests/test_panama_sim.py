@@ -330,3 +330,18 @@ def test_workers_are_host_indices_whatever_the_node_order(tmp_path, backend):
     w = r.aggregation.set_index("host")
     assert sorted(w.index) == ["h0", "h2"]
     assert list(w.results) == [math.ceil(1e5 / VECTOR)] * 2
+
+
+def test_panama_fig8_quick_runs_every_configuration(cli, tmp_path):
+    r = cli("reproduce", "panama-fig8", "--quick", "--out", str(tmp_path / "f8"))
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "f8" / "summary.json").read_text())
+    m = {key.split(" ", 1)[1]: v for key, v in s["metrics"].items()}
+    assert set(m) == {"Ideal", "Ring-AllReduce", "SwitchML*", "PANAMA", "PANAMA-0.88", "PANAMA-0.94"}
+    for c, v in m.items():
+        assert v["jobs"] >= 1 and v["jobs_finished"] == v["jobs"], c
+        assert v["short_unfinished"] == 0, c
+    # A ring moves 2(n - 1)/n of the model per worker, aggregation the model once.
+    assert s["at load 0.50"]["job_time_ring_over_panama"] > 1.2
+    # The dedicated clusters are the best case for the jobs.
+    assert m["Ideal"]["job_time_ms"] <= m["PANAMA"]["job_time_ms"]

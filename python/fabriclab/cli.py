@@ -268,14 +268,14 @@ def report(folder: Path = typer.Argument(..., help="A run, sweep or reproduction
 @app.command()
 def reproduce(
     what: str = typer.Argument(..., help="Which reproduction: blink, thesis-ch4, thesis-ch5, thesis-slack, "
-                                           "panama-fig9, panama-fig10."),
+                                           "panama-fig8, panama-fig9, panama-fig10."),
     out_dir: Path = typer.Option(Path("repro-out"), "--out", help="Folder for tables and plots."),
     quick: bool = typer.Option(False, "--quick", help="A small subset that runs in seconds (for CI)."),
 ) -> None:
     """Run a paper reproduction end to end and print our numbers beside the paper's."""
     import json
 
-    known = ("blink", "thesis-ch4", "thesis-ch5", "thesis-slack", "panama-fig9", "panama-fig10")
+    known = ("blink", "thesis-ch4", "thesis-ch5", "thesis-slack", "panama-fig8", "panama-fig9", "panama-fig10")
     if what not in known:
         _fail(f"reproduce: unknown reproduction {what!r} (known: {', '.join(known)})")
     _check_out_dir(out_dir, "--out")
@@ -299,6 +299,10 @@ def reproduce(
 
         summary = thesis.ch5_slack_summary(thesis.ch5_slack(out_dir, quick=quick))
         thesis.plot_ch5_slack(summary, out_dir / "slack_tradeoff.png")
+    elif what == "panama-fig8":
+        from .repro import panama
+
+        summary = panama.fig8_summary(panama.fig8(out_dir, quick=quick))
     elif what == "panama-fig9":
         from .repro import panama
 

@@ -323,3 +323,50 @@ def fig8_metrics(res, horizon_ps: int) -> dict:
     out["jobs_finished"] = len(times)
     out["job_time_ms"] = float(np.mean(times)) if times else None
     return out
+
+
+def fig8(out_dir: Path, quick: bool = False, backend: str = "packet", k: int = 8,
+         loads=None, horizon_ps: int | None = None) -> pd.DataFrame:
+    """Figure 8's configurations over total loads (background 20 % plus
+    aggregation jobs) on a k-ary fat-tree. Ideal = the background flows and
+    the jobs (aggregated by PANAMA) each alone on the fabric."""
+    loads = loads or ((0.5,) if quick else (0.3, 0.5, 0.8))
+    horizon_ps = horizon_ps or ((30 if quick else 100) * MS)
+    rows = []
+    for load in loads:
+        for config in FIG8_CONFIGS:
+            if config == "Ideal":
+                bg = fig8_metrics(simulate(fig8_scenario(config, load, k, backend, horizon_ps, part="background")),
+                                  horizon_ps)
+                jobs = fig8_metrics(simulate(fig8_scenario(config, load, k, backend, horizon_ps, part="jobs")),
+                                    horizon_ps)
+                m = {**bg, **{key: jobs[key] for key in ("jobs", "jobs_finished", "job_time_ms")}}
+            else:
+                m = fig8_metrics(simulate(fig8_scenario(config, load, k, backend, horizon_ps)), horizon_ps)
+            rows.append({"load": load, "config": config, "backend": backend, "k": k, **m})
+    df = pd.DataFrame(rows)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out_dir / f"fig8_{backend}_k{k}.csv", index=False)
+    return df
+
+
+def fig8_summary(df: pd.DataFrame) -> dict:
+    top = df[df.load == df.load.max()].set_index("config")
+    ratio = lambda a, b: round(float(a / b), 2) if a and b else None  # noqa: E731
+    return {
+        "metrics": {f"{r.load:.2f} {r.config}": {c: (round(v, 3) if isinstance(v, float) else v)
+                                                  for c, v in r.items() if c not in ("load", "config")}
+                    for _, r in df.iterrows()},
+        f"at load {df.load.max():.2f}": {
+            "small_p99_fct_ring_over_panama": ratio(top.loc["Ring-AllReduce", "small_p99_fct_ms"],
+                                                    top.loc["PANAMA", "small_p99_fct_ms"]),
+            "short_p99_fct_ring_over_panama": ratio(top.loc["Ring-AllReduce", "short_p99_fct_ms"],
+                                                    top.loc["PANAMA", "short_p99_fct_ms"]),
+            "long_throughput_panama_over_ring": ratio(top.loc["PANAMA", "long_throughput_gbps"],
+                                                      top.loc["Ring-AllReduce", "long_throughput_gbps"]),
+            "job_time_ring_over_panama": ratio(top.loc["Ring-AllReduce", "job_time_ms"], top.loc["PANAMA", "job_time_ms"]),
+            "job_time_ring_over_switchml": ratio(top.loc["Ring-AllReduce", "job_time_ms"],
+                                                 top.loc["SwitchML*", "job_time_ms"]),
+        },
+        "paper": PAPER_FIG8,
+    }
