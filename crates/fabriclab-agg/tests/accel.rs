@@ -2,7 +2,7 @@
 
 use fabriclab_agg::accel::{Accelerator, NoValues, TreeConfig, Verdict};
 use fabriclab_agg::cc::TreeWindow;
-use fabriclab_agg::wire::{Header, ECN_CE, ECN_ECT0};
+use fabriclab_agg::wire::{Header, ECN_ECT0};
 
 fn up(job: u16, tree: u8, vid: u32, count: u16) -> Header {
     Header {

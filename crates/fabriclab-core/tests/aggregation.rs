@@ -57,7 +57,7 @@ fn scenario_with(
     functional: bool,
 ) -> String {
     let trees: Vec<Value> = (0..spines as u32).map(|s| tree(s, 6 + s)).collect();
-    let mut v = json!({
+    let v = json!({
         "seed": 1, "backend": "packet",
         "topology": topology(spines, slow),
         "queue": {"discipline": "fifo", "bands": 1, "priomap": [0,0,0,0,0,0,0,0], "limit_bytes": null,

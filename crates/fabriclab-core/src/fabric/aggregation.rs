@@ -81,7 +81,7 @@ impl AggregationSpec {
     /// with the user's names).
     pub fn validate(&self, num_hosts: u32) -> Result<(), String> {
         if self.vector_bytes == 0
-            || self.vector_bytes % 4 != 0
+            || !self.vector_bytes.is_multiple_of(4)
             || self.vector_bytes / 4 > u16::MAX as u32
         {
             return Err(format!(

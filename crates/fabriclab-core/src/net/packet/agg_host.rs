@@ -420,7 +420,7 @@ impl PacketNet {
             .map(|t| t.progress_ps + m.timeout_ps)
             .min();
         if let Some(t) = due {
-            if m.timer.map_or(true, |t0| t < t0) {
+            if m.timer.is_none_or(|t0| t < t0) {
                 m.timer = Some(t);
                 ctx.schedule(
                     t.max(ctx.now),
