@@ -302,6 +302,22 @@ fn a_tree_and_a_same_class_flow_share_their_links_half_and_half() {
 }
 
 #[test]
+fn a_jobs_trees_share_a_workers_nic_as_one_flow() {
+    // h0 also sends a flow (h0 -> h5 over l0, s0, l1). On h0's NIC the job
+    // counts as one flow (one Small-Queues budget, as in the packet
+    // backend), not one per tree: each of its 2 trees is capped at 10 / 2
+    // flows / 2 trees = 2.5 Gbit/s, the flow takes the other 5. Each tree
+    // drains its 5 packets (5 x 1106 wire bytes) at 2.5 Gbit/s, then one
+    // path delay. (One flow per tree would have given each 10/3 Gbit/s.)
+    let mut s = Setup::new("flow", 2, panama());
+    s.flows.push((0, 5, 400 * 1460, 0, CLASS, Some(vec![0, 6, 8, 7, 5])));
+    let sim = s.run(&together(10 * VB));
+    for (start, end) in contribs(&sim) {
+        near(end - start, tx(5 * WIRE, RATE / 4) + PATH, 3, "message");
+    }
+}
+
+#[test]
 fn the_tree_starts_when_the_last_worker_submits() {
     // Workers submit 10 packets at 0, 1, 2 and 10 us: the tree starts at
     // 10 us, and every message ends 10 packets and one path later. Workers

@@ -131,7 +131,15 @@ impl FlowNet {
             .map(|f| FlowDemand::new(f.class, &f.route))
             .collect();
         if let Some(a) = &self.agg {
-            a.demands(&mut demands);
+            // Ordinary flows leaving each host's NIC, for the aggregation
+            // trees' share of their workers' NICs.
+            let mut nic_flows = vec![0u32; self.capacity_bps.len()];
+            for f in &self.active {
+                if let Some(&first) = f.route.first() {
+                    nic_flows[first as usize] += 1;
+                }
+            }
+            a.demands(&mut demands, &nic_flows, &self.capacity_bps);
         }
         let rates = max_min_rates(&demands, &self.capacity_bps);
         drop(demands);

@@ -198,15 +198,52 @@ impl AggFlows {
     }
 
     /// The draining trees as the allocator sees them (in `draining` order).
-    pub fn demands<'a>(&'a self, out: &mut Vec<FlowDemand<'a>>) {
+    ///
+    /// On a worker's NIC a job's trees share one queue with the host's
+    /// other flows, and the packet backend's workers hand it packets under
+    /// one Small-Queues budget per job, as each TCP connection has its own:
+    /// backlogged, the job takes about one flow's share of the NIC, not one
+    /// per tree. Each of a job's T draining trees is therefore capped at
+    /// 1/T of that share, `capacity / (flows + jobs)` on its busiest
+    /// worker's uplink (`nic_flows`: ordinary flows leaving each port).
+    /// Elsewhere each tree is a flow of its own (a window per tree).
+    pub fn demands<'a>(
+        &'a self,
+        out: &mut Vec<FlowDemand<'a>>,
+        nic_flows: &[u32],
+        capacity_bps: &[f64],
+    ) {
+        let mut draining_of_job = vec![0u32; self.jobs.len()];
+        let mut jobs_at: HashMap<u32, u32> = HashMap::new();
+        let mut seen: std::collections::HashSet<(u32, u32)> = std::collections::HashSet::new();
+        for &t in &self.draining {
+            let tree = &self.trees[t as usize];
+            draining_of_job[tree.job as usize] += 1;
+            for &(up, _) in &tree.worker_ports {
+                if tree.cur_ports.contains(&up) && seen.insert((tree.job, up)) {
+                    *jobs_at.entry(up).or_default() += 1;
+                }
+            }
+        }
         for &t in &self.draining {
             let tree = &self.trees[t as usize];
             let job = &self.jobs[tree.job as usize];
+            let trees = draining_of_job[tree.job as usize] as f64;
+            let nic = tree
+                .worker_ports
+                .iter()
+                .filter(|(up, _)| tree.cur_ports.contains(up))
+                .map(|&(up, _)| {
+                    capacity_bps[up as usize]
+                        / (nic_flows[up as usize] + jobs_at[&up]) as f64
+                        / trees
+                })
+                .fold(f64::INFINITY, f64::min);
             out.push(FlowDemand {
                 class: job.class,
                 ports: &tree.cur_ports,
                 ahead: job.ahead,
-                cap_bps: tree.cap_bps,
+                cap_bps: tree.cap_bps.min(nic),
             });
         }
     }
