@@ -268,14 +268,15 @@ def report(folder: Path = typer.Argument(..., help="A run, sweep or reproduction
 @app.command()
 def reproduce(
     what: str = typer.Argument(..., help="Which reproduction: blink, thesis-ch4, thesis-ch5, thesis-slack, "
-                                           "panama-fig8, panama-fig9, panama-fig10."),
+                                           "panama-fig8, panama-fig8-1024, panama-fig9, panama-fig10."),
     out_dir: Path = typer.Option(Path("repro-out"), "--out", help="Folder for tables and plots."),
     quick: bool = typer.Option(False, "--quick", help="A small subset that runs in seconds (for CI)."),
 ) -> None:
     """Run a paper reproduction end to end and print our numbers beside the paper's."""
     import json
 
-    known = ("blink", "thesis-ch4", "thesis-ch5", "thesis-slack", "panama-fig8", "panama-fig9", "panama-fig10")
+    known = ("blink", "thesis-ch4", "thesis-ch5", "thesis-slack", "panama-fig8", "panama-fig8-1024", "panama-fig9",
+             "panama-fig10")
     if what not in known:
         _fail(f"reproduce: unknown reproduction {what!r} (known: {', '.join(known)})")
     _check_out_dir(out_dir, "--out")
@@ -303,6 +304,11 @@ def reproduce(
         from .repro import panama
 
         summary = panama.fig8_summary(panama.fig8(out_dir, quick=quick))
+    elif what == "panama-fig8-1024":
+        from .repro import panama
+
+        # The paper's 1024 servers: a k = 16 fat-tree on the flow backend.
+        summary = panama.fig8_summary(panama.fig8(out_dir, quick=quick, backend="flow", k=16))
     elif what == "panama-fig9":
         from .repro import panama
 
