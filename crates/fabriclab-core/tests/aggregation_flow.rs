@@ -310,7 +310,8 @@ fn a_jobs_trees_share_a_workers_nic_as_one_flow() {
     // drains its 5 packets (5 x 1106 wire bytes) at 2.5 Gbit/s, then one
     // path delay. (One flow per tree would have given each 10/3 Gbit/s.)
     let mut s = Setup::new("flow", 2, panama());
-    s.flows.push((0, 5, 400 * 1460, 0, CLASS, Some(vec![0, 6, 8, 7, 5])));
+    s.flows
+        .push((0, 5, 400 * 1460, 0, CLASS, Some(vec![0, 6, 8, 7, 5])));
     let sim = s.run(&together(10 * VB));
     for (start, end) in contribs(&sim) {
         near(end - start, tx(5 * WIRE, RATE / 4) + PATH, 3, "message");

@@ -77,6 +77,52 @@ pub struct AggSwitchSpec {
 }
 
 impl AggregationSpec {
+    /// The `cwnd_cap` the controller gives every worker of each job's trees
+    /// when it configures them (section 4.2: like a window negotiated at
+    /// connection setup), per job and tree in spec order: the smallest
+    /// [`fabriclab_agg::accel::cwnd_cap_packets`] of the tree's switches,
+    /// whose share is `memory_bytes` over the jobs configured on them, so
+    /// that not even the first window overflows an accelerator.
+    pub fn setup_cwnd_caps(&self) -> Vec<Vec<u16>> {
+        use std::collections::{BTreeMap, BTreeSet};
+        let mut jobs_at: BTreeMap<u32, BTreeSet<u16>> = BTreeMap::new();
+        for j in &self.jobs {
+            for sw in j.trees.iter().flat_map(|t| &t.switches) {
+                jobs_at.entry(sw.node).or_default().insert(j.job);
+            }
+        }
+        let packet = self.vector_bytes + fabriclab_agg::wire::HEADER_BYTES as u32;
+        self.jobs
+            .iter()
+            .map(|j| {
+                let trees_at = |node: u32| {
+                    j.trees
+                        .iter()
+                        .filter(|t| t.switches.iter().any(|s| s.node == node))
+                        .count()
+                };
+                j.trees
+                    .iter()
+                    .map(|t| {
+                        t.switches
+                            .iter()
+                            .map(|sw| {
+                                let share = self.memory_bytes / jobs_at[&sw.node].len() as u64;
+                                fabriclab_agg::accel::cwnd_cap_packets(
+                                    share,
+                                    packet,
+                                    sw.children.len(),
+                                    trees_at(sw.node),
+                                )
+                            })
+                            .min()
+                            .unwrap_or(u16::MAX)
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
     /// Checks what the core relies on (the scenario layer checks the rest
     /// with the user's names).
     pub fn validate(&self, num_hosts: u32) -> Result<(), String> {

@@ -15,7 +15,7 @@ use super::header::{Packet, PROTO_AGG};
 use super::{PacketNet, EV_AGG_TIMER};
 use crate::engine::{Arrival, Column, Completion, Ctx, NetEv, Table};
 use crate::fabric::aggregation::{AggWindowSpec, AggregationSpec};
-use fabriclab_agg::accel::cwnd_cap_packets;
+use crate::net::agg_workers::{workers_table, WorkerCounts};
 use fabriclab_agg::cc::TreeWindow;
 use fabriclab_agg::values::worker_vector;
 use fabriclab_agg::wire::{Header, ECN_ECT0};
@@ -107,37 +107,8 @@ impl AggHosts {
     ) -> AggHosts {
         let mut members = Vec::new();
         let mut index = HashMap::new();
-        // Jobs configured on each switch, for its buffer share.
-        let mut jobs_at: HashMap<u32, std::collections::BTreeSet<u16>> = HashMap::new();
-        for j in &spec.jobs {
-            for t in &j.trees {
-                for sw in &t.switches {
-                    jobs_at.entry(sw.node).or_default().insert(j.job);
-                }
-            }
-        }
-        let packet = spec.vector_bytes + fabriclab_agg::wire::HEADER_BYTES as u32;
-        for j in &spec.jobs {
-            // The controller tells the workers each tree's cwnd_cap when it
-            // configures it (section 4.2: like a window negotiated at
-            // connection setup): the smallest share on the tree, in packets,
-            // so that not even the first window overflows an accelerator.
-            let initial_cap = |t: &crate::fabric::aggregation::AggTreeSpec| -> u16 {
-                let trees_at = |node: u32| {
-                    j.trees
-                        .iter()
-                        .filter(|t| t.switches.iter().any(|s| s.node == node))
-                        .count()
-                };
-                t.switches
-                    .iter()
-                    .map(|sw| {
-                        let share = spec.memory_bytes / jobs_at[&sw.node].len() as u64;
-                        cwnd_cap_packets(share, packet, sw.children.len(), trees_at(sw.node))
-                    })
-                    .min()
-                    .unwrap_or(u16::MAX)
-            };
+        let caps = spec.setup_cwnd_caps();
+        for (j, caps) in spec.jobs.iter().zip(&caps) {
             for &host_index in &j.workers {
                 let host = hosts_of(host_index);
                 index.insert((host, j.job), members.len() as u32);
@@ -160,9 +131,10 @@ impl AggHosts {
                     trees: j
                         .trees
                         .iter()
-                        .map(|t| {
+                        .zip(caps)
+                        .map(|(t, &cap)| {
                             let mut w = TreeWindow::new(init, g, alpha);
-                            w.cap = initial_cap(t);
+                            w.cap = cap;
                             TreeState {
                                 tid: t.tree,
                                 w,
@@ -246,41 +218,22 @@ impl AggHosts {
     }
 
     pub fn table(&self, names: &[String]) -> Table {
-        let m = &self.members;
-        Table::new("aggregation_workers")
-            .col(
-                "host",
-                Column::Str(m.iter().map(|m| names[m.host as usize].clone()).collect()),
-            )
-            .col("job", Column::U32(m.iter().map(|m| m.job as u32).collect()))
-            .col(
-                "messages",
-                Column::U64(m.iter().map(|m| m.messages).collect()),
-            )
-            .col(
-                "packets_sent",
-                Column::U64(m.iter().map(|m| m.packets_sent).collect()),
-            )
-            .col(
-                "results",
-                Column::U64(m.iter().map(|m| m.results).collect()),
-            )
-            .col(
-                "marked_results",
-                Column::U64(m.iter().map(|m| m.marked_results).collect()),
-            )
-            .col(
-                "given_up",
-                Column::U64(m.iter().map(|m| m.given_up).collect()),
-            )
-            .col(
-                "skipped",
-                Column::U64(m.iter().map(|m| m.skipped).collect()),
-            )
-            .col(
-                "peak_window_packets",
-                Column::U64(m.iter().map(|m| m.peak_window as u64).collect()),
-            )
+        let rows: Vec<WorkerCounts> = self
+            .members
+            .iter()
+            .map(|m| WorkerCounts {
+                host: names[m.host as usize].clone(),
+                job: m.job,
+                messages: m.messages,
+                packets_sent: m.packets_sent,
+                results: m.results,
+                marked_results: m.marked_results,
+                given_up: m.given_up,
+                skipped: m.skipped,
+                peak_window_packets: m.peak_window as u64,
+            })
+            .collect();
+        workers_table(&rows)
     }
 }
 

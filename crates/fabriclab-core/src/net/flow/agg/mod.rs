@@ -45,9 +45,10 @@
 
 use super::maxmin::{level, FlowDemand};
 use super::{FlowNet, FluidFlow, EV_AGG_DONE, EV_AGG_SETTLE};
-use crate::engine::{Arrival, Column, Completion, Ctx, NetEv, Table};
+use crate::engine::{Arrival, Completion, Ctx, NetEv, Table};
 use crate::fabric::aggregation::{resolve_trees, AggWindowSpec, AggregationSpec};
 use crate::fabric::topology::Topology;
+use crate::net::agg_workers::{workers_table, WorkerCounts};
 use crate::time::PS_PER_S;
 use std::collections::{HashMap, HashSet, VecDeque};
 pub use tree::tree_share;
@@ -109,12 +110,7 @@ impl AggFlows {
     pub fn new(topo: &Topology, spec: &AggregationSpec) -> Result<AggFlows, String> {
         let resolved = resolve_trees(topo, spec)?;
         let vb = spec.vector_bytes as u64;
-        let mut jobs_at: HashMap<u32, HashSet<u16>> = HashMap::new();
-        for (j, trees) in spec.jobs.iter().zip(&resolved) {
-            for sw in trees.iter().flat_map(|t| &t.switches) {
-                jobs_at.entry(sw.node).or_default().insert(j.job);
-            }
-        }
+        let caps = spec.setup_cwnd_caps();
         let mut out = AggFlows {
             vector_bytes: vb,
             jobs: Vec::new(),
@@ -153,29 +149,8 @@ impl AggFlows {
                 });
             }
             let nodes: Vec<u32> = j.workers.iter().map(|&h| topo.hosts[h as usize]).collect();
-            for t in trees {
-                // The accelerators' cwnd_cap (one definition, fabriclab_agg's):
-                // the job's share over the tree's inputs and the job's trees there.
-                let trees_at = |node: u32| {
-                    trees
-                        .iter()
-                        .filter(|t| t.switches.iter().any(|s| s.node == node))
-                        .count()
-                };
-                let cwnd_cap = t
-                    .switches
-                    .iter()
-                    .map(|s| {
-                        let share = spec.memory_bytes / jobs_at[&s.node].len() as u64;
-                        fabriclab_agg::accel::cwnd_cap_packets(
-                            share,
-                            (vb + 16) as u32,
-                            s.children.len(),
-                            trees_at(s.node),
-                        ) as u64
-                    })
-                    .min()
-                    .expect("a tree has a root");
+            for (ti, t) in trees.iter().enumerate() {
+                let cwnd_cap = caps[ji][ti] as u64;
                 let window = match j.window {
                     AggWindowSpec::Panama { .. } => cwnd_cap,
                     AggWindowSpec::Fixed { packets, cap: true } => {
@@ -215,7 +190,7 @@ impl AggFlows {
     ) {
         let mut draining_of_job = vec![0u32; self.jobs.len()];
         let mut jobs_at: HashMap<u32, u32> = HashMap::new();
-        let mut seen: std::collections::HashSet<(u32, u32)> = std::collections::HashSet::new();
+        let mut seen: HashSet<(u32, u32)> = HashSet::new();
         for &t in &self.draining {
             let tree = &self.trees[t as usize];
             draining_of_job[tree.job as usize] += 1;
@@ -473,37 +448,19 @@ impl AggFlows {
     /// (packets are the messages' bytes in `vector_bytes`, rounded up; the
     /// fluid model marks, loses and skips none and has no window).
     pub fn table(&self) -> Table {
-        let m = &self.members;
-        let zeros = || Column::U64(vec![0; m.len()]);
-        Table::new("aggregation_workers")
-            .col(
-                "host",
-                Column::Str(m.iter().map(|m| m.name.clone()).collect()),
-            )
-            .col(
-                "job",
-                Column::U32(
-                    m.iter()
-                        .map(|m| self.jobs[m.job as usize].job as u32)
-                        .collect(),
-                ),
-            )
-            .col(
-                "messages",
-                Column::U64(m.iter().map(|m| m.messages).collect()),
-            )
-            .col(
-                "packets_sent",
-                Column::U64(m.iter().map(|m| m.packets_sent).collect()),
-            )
-            .col(
-                "results",
-                Column::U64(m.iter().map(|m| m.results).collect()),
-            )
-            .col("marked_results", zeros())
-            .col("given_up", zeros())
-            .col("skipped", zeros())
-            .col("peak_window_packets", zeros())
+        let rows: Vec<WorkerCounts> = self
+            .members
+            .iter()
+            .map(|m| WorkerCounts {
+                host: m.name.clone(),
+                job: self.jobs[m.job as usize].job,
+                messages: m.messages,
+                packets_sent: m.packets_sent,
+                results: m.results,
+                ..Default::default()
+            })
+            .collect();
+        workers_table(&rows)
     }
 }
 
