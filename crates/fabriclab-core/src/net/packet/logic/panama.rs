@@ -8,7 +8,7 @@
 use super::{LogicCtx, SwitchLogic, Verdict};
 use crate::fabric::aggregation::resolve_trees;
 use crate::net::packet::header::{Packet, PROTO_AGG};
-use fabriclab_agg::accel::{Accelerator, NoValues, TreeConfig, Verdict as AccelVerdict};
+use fabriclab_agg::accel::{Accelerator, NoValues, TreeConfig, Vector, Verdict as AccelVerdict};
 use fabriclab_agg::wire::Header;
 
 /// The occupancy series keeps at most one sample per this much time (the last).
@@ -37,18 +37,20 @@ impl Panama {
         trees: Vec<TreeConfig>,
         functional: bool,
     ) -> Result<Panama, String> {
+        fn configured<V: Vector>(
+            memory_bytes: u64,
+            trees: Vec<TreeConfig>,
+        ) -> Result<Accelerator<V>, String> {
+            let mut a = Accelerator::new(memory_bytes);
+            for t in trees {
+                a.configure(t)?;
+            }
+            Ok(a)
+        }
         let accel = if functional {
-            let mut a = Accelerator::new(memory_bytes);
-            for t in trees {
-                a.configure(t)?;
-            }
-            Accel::Functional(a, Vec::new())
+            Accel::Functional(configured(memory_bytes, trees)?, Vec::new())
         } else {
-            let mut a = Accelerator::new(memory_bytes);
-            for t in trees {
-                a.configure(t)?;
-            }
-            Accel::Timing(a, Vec::new())
+            Accel::Timing(configured(memory_bytes, trees)?, Vec::new())
         };
         Ok(Panama {
             accel,
