@@ -55,6 +55,8 @@ pub struct FlowNet {
     mss_bytes: u32,
     /// In-network aggregation's workers and trees, when the scenario has any.
     agg: Option<agg::AggFlows>,
+    /// Ordinary flows leaving each port (with aggregation: reused per reallocation).
+    nic_flows: Vec<u32>,
 }
 
 /// Wire bytes of a message cut into MSS-sized segments.
@@ -103,6 +105,7 @@ impl FlowNet {
             pending: None,
             mss_bytes,
             agg,
+            nic_flows: Vec::new(),
         })
     }
 
@@ -125,21 +128,24 @@ impl FlowNet {
     }
 
     fn reallocate(&mut self, ctx: &mut Ctx) {
+        if self.agg.is_some() {
+            // Ordinary flows leaving each host's NIC, for the aggregation
+            // trees' share of their workers' NICs.
+            self.nic_flows.clear();
+            self.nic_flows.resize(self.capacity_bps.len(), 0);
+            for f in &self.active {
+                if let Some(&first) = f.route.first() {
+                    self.nic_flows[first as usize] += 1;
+                }
+            }
+        }
         let mut demands: Vec<FlowDemand> = self
             .active
             .iter()
             .map(|f| FlowDemand::new(f.class, &f.route))
             .collect();
         if let Some(a) = &self.agg {
-            // Ordinary flows leaving each host's NIC, for the aggregation
-            // trees' share of their workers' NICs.
-            let mut nic_flows = vec![0u32; self.capacity_bps.len()];
-            for f in &self.active {
-                if let Some(&first) = f.route.first() {
-                    nic_flows[first as usize] += 1;
-                }
-            }
-            a.demands(&mut demands, &nic_flows, &self.capacity_bps);
+            a.demands(&mut demands, &self.nic_flows, &self.capacity_bps);
         }
         let rates = max_min_rates(&demands, &self.capacity_bps);
         drop(demands);

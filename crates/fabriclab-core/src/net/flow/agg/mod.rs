@@ -194,8 +194,8 @@ impl AggFlows {
         for &t in &self.draining {
             let tree = &self.trees[t as usize];
             draining_of_job[tree.job as usize] += 1;
-            for &(up, _) in &tree.worker_ports {
-                if tree.cur_ports.contains(&up) && seen.insert((tree.job, up)) {
+            for &up in tree.cur_uplinks.iter() {
+                if seen.insert((tree.job, up)) {
                     *jobs_at.entry(up).or_default() += 1;
                 }
             }
@@ -205,10 +205,9 @@ impl AggFlows {
             let job = &self.jobs[tree.job as usize];
             let trees = draining_of_job[tree.job as usize] as f64;
             let nic = tree
-                .worker_ports
+                .cur_uplinks
                 .iter()
-                .filter(|(up, _)| tree.cur_ports.contains(up))
-                .map(|&(up, _)| {
+                .map(|&up| {
                     capacity_bps[up as usize]
                         / (nic_flows[up as usize] + jobs_at[&up]) as f64
                         / trees
@@ -434,6 +433,12 @@ impl AggFlows {
             }
             let ports = self.round_ports(flows, t);
             let tree = &mut self.trees[t as usize];
+            tree.cur_uplinks = tree
+                .worker_ports
+                .iter()
+                .map(|w| w.0)
+                .filter(|up| ports.contains(up))
+                .collect();
             tree.cur_ports = ports;
             tree.phase = Phase::Draining;
             tree.remaining_bits = wire as f64 * 8.0;

@@ -56,6 +56,9 @@ pub(super) struct Tree {
     /// The ports the draining round crosses (fewer than `ports` under
     /// partial synchronisation).
     pub(super) cur_ports: Box<[u32]>,
+    /// The uplinks of the workers in the draining round (all of them, but
+    /// for those partial synchronisation leaves out).
+    pub(super) cur_uplinks: Box<[u32]>,
     /// Wire bits of the draining round still to go, and its rate.
     pub(super) remaining_bits: f64,
     pub(super) rate_bps: f64,
@@ -127,6 +130,7 @@ impl Tree {
             done: 0,
             phase: Phase::Idle,
             cur_ports: Box::new([]),
+            cur_uplinks: Box::new([]),
             remaining_bits: 0.0,
             rate_bps: 0.0,
         }
