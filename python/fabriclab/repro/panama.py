@@ -41,6 +41,12 @@ PAPER_FIG10 = ("with PANAMA's congestion control the aggregation and the non-agg
 SWITCHML_WINDOW_PACKETS = 128
 # The switches' ECN marking threshold (section 7: 85 packets).
 ECN_THRESHOLD_PACKETS = 85
+# Every figure's queues and transport: FIFO ports marking at that threshold
+# (deep enough not to drop), DCTCP for the non-aggregation traffic.
+SECTION7_FABRIC = {
+    "queue": {"discipline": "fifo", "ecn_threshold_packets": ECN_THRESHOLD_PACKETS, "limit_bytes": "8MB"},
+    "transport": {"cc": "dctcp"},
+}
 
 
 # ----------------------------------------------------------------- figure 10
@@ -55,8 +61,7 @@ def fig10_scenario(control: str, scale: float = 1.0) -> Scenario:
         "name": f"panama-fig10 {control}", "backend": "packet", "stop_ps": stop,
         "topology": {"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 2, "spines": 1,
                      "link_rate_bps": "10Gbps", "spine_link_rate_bps": "10Gbps"},
-        "queue": {"discipline": "fifo", "ecn_threshold_packets": ECN_THRESHOLD_PACKETS, "limit_bytes": "8MB"},
-        "transport": {"cc": "dctcp"},
+        **SECTION7_FABRIC,
         "flows": [{"src": 1, "dst": 3, "size_bytes": "10GB", "class": 0}],
         "jobs": [{"name": "aggregation", "workers": [0, 2], "allreduce": kind, "class": 3, "layers": 1,
                   "model_bytes": "4MB", "fusion_bytes": "4MB", "compute_ps": "1us", "iterations": 1_000_000,
@@ -148,8 +153,7 @@ def fig9_scenario(config: str, long_flow_hosts: int, model_bytes: int = 8 * 10**
     return Scenario.from_dict({
         "name": f"panama-fig9 {config} {long_flow_hosts}", "backend": "packet",
         "topology": {"kind": "fat_tree", "k": 4, "link_rate_bps": "10Gbps"},
-        "queue": {"discipline": "fifo", "ecn_threshold_packets": ECN_THRESHOLD_PACKETS, "limit_bytes": "8MB"},
-        "transport": {"cc": "dctcp"},
+        **SECTION7_FABRIC,
         "flows": [{"src": h, "dst": (h + 4) % 16, "size_bytes": "10GB", "class": 0} for h in senders],
         # The run ends with the job: the long flows would go on for seconds.
         "jobs": [job],
@@ -286,8 +290,7 @@ def fig8_scenario(config: str, load: float, k: int = 16, backend: str = "flow", 
     raw = {
         "name": f"panama-fig8 {config} {load:.2f}", "backend": backend, "seed": seed,
         "topology": {"kind": "fat_tree", "k": k, "link_rate_bps": "10Gbps"},
-        "queue": {"discipline": "fifo", "ecn_threshold_packets": ECN_THRESHOLD_PACKETS, "limit_bytes": "8MB"},
-        "transport": {"cc": "dctcp"},
+        **SECTION7_FABRIC,
         "traffic": traffic,
         "jobs": jobs,
         "outputs": {"messages": False},
