@@ -345,3 +345,13 @@ def test_panama_fig8_quick_runs_every_configuration(cli, tmp_path):
     assert s["at load 0.50"]["job_time_ring_over_panama"] > 1.2
     # The dedicated clusters are the best case for the jobs.
     assert m["Ideal"]["job_time_ms"] <= m["PANAMA"]["job_time_ms"]
+
+
+def test_fig8_warmup_starts_the_jobs_before_the_measured_background():
+    from fabriclab.repro.panama import MS, fig8_scenario
+
+    h, w = 30 * MS, 20 * MS
+    s = fig8_scenario("PANAMA", 0.8, k=4, backend="packet", horizon_ps=h, warmup_ps=w)
+    assert [t.start_ps for t in s.traffic] == [w, w] and all(t.duration_ps == h for t in s.traffic)
+    starts = [j.start_ps for j in s.jobs]
+    assert starts and max(starts) < w + h

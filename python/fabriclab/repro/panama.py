@@ -269,13 +269,14 @@ def fig8_jobs(hosts: int, load: float, horizon_ps: int, seed: int, scale: float,
 
 
 def fig8_scenario(config: str, load: float, k: int = 16, backend: str = "flow", horizon_ps: int = 100 * MS,
-                  seed: int = 1, scale: float = 1 / 20, iterations: int = 3, part: str = "both") -> Scenario:
+                  seed: int = 1, scale: float = 1 / 20, iterations: int = 3, part: str = "both",
+                  warmup_ps: int = 0) -> Scenario:
     """One load point of figure 8 on a k-ary fat-tree. ``part`` (Ideal's two
     dedicated clusters): "background" (the flows alone), "jobs" (the jobs
     alone, aggregated by PANAMA) or "both"."""
     hosts = k ** 3 // 4
     agg_class = 3 if backend == "packet" else 0
-    jobs = fig8_jobs(hosts, load, horizon_ps, seed, scale, iterations) if part != "background" else []
+    jobs = fig8_jobs(hosts, load, warmup_ps + horizon_ps, seed, scale, iterations) if part != "background" else []
     kind = {"Ring-AllReduce": "ring", "SwitchML*": "switchml", "PANAMA": "panama", "PANAMA-0.88": "panama-0.88",
             "PANAMA-0.94": "panama-0.94", "Ideal": "panama"}[config]
     for j in jobs:
@@ -285,7 +286,7 @@ def fig8_scenario(config: str, load: float, k: int = 16, backend: str = "flow", 
             if kind == "switchml":
                 j["aggregation"] = {"window_packets": SWITCHML_WINDOW_PACKETS}
     traffic = [] if part == "jobs" else [
-        {"load": FIG8_BASE_LOAD / 2, "cdf": cdf, "duration_ps": horizon_ps, "tag": cdf}
+        {"load": FIG8_BASE_LOAD / 2, "cdf": cdf, "start_ps": warmup_ps, "duration_ps": horizon_ps, "tag": cdf}
         for cdf in ("websearch", "datamining")]
     raw = {
         "name": f"panama-fig8 {config} {load:.2f}", "backend": backend, "seed": seed,
@@ -300,11 +301,11 @@ def fig8_scenario(config: str, load: float, k: int = 16, backend: str = "flow", 
     return Scenario.from_dict(raw)
 
 
-def fig8_metrics(res, horizon_ps: int) -> dict:
+def fig8_metrics(res, horizon_ps: int, warmup_ps: int = 0) -> dict:
     """Short flows' p99 FCT (ms), long flows' mean throughput (Gbit/s) and
     the jobs' mean completion time (ms) of one run."""
     f = res.flows
-    f = f[(f.tag != "flows") & (f.start_ps < horizon_ps)]
+    f = f[(f.tag != "flows") & (f.start_ps < warmup_ps + horizon_ps)]
     bg = f[f.tag.isin(("websearch", "datamining"))]
     short = bg[bg.size_bytes < FIG8_SHORT_BYTES]
     small = bg[bg.size_bytes < FIG8_SMALL_BYTES]
