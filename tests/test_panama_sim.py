@@ -355,3 +355,33 @@ def test_fig8_warmup_starts_the_jobs_before_the_measured_background():
     assert [t.start_ps for t in s.traffic] == [w, w] and all(t.duration_ps == h for t in s.traffic)
     starts = [j.start_ps for j in s.jobs]
     assert starts and max(starts) < w + h
+
+
+def test_with_fair_queueing_at_the_nics_a_job_on_two_trees_shares_a_congested_spine_with_tcp():
+    """Two workers, one per leaf, two trees (one per spine); a long DCTCP
+    flow h2 -> h5 pinned through spine0. On leaf0 -> spine0 the tree and the
+    flow are two flows on a 10 Gbit/s link: max-min gives each 5 Gbit/s.
+    The hosts' NICs serve flows (the trees and the TCP connection) in
+    round robin, so the uncongested tree's packets do not queue ahead of
+    the congested tree's (docs/panama.md)."""
+    from fabriclab.repro.panama import class_rates, jain
+
+    s = Scenario.from_dict({
+        "backend": "packet", "stop_ps": 100 * 10**9,
+        "topology": {"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 3, "spines": 2,
+                     "link_rate_bps": "10Gbps", "spine_link_rate_bps": "10Gbps"},
+        "queue": {"discipline": "fifo", "ecn_threshold_packets": 85, "limit_bytes": "8MB"},
+        "host_queue": {"discipline": "fq", "limit_packets": "off", "ecn_threshold_packets": "off"},
+        "transport": {"cc": "dctcp"},
+        "flows": [{"src": 2, "dst": 5, "size_bytes": "10GB", "path": ["h2", "leaf0", "spine0", "leaf1", "h5"]}],
+        "jobs": [{"name": "a", "workers": [0, 3], "allreduce": "panama", "class": 3, "layers": 1,
+                  "model_bytes": "4MB", "fusion_bytes": "4MB", "compute_ps": "1us", "iterations": 10**6,
+                  "start_ps": 20 * 10**9, "barrier": False}],
+        "outputs": {"queues_every_ps": 10**9},
+    })
+    r = simulate(s)
+    d = class_rates(r, "leaf0", "spine0")
+    shared = d[d.index > 40e9].mean()
+    tcp, tree = float(shared[0]), float(shared[3])
+    assert 9.0 < tcp + tree <= 10.0
+    assert jain([tcp, tree]) >= 0.95, (tcp, tree)

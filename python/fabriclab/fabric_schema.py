@@ -70,7 +70,7 @@ TopologyConfig = Annotated[
 
 
 class QueueConfig(_Strict):
-    discipline: Literal["fifo", "prio"] = "fifo"
+    discipline: Literal["fifo", "prio", "fq"] = "fifo"
     bands: int = Field(3, ge=1, le=8)
     priomap: list[int] = Field(default_factory=lambda: [0, 1, 2, 2, 2, 2, 2, 2], min_length=8, max_length=8)
     limit_bytes: Optional[Annotated[SizeBytes, Field(gt=0)]] = None

@@ -87,3 +87,77 @@ fn paused_band_is_skipped_until_resumed() {
     q.set_paused_classes(0);
     assert_eq!(q.dequeue().map(|p| p.seq), Some(0));
 }
+
+fn conn_pkt(conn: u32, seq: u64, payload: u32) -> Packet {
+    Packet::tcp(conn, seq, payload, wire_bytes(payload), 0, 0)
+}
+
+#[test]
+fn fq_serves_flows_two_full_frames_per_turn() {
+    // Flow 7 queues ten full frames before flow 9 queues two. With a quantum
+    // of 2 x 1538 bytes each flow sends two frames per turn: 7 7 9 9, then
+    // flow 7 alone. FIFO would send all of flow 7 first.
+    let mut q = Qdisc::new(&spec(Discipline::Fq, None, None));
+    for i in 0..10 {
+        q.enqueue(conn_pkt(7, i, 1460));
+    }
+    for i in 0..2 {
+        q.enqueue(conn_pkt(9, 100 + i, 1460));
+    }
+    let order: Vec<(u32, u64)> = std::iter::from_fn(|| q.dequeue())
+        .map(|p| (p.conn, p.seq))
+        .collect();
+    let mut expect = vec![(7, 0), (7, 1), (9, 100), (9, 101)];
+    expect.extend((2..10).map(|i| (7, i)));
+    assert_eq!(order, expect);
+}
+
+#[test]
+fn fq_shares_bytes_not_packets() {
+    // Flow 1 sends full frames (1538 wire bytes), flow 2 ACK-sized frames
+    // (84 wire bytes). Per turn a flow spends its positive credit: flow 1
+    // two frames (3076), flow 2 37 frames (36 x 84 = 3024 < 3076, the 37th
+    // takes it below zero); so the first 39 dequeues hold 2 full frames.
+    let mut q = Qdisc::new(&spec(Discipline::Fq, None, None));
+    for i in 0..20 {
+        q.enqueue(conn_pkt(1, i, 1460));
+    }
+    for i in 0..100 {
+        q.enqueue(conn_pkt(2, 1000 + i, 0));
+    }
+    let first: Vec<u32> = (0..39).map(|_| q.dequeue().unwrap().conn).collect();
+    assert_eq!(first.iter().filter(|&&c| c == 1).count(), 2);
+    assert_eq!(&first[..2], &[1, 1]);
+    // Credit carries over: flow 2 overdrew by 84 - (3076 - 36 x 84) = 32
+    // bytes, so on its next turn it sends 3076 - 32 = 3044 bytes: 37 frames again (36 x 84 = 3024 < 3044).
+    let next: Vec<u32> = (0..39).map(|_| q.dequeue().unwrap().conn).collect();
+    assert_eq!(next.iter().filter(|&&c| c == 1).count(), 2);
+}
+
+#[test]
+fn fq_limits_and_marks_the_band_as_a_whole() {
+    let mut q = Qdisc::new(&spec(Discipline::Fq, Some(3), Some(1)));
+    let r: Vec<_> = (0..4)
+        .map(|i| {
+            q.enqueue(Packet::tcp(
+                i as u32,
+                i,
+                1460,
+                wire_bytes(1460),
+                0,
+                FLAG_ECT,
+            ))
+        })
+        .collect();
+    // Two packets already queued (more than the threshold of one) mark the third; the fourth is over the limit.
+    assert_eq!(
+        r,
+        vec![
+            Enqueued::Queued,
+            Enqueued::Queued,
+            Enqueued::Marked,
+            Enqueued::Dropped
+        ]
+    );
+    assert_eq!(q.bytes(), 3 * 1538);
+}

@@ -1,18 +1,119 @@
 //! Egress queue disciplines: drop-tail FIFO, strict priority with N bands
-//! (like Linux `prio`/`pfifo_fast`), per-band ECN marking on the
-//! instantaneous queue length (as DCTCP's switches do, SIGCOMM'10 §3.1),
-//! and a per-band pause mask as the hook for PFC (IEEE 802.1Qbb).
+//! (like Linux `prio`/`pfifo_fast`), per-flow fair queueing in one band
+//! (`fq`, a host's NIC as Linux's `fq` qdisc serves it), per-band ECN
+//! marking on the instantaneous queue length (as DCTCP's switches do,
+//! SIGCOMM'10 §3.1), and a per-band pause mask as the hook for PFC
+//! (IEEE 802.1Qbb).
 
 use super::header::{Packet, FLAG_CE, FLAG_ECT};
 use crate::engine::BandSample;
 use serde::Deserialize;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Discipline {
     Fifo,
     Prio,
+    /// One band whose packets are served per flow in deficit round robin
+    /// ([`FairBand`]); limits and marking apply to the band as a whole.
+    Fq,
+}
+
+/// The bytes a flow of an `fq` band may send per turn: Linux `fq`'s
+/// default quantum, two MTU-sized frames (tc-fq(8): "quantum ... default
+/// 2 * interface MTU"), here as wire bytes of full Ethernet frames.
+pub const FQ_QUANTUM_BYTES: i64 = 2 * 1538;
+
+/// Packets of one band served per flow in deficit round robin (Shreedhar
+/// and Varghese, SIGCOMM'95; Linux `fq`'s credit rule): the flow at the
+/// head of the active list sends while its credit is positive, then goes
+/// to the back with one quantum more; a flow that empties leaves the list
+/// and comes back with one quantum. A flow is a transport connection or an
+/// aggregation tree (`proto`, `conn`).
+#[derive(Default)]
+pub struct FairBand {
+    index: HashMap<u64, usize>,
+    queues: Vec<VecDeque<Packet>>,
+    credit: Vec<i64>,
+    active: VecDeque<usize>,
+    len: usize,
+}
+
+impl FairBand {
+    fn flow_of(pkt: &Packet) -> u64 {
+        (pkt.proto as u64) << 32 | pkt.conn as u64
+    }
+
+    fn push_back(&mut self, pkt: Packet) {
+        let key = Self::flow_of(&pkt);
+        let n = self.queues.len();
+        let f = *self.index.entry(key).or_insert(n);
+        if f == n {
+            self.queues.push(VecDeque::new());
+            self.credit.push(0);
+        }
+        if self.queues[f].is_empty() {
+            self.credit[f] = FQ_QUANTUM_BYTES;
+            self.active.push_back(f);
+        }
+        self.queues[f].push_back(pkt);
+        self.len += 1;
+    }
+
+    fn pop_front(&mut self) -> Option<Packet> {
+        loop {
+            let &f = self.active.front()?;
+            if self.credit[f] <= 0 {
+                self.credit[f] += FQ_QUANTUM_BYTES;
+                self.active.rotate_left(1);
+                continue;
+            }
+            let pkt = self.queues[f]
+                .pop_front()
+                .expect("active flows hold packets");
+            self.credit[f] -= pkt.wire as i64;
+            if self.queues[f].is_empty() {
+                self.active.pop_front();
+            }
+            self.len -= 1;
+            return Some(pkt);
+        }
+    }
+}
+
+/// One band's packets: in arrival order, or per flow.
+enum BandQueue {
+    Fifo(VecDeque<Packet>),
+    Fair(FairBand),
+}
+
+impl BandQueue {
+    #[inline]
+    fn len(&self) -> usize {
+        match self {
+            BandQueue::Fifo(q) => q.len(),
+            BandQueue::Fair(q) => q.len,
+        }
+    }
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    #[inline]
+    fn push_back(&mut self, pkt: Packet) {
+        match self {
+            BandQueue::Fifo(q) => q.push_back(pkt),
+            BandQueue::Fair(q) => q.push_back(pkt),
+        }
+    }
+    #[inline]
+    fn pop_front(&mut self) -> Option<Packet> {
+        match self {
+            BandQueue::Fifo(q) => q.pop_front(),
+            BandQueue::Fair(q) => q.pop_front(),
+        }
+    }
 }
 
 /// Egress queue discipline of every switch port. Limits and ECN thresholds
@@ -58,7 +159,7 @@ pub enum Enqueued {
 }
 
 pub struct Qdisc {
-    bands: Vec<VecDeque<Packet>>,
+    bands: Vec<BandQueue>,
     /// Per band: bytes queued and cumulative counters, side by side (one cache line).
     band: Vec<BandCounters>,
     priomap: [u8; 8],
@@ -74,15 +175,19 @@ pub struct Qdisc {
 impl Qdisc {
     pub fn new(spec: &QueueSpec) -> Qdisc {
         let nb = match spec.discipline {
-            Discipline::Fifo => 1,
+            Discipline::Fifo | Discipline::Fq => 1,
             Discipline::Prio => spec.bands.max(1) as usize,
         };
         let mut priomap = spec.priomap;
-        if spec.discipline == Discipline::Fifo {
+        if spec.discipline != Discipline::Prio {
             priomap = [0; 8];
         }
+        let band = |_| match spec.discipline {
+            Discipline::Fq => BandQueue::Fair(FairBand::default()),
+            _ => BandQueue::Fifo(VecDeque::new()),
+        };
         Qdisc {
-            bands: (0..nb).map(|_| VecDeque::new()).collect(),
+            bands: (0..nb).map(band).collect(),
             band: vec![BandCounters::default(); nb],
             priomap,
             limit_bytes: spec.limit_bytes.unwrap_or(u64::MAX),
