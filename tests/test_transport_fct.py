@@ -102,3 +102,29 @@ def test_persistent_connection_skips_slow_start_unless_idle():
     assert int(warm) == pytest.approx(int(ideal.flows["ideal_fct_ps"].iloc[0]), rel=1e-3)
     first, cold = second_fct(True, 50_000_000_000)  # idle 50 ms > RTO: slow start again
     assert cold == first
+
+
+@pytest.mark.parametrize("size", [1_000, 150_000, 1_000_000])
+def test_handshake_adds_one_syn_round_trip_to_a_lone_flow(size):
+    """With `handshake`, the data starts when the SYN-ACK is back: a SYN and
+    a SYN-ACK (84 wire bytes each) cross two links each way, store and
+    forward, before the hand model's transfer begins on an empty network."""
+    rate, delay = 10_000_000_000, 10_000_000
+    s = star_scenario(hosts=2, rate=rate, delay=delay, transport={"cc": "newreno", "handshake": True},
+                      flows=[{"src": 0, "dst": 1, "size_bytes": size}])
+    fct = simulate(s).flows["fct_ps"].iloc[0]
+    handshake = 4 * (wire(0) * 8 / rate * 1e12 + delay)
+    expect = handshake + hand_fct_ps(size, rate, delay)
+    assert abs(fct - expect) <= 4 * math.ceil(size / MSS) + 4, (fct, expect)
+
+
+def test_persistent_connections_shake_hands_once():
+    rate, delay, size = 10_000_000_000, 10_000_000, 20_000
+    first_end = 4 * (wire(0) * 8 / rate * 1e12 + delay) + hand_fct_ps(size, rate, delay)
+    s = star_scenario(hosts=2, rate=rate, delay=delay,
+                      transport={"cc": "newreno", "handshake": True, "persistent_connections": True},
+                      flows=[{"src": 0, "dst": 1, "size_bytes": size},
+                             {"src": 0, "dst": 1, "size_bytes": size, "start_ps": int(first_end + 100_000_000)}])
+    f = simulate(s).flows.sort_values("flow_id")
+    # The second message continues the open connection: no SYN, and its window carries over.
+    assert f["fct_ps"].iloc[1] < f["fct_ps"].iloc[0] - 4 * delay

@@ -161,6 +161,8 @@ class TransportConfig(_Strict):
     dctcp_initial_alpha: float = Field(1.0, ge=0, le=1)
     tsq_limit_bytes: Annotated[SizeBytes, Field(ge=1)] = 131_072
     persistent_connections: bool = False
+    # Open each new connection with a SYN / SYN-ACK exchange (packet backend).
+    handshake: bool = False
 
     @model_validator(mode="after")
     def _rto_order(self):
@@ -263,7 +265,7 @@ def fabric_core(s, t: topo.TopologyData, names: dict[str, int]) -> dict:
             "min_rto_ps": tr.min_rto_ps, "initial_rto_ps": tr.initial_rto_ps, "max_rto_ps": tr.max_rto_ps,
             "dupack_threshold": tr.dupack_threshold, "dctcp_g": tr.dctcp_g,
             "dctcp_initial_alpha": tr.dctcp_initial_alpha, "tsq_limit_bytes": tr.tsq_limit_bytes,
-            "persistent_connections": tr.persistent_connections,
+            "persistent_connections": tr.persistent_connections, "handshake": tr.handshake,
         },
         "routing": {"ecmp_hash_seed": s.routing.ecmp_hash_seed, "convergence_ps": s.routing.convergence_ps},
         "link_events": link_events,

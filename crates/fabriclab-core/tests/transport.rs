@@ -11,6 +11,7 @@ fn cfg() -> SenderConfig {
         initial_rto_ps: 1_000_000_000,
         max_rto_ps: 1_000_000_000_000,
         dupack_threshold: 3,
+        handshake: false,
     }
 }
 
@@ -54,7 +55,8 @@ fn three_dupacks_retransmit_and_halve() {
         Segment {
             seq: 0,
             len: MSS as u32,
-            retransmit: true
+            retransmit: true,
+            syn: false,
         }
     );
     // ssthresh = flight/2 = 5 MSS; cwnd = ssthresh + 3 MSS = 8 MSS, flight 10: nothing new.
@@ -78,7 +80,8 @@ fn timeout_collapses_window_and_resends_from_una() {
         vec![Segment {
             seq: 0,
             len: MSS as u32,
-            retransmit: true
+            retransmit: true,
+            syn: false,
         }]
     );
     assert_eq!(s.timeouts, 1);
@@ -150,4 +153,57 @@ fn receiver_reassembles_out_of_order() {
     assert!(!r.is_complete());
     assert_eq!(r.on_segment(3 * MSS, MSS as u32), 5 * MSS);
     assert!(r.is_complete());
+}
+
+fn handshake_cfg() -> SenderConfig {
+    SenderConfig {
+        handshake: true,
+        ..cfg()
+    }
+}
+
+#[test]
+fn handshake_sends_a_syn_first_and_data_only_after_the_syn_ack() {
+    let mut s = TcpSender::new(100 * MSS, &handshake_cfg(), Box::new(NewReno));
+    let syn = Segment {
+        seq: 0,
+        len: 0,
+        retransmit: false,
+        syn: true,
+    };
+    assert_eq!(poll(&mut s, 0), vec![syn]);
+    // Nothing more until the SYN-ACK, however often polled.
+    assert!(poll(&mut s, 5_000).is_empty());
+    assert!(!s.established());
+    // SYN-ACK after 20 us: the first RTT sample, so RTO = srtt + 4 x srtt/2 = 60 us, below the
+    // 1 ms minimum: 1 ms (RFC 6298 2.2 and 2.4).
+    s.on_syn_ack(20_000_000);
+    assert!(s.established());
+    let data = poll(&mut s, 20_000_000);
+    assert_eq!(data.len(), 10); // the initial window
+    assert!(data.iter().all(|d| !d.syn && d.len == MSS as u32));
+    assert_eq!(s.poll_at(), Some(20_000_000 + 1_000_000_000));
+}
+
+#[test]
+fn a_lost_syn_is_sent_again_after_the_initial_rto_and_the_first_window_is_one_segment() {
+    let mut s = TcpSender::new(100 * MSS, &handshake_cfg(), Box::new(NewReno));
+    assert_eq!(poll(&mut s, 0).len(), 1);
+    assert_eq!(s.poll_at(), Some(1_000_000_000)); // initial RTO
+    let again = poll(&mut s, 1_000_000_000);
+    assert_eq!(
+        again,
+        vec![Segment {
+            seq: 0,
+            len: 0,
+            retransmit: true,
+            syn: true,
+        }]
+    );
+    // Backed off to 2 s for the next try.
+    assert_eq!(s.poll_at(), Some(3_000_000_000));
+    s.on_syn_ack(1_000_010_000);
+    // RFC 5681 3.1: after a lost SYN the initial window is one segment; Karn: no RTT sample.
+    assert_eq!(poll(&mut s, 1_000_010_000).len(), 1);
+    assert_eq!(s.timeouts, 1);
 }

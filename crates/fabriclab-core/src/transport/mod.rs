@@ -34,4 +34,7 @@ pub struct TransportSpec {
     /// connection's window and RTT state instead of starting afresh.
     #[serde(default)]
     pub persistent_connections: bool,
+    /// Open every new connection with a SYN / SYN-ACK exchange (packet backend).
+    #[serde(default)]
+    pub handshake: bool,
 }

@@ -3,9 +3,12 @@
 //! (`poll(now, emit)`), and says when it next needs a poll (`poll_at`). It
 //! never reads a clock, so the same logic runs on simulated or real time.
 //!
-//! One message is one connection with no handshake: data starts at sequence
-//! number 0. The receiver acknowledges every segment (no delayed ACKs), so
-//! each ACK covers at most one segment in the absence of loss.
+//! One message is one connection; data starts at sequence number 0. With
+//! `handshake` the sender first sends a SYN and starts its data when the
+//! SYN-ACK arrives (RFC 9293 §3.5's three-way handshake, the third segment
+//! riding on the first data); otherwise data starts at once. The receiver
+//! acknowledges every segment (no delayed ACKs), so each ACK covers at most
+//! one segment in the absence of loss.
 
 use super::cc::{AckInfo, CcState, CongestionControl};
 
@@ -28,6 +31,21 @@ pub struct Segment {
     pub seq: u64,
     pub len: u32,
     pub retransmit: bool,
+    /// A SYN (no data): the receiver answers with a SYN-ACK.
+    pub syn: bool,
+}
+
+/// Where a connection stands in its opening handshake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opening {
+    /// The SYN is still to be sent.
+    SynToSend,
+    /// The SYN left at `at`; `retried` once it was sent again.
+    SynSent {
+        at: u64,
+        retried: bool,
+    },
+    Established,
 }
 
 #[derive(Debug, Clone)]
@@ -38,9 +56,12 @@ pub struct SenderConfig {
     pub initial_rto_ps: u64,
     pub max_rto_ps: u64,
     pub dupack_threshold: u32,
+    /// Open each connection with a SYN / SYN-ACK exchange before its data.
+    pub handshake: bool,
 }
 
 pub struct TcpSender {
+    opening: Opening,
     size: u64,
     mss: u64,
     snd_una: u64,
@@ -75,6 +96,11 @@ impl TcpSender {
     pub fn new(size_bytes: u64, cfg: &SenderConfig, cc: Box<dyn CongestionControl>) -> TcpSender {
         let mss = cfg.mss_bytes as f64;
         TcpSender {
+            opening: if cfg.handshake {
+                Opening::SynToSend
+            } else {
+                Opening::Established
+            },
             size: size_bytes,
             mss: cfg.mss_bytes as u64,
             snd_una: 0,
@@ -125,6 +151,7 @@ impl TcpSender {
     /// an RTO, when it restarts from the initial window (RFC 5681 §4.1, as
     /// Linux's default tcp_slow_start_after_idle).
     pub fn resume(&mut self, prev: &WindowState, now: u64) {
+        self.opening = Opening::Established;
         self.st.ssthresh_bytes = prev.ssthresh_bytes;
         self.srtt_ps = prev.srtt_ps;
         self.rttvar_ps = prev.rttvar_ps;
@@ -164,6 +191,27 @@ impl TcpSender {
         }
         let rto = self.srtt_ps.unwrap() + 4.0 * self.rttvar_ps;
         self.rto_ps = (rto as u64).clamp(self.min_rto_ps, self.max_rto_ps);
+    }
+
+    /// The SYN-ACK arrived: the connection is open. Its round trip is the
+    /// first RTT sample unless the SYN was sent twice (Karn); after a lost
+    /// SYN or SYN-ACK the first window is one segment (RFC 5681 §3.1).
+    pub fn on_syn_ack(&mut self, now: u64) {
+        let Opening::SynSent { at, retried } = self.opening else {
+            return; // a duplicate SYN-ACK
+        };
+        self.opening = Opening::Established;
+        self.rto_deadline = None;
+        if retried {
+            self.st.cwnd_bytes = self.st.mss_bytes;
+        } else {
+            self.rtt_sample((now - at) as f64);
+        }
+    }
+
+    /// Whether the opening handshake is done (always, without one).
+    pub fn established(&self) -> bool {
+        self.opening == Opening::Established
     }
 
     /// Processes a cumulative ACK carrying acknowledgment number `ack`.
@@ -264,6 +312,10 @@ impl TcpSender {
         if self.is_done() {
             return;
         }
+        if self.opening != Opening::Established {
+            self.poll_opening(now, emit);
+            return;
+        }
         if self.rto_deadline.is_some_and(|d| d <= now) {
             self.on_timeout(now);
         }
@@ -275,6 +327,7 @@ impl TcpSender {
                 seq: self.snd_una,
                 len,
                 retransmit: true,
+                syn: false,
             });
         }
         self.cwnd_limited = false;
@@ -298,6 +351,7 @@ impl TcpSender {
                 seq: self.snd_nxt,
                 len,
                 retransmit,
+                syn: false,
             });
             self.snd_nxt += len as u64;
             self.high_tx = self.high_tx.max(self.snd_nxt);
@@ -305,6 +359,34 @@ impl TcpSender {
         if self.rto_deadline.is_none() && self.flight() > 0 {
             self.rto_deadline = Some(now + self.rto_ps);
         }
+    }
+
+    /// Sends the SYN, or sends it again when its timer ran out (the timer
+    /// starts at the initial RTO and doubles per try, RFC 6298 §5.5).
+    fn poll_opening(&mut self, now: u64, emit: &mut impl FnMut(Segment)) {
+        let retry = match self.opening {
+            Opening::SynToSend => false,
+            Opening::SynSent { .. } if self.rto_deadline.is_some_and(|d| d <= now) => {
+                self.rto_ps = (self.rto_ps * 2).min(self.max_rto_ps);
+                self.timeouts += 1;
+                true
+            }
+            _ => return,
+        };
+        self.opening = Opening::SynSent {
+            at: now,
+            retried: retry,
+        };
+        if retry {
+            self.retransmits += 1;
+        }
+        emit(Segment {
+            seq: 0,
+            len: 0,
+            retransmit: retry,
+            syn: true,
+        });
+        self.rto_deadline = Some(now + self.rto_ps);
     }
 
     /// When the sender next needs `poll`, if ever (its retransmission timer).

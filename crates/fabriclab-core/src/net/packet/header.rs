@@ -7,6 +7,8 @@ pub const FLAG_ECT: u8 = 2;
 pub const FLAG_CE: u8 = 4;
 /// ECN echo on an ACK.
 pub const FLAG_ECE: u8 = 8;
+/// A TCP SYN (with [`FLAG_ACK`]: a SYN-ACK); no payload.
+pub const FLAG_SYN: u8 = 64;
 
 /// Protocol of a packet: a TCP segment or ACK of a connection.
 pub const PROTO_TCP: u8 = 0;

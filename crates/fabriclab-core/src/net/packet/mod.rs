@@ -30,7 +30,7 @@ use crate::transport::{
     CcKind, CongestionControl, Dctcp, NewReno, Segment, SenderConfig, TcpReceiver, TcpSender,
     TransportSpec, WindowState,
 };
-use header::{Packet, FLAG_ACK, FLAG_CE, FLAG_ECE, FLAG_ECT, PROTO_PAUSE, PROTO_TCP};
+use header::{Packet, FLAG_ACK, FLAG_CE, FLAG_ECE, FLAG_ECT, FLAG_SYN, PROTO_PAUSE, PROTO_TCP};
 use pfc::PfcState;
 use port::Port;
 use qdisc::Qdisc;
@@ -165,6 +165,7 @@ impl PacketNet {
                 initial_rto_ps: transport.initial_rto_ps,
                 max_rto_ps: transport.max_rto_ps,
                 dupack_threshold: transport.dupack_threshold,
+                handshake: transport.handshake,
             },
             transport: transport.clone(),
             tsq_limit_bytes: transport.tsq_limit_bytes,
@@ -250,6 +251,15 @@ impl PacketNet {
         let conn = self.conns[id as usize]
             .as_deref_mut()
             .expect("checked by caller");
+        if pkt.flags & FLAG_SYN != 0 {
+            // Answer every SYN (a retried one too) with a SYN-ACK.
+            let mut syn_ack = Packet::tcp(id, 0, 0, wire_bytes(0), conn.class, FLAG_ACK | FLAG_SYN);
+            syn_ack.route = conn.old_routes.len() as u16;
+            let first = conn.rev[0];
+            self.packets_in_network += 1;
+            self.enqueue(ctx, first, syn_ack);
+            return;
+        }
         let before = conn.receiver.delivered_bytes();
         let ack_no = conn.receiver.on_segment(pkt.seq, pkt.payload);
         let now_in_order = conn.receiver.delivered_bytes();
@@ -284,8 +294,12 @@ impl PacketNet {
         let conn = self.conns[pkt.conn as usize]
             .as_deref_mut()
             .expect("checked by caller");
-        conn.sender
-            .on_ack(ctx.now, pkt.seq, pkt.flags & FLAG_ECE != 0);
+        if pkt.flags & FLAG_SYN != 0 {
+            conn.sender.on_syn_ack(ctx.now);
+        } else {
+            conn.sender
+                .on_ack(ctx.now, pkt.seq, pkt.flags & FLAG_ECE != 0);
+        }
         self.poll_conn(ctx, pkt.conn);
     }
 
@@ -322,7 +336,8 @@ impl PacketNet {
         }
         let finished = conn.sender.is_done();
         for s in segs.drain(..) {
-            let mut pkt = Packet::tcp(id, s.seq, s.len, wire_bytes(s.len), class, ect);
+            let syn = if s.syn { FLAG_SYN } else { 0 };
+            let mut pkt = Packet::tcp(id, s.seq, s.len, wire_bytes(s.len), class, ect | syn);
             pkt.route = route;
             self.packets_in_network += 1;
             self.enqueue(ctx, first, pkt);
