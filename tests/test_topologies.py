@@ -43,11 +43,13 @@ def test_inter_pod_route_on_k16_fat_tree_has_six_hops():
     f = simulate(s).flows.sort_values("flow_id")
     full, rest = divmod(size, 1460)
     wire = full * 1538 + rest + 78
-    last = (rest + 78) * 8 / r * 1e12
+    # Store and forward: each hop after the first adds a full packet's time
+    # (the short last packet waits for the full one ahead of it).
+    full_pkt = 1538 * 8 / r * 1e12
     ser = wire * 8 / r * 1e12
     # Inter-pod: host-edge-agg-core-agg-edge-host = 6 links; same edge: 2 links.
-    assert f["ideal_fct_ps"].iloc[0] == pytest.approx(ser + 5 * last + 6 * d, abs=8)
-    assert f["ideal_fct_ps"].iloc[1] == pytest.approx(ser + 1 * last + 2 * d, abs=8)
+    assert f["ideal_fct_ps"].iloc[0] == pytest.approx(ser + 5 * full_pkt + 6 * d, abs=8)
+    assert f["ideal_fct_ps"].iloc[1] == pytest.approx(ser + 1 * full_pkt + 2 * d, abs=8)
     # Alone on the fabric the flow backend achieves the train time plus delays.
     assert f["fct_ps"].iloc[0] == pytest.approx(ser + 6 * d, abs=2)
 

@@ -74,9 +74,13 @@ def test_ideal_fct_is_line_rate_train_plus_store_and_forward():
     ideal = simulate(s).flows["ideal_fct_ps"].iloc[0]
     n_full, rest = divmod(size, MSS)
     total_wire = n_full * wire(MSS) + (wire(rest) if rest else 0)
-    last = wire(rest if rest else MSS)
-    expect = total_wire * 8 / rate * 1e12 + last * 8 / rate * 1e12 + 2 * delay
+    # At the switch the short last packet waits for the full one before it,
+    # so the second hop adds a full packet's time, not the last packet's.
+    largest = wire(MSS) if n_full else wire(rest)
+    expect = total_wire * 8 / rate * 1e12 + largest * 8 / rate * 1e12 + 2 * delay
     assert abs(ideal - expect) <= 2
+    # The hand model of a lone NewReno flow gives the same once its window no longer limits it.
+    assert hand_fct_ps(size, rate, delay, iw=10**6) == pytest.approx(expect, abs=4 * n_full)
 
 
 def test_persistent_connection_skips_slow_start_unless_idle():
@@ -128,3 +132,33 @@ def test_persistent_connections_shake_hands_once():
     f = simulate(s).flows.sort_values("flow_id")
     # The second message continues the open connection: no SYN, and its window carries over.
     assert f["fct_ps"].iloc[1] < f["fct_ps"].iloc[0] - 4 * delay
+
+
+def test_a_lone_dcqcn_flow_is_paced_at_line_rate_and_finishes_at_its_ideal_fct():
+    """No congestion, no CNP: DCQCN sends one packet per wire time at the
+    NIC's rate, so the transfer is the ideal train (no slow start)."""
+    size, rate, delay = 1_000_000, 10_000_000_000, 10_000_000
+    s = star_scenario(hosts=2, rate=rate, delay=delay, transport={"cc": "dcqcn"},
+                      flows=[{"src": 0, "dst": 1, "size_bytes": size}])
+    f = simulate(s).flows
+    assert abs(int(f["fct_ps"].iloc[0]) - int(f["ideal_fct_ps"].iloc[0])) <= math.ceil(size / MSS)
+
+
+def test_two_dcqcn_flows_into_one_port_share_it_and_keep_it_busy():
+    """A 2-to-1 incast at 10 Gbit/s over a lossless class with step marking:
+    the CNPs bring both flows to about half the port each, and the port
+    stays busy (DCQCN's purpose, Zhu et al. section 3)."""
+    size, rate = 20_000_000, 10_000_000_000
+    s = star_scenario(hosts=3, rate=rate, delay=2_000_000,
+                      # The paper's rate-increase timer (55 us), not the NIC default's 1.5 ms.
+                      transport={"cc": "dcqcn", "dcqcn": {"increase_interval_ps": "55us"}},
+                      queue={"ecn_threshold_packets": 20, "limit_packets": "off"},
+                      pfc={"classes": [0]},
+                      flows=[{"src": 0, "dst": 2, "size_bytes": size}, {"src": 1, "dst": 2, "size_bytes": size}])
+    r = simulate(s)
+    f = r.flows.sort_values("flow_id")
+    fct = f["fct_ps"].to_numpy(dtype=float)
+    # Both finish close together (a fair share), and the pair moves 2 x 20 MB at over 90 % of 10 Gbit/s.
+    assert abs(fct[0] - fct[1]) / fct.max() < 0.1, fct
+    assert 2 * size * 8 / (fct.max() / 1e12) > 0.9 * rate
+    assert r.links.drops.sum() == 0

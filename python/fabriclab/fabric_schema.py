@@ -149,8 +149,22 @@ class TapLogicConfig(_Strict):
     absorb: bool = False
 
 
+class DcqcnConfig(_Strict):
+    """DCQCN's parameters (docs/scenario.md); defaults: the ns-3 HPCC repository's."""
+    g: float = Field(1 / 16, gt=0, le=1)
+    alpha_interval_ps: Annotated[TimePs, Field(gt=0)] = 55_000_000
+    decrease_interval_ps: Annotated[TimePs, Field(gt=0)] = 4_000_000
+    increase_interval_ps: Annotated[TimePs, Field(gt=0)] = 1_500_000_000
+    fast_recovery_steps: int = Field(5, ge=0, le=U32_MAX)
+    rate_ai_bps: Annotated[RateBps, Field(gt=0)] = 5_000_000
+    rate_hai_bps: Annotated[RateBps, Field(gt=0)] = 50_000_000
+    min_rate_bps: Annotated[RateBps, Field(gt=0)] = 100_000_000
+    clamp_target: bool = False
+    cnp_interval_ps: Annotated[TimePs, Field(ge=0)] = 50_000_000
+
+
 class TransportConfig(_Strict):
-    cc: Literal["newreno", "dctcp"] = "dctcp"
+    cc: Literal["newreno", "dctcp", "dcqcn"] = "dctcp"
     mss_bytes: Annotated[SizeBytes, Field(ge=64, le=9000)] = 1460
     init_cwnd_packets: int = Field(10, ge=1, le=U32_MAX)
     min_rto_ps: Annotated[TimePs, Field(gt=0)] = 1_000_000_000
@@ -163,6 +177,7 @@ class TransportConfig(_Strict):
     persistent_connections: bool = False
     # Open each new connection with a SYN / SYN-ACK exchange (packet backend).
     handshake: bool = False
+    dcqcn: DcqcnConfig = Field(default_factory=DcqcnConfig)
 
     @model_validator(mode="after")
     def _rto_order(self):
@@ -266,6 +281,7 @@ def fabric_core(s, t: topo.TopologyData, names: dict[str, int]) -> dict:
             "dupack_threshold": tr.dupack_threshold, "dctcp_g": tr.dctcp_g,
             "dctcp_initial_alpha": tr.dctcp_initial_alpha, "tsq_limit_bytes": tr.tsq_limit_bytes,
             "persistent_connections": tr.persistent_connections, "handshake": tr.handshake,
+            "dcqcn": tr.dcqcn.model_dump(),
         },
         "routing": {"ecmp_hash_seed": s.routing.ecmp_hash_seed, "convergence_ps": s.routing.convergence_ps},
         "link_events": link_events,

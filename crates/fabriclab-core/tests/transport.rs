@@ -12,6 +12,7 @@ fn cfg() -> SenderConfig {
         max_rto_ps: 1_000_000_000_000,
         dupack_threshold: 3,
         handshake: false,
+        wire_overhead_bytes: 78,
     }
 }
 

@@ -422,15 +422,17 @@ impl Topology {
     }
 
     /// Ideal FCT: the message alone on an idle fabric with no window limit.
-    /// Its packets leave back to back at the path's bottleneck rate, and the
-    /// last packet then crosses every other hop store-and-forward:
-    /// `wire_total/bottleneck + sum over other hops of ser(last packet) + sum of delays`.
-    /// Exact for paths of equal rates; a lower bound otherwise.
+    /// Its packets leave back to back at the path's bottleneck rate, and
+    /// every other hop adds one store-and-forward time of the largest
+    /// packet: at each hop the last packet waits for the one before it, so
+    /// a short last packet ends one full packet's time behind the train
+    /// (`wire_total/bottleneck + sum over other hops of ser(largest packet)
+    /// + sum of delays`). Exact for paths of equal rates; a lower bound otherwise.
     pub fn ideal_fct_ps(&self, route: &[u32], size_bytes: u64, mss_bytes: u32) -> u64 {
         let mss = mss_bytes as u64;
         let full = size_bytes / mss;
         let rest = size_bytes % mss;
-        let last_payload = if rest > 0 { rest } else { mss.min(size_bytes) };
+        let largest_payload = if full > 0 { mss } else { rest };
         let total_wire = full * wire_bytes(mss as u32) as u64
             + if rest > 0 {
                 wire_bytes(rest as u32) as u64
@@ -438,7 +440,7 @@ impl Topology {
                 0
             };
         let total_wire = total_wire.max(wire_bytes(0) as u64);
-        let last_wire = wire_bytes(last_payload as u32) as u64;
+        let largest_wire = wire_bytes(largest_payload as u32) as u64;
         let (mut bi, mut brate) = (0usize, u64::MAX);
         for (i, &p) in route.iter().enumerate() {
             if self.ports[p as usize].rate_bps < brate {
@@ -451,7 +453,7 @@ impl Topology {
             let port = &self.ports[p as usize];
             t += port.delay_ps;
             if i != bi {
-                t += ser_time_ps(last_wire, port.rate_bps);
+                t += ser_time_ps(largest_wire, port.rate_bps);
             }
         }
         t

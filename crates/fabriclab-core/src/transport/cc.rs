@@ -38,6 +38,18 @@ pub trait CongestionControl: Send + Sync {
     fn alpha(&self) -> Option<f64> {
         None
     }
+    /// Congestion feedback carried by an ACK arriving at `now` (its ECN
+    /// echo, or for DCQCN a CNP), whether or not it acknowledges new data.
+    fn on_feedback(&mut self, _now: u64, _ece: bool) {}
+    /// A rate-based controller's sending rate at `now` (bits per second);
+    /// None for a window-based one.
+    fn pacing_rate_bps(&mut self, _now: u64) -> Option<f64> {
+        None
+    }
+    /// A rate-based controller keeps no window: the sender starts without one.
+    fn windowless(&self) -> bool {
+        false
+    }
 }
 
 /// RFC 5681 window growth, shared by NewReno and DCTCP.

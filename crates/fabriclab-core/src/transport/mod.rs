@@ -2,9 +2,11 @@
 //! congestion control.
 
 pub mod cc;
+pub mod dcqcn;
 pub mod tcp;
 
 pub use cc::{CongestionControl, Dctcp, NewReno};
+pub use dcqcn::{Dcqcn, DcqcnParams};
 pub use tcp::{Segment, SenderConfig, TcpReceiver, TcpSender, WindowState};
 
 use serde::Deserialize;
@@ -14,6 +16,41 @@ use serde::Deserialize;
 pub enum CcKind {
     Newreno,
     Dctcp,
+    /// Rate-based, for RoCE over PFC (see [`dcqcn`]).
+    Dcqcn,
+}
+
+/// DCQCN's parameters as the scenario gives them (see [`DcqcnParams`]).
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DcqcnSpec {
+    pub g: f64,
+    pub alpha_interval_ps: u64,
+    pub decrease_interval_ps: u64,
+    pub increase_interval_ps: u64,
+    pub fast_recovery_steps: u32,
+    pub rate_ai_bps: u64,
+    pub rate_hai_bps: u64,
+    pub min_rate_bps: u64,
+    pub clamp_target: bool,
+    pub cnp_interval_ps: u64,
+}
+
+impl DcqcnSpec {
+    pub fn params(&self) -> DcqcnParams {
+        DcqcnParams {
+            g: self.g,
+            alpha_interval_ps: self.alpha_interval_ps,
+            decrease_interval_ps: self.decrease_interval_ps,
+            increase_interval_ps: self.increase_interval_ps,
+            fast_recovery_steps: self.fast_recovery_steps,
+            rate_ai_bps: self.rate_ai_bps as f64,
+            rate_hai_bps: self.rate_hai_bps as f64,
+            min_rate_bps: self.min_rate_bps as f64,
+            clamp_target: self.clamp_target,
+            cnp_interval_ps: self.cnp_interval_ps,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -37,4 +74,7 @@ pub struct TransportSpec {
     /// Open every new connection with a SYN / SYN-ACK exchange (packet backend).
     #[serde(default)]
     pub handshake: bool,
+    /// DCQCN's parameters (used when `cc` is dcqcn; the defaults otherwise).
+    #[serde(default)]
+    pub dcqcn: Option<DcqcnSpec>,
 }

@@ -11,6 +11,7 @@
 //! one segment in the absence of loss.
 
 use super::cc::{AckInfo, CcState, CongestionControl};
+use super::dcqcn::CnpPacer;
 
 /// Congestion and timer state carried from one message to the next on the
 /// same host pair and class when connections are persistent.
@@ -58,10 +59,19 @@ pub struct SenderConfig {
     pub dupack_threshold: u32,
     /// Open each connection with a SYN / SYN-ACK exchange before its data.
     pub handshake: bool,
+    /// Framing bytes a paced sender adds to each segment's payload to time
+    /// its packets on the wire (78 for TCP/IPv4 over Ethernet with preamble
+    /// and gap, at least 84 bytes in all).
+    pub wire_overhead_bytes: u32,
 }
 
 pub struct TcpSender {
     opening: Opening,
+    /// A rate-paced sender sends its next new segment no earlier than this.
+    next_send_ps: u64,
+    /// The last poll stopped at the pacer: poll again at `next_send_ps`.
+    paced_wait: bool,
+    wire_overhead_bytes: u32,
     size: u64,
     mss: u64,
     snd_una: u64,
@@ -95,19 +105,27 @@ pub struct TcpSender {
 impl TcpSender {
     pub fn new(size_bytes: u64, cfg: &SenderConfig, cc: Box<dyn CongestionControl>) -> TcpSender {
         let mss = cfg.mss_bytes as f64;
+        let cwnd = if cc.windowless() {
+            f64::INFINITY
+        } else {
+            mss * cfg.init_cwnd_packets as f64
+        };
         TcpSender {
             opening: if cfg.handshake {
                 Opening::SynToSend
             } else {
                 Opening::Established
             },
+            next_send_ps: 0,
+            paced_wait: false,
+            wire_overhead_bytes: cfg.wire_overhead_bytes,
             size: size_bytes,
             mss: cfg.mss_bytes as u64,
             snd_una: 0,
             snd_nxt: 0,
             high_tx: 0,
             st: CcState {
-                cwnd_bytes: mss * cfg.init_cwnd_packets as f64,
+                cwnd_bytes: cwnd,
                 ssthresh_bytes: f64::INFINITY,
                 mss_bytes: mss,
             },
@@ -216,6 +234,7 @@ impl TcpSender {
 
     /// Processes a cumulative ACK carrying acknowledgment number `ack`.
     pub fn on_ack(&mut self, now: u64, ack: u64, ece: bool) {
+        self.cc.on_feedback(now, ece);
         if ack > self.snd_una {
             let acked = ack - self.snd_una;
             self.snd_una = ack;
@@ -331,8 +350,14 @@ impl TcpSender {
             });
         }
         self.cwnd_limited = false;
+        let pacing = self.cc.pacing_rate_bps(now);
+        self.paced_wait = false;
         while self.snd_nxt < self.size {
             let len = self.seg_len(self.snd_nxt);
+            if pacing.is_some() && now < self.next_send_ps {
+                self.paced_wait = true;
+                break;
+            }
             if (self.flight() + len as u64) as f64 > self.st.cwnd_bytes && self.flight() > 0 {
                 self.cwnd_limited = true;
                 break;
@@ -353,6 +378,11 @@ impl TcpSender {
                 retransmit,
                 syn: false,
             });
+            if let Some(rate) = pacing {
+                // One packet per pacing gap: its wire time at the current rate.
+                let wire = (len + self.wire_overhead_bytes).max(84) as f64 * 8.0;
+                self.next_send_ps = now + (wire / rate * 1e12).round() as u64;
+            }
             self.snd_nxt += len as u64;
             self.high_tx = self.high_tx.max(self.snd_nxt);
         }
@@ -392,9 +422,12 @@ impl TcpSender {
     /// When the sender next needs `poll`, if ever (its retransmission timer).
     pub fn poll_at(&self) -> Option<u64> {
         if self.is_done() {
-            None
-        } else {
-            self.rto_deadline
+            return None;
+        }
+        let paced = self.paced_wait.then_some(self.next_send_ps);
+        match (self.rto_deadline, paced) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 }
@@ -403,6 +436,8 @@ impl TcpSender {
 /// reassembly list.
 #[derive(Debug, Default)]
 pub struct TcpReceiver {
+    /// DCQCN's notification point: CNPs at most every this many picoseconds.
+    cnp: Option<(CnpPacer, u64)>,
     size: u64,
     rcv_nxt: u64,
     /// Received ranges above `rcv_nxt`, sorted by start, disjoint.
@@ -412,6 +447,7 @@ pub struct TcpReceiver {
 impl TcpReceiver {
     pub fn new(size_bytes: u64) -> TcpReceiver {
         TcpReceiver {
+            cnp: None,
             size: size_bytes,
             rcv_nxt: 0,
             ooo: Vec::new(),
@@ -446,6 +482,22 @@ impl TcpReceiver {
             self.ooo = merged;
         }
         self.rcv_nxt
+    }
+
+    /// Echoes congestion as DCQCN's notification point does: at most one
+    /// CNP per `interval_ps` while marked packets arrive.
+    pub fn with_cnp_interval(mut self, interval_ps: u64) -> TcpReceiver {
+        self.cnp = Some((CnpPacer::default(), interval_ps));
+        self
+    }
+
+    /// Whether the ACK of a packet arriving at `now` (CE-marked or not)
+    /// echoes congestion: every marked packet (DCTCP), or a paced CNP.
+    pub fn echo_congestion(&mut self, now: u64, marked: bool) -> bool {
+        match self.cnp.as_mut() {
+            Some((pacer, interval)) => pacer.on_packet(now, marked, *interval),
+            None => marked,
+        }
     }
 
     pub fn rcv_nxt(&self) -> u64 {

@@ -27,8 +27,8 @@ use crate::fabric::frame::wire_bytes;
 use crate::fabric::topology::Topology;
 use crate::fabric::NodeKind;
 use crate::transport::{
-    CcKind, CongestionControl, Dctcp, NewReno, Segment, SenderConfig, TcpReceiver, TcpSender,
-    TransportSpec, WindowState,
+    CcKind, CongestionControl, Dcqcn, DcqcnParams, Dctcp, NewReno, Segment, SenderConfig,
+    TcpReceiver, TcpSender, TransportSpec, WindowState,
 };
 use header::{Packet, FLAG_ACK, FLAG_CE, FLAG_ECE, FLAG_ECT, FLAG_SYN, PROTO_PAUSE, PROTO_TCP};
 use pfc::PfcState;
@@ -166,6 +166,7 @@ impl PacketNet {
                 max_rto_ps: transport.max_rto_ps,
                 dupack_threshold: transport.dupack_threshold,
                 handshake: transport.handshake,
+                wire_overhead_bytes: wire_bytes(1460) - 1460,
             },
             transport: transport.clone(),
             tsq_limit_bytes: transport.tsq_limit_bytes,
@@ -177,14 +178,23 @@ impl PacketNet {
         })
     }
 
-    fn make_cc(&self) -> Box<dyn CongestionControl> {
+    /// The congestion control of a new connection whose host NIC sends at `line_bps`.
+    fn make_cc(&self, line_bps: u64) -> Box<dyn CongestionControl> {
         match self.transport.cc {
             CcKind::Newreno => Box::new(NewReno),
             CcKind::Dctcp => Box::new(Dctcp::new(
                 self.transport.dctcp_g,
                 self.transport.dctcp_initial_alpha,
             )),
+            CcKind::Dcqcn => Box::new(Dcqcn::new(line_bps as f64, self.dcqcn_params())),
         }
+    }
+
+    fn dcqcn_params(&self) -> DcqcnParams {
+        self.transport
+            .dcqcn
+            .as_ref()
+            .map_or_else(DcqcnParams::default, |d| d.params())
     }
 
     /// Live connections (messages not yet fully acknowledged).
@@ -278,7 +288,10 @@ impl PacketNet {
         }
         // One ACK per data segment, echoing its CE mark (RFC 8257 §3.2 with
         // per-packet acknowledgments).
-        let ece = if pkt.flags & FLAG_CE != 0 {
+        let ece = if conn
+            .receiver
+            .echo_congestion(ctx.now, pkt.flags & FLAG_CE != 0)
+        {
             FLAG_ECE
         } else {
             0
@@ -385,7 +398,12 @@ impl Backend for PacketNet {
         if self.conns.len() <= msg as usize {
             self.conns.resize_with(msg as usize + 1, || None);
         }
-        let mut sender = TcpSender::new(size_bytes, &self.sender_cfg, self.make_cc());
+        let line_bps = self.ports[fwd[0] as usize].rate_bps;
+        let mut sender = TcpSender::new(size_bytes, &self.sender_cfg, self.make_cc(line_bps));
+        let mut receiver = TcpReceiver::new(size_bytes);
+        if self.transport.cc == CcKind::Dcqcn {
+            receiver = receiver.with_cnp_interval(self.dcqcn_params().cnp_interval_ps);
+        }
         let pair = (
             self.port_ends[fwd[0] as usize].0,
             self.port_ends[*fwd.last().expect("route") as usize].1,
@@ -403,7 +421,7 @@ impl Backend for PacketNet {
             old_routes: Vec::new(),
             class,
             sender,
-            receiver: TcpReceiver::new(size_bytes),
+            receiver,
             timer: None,
             delivered: false,
             nic_bytes: 0,
