@@ -22,6 +22,22 @@ fn event_queue(c: &mut Criterion) {
             q.schedule(t + (x >> 44), black_box(e));
         })
     });
+    // The packet backend's star scenario holds about 30 events; most are
+    // scheduled an ACK's (67.2 ns) or a full frame's (1.2304 us)
+    // serialization time ahead at 10 Gbit/s (benches/star8_dctcp.toml).
+    c.bench_function("event_queue/hold_32_serialization_gaps", |b| {
+        let gaps = [67_200u64, 1_230_400, 1_230_400, 10_000_000];
+        let mut q: EventQueue<u32> = EventQueue::new();
+        for i in 0..32u32 {
+            q.schedule(gaps[i as usize % 4] + i as u64, i);
+        }
+        let mut i = 0usize;
+        b.iter(|| {
+            let (t, e) = q.pop().unwrap();
+            i = i.wrapping_add(1);
+            q.schedule(t + gaps[i % 4], black_box(e));
+        })
+    });
 }
 
 fn qdisc_path(c: &mut Criterion) {

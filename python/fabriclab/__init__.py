@@ -7,12 +7,15 @@
 
 __version__ = "0.1.0"
 
-from .scenario import Scenario, ScenarioError  # noqa: E402
-
 
 def __getattr__(name):
-    # simulate and Results bring in pandas and pyarrow: loaded on first use,
-    # so that the CLI starts quickly and answers bad input at once.
+    # Loaded on first use, so that the CLI starts quickly and answers bad
+    # input at once: the scenario schema brings in pydantic and builds its
+    # models; simulate and Results bring in pandas and pyarrow.
+    if name in ("Scenario", "ScenarioError"):
+        from . import scenario
+
+        return getattr(scenario, name)
     if name == "simulate":
         from .engine import simulate
 

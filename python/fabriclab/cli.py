@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.console import Console
@@ -16,7 +16,9 @@ from rich.table import Table
 from rich.text import Text
 
 from .errors import InputError
-from .scenario import Scenario
+
+if TYPE_CHECKING:
+    from .scenario import Scenario
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="fabriclab: the network side of distributed ML training.")
 topo_app = typer.Typer(no_args_is_help=True, help="Topologies.")
@@ -70,6 +72,9 @@ def _check_out_dir(path: Path, option: str) -> None:
 
 
 def _load(path: Optional[Path]) -> Scenario:
+    # The schema (pydantic and its models) only for commands that read a scenario.
+    from .scenario import Scenario
+
     return Scenario.default() if path is None else Scenario.load(path)
 
 
@@ -171,7 +176,7 @@ def validate(
     """Check a scenario without running it (schema, files, topology, memory)."""
     from .engine import resolve_and_build
 
-    s = Scenario.load(scenario)
+    s = _load(scenario)
     # Resolved once: the memory check (before building a topology that may not fit), the topology, the core's JSON.
     _, t = resolve_and_build(s, memory_limit)
     out.print(f"{scenario}: ok ({len(t.hosts)} hosts, {len(t.nodes) - len(t.hosts)} switches, "

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import re
 import time
+from typing import TYPE_CHECKING
 
 from . import __version__
 from ._core import Simulator
-from .results import (BUCKETS, Results, classes_table, fct_stats, flows_table, links_table, messages_table,
-                      queues_table)
 from .limits import check_memory, queue_row_budget
 from .scenario import Scenario, ScenarioError
+
+if TYPE_CHECKING:
+    from .results import Results
 
 # Progress is reported after each slice of simulated time; the core runs a
 # slice with the GIL released.
@@ -102,6 +104,10 @@ def _start_bar(target_ps: int):
 
 
 def _collect(scenario: Scenario, sim: Simulator, wall_s: float) -> Results:
+    # numpy, pandas and pyarrow only once there are results (validate needs none of them).
+    from .results import (BUCKETS, Results, classes_table, fct_stats, flows_table, links_table, messages_table,
+                          queues_table)
+
     duration = sim.last_active_ps
     flows = flows_table(sim.flows())
     links = links_table(sim.links(), duration)

@@ -1,4 +1,7 @@
-//! The event queue: a binary min-heap keyed by `(time_ps, sequence)`.
+//! The event queue: a binary min-heap keyed by `(time_ps, sequence)`,
+//! packed in one u128 so that each comparison of the sift loops is one
+//! integer comparison (issue 13; a radix heap was slower on the packet
+//! backend's small queues, see docs/performance.md).
 //!
 //! Events at equal times leave in the order they were scheduled (first in,
 //! first out), which makes every run reproducible. Scheduling returns an
@@ -13,14 +16,26 @@ use std::collections::{BinaryHeap, HashSet};
 pub struct EventKey(u64);
 
 struct Entry<E> {
-    time_ps: u64,
-    seq: u64,
+    /// `time_ps << 64 | sequence`: one integer comparison orders by time,
+    /// then by scheduling order.
+    key: u128,
     event: E,
+}
+
+impl<E> Entry<E> {
+    #[inline]
+    fn time_ps(&self) -> u64 {
+        (self.key >> 64) as u64
+    }
+    #[inline]
+    fn seq(&self) -> u64 {
+        self.key as u64
+    }
 }
 
 impl<E> PartialEq for Entry<E> {
     fn eq(&self, other: &Self) -> bool {
-        self.time_ps == other.time_ps && self.seq == other.seq
+        self.key == other.key
     }
 }
 impl<E> Eq for Entry<E> {}
@@ -28,14 +43,21 @@ impl<E> PartialOrd for Entry<E> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
+    // What the heap's sift loops call: one u128 comparison each.
+    #[inline]
+    fn lt(&self, other: &Self) -> bool {
+        other.key < self.key
+    }
+    #[inline]
+    fn le(&self, other: &Self) -> bool {
+        other.key <= self.key
+    }
 }
 impl<E> Ord for Entry<E> {
     // Reversed so that std's max-heap pops the earliest (time, seq) first.
+    #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
-        other
-            .time_ps
-            .cmp(&self.time_ps)
-            .then_with(|| other.seq.cmp(&self.seq))
+        other.key.cmp(&self.key)
     }
 }
 
@@ -66,8 +88,7 @@ impl<E> EventQueue<E> {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.heap.push(Entry {
-            time_ps,
-            seq,
+            key: (time_ps as u128) << 64 | seq as u128,
             event,
         });
         EventKey(seq)
@@ -87,7 +108,7 @@ impl<E> EventQueue<E> {
             return;
         }
         while let Some(top) = self.heap.peek() {
-            if self.cancelled.remove(&top.seq) {
+            if self.cancelled.remove(&top.seq()) {
                 self.heap.pop();
             } else {
                 break;
@@ -98,13 +119,13 @@ impl<E> EventQueue<E> {
     /// Time of the earliest pending event.
     pub fn peek_time(&mut self) -> Option<u64> {
         self.skip_cancelled();
-        self.heap.peek().map(|e| e.time_ps)
+        self.heap.peek().map(|e| e.time_ps())
     }
 
     /// Removes and returns the earliest pending event.
     pub fn pop(&mut self) -> Option<(u64, E)> {
         self.skip_cancelled();
-        self.heap.pop().map(|e| (e.time_ps, e.event))
+        self.heap.pop().map(|e| (e.time_ps(), e.event))
     }
 
     /// Number of pending events, cancelled ones not yet skipped included.

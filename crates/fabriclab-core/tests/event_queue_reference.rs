@@ -1,0 +1,160 @@
+//! The event queue against a reference: std's BinaryHeap keyed on
+//! (time, sequence number), with a set of cancelled sequence numbers
+//! skipped when they reach the top. Random operation sequences (seeded,
+//! so reproducible) mix ties, times far apart, cancels, peeks and events
+//! scheduled before the last popped time; every pop and peek must agree.
+
+use fabriclab_core::event::{EventKey, EventQueue};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashSet};
+
+#[derive(Default)]
+struct Reference {
+    heap: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    cancelled: HashSet<u64>,
+    next_seq: u64,
+}
+
+impl Reference {
+    fn schedule(&mut self, t: u64, ev: u32) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.heap.push(Reverse((t, seq, ev)));
+        seq
+    }
+    fn skip(&mut self) {
+        while let Some(Reverse((_, seq, _))) = self.heap.peek() {
+            if !self.cancelled.remove(seq) {
+                break;
+            }
+            self.heap.pop();
+        }
+    }
+    fn peek_time(&mut self) -> Option<u64> {
+        self.skip();
+        self.heap.peek().map(|Reverse((t, _, _))| *t)
+    }
+    fn pop(&mut self) -> Option<(u64, u32)> {
+        self.skip();
+        self.heap.pop().map(|Reverse((t, _, e))| (t, e))
+    }
+}
+
+/// One random run of `ops` operations; `spread` bounds the gap of a new
+/// event after the last popped time (small: many ties).
+fn run(seed: u64, ops: usize, spread: u64) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut q: EventQueue<u32> = EventQueue::new();
+    let mut r = Reference::default();
+    // Events scheduled and not cancelled: sequence number, key, payload.
+    let mut pending: Vec<(u64, EventKey, u32)> = Vec::new();
+    let mut popped: HashSet<u32> = HashSet::new();
+    let mut now = 0u64;
+    for step in 0..ops {
+        match rng.gen_range(0..100) {
+            0..=44 => {
+                let t = match rng.gen_range(0..10) {
+                    0 => now,                                   // a tie with the current time
+                    1 => now + (1u64 << rng.gen_range(20..60)), // far ahead
+                    2 if now > 0 => rng.gen_range(0..now),      // before the last pop
+                    _ => now + rng.gen_range(0..=spread),
+                };
+                let ev = step as u32;
+                let key = q.schedule(t, ev);
+                let seq = r.schedule(t, ev);
+                pending.push((seq, key, ev));
+            }
+            45..=54 if !pending.is_empty() => {
+                let i = rng.gen_range(0..pending.len());
+                let (seq, key, ev) = pending.swap_remove(i);
+                // Only events still pending may be cancelled (the queue's contract).
+                if !popped.contains(&ev) {
+                    q.cancel(key);
+                    r.cancelled.insert(seq);
+                }
+            }
+            55..=64 => assert_eq!(
+                q.peek_time(),
+                r.peek_time(),
+                "seed {seed} step {step}: peek"
+            ),
+            _ => {
+                let got = q.pop();
+                assert_eq!(got, r.pop(), "seed {seed} step {step}: pop");
+                if let Some((t, ev)) = got {
+                    now = t;
+                    popped.insert(ev);
+                }
+            }
+        }
+    }
+    // Drain: the same events in the same order to the end.
+    loop {
+        let got = q.pop();
+        assert_eq!(got, r.pop(), "seed {seed}: drain");
+        if got.is_none() {
+            break;
+        }
+    }
+    assert!(q.is_empty());
+}
+
+#[test]
+fn random_runs_with_many_ties_agree_with_the_reference() {
+    for seed in 0..200 {
+        run(seed, 2_000, 4);
+    }
+}
+
+#[test]
+fn random_runs_with_spread_times_agree_with_the_reference() {
+    for seed in 1_000..1_100 {
+        run(seed, 5_000, 1 << 24);
+    }
+}
+
+#[test]
+fn equal_times_scheduled_across_refills_leave_in_order() {
+    // Events at one time scheduled before and after the queue served
+    // earlier times (and so before and after their bucket was spread):
+    // still first in, first out.
+    let mut q = EventQueue::new();
+    q.schedule(1_000, 0u32);
+    q.schedule(5, 1);
+    q.schedule(1_000, 2);
+    assert_eq!(q.pop(), Some((5, 1)));
+    q.schedule(1_000, 3);
+    q.schedule(6, 4);
+    assert_eq!(q.pop(), Some((6, 4)));
+    q.schedule(1_000, 5);
+    let rest: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+    assert_eq!(rest, vec![(1_000, 0), (1_000, 2), (1_000, 3), (1_000, 5)]);
+}
+
+#[test]
+fn an_event_before_the_peeked_time_comes_first() {
+    // A caller peeks (the queue moves on to time 100), then schedules at 50.
+    let mut q = EventQueue::new();
+    q.schedule(100, 'b');
+    assert_eq!(q.peek_time(), Some(100));
+    q.schedule(50, 'a');
+    q.schedule(50, 'c');
+    assert_eq!(q.pop(), Some((50, 'a')));
+    assert_eq!(q.pop(), Some((50, 'c')));
+    assert_eq!(q.pop(), Some((100, 'b')));
+    assert_eq!(q.pop(), None);
+}
+
+#[test]
+fn len_counts_pending_events() {
+    let mut q = EventQueue::new();
+    let a = q.schedule(3, ());
+    q.schedule(1 << 40, ());
+    q.schedule(3, ());
+    assert_eq!(q.len(), 3);
+    q.cancel(a);
+    assert_eq!(q.pop(), Some((3, ())));
+    assert_eq!(q.len(), 1);
+}
