@@ -211,6 +211,7 @@ class Harness
     std::map<Socket*, uint32_t> m_rxIndex;
     std::map<std::pair<uint32_t, uint16_t>, uint32_t> m_byPeer;
     uint32_t m_done = 0;
+    std::vector<uint8_t> m_classTos;
 };
 
 Harness::Harness(const std::map<std::string, std::string>& kv)
@@ -238,6 +239,17 @@ Harness::Harness(const std::map<std::string, std::string>& kv)
     if (m_hpl < 1 || m_leaves * m_hpl < 2 || m_hpl > 250)
     {
         Fail("case file: hosts (per leaf) must be within 1..250, and 2 hosts at least");
+    }
+    // Routers derive a packet's priority from its IP TOS (Ipv4L3Protocol::IpForward,
+    // Socket::IpTos2Priority), so a class is carried as a TOS value.
+    std::istringstream tos(Need(kv, "class_tos"));
+    for (unsigned v; m_classTos.size() < 8 && tos >> v;)
+    {
+        m_classTos.push_back(uint8_t(v & 0xfc));
+    }
+    if (m_classTos.size() != 8)
+    {
+        Fail("case file: class_tos must list 8 TOS values (classes 0..7)");
     }
     m_flows = ReadFlows(Need(kv, "flows_csv"));
     uint32_t nh = m_leaves * m_hpl;
@@ -288,8 +300,8 @@ Harness::InstallQueues(NetDeviceContainer devs)
     TrafficControlHelper::ClassIdList cids;
     if (bands > 1)
     {
-        // Strict priority: a flow's socket priority is its class, and the
-        // priomap (16 entries) sends priority c to band priomap[c].
+        // Strict priority: a packet's priority comes from its TOS (class_tos),
+        // and the priomap (16 entries) sends priority p to band priomap[p].
         handle = tch.SetRootQueueDisc("ns3::PrioQueueDisc",
                                       "Priomap",
                                       StringValue(Need(m_kv, "priomap")));
@@ -493,11 +505,11 @@ Harness::StartFlow(uint32_t i)
     Flow& f = m_flows[i];
     uint32_t k = f.spine < 0 ? 0 : f.spine;
     f.tx = Socket::CreateSocket(m_hosts.Get(f.src), TcpSocketFactory::GetTypeId());
-    f.tx->SetPriority(f.cls);
     if (f.tx->Bind(InetSocketAddress(HostAddr(f.src, k), uint16_t(1024 + f.id))) != 0)
     {
         Fail("flow " + std::to_string(f.id) + ": bind failed");
     }
+    f.tx->SetIpTos(m_classTos[f.cls]); // after Bind, which resets the TOS
     m_txIndex[PeekPointer(f.tx)] = i;
     f.tx->SetConnectCallback(MakeCallback(&Harness::Connected, this),
                              MakeCallback(&Harness::ConnectFailed, this));
@@ -554,7 +566,7 @@ Harness::Accept(Ptr<Socket> s, const Address& from)
         os << "connection from an unknown peer " << peer.GetIpv4() << ":" << peer.GetPort();
         Fail(os.str());
     }
-    s->SetPriority(m_flows[it->second].cls);
+    s->SetIpTos(m_classTos[m_flows[it->second].cls]);
     m_rxIndex[PeekPointer(s)] = it->second;
     s->SetRecvCallback(MakeCallback(&Harness::Recv, this));
 }
@@ -660,7 +672,7 @@ ConfigureTcp(const std::map<std::string, std::string>& kv)
     Config::SetDefault("ns3::TcpSocket::ConnTimeout",
                        TimeValue(PicoSeconds(NeedU(kv, "initial_rto_ps"))));
     // fabriclab never gives up on a connection: neither may ns-3.
-    Config::SetDefault("ns3::TcpSocket::ConnCount", UintegerValue(1000));
+    Config::SetDefault("ns3::TcpSocket::ConnCount", UintegerValue(20)); // SYN backoff 2^19 x ConnTimeout
     Config::SetDefault("ns3::TcpSocket::DataRetries", UintegerValue(1000));
 }
 

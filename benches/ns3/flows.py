@@ -172,8 +172,15 @@ def ns3_rate(s: Setup, rate_bps: int) -> int:
 
 
 def priomap(s: Setup) -> list[int]:
-    """Class -> band: class 0 to band 0, every other class to band 1."""
+    """fabriclab's class -> band: class 0 to band 0, every other class to band 1."""
     return [0] + [1] * 7
+
+
+# ns-3 carries a class as the IP TOS; its routers map TOS to one of the
+# priorities 0, 2, 4, 6 (Socket::IpTos2Priority, Linux's ip_tos2prio): class 0
+# gets TOS 0x10 (priority 6, "interactive"), the others TOS 0 (priority 0).
+NS3_CLASS_TOS = [0x10] + [0] * 7
+NS3_PRIOMAP = [1] * 6 + [0] + [1] * 9  # priority 6 -> band 0, the rest -> band 1
 
 
 def case_text(s: Setup, flows_csv: str, stop_ps: int) -> str:
@@ -196,8 +203,9 @@ def case_text(s: Setup, flows_csv: str, stop_ps: int) -> str:
         f"limit_packets {s.limit_packets}",
         f"ecn_threshold_packets {s.ecn_threshold_packets}",
         f"bands {bands}",
-        # PrioQueueDisc takes 16 entries (socket priorities 0..15).
-        "priomap " + " ".join(str(b) for b in priomap(s) + [1] * 8),
+        "class_tos " + " ".join(str(t) for t in NS3_CLASS_TOS),
+        # PrioQueueDisc's priomap: 16 entries (priorities 0..15).
+        "priomap " + " ".join(str(b) for b in NS3_PRIOMAP),
         f"min_rto_ps {s.min_rto_ps}",
         f"initial_rto_ps {s.min_rto_ps}",
         f"mss_bytes {s.mss_bytes}",
