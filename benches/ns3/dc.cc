@@ -172,6 +172,38 @@ ReadFlows(const std::string& path)
     return flows;
 }
 
+// Strict priority: the band of a packet is its flow's class's band. ns-3's own
+// way (socket priority re-derived from the IP TOS at every router) needs a
+// non-zero TOS, which leaves SYNs not ECN-capable (TcpSocketBase::AddSocketTags),
+// and RED drops those above K; a filter on the flow's port changes no packet.
+class FlowBandFilter : public Ipv4PacketFilter
+{
+  public:
+    static TypeId GetTypeId()
+    {
+        static TypeId tid = TypeId("FabriclabFlowBandFilter")
+                                .SetParent<Ipv4PacketFilter>()
+                                .AddConstructor<FlowBandFilter>();
+        return tid;
+    }
+
+    std::vector<int32_t> bandOfFlow; // indexed by flow id
+
+  private:
+    int32_t DoClassify(Ptr<QueueDiscItem> item) const override
+    {
+        TcpHeader th;
+        if (item->GetPacket()->PeekHeader(th) == 0)
+        {
+            return PacketFilter::PF_NO_MATCH;
+        }
+        // A flow's sender uses source port 1024 + its id; the receiver listens on kDstPort.
+        uint16_t port = th.GetSourcePort() == kDstPort ? th.GetDestinationPort() : th.GetSourcePort();
+        uint32_t id = uint32_t(port) - 1024;
+        return port >= 1024 && id < bandOfFlow.size() ? bandOfFlow[id] : PacketFilter::PF_NO_MATCH;
+    }
+};
+
 class Harness
 {
   public:
@@ -211,7 +243,7 @@ class Harness
     std::map<Socket*, uint32_t> m_rxIndex;
     std::map<std::pair<uint32_t, uint16_t>, uint32_t> m_byPeer;
     uint32_t m_done = 0;
-    std::vector<uint8_t> m_classTos;
+    Ptr<FlowBandFilter> m_filter;
 };
 
 Harness::Harness(const std::map<std::string, std::string>& kv)
@@ -240,18 +272,23 @@ Harness::Harness(const std::map<std::string, std::string>& kv)
     {
         Fail("case file: hosts (per leaf) must be within 1..250, and 2 hosts at least");
     }
-    // Routers derive a packet's priority from its IP TOS (Ipv4L3Protocol::IpForward,
-    // Socket::IpTos2Priority), so a class is carried as a TOS value.
-    std::istringstream tos(Need(kv, "class_tos"));
-    for (unsigned v; m_classTos.size() < 8 && tos >> v;)
-    {
-        m_classTos.push_back(uint8_t(v & 0xfc));
-    }
-    if (m_classTos.size() != 8)
-    {
-        Fail("case file: class_tos must list 8 TOS values (classes 0..7)");
-    }
     m_flows = ReadFlows(Need(kv, "flows_csv"));
+    uint64_t bands = NeedU(kv, "bands");
+    std::istringstream pm(Need(kv, "priomap"));
+    std::vector<int32_t> bandOfClass;
+    for (unsigned v; bandOfClass.size() < 8 && pm >> v;)
+    {
+        bandOfClass.push_back(int32_t(v));
+    }
+    if (bands < 1 || bands > 8 || bandOfClass.size() != 8)
+    {
+        Fail("case file: bands must be within 1..8 and priomap list 8 bands (classes 0..7)");
+    }
+    m_filter = CreateObject<FlowBandFilter>();
+    for (const Flow& f : m_flows)
+    {
+        m_filter->bandOfFlow.push_back(std::min<int32_t>(bandOfClass[f.cls], int32_t(bands) - 1));
+    }
     uint32_t nh = m_leaves * m_hpl;
     for (const Flow& f : m_flows)
     {
@@ -300,11 +337,8 @@ Harness::InstallQueues(NetDeviceContainer devs)
     TrafficControlHelper::ClassIdList cids;
     if (bands > 1)
     {
-        // Strict priority: a packet's priority comes from its TOS (class_tos),
-        // and the priomap (16 entries) sends priority p to band priomap[p].
-        handle = tch.SetRootQueueDisc("ns3::PrioQueueDisc",
-                                      "Priomap",
-                                      StringValue(Need(m_kv, "priomap")));
+        // Strict priority: FlowBandFilter gives each packet its flow's band.
+        handle = tch.SetRootQueueDisc("ns3::PrioQueueDisc");
         cids = tch.AddQueueDiscClasses(handle, uint16_t(bands), "ns3::QueueDiscClass");
     }
     // One band: the root queue disc; several: a child per PrioQueueDisc class.
@@ -353,6 +387,10 @@ Harness::InstallQueues(NetDeviceContainer devs)
     QueueDiscContainer qds = tch.Install(devs);
     for (uint32_t i = 0; i < qds.GetN(); ++i)
     {
+        if (bands > 1)
+        {
+            qds.Get(i)->AddPacketFilter(m_filter);
+        }
         uint32_t from = devs.Get(i)->GetNode()->GetId();
         uint32_t to = devs.Get(1 - i)->GetNode()->GetId();
         m_ports.push_back({NodeName(from), NodeName(to), from < m_hosts.GetN(), qds.Get(i)});
@@ -509,7 +547,6 @@ Harness::StartFlow(uint32_t i)
     {
         Fail("flow " + std::to_string(f.id) + ": bind failed");
     }
-    f.tx->SetIpTos(m_classTos[f.cls]); // after Bind, which resets the TOS
     m_txIndex[PeekPointer(f.tx)] = i;
     f.tx->SetConnectCallback(MakeCallback(&Harness::Connected, this),
                              MakeCallback(&Harness::ConnectFailed, this));
@@ -566,7 +603,6 @@ Harness::Accept(Ptr<Socket> s, const Address& from)
         os << "connection from an unknown peer " << peer.GetIpv4() << ":" << peer.GetPort();
         Fail(os.str());
     }
-    s->SetIpTos(m_classTos[m_flows[it->second].cls]);
     m_rxIndex[PeekPointer(s)] = it->second;
     s->SetRecvCallback(MakeCallback(&Harness::Recv, this));
 }

@@ -176,13 +176,6 @@ def priomap(s: Setup) -> list[int]:
     return [0] + [1] * 7
 
 
-# ns-3 carries a class as the IP TOS; its routers map TOS to one of the
-# priorities 0, 2, 4, 6 (Socket::IpTos2Priority, Linux's ip_tos2prio): class 0
-# gets TOS 0x10 (priority 6, "interactive"), the others TOS 0 (priority 0).
-NS3_CLASS_TOS = [0x10] + [0] * 7
-NS3_PRIOMAP = [1] * 6 + [0] + [1] * 9  # priority 6 -> band 0, the rest -> band 1
-
-
 def case_text(s: Setup, flows_csv: str, stop_ps: int) -> str:
     bands = 1 if s.prio_below_bytes is None else 2
     lines = [
@@ -203,9 +196,7 @@ def case_text(s: Setup, flows_csv: str, stop_ps: int) -> str:
         f"limit_packets {s.limit_packets}",
         f"ecn_threshold_packets {s.ecn_threshold_packets}",
         f"bands {bands}",
-        "class_tos " + " ".join(str(t) for t in NS3_CLASS_TOS),
-        # PrioQueueDisc's priomap: 16 entries (priorities 0..15).
-        "priomap " + " ".join(str(b) for b in NS3_PRIOMAP),
+        "priomap " + " ".join(str(b) for b in priomap(s)),  # class -> band, as fabriclab's
         f"min_rto_ps {s.min_rto_ps}",
         f"initial_rto_ps {s.min_rto_ps}",
         f"mss_bytes {s.mss_bytes}",
