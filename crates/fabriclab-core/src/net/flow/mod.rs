@@ -99,6 +99,8 @@ pub struct FlowNet {
     conns: HashMap<(u32, u32, u8), (u64, Option<f64>)>,
     /// Indices of the flows being allocated (not waiting out a round), reused.
     sending: Vec<u32>,
+    /// The window-unlimited flows changed since the queues were estimated.
+    long_changed: bool,
     standing: Vec<u32>,
 }
 
@@ -157,6 +159,7 @@ impl FlowNet {
             short,
             conns: HashMap::new(),
             sending: Vec::new(),
+            long_changed: false,
             standing: Vec::new(),
             capacity_bps: topo.ports.iter().map(|p| p.rate_bps as f64).collect(),
             rate_bps: topo.ports.iter().map(|p| p.rate_bps as f64).collect(),
@@ -231,43 +234,15 @@ impl FlowNet {
         }
         let rates = max_min_rates(&demands, &self.capacity_bps);
         let n = self.sending.len();
-        if self.short.model == FlowModel::Tcp {
-            let views: Vec<FlowView> = self
-                .sending
-                .iter()
-                .zip(&rates)
-                .map(|(&i, &r)| {
-                    let f = &self.active[i as usize];
-                    FlowView {
-                        class: f.class,
-                        route: &f.route,
-                        rate_bps: r,
-                        base_rtt_ps: f.base_rtt_ps,
-                        long: f.ss.is_none(),
-                    }
-                })
-                .collect();
-            self.queues.estimate(
-                &self.short,
-                &self.capacity_bps,
-                demands.iter().zip(&rates).map(|(d, &r)| (d.ports, r)),
-                &views,
-                self.full_wire,
-                self.tsq_wire,
-                &mut self.standing,
-            );
-        }
         drop(demands);
         for f in &mut self.active {
             f.rate_bps = 0.0;
-            f.standing = NONE;
         }
         for (k, &i) in self.sending.iter().enumerate() {
-            let f = &mut self.active[i as usize];
-            f.rate_bps = rates[k];
-            if let Some(&s) = self.standing.get(k) {
-                f.standing = s;
-            }
+            self.active[i as usize].rate_bps = rates[k];
+        }
+        if self.short.model == FlowModel::Tcp && (self.long_changed || self.agg.is_some()) {
+            self.estimate_queues();
         }
         if let Some(a) = &mut self.agg {
             a.set_rates(&rates[n..]);
@@ -296,6 +271,57 @@ impl FlowNet {
                     id: 0,
                 },
             ));
+        }
+    }
+
+    /// The standing queues of the window-unlimited flows (and aggregation
+    /// trees): where the max-min allocation of those alone bottlenecks
+    /// each. Flows in slow start are transients that do not move them; only
+    /// a change among the window-unlimited flows does.
+    fn estimate_queues(&mut self) {
+        self.long_changed = false;
+        let long: Vec<usize> = (0..self.active.len())
+            .filter(|&i| self.active[i].ss.is_none())
+            .collect();
+        let mut demands: Vec<FlowDemand> = long
+            .iter()
+            .map(|&i| FlowDemand::new(self.active[i].class, &self.active[i].route))
+            .collect();
+        if let Some(a) = &self.agg {
+            a.demands(&mut demands, &self.nic_flows, &self.capacity_bps);
+        }
+        let rates = max_min_rates(&demands, &self.capacity_bps);
+        let views: Vec<FlowView> = long
+            .iter()
+            .zip(&rates)
+            .map(|(&i, &r)| {
+                let f = &self.active[i];
+                FlowView {
+                    class: f.class,
+                    route: &f.route,
+                    rate_bps: r,
+                    base_rtt_ps: f.base_rtt_ps,
+                    long: true,
+                    remaining_bytes: f.remaining_bits / 8.0,
+                }
+            })
+            .collect();
+        self.queues.estimate(
+            &self.short,
+            &self.capacity_bps,
+            demands.iter().zip(&rates).map(|(d, &r)| (d.ports, r)),
+            &views,
+            self.full_wire,
+            self.tsq_wire,
+            &mut self.standing,
+        );
+        drop(views);
+        drop(demands);
+        for f in &mut self.active {
+            f.standing = NONE;
+        }
+        for (&i, &s) in long.iter().zip(&self.standing) {
+            self.active[i].standing = s;
         }
     }
 
@@ -376,6 +402,7 @@ impl FlowNet {
                     }
                 }
                 let f = self.active.remove(i);
+                self.long_changed |= f.ss.is_none();
                 self.delivering.insert(f.msg, f.size_bytes);
                 ctx.schedule(
                     now + f.delay_ps + f.pipe_ps + wait,
@@ -401,6 +428,7 @@ impl FlowNet {
                             ..ss
                         })
                     } else {
+                        self.long_changed = true;
                         None
                     };
                 }
@@ -471,6 +499,7 @@ impl Backend for FlowNet {
                 SlowStart::round(w, ctx.now, rtt)
             });
         }
+        self.long_changed |= f.ss.is_none();
         self.active.push(f);
         self.reallocate(ctx);
     }
@@ -482,6 +511,7 @@ impl Backend for FlowNet {
         if self.active[k].class != class {
             self.advance(ctx.now);
             self.active[k].class = class;
+            self.long_changed = true;
             self.reallocate(ctx);
         }
         true
@@ -550,6 +580,7 @@ impl Backend for FlowNet {
                 LinkChange::Loss(_) => {}
             }
         }
+        self.long_changed = true;
         self.reallocate(ctx);
     }
 
@@ -571,6 +602,7 @@ impl Backend for FlowNet {
         (f.delay_ps, f.pipe_ps, f.base_rtt_ps) = (delay_ps, pipe_ps, base_rtt_ps);
         f.route = fwd.into_boxed_slice();
         f.rev = rev.into_boxed_slice();
+        self.long_changed = true;
         self.reallocate(ctx);
         true
     }

@@ -190,6 +190,7 @@ pub struct QueueEstimate {
     /// sum of their base RTTs.
     count: Vec<u32>,
     rtt_sum_ps: Vec<f64>,
+    left_bytes: Vec<f64>,
     counted: Vec<u32>,
     /// Per (port, band): the queueing delay a packet of that band waits
     /// (its band's standing queue and those of the bands above it).
@@ -205,6 +206,8 @@ pub struct FlowView<'a> {
     pub base_rtt_ps: f64,
     /// Out of slow start.
     pub long: bool,
+    /// Wire bytes it has still to send.
+    pub remaining_bytes: f64,
 }
 
 impl QueueEstimate {
@@ -215,6 +218,7 @@ impl QueueEstimate {
             seen: vec![false; ports],
             count: vec![0; ports * BANDS],
             rtt_sum_ps: vec![0.0; ports * BANDS],
+            left_bytes: vec![0.0; ports * BANDS],
             queue_ps: vec![0.0; ports * BANDS],
             ..Default::default()
         }
@@ -250,6 +254,7 @@ impl QueueEstimate {
         for &k in &self.counted {
             self.count[k as usize] = 0;
             self.rtt_sum_ps[k as usize] = 0.0;
+            self.left_bytes[k as usize] = 0.0;
         }
         self.counted.clear();
         for &p in &self.queued {
@@ -291,6 +296,7 @@ impl QueueEstimate {
                 }
                 self.count[k] += 1;
                 self.rtt_sum_ps[k] += f.base_rtt_ps;
+                self.left_bytes[k] += f.remaining_bytes;
             }
         }
         for &k in &self.counted {
@@ -305,7 +311,9 @@ impl QueueEstimate {
                 bdp,
                 pkt_bytes,
                 tsq_wire_bytes,
-            );
+            )
+            // A queue never holds more than its flows have left to send.
+            .min(self.left_bytes[k as usize]);
             let wait = ser_ps(q, cap);
             let row = p * BANDS;
             if self.queue_ps[row..row + BANDS].iter().all(|&x| x == 0.0) {
