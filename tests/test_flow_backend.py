@@ -1,4 +1,5 @@
-"""Test 7: the flow backend's max-min allocations with two classes, by hand."""
+"""Test 7: the flow backend's max-min allocations with two classes, by hand (the fluid model:
+no slow-start rounds or queues to blur them)."""
 
 from fabriclab import simulate
 
@@ -18,7 +19,7 @@ def ps(bits, rate):
 
 
 def fcts(flows):
-    s = star_scenario(hosts=4, rate=R, delay=D, backend="flow", flows=flows)
+    s = star_scenario(hosts=4, rate=R, delay=D, backend="flow", flow_model="fluid", flows=flows)
     return simulate(s).flows.sort_values("flow_id")["fct_ps"].tolist()
 
 

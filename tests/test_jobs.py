@@ -23,7 +23,7 @@ def run_job(tmp_path, layers, workers=2, rate=R, **job):
     csv = tmp_path / "p.csv"
     csv.write_text("param_bytes,fwd_ps,bwd_ps\n" + "".join(f"{a},{b},{c}\n" for a, b, c in layers))
     s = Scenario.from_dict({
-        "backend": "flow",
+        "backend": "flow", "flow_model": "fluid",  # hand models of the max-min rates alone
         "topology": {"kind": "star", "hosts": workers, "link_rate_bps": rate, "link_delay_ps": 0},
         "jobs": [{"name": "j", "profile": str(csv), "reduce_bps": RED, "send_overhead_ps": 0, **job}],
     })
@@ -213,7 +213,7 @@ def _shared_run(tmp_path, **job):
     csv = tmp_path / "p.csv"
     csv.write_text("param_bytes,fwd_ps,bwd_ps\n" + f"{4 * mb},{2 * MS},{4 * MS}\n" * 4)
     s = Scenario.from_dict({
-        "backend": "flow",
+        "backend": "flow", "flow_model": "fluid",  # hand models of the max-min rates alone
         "topology": {"kind": "star", "hosts": 3, "link_rate_bps": "10Gbps", "link_delay_ps": 0},
         "queue": {"discipline": "prio"},
         "flows": [{"src": 2, "dst": 1, "size_bytes": "200MB", "class": 0}],  # an elephant into worker 1
@@ -244,7 +244,7 @@ def _ring_sim(tmp_path, layers, **job):
     csv = tmp_path / "ring.csv"
     csv.write_text("param_bytes,fwd_ps,bwd_ps\n" + "".join(f"{b},{f},{w}\n" for b, f, w in layers))
     s = Scenario.from_dict({
-        "backend": "flow",
+        "backend": "flow", "flow_model": "fluid",  # hand models of the max-min rates alone
         "topology": {"kind": "star", "hosts": 4, "link_rate_bps": "10Gbps", "link_delay_ps": 0},
         "queue": {"discipline": "prio"},
         "flows": [{"src": 3, "dst": 1, "size_bytes": "2GB", "class": 0}],

@@ -53,7 +53,7 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
     (tmp_path / "ring.json").write_text(plan.to_json())
     (tmp_path / "sizes.csv").write_text("size_bytes,cdf\n1000,0.5\n20000,1\n")
     raw = {
-        "name": "contract", "seed": 7, "backend": "packet", "stop_ps": "50ms",
+        "name": "contract", "seed": 7, "backend": "packet", "flow_model": "fluid", "stop_ps": "50ms",
         "topology": {"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 4, "spines": 2,
                      "link_rate_bps": "10Gbps", "link_delay_ps": "1us", "oversubscription": 1.0,
                      "spine_link_rate_bps": "20Gbps", "host_ports": 2},

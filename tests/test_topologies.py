@@ -37,7 +37,7 @@ def test_inter_pod_route_on_k16_fat_tree_has_six_hops():
     size, r, d = 1_000_000, 10**10, 10**6
     s = Scenario.from_dict({
         "topology": {"kind": "fat_tree", "k": 16, "link_rate_bps": r, "link_delay_ps": d},
-        "backend": "flow",
+        "backend": "flow", "flow_model": "fluid",  # the hand model: max-min rates alone
         "flows": [{"src": 0, "dst": 1023, "size_bytes": size}, {"src": 2, "dst": 3, "size_bytes": size}],
     })
     f = simulate(s).flows.sort_values("flow_id")

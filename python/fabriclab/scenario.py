@@ -218,6 +218,9 @@ class Scenario(_Strict):
     name: str = "scenario"
     seed: int = Field(1, ge=0, lt=2**64)
     backend: Literal["packet", "flow"] = "packet"
+    # The flow backend's model of a flow: "tcp" (slow-start rounds, standing-queue estimates,
+    # store-and-forward; docs/architecture.md) or "fluid" (max-min rates only, the model before).
+    flow_model: Literal["tcp", "fluid"] = "tcp"
     stop_ps: Optional[Annotated[TimePs, Field(gt=0)]] = None
     topology: TopologyConfig = Field(default_factory=StarTopology)
     queue: QueueConfig = Field(default_factory=QueueConfig)
@@ -459,6 +462,7 @@ class Scenario(_Strict):
             "jobs": jobs,
             "seed": self.seed,
             "backend": self.backend,
+            "flow_model": self.flow_model,
             "topology": t.to_core(),
             **fabric,
             "traffic": traffic,

@@ -6,8 +6,11 @@
 
 use crate::apps::{BuildEnv, REGISTRY};
 use crate::engine::{Backend, Simulation};
+use crate::fabric::frame::wire_bytes;
 use crate::fabric::topology::Topology;
+use crate::fabric::NodeKind;
 use crate::fabric::{LinkAction, LinkEventSpec, TopologySpec};
+use crate::net::flow::tcp::{FlowModel, PortQueue, ShortFlowSpec};
 use crate::net::flow::FlowNet;
 use crate::net::packet::{
     PacketNet, PfcSpec, PortQueues, QueueOverride, QueueSpec, SwitchBufferSpec, SwitchLogicSpec,
@@ -21,6 +24,10 @@ use serde::Deserialize;
 pub struct FabricSpec {
     pub seed: u64,
     pub backend: BackendKind,
+    /// The flow backend's model of a flow; absent: `fluid` (the scenario
+    /// layer always names it; its default there is `tcp`).
+    #[serde(default)]
+    pub flow_model: FlowModel,
     pub topology: TopologySpec,
     /// Egress queues of switch ports.
     pub queue: QueueSpec,
@@ -158,7 +165,20 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
                         .into(),
                 );
             }
-            Box::new(FlowNet::new(&topo, t.mss_bytes, f.aggregation.as_ref())?)
+            let short = ShortFlowSpec {
+                model: f.flow_model,
+                ports: flow_port_queues(&topo, f, t.mss_bytes),
+                ecn_capable: t.cc == crate::transport::CcKind::Dctcp,
+                init_cwnd_packets: t.init_cwnd_packets,
+                tsq_limit_bytes: t.tsq_limit_bytes,
+                min_rto_ps: t.min_rto_ps,
+            };
+            Box::new(FlowNet::new(
+                &topo,
+                t.mss_bytes,
+                short,
+                f.aggregation.as_ref(),
+            )?)
         }
     };
     let nl = f.topology.links.len() as u32;
@@ -199,6 +219,50 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
         sim.add_app(a);
     }
     Ok(sim)
+}
+
+/// Each port's queue as the flow backend's short-flow model reads it: the
+/// discipline the packet backend would give the port (its override, the
+/// host queue for a host's NIC, else `[queue]`), with thresholds and limits
+/// in wire bytes (packet counts at full segments).
+fn flow_port_queues(topo: &Topology, f: &FabricSpec, mss_bytes: u32) -> Vec<PortQueue> {
+    let full = wire_bytes(mss_bytes) as f64;
+    let bytes = |b: Option<u64>, pk: Option<u64>| -> Option<f64> {
+        let x = b
+            .map(|b| b as f64)
+            .into_iter()
+            .chain(pk.map(|n| n as f64 * full))
+            .fold(f64::INFINITY, f64::min);
+        (x < f64::INFINITY).then_some(x)
+    };
+    topo.ports
+        .iter()
+        .map(|p| {
+            let host_port = topo.kinds[p.from as usize] == NodeKind::Host;
+            let over = f
+                .queue_overrides
+                .iter()
+                .rev()
+                .find(|o| o.from == p.from && o.to.map_or(true, |t| t == p.to));
+            let spec = match (over, host_port, &f.host_queue) {
+                (Some(o), _, _) => &o.queue,
+                (None, true, Some(h)) => h,
+                (None, true, None) => return PortQueue::unlimited(),
+                (None, false, _) => &f.queue,
+            };
+            let mut band_of = [0u8; 8];
+            if spec.discipline == crate::net::packet::Discipline::Prio {
+                for (c, b) in band_of.iter_mut().enumerate() {
+                    *b = spec.priomap[c].min(spec.bands.max(1) - 1);
+                }
+            }
+            PortQueue {
+                band_of,
+                mark_bytes: bytes(spec.ecn_threshold_bytes, spec.ecn_threshold_packets),
+                limit_bytes: bytes(spec.limit_bytes, spec.limit_packets),
+            }
+        })
+        .collect()
 }
 
 /// The JSON Schema of the resolved scenario the core reads, derived from

@@ -2,12 +2,16 @@
 //! max-min fair rate (strict priority between classes), recomputed whenever
 //! a flow starts or drains. A message's wire bytes (the packet backend's
 //! headers included) drain at that rate; the path's propagation delay is
-//! then added once. It shows no queueing delay, no ECN, no loss, no slow
-//! start and no ACK traffic. In-network aggregation trees are fluid
-//! objects of their own ([`agg`]).
+//! then added once. With the short-flow model ([`tcp`], the scenario's
+//! default) a flow drains its slow-start rounds' windows and waits out their
+//! RTTs, and its RTTs and last packet see the ports' standing-queue
+//! estimates and store-and-forward; the pure fluid model shows none of
+//! that. Neither shows ECN, loss or ACK traffic. In-network aggregation
+//! trees are fluid objects of their own ([`agg`]).
 
 pub mod agg;
 pub mod maxmin;
+pub mod tcp;
 
 use crate::engine::{
     Arrival, Backend, BackendSend, Completion, Ctx, LinkChange, LinkStats, NetEv, Table,
@@ -19,6 +23,9 @@ use crate::fabric::topology::Topology;
 use crate::time::PS_PER_S;
 use maxmin::{max_min_rates, FlowDemand};
 use std::collections::HashMap;
+use tcp::{
+    full_and_ack_wire, ser_ps, FlowModel, FlowView, QueueEstimate, ShortFlowSpec, SlowStart, NONE,
+};
 
 /// This backend's events (encoded in the engine's opaque [`NetEv`]).
 const EV_DRAIN: u8 = 0;
@@ -33,9 +40,33 @@ struct FluidFlow {
     size_bytes: u64,
     class: u8,
     route: Box<[u32]>,
+    rev: Box<[u32]>,
     remaining_bits: f64,
     rate_bps: f64,
     delay_ps: u64,
+    /// Store-and-forward of its last packet after the first hop (tcp model).
+    pipe_ps: u64,
+    /// Propagation and one packet's serialization, data out and ACK back.
+    base_rtt_ps: f64,
+    /// Its slow-start round (tcp model); `None`: window-unlimited.
+    ss: Option<SlowStart>,
+    /// The port where it holds a standing queue, or [`NONE`].
+    standing: u32,
+    persistent: bool,
+}
+
+impl FluidFlow {
+    /// Bits it may drain before its next event of its own: the rest of the
+    /// message, or of its round's window.
+    fn drainable_bits(&self) -> f64 {
+        match &self.ss {
+            Some(ss) => self.remaining_bits.min(ss.left_bits),
+            None => self.remaining_bits,
+        }
+    }
+    fn waiting(&self) -> bool {
+        self.ss.as_ref().is_some_and(|s| s.waiting)
+    }
 }
 
 /// The flow-level backend: fluid flows and aggregation trees at max-min
@@ -57,6 +88,20 @@ pub struct FlowNet {
     agg: Option<agg::AggFlows>,
     /// Ordinary flows leaving each port (with aggregation: reused per reallocation).
     nic_flows: Vec<u32>,
+    short: ShortFlowSpec,
+    queues: QueueEstimate,
+    /// Wire bytes of a full segment, of a pure ACK, and TSQ's limit on the wire.
+    full_wire: f64,
+    ack_wire: f64,
+    tsq_wire: f64,
+    /// Per (source, destination, class): when a persistent connection's last
+    /// message drained and its window then (`None`: out of slow start).
+    conns: HashMap<(u32, u32, u8), (u64, Option<f64>)>,
+    /// Indices of the flows being allocated (not waiting out a round), reused.
+    sending: Vec<u32>,
+    /// The window-unlimited flows changed since the queues were estimated.
+    long_changed: bool,
+    standing: Vec<u32>,
 }
 
 /// Wire bytes of a message cut into MSS-sized segments.
@@ -72,19 +117,50 @@ pub fn message_wire_bytes(size_bytes: u64, mss_bytes: u32) -> u64 {
         }
 }
 
+/// Wire bytes of a message's last packet.
+fn last_packet_wire(size_bytes: u64, mss_bytes: u32) -> f64 {
+    let mss = mss_bytes as u64;
+    let rest = size_bytes % mss;
+    let last = if rest > 0 || size_bytes == 0 {
+        rest
+    } else {
+        mss
+    };
+    wire_bytes(last as u32) as f64
+}
+
 impl FlowNet {
     /// A fluid network over `topo`; messages are cut into `mss_bytes`
-    /// segments for their wire bytes. The aggregation section's trees are
+    /// segments for their wire bytes; `short` is the short-flow model (one
+    /// queue per port of `topo`). The aggregation section's trees are
     /// checked against the topology.
     pub fn new(
         topo: &Topology,
         mss_bytes: u32,
+        short: ShortFlowSpec,
         aggregation: Option<&AggregationSpec>,
     ) -> Result<FlowNet, String> {
+        if short.ports.len() != topo.ports.len() {
+            return Err(format!(
+                "flow backend: {} port queues for {} ports",
+                short.ports.len(),
+                topo.ports.len()
+            ));
+        }
         let agg = aggregation
             .map(|a| agg::AggFlows::new(topo, a))
             .transpose()?;
+        let (full_wire, ack_wire) = full_and_ack_wire(mss_bytes);
         Ok(FlowNet {
+            queues: QueueEstimate::new(topo.ports.len()),
+            full_wire,
+            ack_wire,
+            tsq_wire: short.tsq_limit_bytes as f64 * full_wire / mss_bytes as f64,
+            short,
+            conns: HashMap::new(),
+            sending: Vec::new(),
+            long_changed: false,
+            standing: Vec::new(),
             capacity_bps: topo.ports.iter().map(|p| p.rate_bps as f64).collect(),
             rate_bps: topo.ports.iter().map(|p| p.rate_bps as f64).collect(),
             delay_ps: topo.ports.iter().map(|p| p.delay_ps).collect(),
@@ -114,8 +190,11 @@ impl FlowNet {
         let dt_s = (now - self.last_ps) as f64 / PS_PER_S as f64;
         if dt_s > 0.0 {
             for f in &mut self.active {
-                let bits = (f.rate_bps * dt_s).min(f.remaining_bits);
+                let bits = (f.rate_bps * dt_s).min(f.drainable_bits());
                 f.remaining_bits -= bits;
+                if let Some(ss) = &mut f.ss {
+                    ss.left_bits -= bits;
+                }
                 for &p in f.route.iter() {
                     self.bits_sent[p as usize] += bits;
                 }
@@ -128,30 +207,42 @@ impl FlowNet {
     }
 
     fn reallocate(&mut self, ctx: &mut Ctx) {
+        self.sending.clear();
+        self.sending
+            .extend((0..self.active.len() as u32).filter(|&i| !self.active[i as usize].waiting()));
         if self.agg.is_some() {
             // Ordinary flows leaving each host's NIC, for the aggregation
             // trees' share of their workers' NICs.
             self.nic_flows.clear();
             self.nic_flows.resize(self.capacity_bps.len(), 0);
-            for f in &self.active {
-                if let Some(&first) = f.route.first() {
+            for &i in &self.sending {
+                if let Some(&first) = self.active[i as usize].route.first() {
                     self.nic_flows[first as usize] += 1;
                 }
             }
         }
         let mut demands: Vec<FlowDemand> = self
-            .active
+            .sending
             .iter()
-            .map(|f| FlowDemand::new(f.class, &f.route))
+            .map(|&i| {
+                let f = &self.active[i as usize];
+                FlowDemand::new(f.class, &f.route)
+            })
             .collect();
         if let Some(a) = &self.agg {
             a.demands(&mut demands, &self.nic_flows, &self.capacity_bps);
         }
         let rates = max_min_rates(&demands, &self.capacity_bps);
+        let n = self.sending.len();
         drop(demands);
-        let n = self.active.len();
-        for (f, &r) in self.active.iter_mut().zip(&rates[..n]) {
-            f.rate_bps = r;
+        for f in &mut self.active {
+            f.rate_bps = 0.0;
+        }
+        for (k, &i) in self.sending.iter().enumerate() {
+            self.active[i as usize].rate_bps = rates[k];
+        }
+        if self.short.model == FlowModel::Tcp && (self.long_changed || self.agg.is_some()) {
+            self.estimate_queues();
         }
         if let Some(a) = &mut self.agg {
             a.set_rates(&rates[n..]);
@@ -159,11 +250,17 @@ impl FlowNet {
         if let Some(k) = self.pending.take() {
             ctx.cancel(k);
         }
+        let now = ctx.now;
         let next = self
             .active
             .iter()
-            .filter(|f| f.rate_bps > 0.0)
-            .map(|f| (f.remaining_bits / f.rate_bps * PS_PER_S as f64).ceil() as u64)
+            .filter_map(|f| match &f.ss {
+                Some(ss) if ss.waiting => Some(ss.round_end_ps.saturating_sub(now)),
+                _ if f.rate_bps > 0.0 => {
+                    Some((f.drainable_bits() / f.rate_bps * PS_PER_S as f64).ceil() as u64)
+                }
+                _ => None,
+            })
             .chain(self.agg.as_ref().and_then(|a| a.next_drain_ps()))
             .min();
         if let Some(dt) = next {
@@ -177,27 +274,167 @@ impl FlowNet {
         }
     }
 
+    /// The standing queues of the window-unlimited flows (and aggregation
+    /// trees): where the max-min allocation of those alone bottlenecks
+    /// each. Flows in slow start are transients that do not move them; only
+    /// a change among the window-unlimited flows does.
+    fn estimate_queues(&mut self) {
+        self.long_changed = false;
+        let long: Vec<usize> = (0..self.active.len())
+            .filter(|&i| self.active[i].ss.is_none())
+            .collect();
+        let mut demands: Vec<FlowDemand> = long
+            .iter()
+            .map(|&i| FlowDemand::new(self.active[i].class, &self.active[i].route))
+            .collect();
+        if let Some(a) = &self.agg {
+            a.demands(&mut demands, &self.nic_flows, &self.capacity_bps);
+        }
+        let rates = max_min_rates(&demands, &self.capacity_bps);
+        let views: Vec<FlowView> = long
+            .iter()
+            .zip(&rates)
+            .map(|(&i, &r)| {
+                let f = &self.active[i];
+                FlowView {
+                    class: f.class,
+                    route: &f.route,
+                    rate_bps: r,
+                    base_rtt_ps: f.base_rtt_ps,
+                    long: true,
+                    remaining_bytes: f.remaining_bits / 8.0,
+                }
+            })
+            .collect();
+        self.queues.estimate(
+            &self.short,
+            &self.capacity_bps,
+            demands.iter().zip(&rates).map(|(d, &r)| (d.ports, r)),
+            &views,
+            self.full_wire,
+            self.tsq_wire,
+            &mut self.standing,
+        );
+        drop(views);
+        drop(demands);
+        for f in &mut self.active {
+            f.standing = NONE;
+        }
+        for (&i, &s) in long.iter().zip(&self.standing) {
+            self.active[i].standing = s;
+        }
+    }
+
+    /// Queueing a packet of flow `f` waits over `ports`, but at `skip` (the
+    /// port where the flow holds its own standing queue).
+    fn path_wait_ps(&self, ports: &[u32], class: u8, skip: u32) -> f64 {
+        if self.short.model != FlowModel::Tcp {
+            return 0.0;
+        }
+        ports
+            .iter()
+            .filter(|&&p| p != skip)
+            .map(|&p| self.queues.wait_ps(&self.short, p, class))
+            .sum()
+    }
+
+    /// A round trip of flow `i` now: its base RTT and the queues both ways.
+    fn rtt_ps(&self, i: usize) -> f64 {
+        let f = &self.active[i];
+        f.base_rtt_ps
+            + self.path_wait_ps(&f.route, f.class, NONE)
+            + self.path_wait_ps(&f.rev, f.class, NONE)
+    }
+
+    /// Propagation, store-and-forward of the last packet (`last_wire` bytes)
+    /// after the first hop, and the base round trip of a route pair.
+    fn path_times(&self, fwd: &[u32], rev: &[u32], last_wire: f64) -> (u64, u64, f64) {
+        let delay: u64 = fwd.iter().map(|&p| self.delay_ps[p as usize]).sum();
+        if self.short.model != FlowModel::Tcp {
+            return (delay, 0, 0.0);
+        }
+        let pipe: f64 = fwd
+            .iter()
+            .skip(1)
+            .map(|&p| ser_ps(last_wire, self.capacity_bps[p as usize]))
+            .sum();
+        let data: f64 = fwd
+            .iter()
+            .map(|&p| ser_ps(self.full_wire, self.capacity_bps[p as usize]))
+            .sum();
+        let ack: f64 = rev
+            .iter()
+            .map(|&p| {
+                self.delay_ps[p as usize] as f64
+                    + ser_ps(self.ack_wire, self.capacity_bps[p as usize])
+            })
+            .sum();
+        (delay, pipe.round() as u64, delay as f64 + data + ack)
+    }
+
+    fn conn_key(&self, f: &FluidFlow) -> Option<(u32, u32, u8)> {
+        let (&a, &b) = (f.route.first()?, f.route.last()?);
+        Some((
+            self.stats[a as usize].from,
+            self.stats[b as usize].to,
+            f.class,
+        ))
+    }
+
     fn on_drain(&mut self, ctx: &mut Ctx) {
         self.pending = None;
         self.advance(ctx.now);
         // A flow counts as drained when less than one picosecond of its
         // rate is left (the event time was rounded up to whole picoseconds).
+        let now = ctx.now;
         let mut i = 0;
         while i < self.active.len() {
             let f = &self.active[i];
-            if f.remaining_bits <= f.rate_bps / PS_PER_S as f64 + 1e-6 {
+            let eps = f.rate_bps / PS_PER_S as f64 + 1e-6;
+            if f.remaining_bits <= eps {
+                let wait = self.path_wait_ps(&f.route, f.class, f.standing).round() as u64;
+                if f.persistent {
+                    if let Some(key) = self.conn_key(f) {
+                        // The window once every ACK is back: a round's
+                        // window plus what the round sent.
+                        let w = f.ss.map(|s| 2.0 * s.window_bits - s.left_bits.max(0.0));
+                        self.conns.insert(key, (now, w));
+                    }
+                }
                 let f = self.active.remove(i);
+                self.long_changed |= f.ss.is_none();
                 self.delivering.insert(f.msg, f.size_bytes);
                 ctx.schedule(
-                    ctx.now + f.delay_ps,
+                    now + f.delay_ps + f.pipe_ps + wait,
                     NetEv {
                         kind: EV_DELIVER,
                         id: f.msg,
                     },
                 );
-            } else {
-                i += 1;
+                continue;
             }
+            match f.ss {
+                Some(ss) if ss.waiting && ss.round_end_ps <= now => {
+                    // The next round: the window doubled (one segment per ACK).
+                    let rtt = self.rtt_ps(i);
+                    self.active[i].ss = Some(SlowStart::round(2.0 * ss.window_bits, now, rtt));
+                }
+                Some(ss) if !ss.waiting && ss.left_bits <= eps => {
+                    // Drained within its RTT: wait for the ACKs; still
+                    // sending when they came back: ACK-clocked from now on.
+                    self.active[i].ss = if now < ss.round_end_ps {
+                        Some(SlowStart {
+                            waiting: true,
+                            ..ss
+                        })
+                    } else {
+                        self.long_changed = true;
+                        None
+                    };
+                }
+                _ => {}
+            }
+            i += 1;
         }
         if let Some(a) = &mut self.agg {
             a.take_drained(ctx);
@@ -213,9 +450,10 @@ impl Backend for FlowNet {
             size_bytes,
             class,
             fwd,
+            rev,
             notify_packets,
             aggregate,
-            ..
+            persistent,
         } = send;
         self.advance(ctx.now);
         if let Some(job) = aggregate {
@@ -224,17 +462,45 @@ impl Backend for FlowNet {
             self.agg_send(ctx, msg, host, job, size_bytes, notify_packets);
             return;
         }
-        let delay_ps = fwd.iter().map(|&p| self.delay_ps[p as usize]).sum();
-        let bits = message_wire_bytes(size_bytes, self.mss_bytes) as f64 * 8.0;
-        self.active.push(FluidFlow {
+        let wire = message_wire_bytes(size_bytes, self.mss_bytes);
+        let (delay_ps, pipe_ps, base_rtt_ps) =
+            self.path_times(&fwd, &rev, last_packet_wire(size_bytes, self.mss_bytes));
+        let mut f = FluidFlow {
             msg,
             size_bytes,
             class,
             route: fwd.into_boxed_slice(),
-            remaining_bits: bits,
+            rev: rev.into_boxed_slice(),
+            remaining_bits: wire as f64 * 8.0,
             rate_bps: 0.0,
             delay_ps,
-        });
+            pipe_ps,
+            base_rtt_ps,
+            ss: None,
+            standing: NONE,
+            persistent,
+        };
+        if self.short.model == FlowModel::Tcp {
+            let mut window = Some(self.short.init_cwnd_packets as f64 * self.full_wire * 8.0);
+            if persistent {
+                // A connection idle less than an RTO keeps its window (the
+                // minimum RTO: the packet backend's RTO is at least that).
+                let key = self.conn_key(&f).expect("a route");
+                if let Some(&(end, w)) = self.conns.get(&key) {
+                    if ctx.now - end <= self.short.min_rto_ps {
+                        window = w;
+                    }
+                }
+            }
+            f.ss = window.map(|w| {
+                let rtt = f.base_rtt_ps
+                    + self.path_wait_ps(&f.route, class, NONE)
+                    + self.path_wait_ps(&f.rev, class, NONE);
+                SlowStart::round(w, ctx.now, rtt)
+            });
+        }
+        self.long_changed |= f.ss.is_none();
+        self.active.push(f);
         self.reallocate(ctx);
     }
 
@@ -245,6 +511,7 @@ impl Backend for FlowNet {
         if self.active[k].class != class {
             self.advance(ctx.now);
             self.active[k].class = class;
+            self.long_changed = true;
             self.reallocate(ctx);
         }
         true
@@ -313,6 +580,7 @@ impl Backend for FlowNet {
                 LinkChange::Loss(_) => {}
             }
         }
+        self.long_changed = true;
         self.reallocate(ctx);
     }
 
@@ -320,7 +588,7 @@ impl Backend for FlowNet {
         out.extend(self.active.iter().map(|f| f.msg));
     }
 
-    fn reroute(&mut self, ctx: &mut Ctx, msg: u32, fwd: Vec<u32>, _rev: Vec<u32>) -> bool {
+    fn reroute(&mut self, ctx: &mut Ctx, msg: u32, fwd: Vec<u32>, rev: Vec<u32>) -> bool {
         let Some(k) = self.active.iter().position(|f| f.msg == msg) else {
             return false;
         };
@@ -328,8 +596,13 @@ impl Backend for FlowNet {
             return true;
         }
         self.advance(ctx.now);
-        self.active[k].delay_ps = fwd.iter().map(|&p| self.delay_ps[p as usize]).sum();
-        self.active[k].route = fwd.into_boxed_slice();
+        let last = last_packet_wire(self.active[k].size_bytes, self.mss_bytes);
+        let (delay_ps, pipe_ps, base_rtt_ps) = self.path_times(&fwd, &rev, last);
+        let f = &mut self.active[k];
+        (f.delay_ps, f.pipe_ps, f.base_rtt_ps) = (delay_ps, pipe_ps, base_rtt_ps);
+        f.route = fwd.into_boxed_slice();
+        f.rev = rev.into_boxed_slice();
+        self.long_changed = true;
         self.reallocate(ctx);
         true
     }

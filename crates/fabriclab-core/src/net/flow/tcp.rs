@@ -1,0 +1,327 @@
+//! The flow backend's short-flow model (`flow_model = "tcp"`, the default):
+//! slow-start rounds and the standing queues of window-unlimited flows, on
+//! top of the max-min fluid rates. docs/architecture.md ("The flow
+//! backend") derives it; in short:
+//!
+//! - **Slow start in rounds.** A flow starts with a window of
+//!   `init_cwnd_packets` full segments (RFC 6928). Round k drains a window
+//!   of `W_k = init x 2^k` segments' wire bits at the flow's max-min rate,
+//!   then waits (rate 0, out of the allocation) until `RTT_k` after the
+//!   round began; the next round doubles the window (one segment more per
+//!   ACK, RFC 5681 §3.1, as the packet backend's TCP). A round whose window
+//!   is still draining when its RTT is over is ACK-clocked from then on:
+//!   the flow leaves slow start and is an ordinary fluid flow until it ends.
+//! - **RTT of a round:** over the forward ports, propagation plus one full
+//!   segment's serialization plus the port's queueing estimate; over the
+//!   reverse ports, propagation plus one ACK's (84 bytes) serialization plus
+//!   the queueing estimate; taken when the round begins.
+//! - **Standing queues.** A flow out of slow start holds a standing queue
+//!   at the first port of its path where it is bottlenecked (the port is
+//!   full and no flow there gets more). With N such flows at a port, in one
+//!   band, the queue's mean is that of a sawtooth between `Qmax` and
+//!   `Qmax - A` ([`sawtooth_mean_bytes`]): DCTCP at an ECN threshold K:
+//!   `Qmax = K + N` packets, `A = ½ sqrt(2N(BDP + K))` packets (Alizadeh et
+//!   al., SIGCOMM'10, §3.3, eqs. 8-9); a loss-based queue of limit L
+//!   (NewReno, or no marking): `Qmax = L`, `A = (BDP + L) / 2` (the flows
+//!   halve their windows together); a queue without limit or marking (a
+//!   host NIC: TCP Small Queues bound it): each flow keeps `tsq_limit_bytes`
+//!   of payload in it. Other flows crossing the port wait that queue (in
+//!   their band and the bands above it); the flows holding it do not (their
+//!   drain already counts the port's whole service).
+//! - **Completion:** the last bit drains, then the last packet is stored and
+//!   forwarded at every further hop (its serialization), crosses every
+//!   link's propagation and waits each forward port's queue estimate.
+
+use crate::fabric::frame::wire_bytes;
+use serde::Deserialize;
+
+/// The flow backend's model of a flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum FlowModel {
+    /// Max-min fluid rates only: no slow start, no queueing, no
+    /// store-and-forward (the flow backend before the short-flow model; the
+    /// core's reading when a resolved scenario names no model).
+    #[default]
+    Fluid,
+    /// Slow-start rounds and standing-queue estimates ([`self`]).
+    Tcp,
+}
+
+/// What the short-flow model knows of one egress port's queue.
+#[derive(Debug, Clone, Copy)]
+pub struct PortQueue {
+    /// Band of each traffic class (all 0 for a FIFO).
+    pub band_of: [u8; 8],
+    /// ECN marking threshold in wire bytes, if the port marks.
+    pub mark_bytes: Option<f64>,
+    /// Drop-tail limit in wire bytes, if any.
+    pub limit_bytes: Option<f64>,
+}
+
+impl PortQueue {
+    /// A queue that neither drops nor marks (a host NIC without `[host_queue]`).
+    pub fn unlimited() -> PortQueue {
+        PortQueue {
+            band_of: [0; 8],
+            mark_bytes: None,
+            limit_bytes: None,
+        }
+    }
+}
+
+/// The short-flow model's parameters: the transport's and every port's.
+#[derive(Debug, Clone)]
+pub struct ShortFlowSpec {
+    pub model: FlowModel,
+    /// Per port (the topology's port order).
+    pub ports: Vec<PortQueue>,
+    /// DCTCP (reacts to marks); otherwise NewReno (reacts to losses only).
+    pub ecn_capable: bool,
+    pub init_cwnd_packets: u32,
+    pub tsq_limit_bytes: u64,
+    /// A persistent connection idle longer than this starts in slow start again.
+    pub min_rto_ps: u64,
+}
+
+impl ShortFlowSpec {
+    /// The old fluid model over `ports` ports (nothing else is read).
+    pub fn fluid(ports: usize) -> ShortFlowSpec {
+        ShortFlowSpec {
+            model: FlowModel::Fluid,
+            ports: vec![PortQueue::unlimited(); ports],
+            ecn_capable: false,
+            init_cwnd_packets: 10,
+            tsq_limit_bytes: 131_072,
+            min_rto_ps: 0,
+        }
+    }
+}
+
+/// Mean of a queue that rises to `qmax` and falls by `a` at each
+/// congestion signal (a sawtooth, linear in time), clipped at empty.
+pub fn sawtooth_mean_bytes(qmax: f64, a: f64) -> f64 {
+    if a <= qmax {
+        qmax - a / 2.0
+    } else {
+        // Above zero a fraction qmax / a of the time, at qmax / 2 on average.
+        qmax * qmax / (2.0 * a)
+    }
+}
+
+/// The standing queue (wire bytes) that `n` window-unlimited flows
+/// bottlenecked at a port keep in it; `bdp_bytes` is the port's rate times
+/// the flows' mean base RTT, `pkt_bytes` a full segment's wire bytes.
+pub fn standing_queue_bytes(
+    q: &PortQueue,
+    ecn_capable: bool,
+    n: u32,
+    bdp_bytes: f64,
+    pkt_bytes: f64,
+    tsq_wire_bytes: f64,
+) -> f64 {
+    let n_f = n as f64;
+    match (ecn_capable, q.mark_bytes, q.limit_bytes) {
+        (true, Some(k), limit) => {
+            let qmax = k + n_f * pkt_bytes;
+            let a = 0.5 * (2.0 * n_f * (bdp_bytes + k) * pkt_bytes).sqrt();
+            let mean = sawtooth_mean_bytes(qmax, a);
+            limit.map_or(mean, |l| mean.min(l))
+        }
+        (_, _, Some(l)) => sawtooth_mean_bytes(l, (bdp_bytes + l) / 2.0),
+        (_, _, None) => n_f * tsq_wire_bytes,
+    }
+}
+
+/// Picoseconds to serialize `bytes` at `rate_bps` (0 when the port is down).
+pub fn ser_ps(bytes: f64, rate_bps: f64) -> f64 {
+    if rate_bps > 0.0 {
+        bytes * 8.0 / rate_bps * 1e12
+    } else {
+        0.0
+    }
+}
+
+/// Wire bytes of one full segment and of a pure ACK.
+pub fn full_and_ack_wire(mss_bytes: u32) -> (f64, f64) {
+    (wire_bytes(mss_bytes) as f64, wire_bytes(0) as f64)
+}
+
+/// A flow's slow-start state: its current round.
+#[derive(Debug, Clone, Copy)]
+pub struct SlowStart {
+    /// This round's window, in wire bits.
+    pub window_bits: f64,
+    /// Bits of this round's window not yet drained.
+    pub left_bits: f64,
+    /// When this round's RTT is over.
+    pub round_end_ps: u64,
+    /// The window is drained: out of the allocation until `round_end_ps`.
+    pub waiting: bool,
+}
+
+impl SlowStart {
+    /// A round of `window_bits` starting at `now` with round trip `rtt_ps`.
+    pub fn round(window_bits: f64, now: u64, rtt_ps: f64) -> SlowStart {
+        SlowStart {
+            window_bits,
+            left_bits: window_bits,
+            round_end_ps: now + rtt_ps.ceil() as u64,
+            waiting: false,
+        }
+    }
+}
+
+/// No standing port.
+pub const NONE: u32 = u32::MAX;
+/// Slots per port in the queue table: one per band (at most 8).
+const BANDS: usize = 8;
+
+/// The queueing estimate of every port, recomputed at each reallocation
+/// from the max-min rates; buffers are reused and only touched entries
+/// are reset.
+#[derive(Default)]
+pub struct QueueEstimate {
+    load_bps: Vec<f64>,
+    max_bps: Vec<f64>,
+    seen: Vec<bool>,
+    touched: Vec<u32>,
+    /// Per (port, band): window-unlimited flows bottlenecked there, and the
+    /// sum of their base RTTs.
+    count: Vec<u32>,
+    rtt_sum_ps: Vec<f64>,
+    left_bytes: Vec<f64>,
+    counted: Vec<u32>,
+    /// Per (port, band): the queueing delay a packet of that band waits
+    /// (its band's standing queue and those of the bands above it).
+    queue_ps: Vec<f64>,
+    queued: Vec<u32>,
+}
+
+/// One ordinary flow as the estimate sees it.
+pub struct FlowView<'a> {
+    pub class: u8,
+    pub route: &'a [u32],
+    pub rate_bps: f64,
+    pub base_rtt_ps: f64,
+    /// Out of slow start.
+    pub long: bool,
+    /// Wire bytes it has still to send.
+    pub remaining_bytes: f64,
+}
+
+impl QueueEstimate {
+    pub fn new(ports: usize) -> QueueEstimate {
+        QueueEstimate {
+            load_bps: vec![0.0; ports],
+            max_bps: vec![0.0; ports],
+            seen: vec![false; ports],
+            count: vec![0; ports * BANDS],
+            rtt_sum_ps: vec![0.0; ports * BANDS],
+            left_bytes: vec![0.0; ports * BANDS],
+            queue_ps: vec![0.0; ports * BANDS],
+            ..Default::default()
+        }
+    }
+
+    /// The queueing delay a packet of `class` waits at `port`.
+    pub fn wait_ps(&self, spec: &ShortFlowSpec, port: u32, class: u8) -> f64 {
+        let b = spec.ports[port as usize].band_of[(class & 7) as usize] as usize;
+        self.queue_ps[port as usize * BANDS + b.min(BANDS - 1)]
+    }
+
+    /// Recomputes every port's queue from the allocation: `loads` are every
+    /// fluid object's (ports, rate) (ordinary flows and aggregation trees),
+    /// `flows` the ordinary flows being allocated. Writes each flow's
+    /// standing port ([`NONE`] if it holds no standing queue) to `standing`.
+    pub fn estimate<'a>(
+        &mut self,
+        spec: &ShortFlowSpec,
+        capacity_bps: &[f64],
+        loads: impl Iterator<Item = (&'a [u32], f64)>,
+        flows: &[FlowView],
+        pkt_bytes: f64,
+        tsq_wire_bytes: f64,
+        standing: &mut Vec<u32>,
+    ) {
+        for &p in &self.touched {
+            let p = p as usize;
+            self.load_bps[p] = 0.0;
+            self.max_bps[p] = 0.0;
+            self.seen[p] = false;
+        }
+        self.touched.clear();
+        for &k in &self.counted {
+            self.count[k as usize] = 0;
+            self.rtt_sum_ps[k as usize] = 0.0;
+            self.left_bytes[k as usize] = 0.0;
+        }
+        self.counted.clear();
+        for &p in &self.queued {
+            let p = p as usize * BANDS;
+            self.queue_ps[p..p + BANDS].fill(0.0);
+        }
+        self.queued.clear();
+        for (ports, rate) in loads {
+            for &p in ports {
+                let pu = p as usize;
+                if !self.seen[pu] {
+                    self.seen[pu] = true;
+                    self.touched.push(p);
+                }
+                self.load_bps[pu] += rate;
+                self.max_bps[pu] = self.max_bps[pu].max(rate);
+            }
+        }
+        standing.clear();
+        for f in flows {
+            let mut s = NONE;
+            if f.long && f.rate_bps > 0.0 {
+                for &p in f.route {
+                    let pu = p as usize;
+                    if self.load_bps[pu] >= capacity_bps[pu] * (1.0 - 1e-9)
+                        && f.rate_bps >= self.max_bps[pu] * (1.0 - 1e-9)
+                    {
+                        s = p;
+                        break;
+                    }
+                }
+            }
+            standing.push(s);
+            if s != NONE {
+                let b = spec.ports[s as usize].band_of[(f.class & 7) as usize] as usize;
+                let k = s as usize * BANDS + b.min(BANDS - 1);
+                if self.count[k] == 0 {
+                    self.counted.push(k as u32);
+                }
+                self.count[k] += 1;
+                self.rtt_sum_ps[k] += f.base_rtt_ps;
+                self.left_bytes[k] += f.remaining_bytes;
+            }
+        }
+        for &k in &self.counted {
+            let (p, b) = (k as usize / BANDS, k as usize % BANDS);
+            let n = self.count[k as usize];
+            let cap = capacity_bps[p];
+            let bdp = cap * (self.rtt_sum_ps[k as usize] / n as f64) / 8e12;
+            let q = standing_queue_bytes(
+                &spec.ports[p],
+                spec.ecn_capable,
+                n,
+                bdp,
+                pkt_bytes,
+                tsq_wire_bytes,
+            )
+            // A queue never holds more than its flows have left to send.
+            .min(self.left_bytes[k as usize]);
+            let wait = ser_ps(q, cap);
+            let row = p * BANDS;
+            if self.queue_ps[row..row + BANDS].iter().all(|&x| x == 0.0) {
+                self.queued.push(p as u32);
+            }
+            for slot in &mut self.queue_ps[row + b..row + BANDS] {
+                *slot += wait;
+            }
+        }
+    }
+}

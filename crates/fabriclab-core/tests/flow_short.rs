@@ -1,0 +1,149 @@
+//! The flow backend's short-flow model (net/flow/tcp.rs), against closed
+//! forms: a lone flow's slow-start rounds, and the standing queue a short
+//! flow waits behind long flows (TCP Small Queues at a host NIC; DCTCP's
+//! sawtooth at an ECN threshold).
+use fabriclab_core::build_from_json;
+use fabriclab_core::results::flow_columns;
+use serde_json::{json, Value};
+
+const RATE: f64 = 1e10;
+const D: u64 = 10_000_000; // 10 us per link
+const K_PACKETS: u64 = 65;
+
+/// Picoseconds to serialize `bytes` at 10 Gbit/s.
+fn ser(bytes: f64) -> f64 {
+    bytes * 8.0 / RATE * 1e12
+}
+
+fn spec(hosts: usize, model: &str, cc: &str, flows: Value) -> Value {
+    let mut nodes: Vec<Value> = (0..hosts)
+        .map(|i| json!({"name": format!("h{i}"), "kind": "host"}))
+        .collect();
+    nodes.push(json!({"name": "s0", "kind": "switch"}));
+    let links: Vec<Value> = (0..hosts)
+        .map(|i| json!({"a": i, "b": hosts, "rate_bps": 10_000_000_000u64, "delay_ps": D}))
+        .collect();
+    json!({
+        "seed": 1, "backend": "flow", "flow_model": model,
+        "topology": {"nodes": nodes, "links": links},
+        "queue": {"discipline": "fifo", "bands": 3, "priomap": [0,1,2,2,2,2,2,2], "limit_bytes": null,
+                  "limit_packets": 1000, "ecn_threshold_bytes": null, "ecn_threshold_packets": K_PACKETS},
+        "transport": {"cc": cc, "mss_bytes": 1460, "init_cwnd_packets": 10, "min_rto_ps": 1_000_000_000u64,
+                      "initial_rto_ps": 1_000_000_000u64, "max_rto_ps": 1_000_000_000_000u64, "dupack_threshold": 3,
+                      "dctcp_g": 0.0625, "dctcp_initial_alpha": 1.0, "tsq_limit_bytes": 131072},
+        "routing": {"ecmp_hash_seed": 0},
+        "flows": flows,
+    })
+}
+
+fn fcts(spec: &Value) -> Vec<f64> {
+    let mut sim = build_from_json(&spec.to_string()).unwrap();
+    sim.run_until(u64::MAX).unwrap();
+    let f = flow_columns(&sim);
+    (0..f.end_ps.len())
+        .map(|i| (f.end_ps[i].unwrap() - f.start_ps[i]) as f64)
+        .collect()
+}
+
+fn lone(packets: u64, model: &str) -> f64 {
+    let flows =
+        json!([{"src": 0, "dst": 1, "size_bytes": packets * 1460, "start_ps": 0, "class": 0}]);
+    fcts(&spec(2, model, "newreno", flows))[0]
+}
+
+/// Full segment 1538 wire bytes, ACK 84; a star path has two hops.
+fn s() -> f64 {
+    ser(1538.0)
+}
+fn rtt() -> f64 {
+    // Data: NIC and switch serialization; ACK: the same back; four propagations.
+    2.0 * s() + 2.0 * ser(84.0) + 4.0 * D as f64
+}
+
+#[test]
+fn lone_flows_of_1_10_100_packets_take_their_slow_start_rounds_exactly() {
+    let tol = 4.0; // picosecond rounding of each event time
+                   // 1 and 10 packets fit the initial window (10): one round, line rate,
+                   // the last packet stored and forwarded once more at the switch.
+    let one = s() + s() + 2.0 * D as f64;
+    assert!(
+        (lone(1, "tcp") - one).abs() <= tol,
+        "{} vs {one}",
+        lone(1, "tcp")
+    );
+    let ten = 10.0 * s() + s() + 2.0 * D as f64;
+    assert!(
+        (lone(10, "tcp") - ten).abs() <= tol,
+        "{} vs {ten}",
+        lone(10, "tcp")
+    );
+    // 100 packets: round 0 sends 10 (12.3 us < RTT 42.6 us) and waits;
+    // round 1 sends 20 (24.6 us < RTT) and waits; round 2's window of 40
+    // takes 49.2 us > RTT: ACK-clocked from then on, the last 70 back to back.
+    assert!(40.0 * s() > rtt() && 20.0 * s() < rtt());
+    let hundred = 2.0 * rtt() + 70.0 * s() + s() + 2.0 * D as f64;
+    assert!(
+        (lone(100, "tcp") - hundred).abs() <= tol,
+        "{} vs {hundred}",
+        lone(100, "tcp")
+    );
+    // The pure fluid model: wire bytes at line rate plus propagation.
+    let fluid = 100.0 * s() + 2.0 * D as f64;
+    assert!((lone(100, "fluid") - fluid).abs() <= 2.0);
+}
+
+#[test]
+fn a_short_flow_behind_a_long_flow_at_its_nic_waits_the_tsq_queue() {
+    // h0 -> h2 10 MB, alone on its path: its NIC (unlimited, unmarked) is
+    // its first bottleneck, where TCP Small Queues keep 131072 payload
+    // bytes queued. At 2 ms (out of slow start) a 1-packet flow h0 -> h3
+    // shares the NIC (half the rate) and waits that queue.
+    let flows = json!([
+        {"src": 0, "dst": 2, "size_bytes": 10_000_000u64, "start_ps": 0, "class": 0},
+        {"src": 0, "dst": 3, "size_bytes": 1460, "start_ps": 2_000_000_000u64, "class": 0},
+    ]);
+    let got = fcts(&spec(4, "tcp", "dctcp", flows))[1];
+    let tsq_wire = 131072.0 * 1538.0 / 1460.0;
+    let expect = 2.0 * s() + s() + 2.0 * D as f64 + ser(tsq_wire);
+    assert!((got - expect).abs() <= 4.0, "{got} vs {expect}");
+}
+
+#[test]
+fn a_short_flow_into_a_dctcp_bottleneck_waits_the_sawtooth_mean() {
+    // Two 10 MB flows h0, h1 -> h2 hold a standing queue at the switch's
+    // port to h2 (ECN threshold K = 65 packets). DCTCP's sawtooth (Alizadeh
+    // et al. 2010, eqs. 8-9) with N = 2: Qmax = K + N packets, amplitude
+    // A = 1/2 sqrt(2 N (BDP + K)) packets; the mean is Qmax - A / 2.
+    let flows = json!([
+        {"src": 0, "dst": 2, "size_bytes": 10_000_000u64, "start_ps": 0, "class": 0},
+        {"src": 1, "dst": 2, "size_bytes": 10_000_000u64, "start_ps": 0, "class": 0},
+        {"src": 3, "dst": 2, "size_bytes": 1460, "start_ps": 2_000_000_000u64, "class": 0},
+    ]);
+    let got = fcts(&spec(4, "tcp", "dctcp", flows))[2];
+    let pkt = 1538.0;
+    let (n, k) = (2.0, K_PACKETS as f64 * pkt);
+    let bdp = RATE * rtt() / 8e12;
+    let qmax = k + n * pkt;
+    let a = 0.5 * (2.0 * n * (bdp + k) * pkt).sqrt();
+    let queue = qmax - a / 2.0;
+    // Its packet drains at a third of the port (three flows), then the
+    // switch hop, two propagations and the queue.
+    let expect = 3.0 * s() + s() + 2.0 * D as f64 + ser(queue);
+    assert!((got - expect).abs() <= 4.0, "{got} vs {expect}");
+    // With NewReno the same port is loss-based: limit L = 1000 packets,
+    // the flows halve together: a sawtooth from L down by (BDP + L) / 2.
+    let flows_nr = spec(
+        4,
+        "tcp",
+        "newreno",
+        json!([
+            {"src": 0, "dst": 2, "size_bytes": 10_000_000u64, "start_ps": 0, "class": 0},
+            {"src": 1, "dst": 2, "size_bytes": 10_000_000u64, "start_ps": 0, "class": 0},
+            {"src": 3, "dst": 2, "size_bytes": 1460, "start_ps": 2_000_000_000u64, "class": 0},
+        ]),
+    );
+    let l = 1000.0 * pkt;
+    let expect_nr = 3.0 * s() + s() + 2.0 * D as f64 + ser(l - (bdp + l) / 4.0);
+    let got_nr = fcts(&flows_nr)[2];
+    assert!((got_nr - expect_nr).abs() <= 4.0, "{got_nr} vs {expect_nr}");
+}
