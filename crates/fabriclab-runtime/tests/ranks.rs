@@ -297,6 +297,11 @@ fn truncated_chunk_is_detected() {
 fn a_dead_rank_is_named_by_every_other_rank() {
     let n = 4u32;
     let t0 = Instant::now();
+    // Every rank finishes the first op before rank 2 leaves: otherwise a
+    // slow peer can still be reading rank 2's last messages of that op.
+    // (Leaked: the rank closure is Copy, and a reference is.)
+    let first_done: &'static std::sync::Barrier =
+        Box::leak(Box::new(std::sync::Barrier::new(n as usize)));
     let out = world(
         n,
         |_| {},
@@ -305,6 +310,7 @@ fn a_dead_rank_is_named_by_every_other_rank() {
             let p = Prepared::new(&ring_allreduce(4, 4000, 4), r).unwrap();
             let mut buf = vec![0u8; 16000];
             c.run(&p, &mut buf, DType::F32).unwrap();
+            first_done.wait();
             if r == 2 {
                 return None; // rank 2 leaves before the second op: its connections close
             }
