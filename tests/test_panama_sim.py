@@ -361,9 +361,9 @@ def test_with_fair_queueing_at_the_nics_a_job_on_two_trees_shares_a_congested_sp
     """Two workers, one per leaf, two trees (one per spine); a long DCTCP
     flow h2 -> h5 pinned through spine0. On leaf0 -> spine0 the tree and the
     flow are two flows on a 10 Gbit/s link: max-min gives each 5 Gbit/s.
-    The hosts' NICs serve flows (the trees and the TCP connection) in
-    round robin, so the uncongested tree's packets do not queue ahead of
-    the congested tree's (docs/panama.md)."""
+    The workers' NICs serve each tree as its own flow, in round robin, so
+    the uncongested tree's packets do not queue ahead of the congested
+    tree's (docs/panama.md)."""
     from fabriclab.repro.panama import class_rates, jain
 
     s = Scenario.from_dict({

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from fabriclab import simulate
+from fabriclab import Scenario, simulate
 
 from conftest import star_scenario
 
@@ -161,4 +161,44 @@ def test_two_dcqcn_flows_into_one_port_share_it_and_keep_it_busy():
     # Both finish close together (a fair share), and the pair moves 2 x 20 MB at over 90 % of 10 Gbit/s.
     assert abs(fct[0] - fct[1]) / fct.max() < 0.1, fct
     assert 2 * size * 8 / (fct.max() / 1e12) > 0.9 * rate
-    assert r.links.drops.sum() == 0
+    l = r.links
+    assert l.drops.sum() == 0
+    # It is DCQCN, not PFC, that shares the port: the switch marks, no PAUSE
+    # is ever sent, and the queue stays near the 20-packet threshold (PFC
+    # alone, without marking, would hold it at its XOFF level).
+    port = l[(l.src_node == "s0") & (l.dst_node == "h2")].iloc[0]
+    assert port.ecn_marks > 0
+    assert l.pause_frames_sent.sum() == 0
+    assert port.mean_queue_bytes < 2 * 20 * 1538
+
+
+def _grid_fct_ps(wires, rates, delay_ps):
+    """Store and forward by the recurrence F(k, h) = max(F(k, h-1), F(k-1, h)) + ser(k, h)."""
+    prev = [0.0] * len(rates)
+    for w in wires:
+        cur, t = [], 0.0
+        for h, r in enumerate(rates):
+            t = max(t, prev[h]) + w * 8 / r * 1e12
+            cur.append(t)
+        prev = cur
+    return prev[-1] + delay_ps * len(rates)
+
+
+@pytest.mark.parametrize("size", [1000, 1560, 13_000, 14_600])
+def test_ideal_fct_is_exact_store_and_forward_on_unequal_rates(size):
+    """100 Gbit/s hosts under 40 Gbit/s leaf-spine links: the ideal FCT equals
+    the packet-by-packet recurrence, and a lone flow within its initial
+    window (no ACK clocking) achieves it on the packet backend."""
+    host, spine, d = 100 * 10**9, 40 * 10**9, 1_000_000
+    s = Scenario.from_dict({
+        "topology": {"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 1, "spines": 1,
+                     "link_rate_bps": host, "spine_link_rate_bps": spine, "link_delay_ps": d},
+        "transport": {"cc": "newreno"},
+        "flows": [{"src": 0, "dst": 1, "size_bytes": size}],
+    })
+    f = simulate(s).flows
+    n = math.ceil(size / MSS)
+    wires = [wire(MSS)] * (n - 1) + [wire(size - MSS * (n - 1))]
+    expect = _grid_fct_ps(wires, [host, spine, spine, host], d)
+    assert abs(int(f["ideal_fct_ps"].iloc[0]) - expect) <= 4 * n
+    assert abs(int(f["fct_ps"].iloc[0]) - expect) <= 4 * n

@@ -1,4 +1,4 @@
-"""Error-induced downtime of a long training job (C4, section 4.1, Table 3).
+"""Error-induced downtime of a long training job (C4, section 4.2.1, Table 3).
 
 A job runs for ``productive_s`` seconds of useful training. Errors arrive
 as a Poisson process in productive time, at ``errors_per_day`` (a day of
@@ -81,7 +81,7 @@ class Practice:
 
 # Table 1 of the paper: root causes, their share of errors and how many are
 # localized. Manual diagnosis times are assumptions: the text says only
-# "hours or even days" (section 4.1); we take 4 h for GPU defects (ECC,
+# "hours or even days" (sections 2 and 4.2.1); we take 4 h for GPU defects (ECC,
 # NVLink, CUDA: a node must be found among hundreds), 2 h for NCCL and ACK
 # timeouts and 3 h for the unclassified rest.
 HOUR_S = 3600.0
@@ -97,17 +97,17 @@ TABLE1 = (
 # (Dubey et al., 2024, section 3.3.4) counts 419 unexpected interruptions
 # in 54 days on 16,384 GPUs: 7.8 a day, 1.14 a day at 2,400 GPUs. June
 # 2023 is taken at twice that (a young cluster); December at 3.33 x fewer,
-# the paper's own ratio (section 4.1: "the average error rate has
+# the paper's own ratio (section 4.2.1: "the average error rate has
 # decreased by 3.33x").
 JUNE_ERRORS_PER_DAY = 2 * 419 / 54 * 2400 / 16384
 PRACTICES = {
     # June 2023: people notice a stalled job (PyTorch's elastic agent kills
-    # a hung job after up to 30 min, section 4.1) and diagnose it by hand;
+    # a hung job after up to 30 min, section 4.2.1) and diagnose it by hand;
     # checkpoints are rare (assumed every 4 h); restart 10 min (assumed).
     "june-2023": Practice("june-2023", JUNE_ERRORS_PER_DAY, 4 * HOUR_S, 30 * 60, 10 * 60, None, TABLE1),
     # December 2023 with C4D: detection in tens of seconds (30 s), localized
     # errors isolated automatically "in minutes" (5 min assumed), the rest
-    # still by people; checkpoints every 10 min (section 4.1); same restart.
+    # still by people; checkpoints every 10 min (section 4.2.1); same restart.
     "c4d": Practice("c4d", JUNE_ERRORS_PER_DAY / 3.33, 10 * 60, 30, 10 * 60, 5 * 60, TABLE1),
 }
 

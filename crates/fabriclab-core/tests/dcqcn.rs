@@ -76,6 +76,23 @@ fn a_cnp_during_recovery_clamps_the_target_to_the_current_rate() {
 }
 
 #[test]
+fn at_equal_times_the_increase_tick_comes_before_the_decrease_check() {
+    // As in an event queue: the increase tick due at 1504 us was scheduled
+    // at 4 us, the decrease check due then only at 1500 us.
+    let mut rp = DcqcnRp::new(LINE, DcqcnParams::default());
+    rp.on_cnp(0);
+    rp.advance(4 * US); // 50 G; increase timer at 1504 us
+    rp.on_cnp(1502 * US); // acted on at the decrease check of 1504 us
+    rp.advance(1504 * US);
+    // First the fast-recovery step (stage 0 -> 1): (50 + 100) / 2 = 75 G;
+    // then the cut, clamping the target to 75 G since the stage is 1.
+    let alpha = (15.0f64 / 16.0).powi((1504 / 55) as i32);
+    close(rp.target_bps(), 75e9);
+    close(rp.rate_bps(), 75e9 * (1.0 - alpha / 2.0));
+    assert_eq!(rp.stage(), 0);
+}
+
+#[test]
 fn the_rate_never_falls_below_the_minimum() {
     let p = DcqcnParams {
         min_rate_bps: 30e9,
@@ -141,4 +158,39 @@ fn a_dcqcn_sender_paces_one_packet_per_wire_time() {
     s.poll(t, u64::MAX, &mut |seg| out.push(seg));
     assert_eq!(out.len(), 4);
     assert_eq!(s.poll_at(), Some(t + 2 * 1_230_400));
+}
+
+#[test]
+fn after_a_timeout_a_dcqcn_sender_resends_at_its_rate_without_a_window() {
+    let cfg = SenderConfig {
+        mss_bytes: 1460,
+        init_cwnd_packets: 10,
+        min_rto_ps: 1_000_000_000,
+        initial_rto_ps: 1_000_000_000,
+        max_rto_ps: 1_000_000_000_000,
+        dupack_threshold: 3,
+        handshake: false,
+        wire_overhead_bytes: 78,
+    };
+    let gap = 1_230_400; // 1538 wire bytes at 10 Gbit/s
+                         // A 3-segment message: all sent, none acknowledged.
+    let mut s = TcpSender::new(
+        3 * 1460,
+        &cfg,
+        Box::new(Dcqcn::new(10e9, DcqcnParams::default())),
+    );
+    let mut out: Vec<Segment> = vec![];
+    for k in 0..3 {
+        s.poll(k * gap, u64::MAX, &mut |seg| out.push(seg));
+    }
+    assert_eq!(out.len(), 3);
+    // Nothing acknowledged: the RTO (1 s from the first send) fires and the
+    // sender goes back to byte 0, one packet per gap, with no window to wait on.
+    let rto = s.poll_at().unwrap();
+    assert_eq!(rto, 1_000_000_000);
+    s.poll(rto, u64::MAX, &mut |seg| out.push(seg));
+    s.poll(rto + gap, u64::MAX, &mut |seg| out.push(seg));
+    s.poll(rto + 2 * gap, u64::MAX, &mut |seg| out.push(seg));
+    let again: Vec<u64> = out[3..].iter().map(|x| x.seq).collect();
+    assert_eq!(again, vec![0, 1460, 2920]);
 }

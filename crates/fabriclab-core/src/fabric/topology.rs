@@ -421,42 +421,47 @@ impl Topology {
         Ok(route)
     }
 
-    /// Ideal FCT: the message alone on an idle fabric with no window limit.
-    /// Its packets leave back to back at the path's bottleneck rate, and
-    /// every other hop adds one store-and-forward time of the largest
-    /// packet: at each hop the last packet waits for the one before it, so
-    /// a short last packet ends one full packet's time behind the train
-    /// (`wire_total/bottleneck + sum over other hops of ser(largest packet)
-    /// + sum of delays`). Exact for paths of equal rates; a lower bound otherwise.
+    /// Ideal FCT: the message alone on an idle fabric with no window limit,
+    /// store-and-forward at every hop. Packet k ends hop h at
+    /// `F(k, h) = max(F(k, h-1), F(k-1, h)) + ser(k, h)`, so the last packet's
+    /// end is the heaviest monotone walk through the (packet, hop) grid. With
+    /// N packets of L wire bytes but a last one of l, that walk carries
+    /// packet 1 over hops 1..=j, packets 2..N-1 at the slowest hop j' <= j,
+    /// and the last packet from hop j on:
+    /// `max over j of [sum_{h<=j} L/r_h + (N-2) L/min_{h<=j} r_h + sum_{h>=j} l/r_h]`
+    /// plus the delays (N = 1: `sum_h l/r_h`). Exact for any link rates;
+    /// on equal rates it is `wire_total/r + (hops - 1) L/r`.
     pub fn ideal_fct_ps(&self, route: &[u32], size_bytes: u64, mss_bytes: u32) -> u64 {
         let mss = mss_bytes as u64;
-        let full = size_bytes / mss;
-        let rest = size_bytes % mss;
-        let largest_payload = if full > 0 { mss } else { rest };
-        let total_wire = full * wire_bytes(mss as u32) as u64
-            + if rest > 0 {
-                wire_bytes(rest as u32) as u64
-            } else {
-                0
-            };
-        let total_wire = total_wire.max(wire_bytes(0) as u64);
-        let largest_wire = wire_bytes(largest_payload as u32) as u64;
-        let (mut bi, mut brate) = (0usize, u64::MAX);
-        for (i, &p) in route.iter().enumerate() {
-            if self.ports[p as usize].rate_bps < brate {
-                brate = self.ports[p as usize].rate_bps;
-                bi = i;
-            }
+        let delays: u64 = route.iter().map(|&p| self.ports[p as usize].delay_ps).sum();
+        let n = size_bytes.div_ceil(mss).max(1);
+        let full_wire = wire_bytes(mss as u32) as u64;
+        let last_payload = size_bytes - (n - 1) * mss;
+        let last_wire = wire_bytes(last_payload as u32) as u64;
+        let rates: Vec<u64> = route
+            .iter()
+            .map(|&p| self.ports[p as usize].rate_bps)
+            .collect();
+        if n == 1 {
+            return delays
+                + rates
+                    .iter()
+                    .map(|&r| ser_time_ps(last_wire, r))
+                    .sum::<u64>();
         }
-        let mut t = ser_time_ps(total_wire, brate);
-        for (i, &p) in route.iter().enumerate() {
-            let port = &self.ports[p as usize];
-            t += port.delay_ps;
-            if i != bi {
-                t += ser_time_ps(largest_wire, port.rate_bps);
-            }
+        // Suffix sums of the last packet's times, prefix sums of a full one's.
+        let mut tail = vec![0u64; rates.len() + 1];
+        for h in (0..rates.len()).rev() {
+            tail[h] = tail[h + 1] + ser_time_ps(last_wire, rates[h]);
         }
-        t
+        let (mut head, mut slowest, mut best) = (0u64, u64::MAX, 0u64);
+        for (h, &r) in rates.iter().enumerate() {
+            head += ser_time_ps(full_wire, r);
+            slowest = slowest.min(r);
+            let walk = head + (n - 2) * ser_time_ps(full_wire, slowest) + tail[h];
+            best = best.max(walk);
+        }
+        delays + best
     }
 }
 

@@ -19,15 +19,20 @@
 //!   `R_C = (R_C + R_T) / 2`. Then i increases.
 //!
 //! The timers are not events: [`DcqcnRp::advance`] plays every timer tick
-//! up to `now` in time order (at equal times: alpha, then decrease, then
-//! increase), so the state at any instant is what an event-driven model
-//! would have, while the sender needs an event only when it sends.
+//! up to `now` in time order, so the state at any instant is what an
+//! event-driven model would have, while the sender needs an event only when
+//! it sends. At equal times the tick scheduled earliest goes first, as in an
+//! event queue with first-in-first-out ties (ns-3's): the increase (its
+//! period is the longest), then alpha, then the decrease check.
 //!
 //! [`Dcqcn`] puts the reaction point behind the transport's congestion
-//! control trait: the sender paces its packets at `R_C` and keeps no
-//! window (RoCE's queue pairs have none); CNPs ride on ACKs as the ECN
-//! echo, at most one per `cnp_interval_ps` per flow ([`CnpPacer`] at the
-//! receiver), as the HPCC repository's NICs flag them on ACKs.
+//! control trait: the sender paces its new packets at `R_C` (a
+//! retransmission goes at once) and keeps no window (RoCE's queue pairs
+//! have none); CNPs ride on ACKs as the ECN echo, as the HPCC repository's
+//! NICs flag them, at most one per `cnp_interval_ps` per flow ([`CnpPacer`]
+//! at the receiver: the paper's notification point; 0 flags every ACK of a
+//! marked packet, as the HPCC repository does). The paper's byte counter
+//! is not modelled: the increase timer alone drives recovery, as there.
 
 use super::cc::{AckInfo, CcState, CongestionControl};
 
@@ -170,12 +175,12 @@ impl DcqcnRp {
             if t > now {
                 return;
             }
-            if t == self.next_alpha_ps {
-                self.alpha_tick();
-            } else if t == dec {
-                self.decrease_tick(t);
-            } else {
+            if t == inc {
                 self.increase_tick();
+            } else if t == self.next_alpha_ps {
+                self.alpha_tick();
+            } else {
+                self.decrease_tick(t);
             }
             if self.idle_forever() {
                 self.skip_idle(now);
@@ -286,8 +291,8 @@ impl CongestionControl for Dcqcn {
         true
     }
     fn on_ack(&mut self, st: &mut CcState, _ack: &AckInfo) {
-        // No window: the pacer alone limits the sender (after a timeout's
-        // one-segment restart, the first ACK reopens it).
+        // No window: the pacer alone limits the sender (a timeout resends
+        // from the first unacknowledged byte at the current rate).
         st.cwnd_bytes = f64::INFINITY;
         st.ssthresh_bytes = f64::INFINITY;
     }

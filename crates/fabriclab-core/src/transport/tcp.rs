@@ -71,6 +71,8 @@ pub struct TcpSender {
     next_send_ps: u64,
     /// The last poll stopped at the pacer: poll again at `next_send_ps`.
     paced_wait: bool,
+    /// A rate-based sender keeps no window (not even after a timeout).
+    windowless: bool,
     wire_overhead_bytes: u32,
     size: u64,
     mss: u64,
@@ -105,7 +107,8 @@ pub struct TcpSender {
 impl TcpSender {
     pub fn new(size_bytes: u64, cfg: &SenderConfig, cc: Box<dyn CongestionControl>) -> TcpSender {
         let mss = cfg.mss_bytes as f64;
-        let cwnd = if cc.windowless() {
+        let windowless = cc.windowless();
+        let cwnd = if windowless {
             f64::INFINITY
         } else {
             mss * cfg.init_cwnd_packets as f64
@@ -118,6 +121,7 @@ impl TcpSender {
             },
             next_send_ps: 0,
             paced_wait: false,
+            windowless,
             wire_overhead_bytes: cfg.wire_overhead_bytes,
             size: size_bytes,
             mss: cfg.mss_bytes as u64,
@@ -308,7 +312,9 @@ impl TcpSender {
         // segment, back off the timer, resend from the first unacknowledged byte.
         let flight = self.flight();
         self.st.ssthresh_bytes = self.cc.ssthresh_after_loss(&self.st, flight);
-        self.st.cwnd_bytes = self.st.mss_bytes;
+        if !self.windowless {
+            self.st.cwnd_bytes = self.st.mss_bytes;
+        }
         self.snd_nxt = self.snd_una;
         self.in_recovery = false;
         self.dupacks = 0;

@@ -117,16 +117,11 @@ pub fn message_wire_bytes(size_bytes: u64, mss_bytes: u32) -> u64 {
         }
 }
 
-/// Wire bytes of a message's last packet.
-fn last_packet_wire(size_bytes: u64, mss_bytes: u32) -> f64 {
-    let mss = mss_bytes as u64;
-    let rest = size_bytes % mss;
-    let last = if rest > 0 || size_bytes == 0 {
-        rest
-    } else {
-        mss
-    };
-    wire_bytes(last as u32) as f64
+/// Wire bytes of a message's largest packet: after the first hop, each hop
+/// adds its store-and-forward time (a short last packet waits there for the
+/// full one ahead of it), as in the topology's ideal FCT.
+fn largest_packet_wire(size_bytes: u64, mss_bytes: u32) -> f64 {
+    wire_bytes(size_bytes.min(mss_bytes as u64) as u32) as f64
 }
 
 impl FlowNet {
@@ -346,7 +341,7 @@ impl FlowNet {
             + self.path_wait_ps(&f.rev, f.class, NONE)
     }
 
-    /// Propagation, store-and-forward of the last packet (`last_wire` bytes)
+    /// Propagation, store-and-forward of the largest packet (`last_wire` bytes)
     /// after the first hop, and the base round trip of a route pair.
     fn path_times(&self, fwd: &[u32], rev: &[u32], last_wire: f64) -> (u64, u64, f64) {
         let delay: u64 = fwd.iter().map(|&p| self.delay_ps[p as usize]).sum();
@@ -464,7 +459,7 @@ impl Backend for FlowNet {
         }
         let wire = message_wire_bytes(size_bytes, self.mss_bytes);
         let (delay_ps, pipe_ps, base_rtt_ps) =
-            self.path_times(&fwd, &rev, last_packet_wire(size_bytes, self.mss_bytes));
+            self.path_times(&fwd, &rev, largest_packet_wire(size_bytes, self.mss_bytes));
         let mut f = FluidFlow {
             msg,
             size_bytes,
@@ -596,7 +591,7 @@ impl Backend for FlowNet {
             return true;
         }
         self.advance(ctx.now);
-        let last = last_packet_wire(self.active[k].size_bytes, self.mss_bytes);
+        let last = largest_packet_wire(self.active[k].size_bytes, self.mss_bytes);
         let (delay_ps, pipe_ps, base_rtt_ps) = self.path_times(&fwd, &rev, last);
         let f = &mut self.active[k];
         (f.delay_ps, f.pipe_ps, f.base_rtt_ps) = (delay_ps, pipe_ps, base_rtt_ps);

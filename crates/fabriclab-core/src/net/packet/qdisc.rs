@@ -29,14 +29,17 @@ pub const FQ_QUANTUM_BYTES: i64 = 2 * 1538;
 /// and Varghese, SIGCOMM'95; Linux `fq`'s credit rule): the flow at the
 /// head of the active list sends while its credit is positive, then goes
 /// to the back with one quantum more; a flow that empties leaves the list
-/// and comes back with one quantum. A flow is a transport connection or an
-/// aggregation tree (`proto`, `conn`).
+/// and comes back with one quantum (Linux's `fq` would also serve newly
+/// active flows first and remember a returning flow's debt for a while).
+/// A flow is a transport connection or an aggregation tree (`proto`, `conn`).
 #[derive(Default)]
 pub struct FairBand {
     index: HashMap<u64, usize>,
     queues: Vec<VecDeque<Packet>>,
     credit: Vec<i64>,
     active: VecDeque<usize>,
+    /// Slots of flows that emptied, for reuse.
+    free: Vec<usize>,
     len: usize,
 }
 
@@ -47,12 +50,18 @@ impl FairBand {
 
     fn push_back(&mut self, pkt: Packet) {
         let key = Self::flow_of(&pkt);
-        let n = self.queues.len();
-        let f = *self.index.entry(key).or_insert(n);
-        if f == n {
-            self.queues.push(VecDeque::new());
-            self.credit.push(0);
-        }
+        let f = match self.index.get(&key) {
+            Some(&f) => f,
+            None => {
+                let f = self.free.pop().unwrap_or_else(|| {
+                    self.queues.push(VecDeque::new());
+                    self.credit.push(0);
+                    self.queues.len() - 1
+                });
+                self.index.insert(key, f);
+                f
+            }
+        };
         if self.queues[f].is_empty() {
             self.credit[f] = FQ_QUANTUM_BYTES;
             self.active.push_back(f);
@@ -74,7 +83,11 @@ impl FairBand {
                 .expect("active flows hold packets");
             self.credit[f] -= pkt.wire as i64;
             if self.queues[f].is_empty() {
+                // An emptied flow leaves: its slot is reused by the next new
+                // flow (its credit restarts at one quantum anyway).
                 self.active.pop_front();
+                self.index.remove(&Self::flow_of(&pkt));
+                self.free.push(f);
             }
             self.len -= 1;
             return Some(pkt);
