@@ -47,3 +47,19 @@ def test_package_attributes_still_resolve_lazily():
                             "from fabriclab import ScenarioError\nassert issubclass(ScenarioError, Exception)")
     assert "fabriclab.scenario" in loaded
     assert "pandas" not in loaded
+
+
+def test_run_writes_its_results_without_pandas(tmp_path):
+    # A packet run of the built-in default scenario, shortened: summary from
+    # the Arrow columns through numpy, Parquet through pyarrow (issue 13).
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[topology]\nkind = "star"\nhosts = 4\n\n[[traffic]]\nload = 0.2\nduration_ps = "200us"\n')
+    out = tmp_path / "out"
+    loaded = _modules_after(
+        "import contextlib, io\n"
+        "from fabriclab.cli import _run_guarded\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    rc = _run_guarded(['run', {str(scenario)!r}, '--out', {str(out)!r}, '--quiet'])\n"
+        "assert rc == 0, rc")
+    assert "pandas" not in loaded
+    assert (out / "flows.parquet").exists() and (out / "summary.json").exists()

@@ -10,10 +10,15 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    # pandas only when a caller asks for a DataFrame: `fabriclab run` needs none (issue 13).
+    import pandas as pd
 
 from ._toml import tomllib  # noqa: F401  (symmetry with writing)
 
@@ -56,15 +61,12 @@ QUEUE_SCHEMA = pa.schema([
 
 def messages_table(cols: dict) -> pa.Table:
     """messages.parquet: one row per message (see docs/scenario.md, Outputs)."""
-    start = pa.array(cols["start_ps"], pa.uint64())
-    end = pa.array(cols["end_ps"], pa.uint64())
-    done = ~np.asarray(end.is_null())
-    fct = np.where(done, end.fill_null(0).to_numpy() - np.asarray(start), 0).astype(np.uint64)
-    data = {k: cols[k] for k in MESSAGE_SCHEMA.names if k != "fct_ps"}
-    data["route_lost"] = np.asarray(cols["route_lost"], dtype=bool)
-    data["fct_ps"] = pa.array(fct, pa.uint64(), mask=~done)
-    return pa.table({k: pa.array(data[k], MESSAGE_SCHEMA.field(k).type) if not isinstance(data[k], pa.Array)
-                     else data[k] for k in MESSAGE_SCHEMA.names}, schema=MESSAGE_SCHEMA)
+    start = np.asarray(cols["start_ps"], dtype=np.uint64)
+    done = np.array([e is not None for e in cols["end_ps"]], dtype=bool)
+    end = np.array([0 if e is None else e for e in cols["end_ps"]], dtype=np.uint64)
+    fct = np.where(done, end - start, 0).astype(np.uint64)
+    return pa.Table.from_arrays([arrow_numbers(fct, f.type, done) if f.name == "fct_ps" else arrow_column(cols[f.name], f.type)
+                                 for f in MESSAGE_SCHEMA], schema=MESSAGE_SCHEMA)
 
 
 CLASS_SCHEMA = pa.schema([
@@ -88,68 +90,126 @@ def queues_table(cols: dict) -> pa.Table:
                     schema=QUEUE_SCHEMA)
 
 
-def flows_table(cols: dict) -> pa.Table:
-    end = pa.array(cols["end_ps"], pa.uint64())
+# Arrays built from their buffers: pyarrow imports pandas on its first
+# `pa.array` (to check for pandas objects), about a third of `fabriclab
+# run`'s start-up; flows and links tables, written on every run, avoid it
+# (issue 13). Other tables use `pa.array`.
+def _valid_bitmap(valid: np.ndarray | None, n: int) -> tuple[pa.Buffer | None, int]:
+    if valid is None or valid.all():
+        return None, 0
+    return pa.py_buffer(np.packbits(valid, bitorder="little")), int(n - valid.sum())
+
+
+def arrow_numbers(values, typ: pa.DataType, valid: np.ndarray | None = None) -> pa.Array:
+    """A fixed-width numeric Arrow array from a sequence or numpy array
+    (null where ``valid`` is False)."""
+    data = np.ascontiguousarray(np.frombuffer(values, np.uint8) if isinstance(values, bytes) else values,
+                                dtype=typ.to_pandas_dtype())
+    n = len(data)
+    if typ == pa.bool_():
+        data = np.packbits(data, bitorder="little")
+    bitmap, nulls = _valid_bitmap(valid, n)
+    return pa.Array.from_buffers(typ, n, [bitmap, pa.py_buffer(data)], null_count=nulls)
+
+
+def arrow_column(values, typ: pa.DataType) -> pa.Array:
+    """An Arrow array of ``typ`` from the core's list (None: a null)."""
+    if typ == pa.string():
+        return arrow_strings(values)
+    if isinstance(values, list) and None in values:
+        valid = np.array([v is not None for v in values], dtype=bool)
+        return arrow_numbers([0 if v is None else v for v in values], typ, valid)
+    return arrow_numbers(values, typ)
+
+
+def arrow_strings(values: list) -> pa.Array:
+    """A UTF-8 string Arrow array from a list of str (None: a null)."""
+    if any(v is None for v in values):
+        return pa.array(values, pa.string())
+    enc = [v.encode() for v in values]
+    offsets = np.zeros(len(enc) + 1, dtype=np.int32)
+    np.cumsum([len(b) for b in enc], out=offsets[1:])
+    return pa.Array.from_buffers(pa.string(), len(enc), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(enc))])
+
+
+def flow_columns(cols: dict) -> dict:
+    """The flows table's columns as numpy arrays (the core's lists converted
+    once), ``done`` marking finished flows; fct_ps and slowdown are 0 and NaN
+    where unfinished."""
+    done = np.array([e is not None for e in cols["end_ps"]], dtype=bool)
     start = np.asarray(cols["start_ps"], dtype=np.uint64)
     ideal = np.asarray(cols["ideal_fct_ps"], dtype=np.uint64)
-    done = ~np.asarray(end.is_null())
-    end_np = np.where(done, end.fill_null(0).to_numpy(), 0).astype(np.uint64)
-    fct = np.where(done, end_np - start, 0).astype(np.uint64)
-    fct_arr = pa.array(fct, pa.uint64(), mask=~done)
-    slow = pa.array(np.where(done, fct / np.maximum(ideal, 1), np.nan), pa.float64(), mask=~done)
-    return pa.table({
-        "flow_id": pa.array(cols["flow_id"], pa.uint32()),
-        "src": pa.array(cols["src"], pa.uint32()),
-        "dst": pa.array(cols["dst"], pa.uint32()),
-        "size_bytes": pa.array(cols["size_bytes"], pa.uint64()),
-        "class": pa.array(cols["class"], pa.uint8()),
-        "tag": pa.array(cols["tag"], pa.string()),
-        "start_ps": pa.array(start, pa.uint64()),
-        "end_ps": end,
-        "fct_ps": fct_arr,
-        "ideal_fct_ps": pa.array(ideal, pa.uint64()),
-        "slowdown": slow,
-        "retransmits": pa.array(cols["retransmits"], pa.uint64()),
-    }, schema=FLOW_SCHEMA)
+    end = np.array([0 if e is None else e for e in cols["end_ps"]], dtype=np.uint64)
+    fct = np.where(done, end - start, 0).astype(np.uint64)
+    cls = cols["class"]
+    return {
+        "flow_id": np.asarray(cols["flow_id"], dtype=np.uint32), "src": np.asarray(cols["src"], dtype=np.uint32),
+        "dst": np.asarray(cols["dst"], dtype=np.uint32), "size_bytes": np.asarray(cols["size_bytes"], dtype=np.uint64),
+        "class": np.frombuffer(cls, np.uint8) if isinstance(cls, bytes) else np.asarray(cls, dtype=np.uint8),
+        "tag": cols["tag"], "start_ps": start, "end_ps": end, "fct_ps": fct, "ideal_fct_ps": ideal,
+        "slowdown": np.where(done, fct / np.maximum(ideal, 1), np.nan),
+        "retransmits": np.asarray(cols["retransmits"], dtype=np.uint64), "done": done,
+    }
+
+
+def flows_arrow(c: dict) -> pa.Table:
+    """flows.parquet from :func:`flow_columns`."""
+    nullable = ("end_ps", "fct_ps", "slowdown")
+    return pa.Table.from_arrays([
+        arrow_strings(c[f.name]) if f.name == "tag" else
+        arrow_numbers(c[f.name], f.type, c["done"] if f.name in nullable else None)
+        for f in FLOW_SCHEMA], schema=FLOW_SCHEMA)
+
+
+def flows_table(cols: dict) -> pa.Table:
+    return flows_arrow(flow_columns(cols))
+
+
+def link_columns(cols: dict, duration_ps: int) -> dict:
+    """The links table's columns as numpy arrays (names: lists of str)."""
+    c = {f.name: cols[f.name] if f.type == pa.string() else np.asarray(cols[f.name], dtype=f.type.to_pandas_dtype())
+         for f in LINK_SCHEMA if f.name != "utilization"}
+    b = np.asarray(cols["bytes"], dtype=np.float64)
+    r = np.asarray(cols["rate_bps"], dtype=np.float64)
+    c["utilization"] = b * 8 / (r * duration_ps / 1e12) if duration_ps > 0 else np.zeros_like(b)
+    return c
+
+
+def links_arrow(c: dict) -> pa.Table:
+    """links.parquet from :func:`link_columns`."""
+    return pa.Table.from_arrays([arrow_strings(c[f.name]) if f.type == pa.string() else arrow_numbers(c[f.name], f.type)
+                                 for f in LINK_SCHEMA], schema=LINK_SCHEMA)
 
 
 def links_table(cols: dict, duration_ps: int) -> pa.Table:
-    b = np.asarray(cols["bytes"], dtype=np.float64)
-    r = np.asarray(cols["rate_bps"], dtype=np.float64)
-    util = b * 8 / (r * duration_ps / 1e12) if duration_ps > 0 else np.zeros_like(b)
-    return pa.table({
-        "link_id": pa.array(cols["link_id"], pa.uint32()),
-        "src_node": pa.array(cols["src_node"], pa.string()),
-        "dst_node": pa.array(cols["dst_node"], pa.string()),
-        "rate_bps": pa.array(cols["rate_bps"], pa.uint64()),
-        "bytes": pa.array(cols["bytes"], pa.uint64()),
-        "packets": pa.array(cols["packets"], pa.uint64()),
-        "utilization": pa.array(util, pa.float64()),
-        "drops": pa.array(cols["drops"], pa.uint64()),
-        "ecn_marks": pa.array(cols["ecn_marks"], pa.uint64()),
-        "max_queue_bytes": pa.array(cols["max_queue_bytes"], pa.uint64()),
-        "mean_queue_bytes": pa.array(cols["mean_queue_bytes"], pa.float64()),
-        "pause_frames_sent": pa.array(cols["pause_frames_sent"], pa.uint64()),
-        "paused_ps": pa.array(cols["paused_ps"], pa.uint64()),
-    }, schema=LINK_SCHEMA)
+    return links_arrow(link_columns(cols, duration_ps))
 
 
 def fct_stats(df: pd.DataFrame) -> dict:
-    """FCT statistics of finished flows; percentiles by linear interpolation
+    """FCT statistics of finished flows (a flows DataFrame); see :func:`fct_stats_of`."""
+    return fct_stats_of(df["fct_ps"].to_numpy(dtype=np.float64, na_value=np.nan),
+                        df["slowdown"].to_numpy(dtype=np.float64, na_value=np.nan))
+
+
+def fct_stats_of(fct_ps: np.ndarray, slowdown: np.ndarray) -> dict:
+    """FCT statistics of finished flows, from per-flow FCTs and slowdowns
+    (float64, NaN where unfinished); percentiles by linear interpolation
     between order statistics (numpy's default)."""
-    done = df[df["fct_ps"].notna()]
-    out = {"flows": int(len(df)), "finished": int(len(done))}
-    if len(done):
-        fct = done["fct_ps"].to_numpy(dtype=np.float64)
+    done = ~np.isnan(fct_ps)
+    out = {"flows": int(len(fct_ps)), "finished": int(done.sum())}
+    if done.any():
+        fct = fct_ps[done]
+        slow = slowdown[done]
         out.update({
             "fct_mean_ps": float(fct.mean()),
             "fct_p50_ps": float(np.percentile(fct, 50)),
             "fct_p99_ps": float(np.percentile(fct, 99)),
             "fct_p999_ps": float(np.percentile(fct, 99.9)),
-            "slowdown_mean": float(done["slowdown"].mean()),
-            "slowdown_p99": float(np.percentile(done["slowdown"].to_numpy(), 99)),
+            "slowdown_mean": float(slow.mean()),
+            "slowdown_p99": float(np.percentile(slow, 99)),
         })
     return out
+
 
 
 @dataclass

@@ -7,12 +7,21 @@
 //! first out), which makes every run reproducible. Scheduling returns an
 //! [`EventKey`] that can cancel the event later; cancelled entries are
 //! skipped lazily when they reach the top of the heap (as in nexosim).
+//!
+//! A component may also [`reserve`](EventQueue::reserve) a place in that
+//! order without scheduling anything: an event it expects not to need
+//! (issue 13: a port's end of serialization with nothing queued behind).
+//! If it turns out to be needed, [`schedule_reserved`](EventQueue::schedule_reserved)
+//! puts it in the heap with the key it would have had, so the order of
+//! equal-time events is the same as if it had been scheduled all along;
+//! [`passed`](EventQueue::passed) tells whether the queue has already gone
+//! beyond that place.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashSet};
 
 /// Identifies one scheduled event so that it can be cancelled.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct EventKey(u64);
 
 struct Entry<E> {
@@ -61,11 +70,30 @@ impl<E> Ord for Entry<E> {
     }
 }
 
+/// A place in the order in which events leave the queue: `time_ps << 64 |
+/// sequence`. Every popped event has one; a place between two events is
+/// "after every event at or before a time" ([`Position::after`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Position(u128);
+
+impl Position {
+    /// The place of an event scheduled at `time_ps` with `key`.
+    pub fn of(time_ps: u64, key: EventKey) -> Position {
+        Position((time_ps as u128) << 64 | key.0 as u128)
+    }
+    /// Just after every event at `time_ps` or earlier.
+    pub fn after(time_ps: u64) -> Position {
+        Position(((time_ps as u128) + 1) << 64)
+    }
+}
+
 /// A priority queue of timed events with FIFO tie-break and cancel keys.
 pub struct EventQueue<E> {
     heap: BinaryHeap<Entry<E>>,
     next_seq: u64,
     cancelled: HashSet<u64>,
+    /// The place of the last popped event (none before the first).
+    current: Option<u128>,
 }
 
 impl<E> Default for EventQueue<E> {
@@ -80,7 +108,40 @@ impl<E> EventQueue<E> {
             heap: BinaryHeap::with_capacity(1024),
             next_seq: 0,
             cancelled: HashSet::new(),
+            current: None,
         }
+    }
+
+    /// Takes the next sequence number without scheduling anything: the key
+    /// an event scheduled now would get.
+    #[inline]
+    pub fn reserve(&mut self) -> EventKey {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        EventKey(seq)
+    }
+
+    /// Schedules `event` at `time_ps` with a key from [`reserve`](Self::reserve),
+    /// in the place it reserved; that place must not be passed yet.
+    pub fn schedule_reserved(&mut self, time_ps: u64, key: EventKey, event: E) {
+        let k = (time_ps as u128) << 64 | key.0 as u128;
+        debug_assert!(
+            self.current.map_or(true, |c| k > c),
+            "scheduling in a place already passed"
+        );
+        self.heap.push(Entry { key: k, event });
+    }
+
+    /// Whether the queue has popped an event at or after `at`: an event in
+    /// that place would have happened by now.
+    #[inline]
+    pub fn passed(&self, at: Position) -> bool {
+        self.current.is_some_and(|c| at.0 <= c)
+    }
+
+    /// The place of the last popped event (before every place if none was).
+    pub fn position(&self) -> Position {
+        Position(self.current.unwrap_or(0))
     }
 
     /// Schedules `event` at `time_ps`; returns a key that can cancel it.
@@ -125,7 +186,9 @@ impl<E> EventQueue<E> {
     /// Removes and returns the earliest pending event.
     pub fn pop(&mut self) -> Option<(u64, E)> {
         self.skip_cancelled();
-        self.heap.pop().map(|e| (e.time_ps(), e.event))
+        let e = self.heap.pop()?;
+        self.current = Some(e.key);
+        Some((e.time_ps(), e.event))
     }
 
     /// Number of pending events, cancelled ones not yet skipped included.

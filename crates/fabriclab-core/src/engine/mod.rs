@@ -16,7 +16,7 @@ pub use net::{
 pub use probe::{PortEvent, Probe};
 pub use table::{merge_tables, Column, Table};
 
-use crate::event::EventQueue;
+use crate::event::{EventQueue, Position};
 use crate::fabric::topology::Topology;
 use crate::fabric::{LinkAction, LinkEventSpec};
 use api::NetOut;
@@ -389,6 +389,14 @@ impl Simulation {
         }
     }
 
+    /// Lets the backend finish the work it did without events before `upto`;
+    /// that work counts as activity, as the events would have.
+    fn settle(&mut self, upto: Position) {
+        if let Some(t) = self.backend.settle(upto) {
+            self.last_active_ps = self.last_active_ps.max(t);
+        }
+    }
+
     /// Runs every event with time `<= until_ps`. Returns whether events remain.
     pub fn run_until(&mut self, until_ps: u64) -> Result<bool, String> {
         if !self.started {
@@ -400,6 +408,7 @@ impl Simulation {
         while let Some(t) = self.queue.peek_time() {
             if t > until_ps {
                 self.now = self.now.max(until_ps);
+                self.settle(Position::after(until_ps));
                 return Ok(true);
             }
             let (t, ev) = self.queue.pop().expect("peeked");
@@ -421,6 +430,7 @@ impl Simulation {
                     self.backend.handle(&mut ctx, net)
                 }
                 Ev::Sample => {
+                    self.settle(self.queue.position());
                     self.sample();
                     false
                 }
@@ -444,9 +454,11 @@ impl Simulation {
                 return Err(e.clone());
             }
             if self.holds.released() {
+                self.settle(self.queue.position());
                 return Ok(false);
             }
         }
+        self.settle(Position::after(self.now));
         Ok(false)
     }
 }

@@ -5,7 +5,7 @@
 
 use super::probe::{PortEvent, Probe};
 use super::Ev;
-use crate::event::{EventKey, EventQueue};
+use crate::event::{EventKey, EventQueue, Position};
 use crate::fabric::topology::Topology;
 
 /// A backend's own event, opaque to the engine: the backend chooses `kind`
@@ -92,6 +92,22 @@ impl Ctx<'_> {
     pub fn schedule(&mut self, at_ps: u64, ev: NetEv) -> EventKey {
         self.queue.schedule(at_ps, Ev::Net(ev))
     }
+    /// Reserves the place of an event the backend may not need to schedule
+    /// (see [`EventQueue::reserve`]).
+    #[inline]
+    pub fn reserve(&mut self) -> EventKey {
+        self.queue.reserve()
+    }
+    /// Schedules an event in the place `key` reserved, at `at_ps`.
+    #[inline]
+    pub fn schedule_reserved(&mut self, at_ps: u64, key: EventKey, ev: NetEv) {
+        self.queue.schedule_reserved(at_ps, key, Ev::Net(ev))
+    }
+    /// Whether an event at `at_ps` with `key` would have happened by now.
+    #[inline]
+    pub fn passed(&self, at_ps: u64, key: EventKey) -> bool {
+        self.queue.passed(Position::of(at_ps, key))
+    }
     /// Cancels a pending event of this backend.
     #[inline]
     pub fn cancel(&mut self, key: EventKey) {
@@ -144,6 +160,13 @@ pub trait Backend: Send + Sync {
     fn sample_classes(&self, _out: &mut Vec<ClassSample>) {}
     /// Packets (packet backend) or flows (flow backend) still in the network.
     fn in_flight(&self) -> usize;
+    /// Completes the work the backend left without an event (reserved
+    /// places, [`Ctx::reserve`]) up to `upto`, so that counters read now are
+    /// those of a run that had scheduled every event; returns the time of
+    /// the latest such work, which counts as activity.
+    fn settle(&mut self, _upto: Position) -> Option<u64> {
+        None
+    }
     /// Applies a change of link `link` (egress ports `2 * link` and `2 * link + 1`).
     fn link_change(&mut self, ctx: &mut Ctx, link: u32, change: LinkChange);
     /// The backend's own result tables (e.g. switch logic's counters).

@@ -15,12 +15,17 @@ impl PacketNet {
                 LinkChange::Up => {
                     let p = &mut self.ports[port as usize];
                     p.up = true;
-                    if p.tx.is_none() {
+                    if p.idle(ctx) {
                         self.start_tx(ctx, port);
                     }
                 }
                 LinkChange::Rate(r) => self.ports[port as usize].rate_bps = r,
-                LinkChange::Loss(x) => self.ports[port as usize].loss = x,
+                LinkChange::Loss(x) => {
+                    // A frame in serialization is drawn for loss at its end.
+                    let p = &mut self.ports[port as usize];
+                    p.recall_from_wire(ctx, port);
+                    p.loss = x;
+                }
             }
         }
     }
@@ -28,6 +33,8 @@ impl PacketNet {
     /// Everything queued at, in serialization on, or on the wire of `port` is lost.
     fn port_down(&mut self, ctx: &mut Ctx, port: u32) {
         let p = &mut self.ports[port as usize];
+        // The frame in serialization is lost, not the wire's (it has not ended).
+        p.recall_from_wire(ctx, port);
         p.up = false;
         p.account_queue(ctx.now);
         let queued: Vec<Packet> = std::iter::from_fn(|| p.qdisc.dequeue_any()).collect();

@@ -485,6 +485,10 @@ impl Backend for PacketNet {
         self.packets_in_network + self.live_conns + self.agg.as_ref().map_or(0, |a| a.live())
     }
 
+    fn settle(&mut self, upto: crate::event::Position) -> Option<u64> {
+        self.settle_ports(upto)
+    }
+
     fn link_change(&mut self, ctx: &mut Ctx, link: u32, change: crate::engine::LinkChange) {
         self.apply_link_change(ctx, link, change);
     }

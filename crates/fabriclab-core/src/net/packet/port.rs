@@ -1,12 +1,23 @@
 //! Egress ports of the packet backend: a queue discipline, a serializer, a
 //! wire, PFC pause state, and pending MAC control frames (PAUSE), which go
 //! before any queued data once the frame being serialized is done.
+//!
+//! A frame that starts with nothing queued behind it and behind another
+//! frame still on the wire goes onto the wire when it starts, and its end of
+//! serialization gets no event, only a reserved place in the event order
+//! ([`Ctx::reserve`]): at that end the port would only count it and find
+//! nothing to send. If something arrives behind it, the event is scheduled
+//! in that place; counters catch up when the port is next looked at
+//! ([`PacketNet::settle_ports`]). The frame's arrival is handled by the
+//! wire's own event, which the frame ahead of it schedules as before, so
+//! every other event keeps its time and its place (issue 13).
 
 use super::header::{Packet, NO_PORT, PROTO_AGG, PROTO_PAUSE, PROTO_TCP};
 use super::pfc::{Signal, QUANTUM_BITS};
 use super::qdisc::{Enqueued, Qdisc};
 use super::{PacketNet, EV_PAUSE_END, EV_PFC_REFRESH, EV_PORT_TX, EV_WIRE_HEAD};
 use crate::engine::{Ctx, LinkStats, NetEv, PortEvent};
+use crate::event::{EventKey, Position};
 use crate::time::{ser_time_ps, PS_PER_S};
 use rand::Rng;
 use std::collections::VecDeque;
@@ -33,6 +44,12 @@ pub(super) struct Port {
     pub loss: f64,
     /// When the frame in `tx` finishes (a PortTx event at another time is stale).
     pub tx_done_ps: u64,
+    /// The place of the PortTx event of the frame in `tx`.
+    tx_key: EventKey,
+    /// The frame in `tx` went onto the wire when it started (not counted yet).
+    tx_on_wire: bool,
+    /// The PortTx event of the frame in `tx` is in the event queue.
+    tx_event: bool,
     /// Classes paused by PFC (bit c); when each pause ends and began (kept
     /// apart, allocated on the first pause: most ports are never paused).
     paused: u8,
@@ -73,6 +90,9 @@ impl Port {
             up: true,
             loss: 0.0,
             tx_done_ps: 0,
+            tx_key: EventKey::default(),
+            tx_on_wire: false,
+            tx_event: false,
             paused: 0,
             pause_times: None,
         }
@@ -97,6 +117,69 @@ impl Port {
             }
         }
         s
+    }
+
+    /// Counts a frame whose serialization ended.
+    fn count_sent(&mut self, pkt: &Packet) {
+        self.stats.bytes += pkt.wire as u64;
+        if pkt.proto == PROTO_PAUSE {
+            self.stats.pause_frames_sent += 1;
+        } else {
+            self.stats.packets += 1;
+            self.class_tx[(pkt.class & 7) as usize] += pkt.wire as u64;
+        }
+    }
+
+    /// Whether `pkt`, just dequeued to end at `done_ps` and arrive at
+    /// `arrive_ps`, needs no event at its end: nothing waits behind it, the
+    /// link loses nothing, a host's end is not its own data (which releases
+    /// its sender's budget at the end), and the frame ahead of it on the
+    /// wire arrives after it ends (so its arrival event is scheduled when
+    /// that frame arrives, as if it had been put on the wire at its end).
+    fn quiet_end(&self, pkt: &Packet, done_ps: u64) -> bool {
+        self.qdisc.bytes() == 0
+            && self.ctrl.is_empty()
+            && self.loss == 0.0
+            && (!self.host_port || (pkt.proto == PROTO_TCP && pkt.is_ack()))
+            && self.wire.back().is_some_and(|&(t, _)| t > done_ps)
+    }
+
+    /// Whether nothing is being serialized, once a frame without an event
+    /// whose end has passed is counted.
+    pub fn idle(&mut self, ctx: &Ctx) -> bool {
+        if self.tx_on_wire && !self.tx_event && ctx.passed(self.tx_done_ps, self.tx_key) {
+            self.finish_quiet();
+        }
+        self.tx.is_none()
+    }
+
+    fn finish_quiet(&mut self) {
+        let pkt = self.tx.take().expect("a frame in serialization");
+        self.tx_on_wire = false;
+        self.count_sent(&pkt);
+    }
+
+    /// The frame in serialization gets its PortTx event (in its place) if
+    /// it has none: something now waits behind it.
+    pub fn keep_end_event(&mut self, ctx: &mut Ctx, port: u32) {
+        if self.tx.is_some() && !self.tx_event {
+            self.tx_event = true;
+            let ev = NetEv {
+                kind: EV_PORT_TX,
+                id: port,
+            };
+            ctx.schedule_reserved(self.tx_done_ps, self.tx_key, ev);
+        }
+    }
+
+    /// Takes the frame in serialization back off the wire (it is lost or
+    /// will be drawn for loss at its end); its end gets an event.
+    pub fn recall_from_wire(&mut self, ctx: &mut Ctx, port: u32) {
+        if self.tx_on_wire && !self.idle(ctx) {
+            self.wire.pop_back().expect("the frame in serialization");
+            self.tx_on_wire = false;
+            self.keep_end_event(ctx, port);
+        }
     }
 
     /// Time `quanta` pause quanta last at this port's rate.
@@ -168,7 +251,7 @@ impl PacketNet {
             Enqueued::Queued => {}
         }
         p.stats.max_queue_bytes = p.stats.max_queue_bytes.max(p.qdisc.bytes());
-        let idle = p.tx.is_none();
+        let idle = p.idle(ctx);
         if let (Some(node), Some(buf)) = (shared, self.buffers.as_mut()) {
             buf.add(node, pkt.wire);
         }
@@ -189,6 +272,8 @@ impl PacketNet {
         }
         if idle && self.ports[port as usize].tx.is_none() {
             self.start_tx(ctx, port);
+        } else {
+            self.ports[port as usize].keep_end_event(ctx, port);
         }
     }
 
@@ -207,7 +292,9 @@ impl PacketNet {
             let done = ctx.now + ser_time_ps(frame.wire as u64, p.rate_bps);
             p.tx = Some(frame);
             p.tx_done_ps = done;
-            ctx.schedule(
+            p.tx_on_wire = false;
+            p.tx_event = true;
+            p.tx_key = ctx.schedule(
                 done,
                 NetEv {
                     kind: EV_PORT_TX,
@@ -222,13 +309,22 @@ impl PacketNet {
         p.tx = Some(pkt);
         p.tx_done_ps = done;
         let host_port = p.host_port;
-        ctx.schedule(
-            done,
-            NetEv {
-                kind: EV_PORT_TX,
-                id: port,
-            },
-        );
+        if p.quiet_end(&pkt, done) {
+            p.tx_key = ctx.reserve();
+            p.tx_on_wire = true;
+            p.tx_event = false;
+            p.wire.push_back((done + p.delay_ps, pkt));
+        } else {
+            p.tx_on_wire = false;
+            p.tx_event = true;
+            p.tx_key = ctx.schedule(
+                done,
+                NetEv {
+                    kind: EV_PORT_TX,
+                    id: port,
+                },
+            );
+        }
         if let Some(buf) = self.buffers.as_mut().filter(|_| !host_port) {
             buf.remove(self.port_ends[port as usize].0, pkt.wire);
         }
@@ -254,12 +350,11 @@ impl PacketNet {
             return false;
         }
         let pkt = p.tx.take().expect("checked");
-        p.stats.bytes += pkt.wire as u64;
-        if pkt.proto == PROTO_PAUSE {
-            p.stats.pause_frames_sent += 1;
-        } else {
-            p.stats.packets += 1;
-            p.class_tx[(pkt.class & 7) as usize] += pkt.wire as u64;
+        p.count_sent(&pkt);
+        if std::mem::take(&mut p.tx_on_wire) {
+            // On the wire since it started; something waits behind it.
+            self.start_tx(ctx, port);
+            return true;
         }
         let lost = p.loss > 0.0 && self.loss_rng.gen::<f64>() < p.loss;
         if lost {
@@ -344,8 +439,10 @@ impl PacketNet {
                 },
             );
         }
-        if self.ports[out as usize].tx.is_none() {
+        if self.ports[out as usize].idle(ctx) {
             self.start_tx(ctx, out);
+        } else {
+            self.ports[out as usize].keep_end_event(ctx, out);
         }
     }
 
@@ -415,9 +512,24 @@ impl PacketNet {
             let band = p.qdisc.band_of(class) as u8;
             ctx.port_event(port, band, PortEvent::Resume, 0);
         }
-        if p.tx.is_none() {
+        if p.idle(ctx) {
             self.start_tx(ctx, port);
+        } else {
+            p.keep_end_event(ctx, port);
         }
+    }
+
+    /// Counts every frame that went onto the wire at its start and whose
+    /// end lies before `upto`; returns the latest such end.
+    pub(super) fn settle_ports(&mut self, upto: Position) -> Option<u64> {
+        let mut last = None;
+        for p in self.ports.iter_mut() {
+            if p.tx_on_wire && !p.tx_event && Position::of(p.tx_done_ps, p.tx_key) < upto {
+                last = last.max(Some(p.tx_done_ps));
+                p.finish_quiet();
+            }
+        }
+        last
     }
 }
 
