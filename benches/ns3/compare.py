@@ -5,8 +5,8 @@ Draws the flows with flows.py (same options), then runs, alternately and
 install.sh) and ``fabriclab run`` as whole processes. Prints, per size bucket
 (fabriclab's: small < 100 KB, medium 100 KB-10 MB, large > 10 MB), FCT p50/p99/mean of each and their ratios
 (fabriclab / ns-3), the mean slowdown of each, ECN marks and drops at switches
-and hosts, and the wall times with their ratio. Writes compare.json beside the
-flows. Exits 1 when a run fails, a flow is left unfinished or the two flow
+and hosts, and the wall times with their ratio. Writes compare.json
+(compare-handshake.json with ``--handshake``) beside the flows. Exits 1 when a run fails, a flow is left unfinished or the two flow
 tables disagree on a flow; 2 on bad options.
 
 Without ``--handshake`` fabriclab starts each flow's data at once and is
@@ -54,11 +54,31 @@ def run_ns3(binary: Path, case: Path) -> dict:
         raise CompareError(f"ns-3 run printed no result line: {p.stdout[-2000:]}")
     info = json.loads(lines[-1])
     info["process_wall_s"] = wall
+    # Recorded with its inputs, for --reuse-ns3.
+    (out / "case.txt").write_text((case / "case.txt").read_text())
+    (out / "flows-in.csv").write_text((case / "flows.csv").read_text())
+    (out / "run.json").write_text(json.dumps(info) + "\n")
     return info
 
 
-def run_fabriclab(case: Path) -> dict:
-    out = case / "fabriclab"
+def fl_dir(case: Path, handshake: bool) -> Path:
+    """fabriclab's results: one folder per mode, so both modes can share one ns-3 run."""
+    return case / ("fabriclab-handshake" if handshake else "fabriclab")
+
+
+def reused_ns3(case: Path) -> dict | None:
+    """The recorded ns-3 run of this very case (same case.txt, same flows), if any."""
+    ns3 = case / "ns3"
+    try:
+        same = ((ns3 / "case.txt").read_text() == (case / "case.txt").read_text()
+                and (ns3 / "flows-in.csv").read_text() == (case / "flows.csv").read_text())
+        return json.loads((ns3 / "run.json").read_text()) if same else None
+    except FileNotFoundError:
+        return None
+
+
+def run_fabriclab(case: Path, handshake: bool) -> dict:
+    out = fl_dir(case, handshake)
     cmd = [sys.executable, "-m", "fabriclab.cli", "run", str(case / "scenario.toml"), "--out", str(out), "--force"]
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -81,11 +101,11 @@ def stats(fct_ps: np.ndarray, ideal_ps: np.ndarray) -> dict:
             "slowdown_mean": float((fct_ps / ideal_ps).mean()) if len(fct_ps) else float("nan")}
 
 
-def joined_flows(case: Path) -> pd.DataFrame:
+def joined_flows(case: Path, handshake: bool) -> pd.DataFrame:
     """One row per flow with both simulators' FCTs; checks they ran the same flows."""
     listed = pd.read_csv(case / "flows.csv")
     ns3 = pd.read_csv(case / "ns3" / "flows.csv")
-    fl = pd.read_parquet(case / "fabriclab" / "flows.parquet")
+    fl = pd.read_parquet(fl_dir(case, handshake) / "flows.parquet")
     if len(ns3) != len(listed) or len(fl) != len(listed):
         raise CompareError(f"flow counts differ: list {len(listed)}, ns-3 {len(ns3)}, fabriclab {len(fl)}")
     fl = fl.sort_values("flow_id").reset_index(drop=True)
@@ -103,10 +123,10 @@ def joined_flows(case: Path) -> pd.DataFrame:
                          "ns3_data_ps": ns3["fct_data_ps"].astype(float), "ns3_hs_ps": ns3["fct_ps"].astype(float)})
 
 
-def port_counters(cases: list[Path]) -> dict:
+def port_counters(cases: list[Path], handshake: bool) -> dict:
     """ECN marks and drops at switch and host egress ports, for both, summed over the cases."""
     ns3 = pd.concat([pd.read_csv(c / "ns3" / "links.csv").assign(case=i) for i, c in enumerate(cases)])
-    fl = pd.concat([pd.read_parquet(c / "fabriclab" / "links.parquet").assign(case=i) for i, c in enumerate(cases)])
+    fl = pd.concat([pd.read_parquet(fl_dir(c, handshake) / "links.parquet").assign(case=i) for i, c in enumerate(cases)])
     out = {}
     for name, t in (("ns3", ns3), ("fabriclab", fl)):
         host = t["src_node"].str.match(r"^h\d+$")
@@ -125,7 +145,7 @@ def compare(cases: list[Path], ns3_runs: list[dict], fl_runs: list[dict], handsh
     """Per bucket, the flows of every case (one per seed) pooled: fabriclab, ns-3
     on the compared basis ("ns3": from the flow's start with the handshake, else
     from connection set-up) and ns-3 on both bases."""
-    j = pd.concat([joined_flows(c) for c in cases], ignore_index=True)
+    j = pd.concat([joined_flows(c, handshake) for c in cases], ignore_index=True)
     buckets = {}
     for name, member in BUCKETS:  # fabriclab's own size buckets
         sel = member(j["size_bytes"])
@@ -139,7 +159,7 @@ def compare(cases: list[Path], ns3_runs: list[dict], fl_runs: list[dict], handsh
         return sum(min(r[key] for r in runs if r["case"] == str(c)) for c in cases)
 
     return {"case": ", ".join(str(c) for c in cases), "flows": int(len(j)), "handshake": handshake,
-            "buckets": buckets, "ports": port_counters(cases), "ns3_runs": ns3_runs, "fabriclab_runs": fl_runs,
+            "buckets": buckets, "ports": port_counters(cases, handshake), "ns3_runs": ns3_runs, "fabriclab_runs": fl_runs,
             "wall": {"ns3_process_s": best(ns3_runs, "process_wall_s"), "ns3_run_s": best(ns3_runs, "wall_s"),
                      "fabriclab_process_s": best(fl_runs, "process_wall_s"), "fabriclab_core_s": best(fl_runs, "wall_s"),
                      "ns3_events": int(best(ns3_runs, "events")), "fabriclab_events": int(best(fl_runs, "events"))}}
@@ -203,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     p.description = __doc__.split("\n\n")[0]
     p.add_argument("--repeat", type=int, default=1, help="runs of each simulator, alternating (best wall time kept)")
     p.add_argument("--ns3", type=Path, default=HERE / "build" / "dc", help="the ns-3 program (install.sh builds it)")
+    p.add_argument("--reuse-ns3", action="store_true",
+                   help="skip ns-3 where OUT already holds its run of the same case (e.g. to compare both modes)")
     p.add_argument("--seeds", default=None,
                    help="comma-separated seeds, e.g. 2,3: one flow list per seed (in OUT/seed-N), flows pooled "
                         "per bucket (overrides --seed)")
@@ -229,14 +251,18 @@ def main(argv: list[str] | None = None) -> int:
                 # Alternate which simulator goes first, so neither always meets a warm or busy machine.
                 order = ("ns3", "fabriclab") if r % 2 == 0 else ("fabriclab", "ns3")
                 for name in order:
-                    run = run_ns3(a.ns3, case) if name == "ns3" else run_fabriclab(case)
+                    if name == "ns3" and a.reuse_ns3 and (old := reused_ns3(case)) is not None:
+                        if r == 0:
+                            ns3_runs.append({"case": str(case), **old})
+                        continue
+                    run = run_ns3(a.ns3, case) if name == "ns3" else run_fabriclab(case, a.handshake)
                     (ns3_runs if name == "ns3" else fl_runs).append({"case": str(case), **run})
         res = compare(cases, ns3_runs, fl_runs, handshake=a.handshake)
     except CompareError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     res["setup"] = [json.loads((c / "setup.json").read_text()) for c in cases]
-    (a.out / "compare.json").write_text(json.dumps(res, indent=1) + "\n")
+    (a.out / ("compare-handshake.json" if a.handshake else "compare.json")).write_text(json.dumps(res, indent=1) + "\n")
     print(render(res))
     return 0
 
