@@ -41,7 +41,8 @@ fn only_the_first_partial_ack_restarts_the_retransmission_timer() {
     for _ in 0..3 {
         s.on_ack(10, 0, false);
     }
-    assert_eq!(poll(&mut s, 10)[0].seq, 0); // fast retransmit of segment 0
+    // Fast retransmit of segment 0.
+    assert_eq!(poll(&mut s, 10)[0].seq, 0);
     // The timer armed at t = 0 still runs: the retransmission did not restart it.
     assert_eq!(s.poll_at(), Some(RTO));
     // First partial ACK (segment 0 repaired, 2 missing) at t = 20: restart, 20 + RTO.
@@ -78,7 +79,10 @@ fn a_repeated_timeout_keeps_ssthresh_and_a_later_one_lowers_it_again() {
     s.on_ack(3 * RTO + 10, 10 * MSS, false);
     let segs = poll(&mut s, 3 * RTO + 10);
     // cwnd 1 MSS + 1 MSS of slow start for the ACK = 2 segments (10, 11).
-    assert_eq!(segs.iter().map(|g| g.seq / MSS).collect::<Vec<_>>(), vec![10, 11]);
+    assert_eq!(
+        segs.iter().map(|g| g.seq / MSS).collect::<Vec<_>>(),
+        vec![10, 11]
+    );
     let t = s.poll_at().unwrap();
     poll(&mut s, t);
     assert_eq!(s.timeouts, 3);
