@@ -5,14 +5,16 @@ Draws the flows with flows.py (same options), then runs, alternately and
 install.sh) and ``fabriclab run`` as whole processes. Prints, per size bucket
 (fabriclab's: small < 100 KB, medium 100 KB-10 MB, large > 10 MB), FCT p50/p99/mean of each and their ratios
 (fabriclab / ns-3), the mean slowdown of each, ECN marks and drops at switches
-and hosts, and the wall times with their ratio. Writes compare.json beside the
-flows. Exits 1 when a run fails, a flow is left unfinished or the two flow
+and hosts, and the wall times with their ratio. Writes compare.json
+(compare-handshake.json with ``--handshake``) beside the flows. Exits 1 when a run fails, a flow is left unfinished or the two flow
 tables disagree on a flow; 2 on bad options.
 
-ns-3's FCT is taken from the moment its connection succeeded (``fct_data``):
-fabriclab has no handshake. The FCT from the flow's start, handshake
-included, is printed too. Slowdowns of both use fabriclab's ideal FCT of the
-flow (same path, same sizes).
+Without ``--handshake`` fabriclab starts each flow's data at once and is
+compared with ns-3's FCT from the moment its connection succeeded
+(``fct_data``); ns-3's FCT from the flow's start is printed too. With
+``--handshake`` fabriclab opens each flow with SYN / SYN-ACK as ns-3 does, and
+both are compared from the flow's start. Slowdowns of both use fabriclab's
+ideal FCT of the flow (same path, same sizes, no handshake).
 """
 
 from __future__ import annotations
@@ -52,11 +54,31 @@ def run_ns3(binary: Path, case: Path) -> dict:
         raise CompareError(f"ns-3 run printed no result line: {p.stdout[-2000:]}")
     info = json.loads(lines[-1])
     info["process_wall_s"] = wall
+    # Recorded with its inputs, for --reuse-ns3.
+    (out / "case.txt").write_text((case / "case.txt").read_text())
+    (out / "flows-in.csv").write_text((case / "flows.csv").read_text())
+    (out / "run.json").write_text(json.dumps(info) + "\n")
     return info
 
 
-def run_fabriclab(case: Path) -> dict:
-    out = case / "fabriclab"
+def fl_dir(case: Path, handshake: bool) -> Path:
+    """fabriclab's results: one folder per mode, so both modes can share one ns-3 run."""
+    return case / ("fabriclab-handshake" if handshake else "fabriclab")
+
+
+def reused_ns3(case: Path) -> dict | None:
+    """The recorded ns-3 run of this very case (same case.txt, same flows), if any."""
+    ns3 = case / "ns3"
+    try:
+        same = ((ns3 / "case.txt").read_text() == (case / "case.txt").read_text()
+                and (ns3 / "flows-in.csv").read_text() == (case / "flows.csv").read_text())
+        return json.loads((ns3 / "run.json").read_text()) if same else None
+    except FileNotFoundError:
+        return None
+
+
+def run_fabriclab(case: Path, handshake: bool) -> dict:
+    out = fl_dir(case, handshake)
     cmd = [sys.executable, "-m", "fabriclab.cli", "run", str(case / "scenario.toml"), "--out", str(out), "--force"]
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -79,11 +101,11 @@ def stats(fct_ps: np.ndarray, ideal_ps: np.ndarray) -> dict:
             "slowdown_mean": float((fct_ps / ideal_ps).mean()) if len(fct_ps) else float("nan")}
 
 
-def joined_flows(case: Path) -> pd.DataFrame:
+def joined_flows(case: Path, handshake: bool) -> pd.DataFrame:
     """One row per flow with both simulators' FCTs; checks they ran the same flows."""
     listed = pd.read_csv(case / "flows.csv")
     ns3 = pd.read_csv(case / "ns3" / "flows.csv")
-    fl = pd.read_parquet(case / "fabriclab" / "flows.parquet")
+    fl = pd.read_parquet(fl_dir(case, handshake) / "flows.parquet")
     if len(ns3) != len(listed) or len(fl) != len(listed):
         raise CompareError(f"flow counts differ: list {len(listed)}, ns-3 {len(ns3)}, fabriclab {len(fl)}")
     fl = fl.sort_values("flow_id").reset_index(drop=True)
@@ -101,16 +123,17 @@ def joined_flows(case: Path) -> pd.DataFrame:
                          "ns3_data_ps": ns3["fct_data_ps"].astype(float), "ns3_hs_ps": ns3["fct_ps"].astype(float)})
 
 
-def port_counters(case: Path) -> dict:
-    """ECN marks and drops at switch and host egress ports, for both."""
-    ns3 = pd.read_csv(case / "ns3" / "links.csv")
-    fl = pd.read_parquet(case / "fabriclab" / "links.parquet")
+def port_counters(cases: list[Path], handshake: bool) -> dict:
+    """ECN marks and drops at switch and host egress ports, for both, summed over the cases."""
+    ns3 = pd.concat([pd.read_csv(c / "ns3" / "links.csv").assign(case=i) for i, c in enumerate(cases)])
+    fl = pd.concat([pd.read_parquet(fl_dir(c, handshake) / "links.parquet").assign(case=i) for i, c in enumerate(cases)])
     out = {}
     for name, t in (("ns3", ns3), ("fabriclab", fl)):
         host = t["src_node"].str.match(r"^h\d+$")
         out[name] = {"switch_marks": int(t.loc[~host, "ecn_marks"].sum()), "host_marks": int(t.loc[host, "ecn_marks"].sum()),
                      "switch_drops": int(t.loc[~host, "drops"].sum()), "host_drops": int(t.loc[host, "drops"].sum())}
-    both = ns3.merge(fl[["src_node", "dst_node", "packets"]], on=["src_node", "dst_node"], suffixes=("_ns3", "_fl"))
+    both = ns3.merge(fl[["case", "src_node", "dst_node", "packets"]], on=["case", "src_node", "dst_node"],
+                     suffixes=("_ns3", "_fl"))
     if len(both) != len(fl):
         raise CompareError("the two simulators' port lists differ")
     # Same paths put the same packets on every port (ns-3 adds SYN, SYN-ACK and FIN segments).
@@ -118,22 +141,28 @@ def port_counters(case: Path) -> dict:
     return out
 
 
-def compare(case: Path, ns3_runs: list[dict], fl_runs: list[dict]) -> dict:
-    j = joined_flows(case)
+def compare(cases: list[Path], ns3_runs: list[dict], fl_runs: list[dict], handshake: bool = False) -> dict:
+    """Per bucket, the flows of every case (one per seed) pooled: fabriclab, ns-3
+    on the compared basis ("ns3": from the flow's start with the handshake, else
+    from connection set-up) and ns-3 on both bases."""
+    j = pd.concat([joined_flows(c, handshake) for c in cases], ignore_index=True)
     buckets = {}
     for name, member in BUCKETS:  # fabriclab's own size buckets
         sel = member(j["size_bytes"])
         d = j[sel]
+        data = stats(d["ns3_data_ps"].to_numpy(), d["ideal_ps"].to_numpy())
+        hs = stats(d["ns3_hs_ps"].to_numpy(), d["ideal_ps"].to_numpy())
         buckets[name] = {"fabriclab": stats(d["fl_ps"].to_numpy(), d["ideal_ps"].to_numpy()),
-                         "ns3": stats(d["ns3_data_ps"].to_numpy(), d["ideal_ps"].to_numpy()),
-                         "ns3_handshake": stats(d["ns3_hs_ps"].to_numpy(), d["ideal_ps"].to_numpy())}
-    best_ns3 = min(ns3_runs, key=lambda r: r["process_wall_s"])
-    best_fl = min(fl_runs, key=lambda r: r["process_wall_s"])
-    return {"case": str(case), "flows": int(len(j)), "buckets": buckets, "ports": port_counters(case),
-            "ns3_runs": ns3_runs, "fabriclab_runs": fl_runs,
-            "wall": {"ns3_process_s": best_ns3["process_wall_s"], "ns3_run_s": min(r["wall_s"] for r in ns3_runs),
-                     "fabriclab_process_s": best_fl["process_wall_s"], "fabriclab_core_s": min(r["wall_s"] for r in fl_runs),
-                     "ns3_events": best_ns3["events"], "fabriclab_events": best_fl["events"]}}
+                         "ns3": hs if handshake else data, "ns3_data": data, "ns3_handshake": hs}
+    def best(runs: list[dict], key: str) -> float:
+        # Per case the best of its repeats, summed over the cases.
+        return sum(min(r[key] for r in runs if r["case"] == str(c)) for c in cases)
+
+    return {"case": ", ".join(str(c) for c in cases), "flows": int(len(j)), "handshake": handshake,
+            "buckets": buckets, "ports": port_counters(cases, handshake), "ns3_runs": ns3_runs, "fabriclab_runs": fl_runs,
+            "wall": {"ns3_process_s": best(ns3_runs, "process_wall_s"), "ns3_run_s": best(ns3_runs, "wall_s"),
+                     "fabriclab_process_s": best(fl_runs, "process_wall_s"), "fabriclab_core_s": best(fl_runs, "wall_s"),
+                     "ns3_events": int(best(ns3_runs, "events")), "fabriclab_events": int(best(fl_runs, "events"))}}
 
 
 def ratio(a: float, b: float) -> str:
@@ -141,7 +170,9 @@ def ratio(a: float, b: float) -> str:
 
 
 def render(res: dict) -> str:
-    lines = [f"{res['case']}: {res['flows']} flows; FCT in us; ratio = fabriclab / ns-3 (ns-3 from connection set-up)",
+    basis = ("both with the handshake, from the flow's start" if res["handshake"]
+             else "no handshake in fabriclab; ns-3 from connection set-up")
+    lines = [f"{res['case']}: {res['flows']} flows; FCT in us; ratio = fabriclab / ns-3 ({basis})",
              "| bucket | flows | p50 fabriclab | p50 ns-3 | ratio | p99 fabriclab | p99 ns-3 | ratio "
              "| mean fabriclab | mean ns-3 | ratio | slowdown fabriclab | slowdown ns-3 |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -154,10 +185,12 @@ def render(res: dict) -> str:
                      f"| {f['p99_us']:,.1f} | {n['p99_us']:,.1f} | {ratio(f['p99_us'], n['p99_us'])} "
                      f"| {f['mean_us']:,.1f} | {n['mean_us']:,.1f} | {ratio(f['mean_us'], n['mean_us'])} "
                      f"| {f['slowdown_mean']:.2f} | {n['slowdown_mean']:.2f} |")
-    lines.append("ns-3 with its handshake (from the flow's start): " + "; ".join(
-        f"{name} p50 {b['ns3_handshake']['p50_us']:,.1f} p99 {b['ns3_handshake']['p99_us']:,.1f} "
-        f"mean {b['ns3_handshake']['mean_us']:,.1f} (fabriclab / ns-3 p50 "
-        f"{ratio(b['fabriclab']['p50_us'], b['ns3_handshake']['p50_us'])})"
+    other, label = (("ns3_data", "ns-3 from connection set-up") if res["handshake"]
+                    else ("ns3_handshake", "ns-3 with its handshake (from the flow's start)"))
+    lines.append(f"{label}: " + "; ".join(
+        f"{name} p50 {b[other]['p50_us']:,.1f} p99 {b[other]['p99_us']:,.1f} "
+        f"mean {b[other]['mean_us']:,.1f} (fabriclab / ns-3 p50 "
+        f"{ratio(b['fabriclab']['p50_us'], b[other]['p50_us'])})"
         for name, b in res["buckets"].items() if b["fabriclab"]["flows"]))
     p = res["ports"]
     lines.append("ECN marks switch/host: fabriclab {}/{}, ns-3 {}/{}; drops switch/host: fabriclab {}/{}, ns-3 {}/{}; "
@@ -166,11 +199,23 @@ def render(res: dict) -> str:
                      p["ns3"]["host_marks"], p["fabriclab"]["switch_drops"], p["fabriclab"]["host_drops"],
                      p["ns3"]["switch_drops"], p["ns3"]["host_drops"], p["port_packets_rel_diff"]))
     w = res["wall"]
-    lines.append(f"wall (best of {len(res['ns3_runs'])}): ns-3 {w['ns3_process_s']:.2f} s (Simulator::Run {w['ns3_run_s']:.2f} s, "
+    lines.append(f"wall (best of the repeats, summed over the seeds): ns-3 {w['ns3_process_s']:.2f} s (Simulator::Run {w['ns3_run_s']:.2f} s, "
                  f"{w['ns3_events']:,} events); fabriclab run {w['fabriclab_process_s']:.2f} s (core {w['fabriclab_core_s']:.2f} s, "
                  f"{w['fabriclab_events']:,} events); ns-3 / fabriclab: process {ratio(w['ns3_process_s'], w['fabriclab_process_s'])}, "
                  f"core {ratio(w['ns3_run_s'], w['fabriclab_core_s'])}")
     return "\n".join(lines)
+
+
+def parse_seeds(text: str | None, default: int) -> list[int]:
+    if text is None:
+        return [default]
+    try:
+        seeds = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise gen.SetupError(f"--seeds: must be comma-separated integers, got {text!r}") from None
+    if len(set(seeds)) != len(seeds) or any(x < 0 for x in seeds):
+        raise gen.SetupError(f"--seeds: must be distinct non-negative integers, got {text!r}")
+    return seeds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,34 +223,46 @@ def main(argv: list[str] | None = None) -> int:
     p.description = __doc__.split("\n\n")[0]
     p.add_argument("--repeat", type=int, default=1, help="runs of each simulator, alternating (best wall time kept)")
     p.add_argument("--ns3", type=Path, default=HERE / "build" / "dc", help="the ns-3 program (install.sh builds it)")
+    p.add_argument("--reuse-ns3", action="store_true",
+                   help="skip ns-3 where OUT already holds its run of the same case (e.g. to compare both modes)")
+    p.add_argument("--seeds", default=None,
+                   help="comma-separated seeds, e.g. 2,3: one flow list per seed (in OUT/seed-N), flows pooled "
+                        "per bucket (overrides --seed)")
     a = p.parse_args(argv)
     try:
         if a.repeat < 1:
             raise gen.SetupError(f"--repeat: must be at least 1, got {a.repeat}")
         if not os.access(a.ns3, os.X_OK):
             raise gen.SetupError(f"--ns3: {a.ns3} is not an executable; build it with benches/ns3/install.sh")
-        s = gen.setup_from_args(a)
-        gen.write_case(s, a.out)
+        cases = []
+        for seed in parse_seeds(a.seeds, a.seed):
+            a.seed = seed
+            case = a.out if a.seeds is None else a.out / f"seed-{seed}"
+            gen.write_case(gen.setup_from_args(a), case)
+            cases.append(case)
     except gen.SetupError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     ns3_runs: list[dict] = []
     fl_runs: list[dict] = []
     try:
-        for r in range(a.repeat):
-            # Alternate which simulator goes first, so neither always meets a warm or busy machine.
-            order = (("ns3", run_ns3), ("fabriclab", run_fabriclab))
-            for name, _ in order if r % 2 == 0 else order[::-1]:
-                if name == "ns3":
-                    ns3_runs.append(run_ns3(a.ns3, a.out))
-                else:
-                    fl_runs.append(run_fabriclab(a.out))
-        res = compare(a.out, ns3_runs, fl_runs)
+        for case in cases:
+            for r in range(a.repeat):
+                # Alternate which simulator goes first, so neither always meets a warm or busy machine.
+                order = ("ns3", "fabriclab") if r % 2 == 0 else ("fabriclab", "ns3")
+                for name in order:
+                    if name == "ns3" and a.reuse_ns3 and (old := reused_ns3(case)) is not None:
+                        if r == 0:
+                            ns3_runs.append({"case": str(case), **old})
+                        continue
+                    run = run_ns3(a.ns3, case) if name == "ns3" else run_fabriclab(case, a.handshake)
+                    (ns3_runs if name == "ns3" else fl_runs).append({"case": str(case), **run})
+        res = compare(cases, ns3_runs, fl_runs, handshake=a.handshake)
     except CompareError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    res["setup"] = json.loads((a.out / "setup.json").read_text())
-    (a.out / "compare.json").write_text(json.dumps(res, indent=1) + "\n")
+    res["setup"] = [json.loads((c / "setup.json").read_text()) for c in cases]
+    (a.out / ("compare-handshake.json" if a.handshake else "compare.json")).write_text(json.dumps(res, indent=1) + "\n")
     print(render(res))
     return 0
 

@@ -69,6 +69,7 @@ class Setup:
     seed: int = 1
     prio_below_bytes: int | None = None  # strict priority: flows below this size in class 0, others class 1
     wire: str = "match"  # match | raw
+    handshake: bool = False  # fabriclab opens each flow with SYN / SYN-ACK, as ns-3 does
     extra: dict = field(default_factory=dict)
 
     def delay_ps(self) -> int:
@@ -251,6 +252,8 @@ def scenario_text(s: Setup, flows: list[dict]) -> str:
         f"initial_rto_ps = {s.min_rto_ps}",
         # ns-3 has no TCP Small Queues: a limit no flow reaches switches it off.
         "tsq_limit_bytes = 1_000_000_000_000",
+        # ns-3 always opens with SYN / SYN-ACK; with --handshake fabriclab does too.
+        f"handshake = {_toml_value(s.handshake)}",
         "",
         "[outputs]",
         "messages = false",
@@ -325,6 +328,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prio-below-bytes", type=int, default=None,
                    help="two strict-priority bands: flows below this size in class 0, the rest class 1")
     p.add_argument("--wire", default="match", help="match (ns-3 rate x 1502/1538) | raw")
+    p.add_argument("--handshake", action="store_true",
+                   help="fabriclab opens every flow with SYN / SYN-ACK and is compared with ns-3's FCT from the "
+                        "flow's start (default: no handshake, compared from ns-3's connection set-up)")
     return p
 
 
@@ -335,7 +341,7 @@ def setup_from_args(a: argparse.Namespace) -> Setup:
     return Setup(topology=a.topology, hosts=a.hosts, leaves=a.leaves, hosts_per_leaf=a.hosts_per_leaf,
                  spines=a.spines, cc=a.cc, load=a.load, duration_ps=duration, seed=a.seed, link_delay_ps=delay,
                  limit_packets=a.limit_packets, ecn_threshold_packets=a.ecn_threshold_packets,
-                 min_rto_ps=min_rto, prio_below_bytes=a.prio_below_bytes, wire=a.wire)
+                 min_rto_ps=min_rto, prio_below_bytes=a.prio_below_bytes, wire=a.wire, handshake=a.handshake)
 
 
 def main(argv: list[str] | None = None) -> int:

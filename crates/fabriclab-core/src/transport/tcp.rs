@@ -85,11 +85,21 @@ pub struct TcpSender {
     dupacks: u32,
     dupack_threshold: u32,
     in_recovery: bool,
+    /// A partial ACK of the current fast recovery already restarted the
+    /// retransmission timer (RFC 6582 §3.2 step 5 restarts it for the first
+    /// one only, the "Impatient" variant of §4).
+    partial_acked: bool,
+    /// Between a retransmission timeout and the ACK of everything sent
+    /// before it: a further timeout resends the same head and keeps
+    /// ssthresh (RFC 5681 §3.1).
+    in_loss: bool,
     recover: Option<u64>,
     retransmit_head: bool,
     srtt_ps: Option<f64>,
     rttvar_ps: f64,
     rto_ps: u64,
+    /// The RTO without back-off: the initial RTO, then SRTT + 4 RTTVAR.
+    base_rto_ps: u64,
     min_rto_ps: u64,
     max_rto_ps: u64,
     rto_deadline: Option<u64>,
@@ -137,11 +147,14 @@ impl TcpSender {
             dupacks: 0,
             dupack_threshold: cfg.dupack_threshold,
             in_recovery: false,
+            partial_acked: false,
+            in_loss: false,
             recover: None,
             retransmit_head: false,
             srtt_ps: None,
             rttvar_ps: 0.0,
             rto_ps: cfg.initial_rto_ps.max(cfg.min_rto_ps),
+            base_rto_ps: cfg.initial_rto_ps.max(cfg.min_rto_ps),
             min_rto_ps: cfg.min_rto_ps,
             max_rto_ps: cfg.max_rto_ps,
             rto_deadline: None,
@@ -178,6 +191,7 @@ impl TcpSender {
         self.srtt_ps = prev.srtt_ps;
         self.rttvar_ps = prev.rttvar_ps;
         self.rto_ps = prev.rto_ps;
+        self.base_rto_ps = prev.rto_ps;
         if now.saturating_sub(prev.idle_since_ps) <= prev.rto_ps {
             self.st.cwnd_bytes = prev.cwnd_bytes;
         }
@@ -212,7 +226,8 @@ impl TcpSender {
             }
         }
         let rto = self.srtt_ps.unwrap() + 4.0 * self.rttvar_ps;
-        self.rto_ps = (rto as u64).clamp(self.min_rto_ps, self.max_rto_ps);
+        self.base_rto_ps = (rto as u64).clamp(self.min_rto_ps, self.max_rto_ps);
+        self.rto_ps = self.base_rto_ps;
     }
 
     /// The SYN-ACK arrived: the connection is open. Its round trip is the
@@ -258,6 +273,10 @@ impl TcpSender {
                 snd_nxt: self.snd_nxt,
                 in_recovery: self.in_recovery,
             };
+            let mut restart_timer = true;
+            if self.in_loss && ack >= self.recover.unwrap_or(0) {
+                self.in_loss = false;
+            }
             if self.in_recovery {
                 self.cc.on_ack(&mut self.st, &info);
                 if ack >= self.recover.unwrap_or(0) {
@@ -268,7 +287,11 @@ impl TcpSender {
                     self.dupacks = 0;
                 } else {
                     // Partial acknowledgment: retransmit the next hole, deflate by
-                    // the amount acknowledged and add back one SMSS.
+                    // the amount acknowledged and add back one SMSS; only the
+                    // first one restarts the timer (step 5), so a window with
+                    // many holes ends in a timeout rather than one hole per RTT.
+                    restart_timer = !self.partial_acked;
+                    self.partial_acked = true;
                     self.retransmit_head = true;
                     self.st.cwnd_bytes = (self.st.cwnd_bytes - acked as f64 + self.st.mss_bytes)
                         .max(self.st.mss_bytes);
@@ -284,11 +307,15 @@ impl TcpSender {
                     self.st.cwnd_bytes = before;
                 }
             }
-            self.rto_deadline = if self.is_done() {
-                None
-            } else {
-                Some(now + self.rto_ps)
-            };
+            if self.is_done() {
+                self.rto_deadline = None;
+            } else if restart_timer {
+                // An ACK of new data ends a timer back-off: the RTO returns to
+                // its estimate (ns-3's TcpSocketBase::NewAck; Linux's default
+                // timestamps give that ACK an RTT sample, RFC 7323 §4).
+                self.rto_ps = self.base_rto_ps;
+                self.rto_deadline = Some(now + self.rto_ps);
+            }
         } else if ack == self.snd_una && self.snd_nxt > self.snd_una {
             self.dupacks += 1;
             if self.in_recovery {
@@ -301,6 +328,7 @@ impl TcpSender {
                 self.st.cwnd_bytes = self.st.ssthresh_bytes + 3.0 * self.st.mss_bytes;
                 self.recover = Some(self.high_tx);
                 self.in_recovery = true;
+                self.partial_acked = false;
                 self.retransmit_head = true;
                 self.rtt_probe = None;
             }
@@ -309,9 +337,15 @@ impl TcpSender {
 
     fn on_timeout(&mut self, now: u64) {
         // RFC 5681 §3.1 eq. (4) and RFC 6298 §5.5-5.7: collapse to one
-        // segment, back off the timer, resend from the first unacknowledged byte.
-        let flight = self.flight();
-        self.st.ssthresh_bytes = self.cc.ssthresh_after_loss(&self.st, flight);
+        // segment, back off the timer, resend from the first unacknowledged
+        // byte. ssthresh falls only when the head was not yet resent by the
+        // timer: a repeated timeout of the same loss keeps it (RFC 5681 §3.1,
+        // as ns-3's and Linux's TCP), else it would fall to 2 SMSS.
+        if !self.in_loss {
+            let flight = self.flight();
+            self.st.ssthresh_bytes = self.cc.ssthresh_after_loss(&self.st, flight);
+        }
+        self.in_loss = true;
         if !self.windowless {
             self.st.cwnd_bytes = self.st.mss_bytes;
         }
