@@ -341,7 +341,10 @@ def test_thesis_slack_reproduction_quick(cli, tmp_path):
     assert cell["slack f=1 lag=0"]["penalty_removed"] > 0.8
     assert cell["slack f=1 lag=0"]["urgent_bytes_pct"] > 50
     # Raising ring stragglers lets the deadline check be optimistic: most of
-    # the penalty removed and most of the gain kept.
+    # the penalty removed, and part of the gain kept where the deadline check
+    # alone gives it all back (docs/reproductions.md: 0.71 of the gain before
+    # the loss-recovery correction, 0.40 after).
     best = cell["slack f=0.1 lag=1"]
-    assert best["penalty_removed"] > 0.5 and best["gain_kept"] > 0.5
+    assert best["penalty_removed"] > 0.5 and best["gain_kept"] > 0.25
+    assert best["gain_kept"] > cell["slack f=1 lag=0"]["gain_kept"] + 0.25
     assert (tmp_path / "s" / "slack_tradeoff.png").is_file()
