@@ -15,8 +15,9 @@
 //! The collective ends when every step of every rank has completed.
 //!
 //! A rank pair may carry its sends over several queue pairs (`qps`, see
-//! [`super::qps`]): split evenly across them, or each message on the QP with
-//! the best recent completion time (`balance = "dlb"`).
+//! [`super::qps`]): each send is cut into one part per QP, sent on its own
+//! QP (`split`) or each part on the QP with the best recent completion time
+//! (`balance = "dlb"`); the send has arrived when all its parts have.
 
 use super::qps::{split_bytes, Balance, QpGroup, QpGroupSpec};
 use super::{list_schema, section, AppKind, BuildEnv};
@@ -232,15 +233,33 @@ impl CollectiveApp {
         }
     }
 
+    /// Records every QP's route the first time; later, retires the QPs
+    /// whose route has changed.
+    fn note_routes(&mut self, api: &mut Api) {
+        for g in &mut self.groups {
+            let (src, dst) = (
+                self.spec.rank_hosts[g.rank as usize],
+                self.spec.rank_hosts[g.peer as usize],
+            );
+            for q in &mut g.qps {
+                let now = api.ecmp_route(src, dst, q.src_port);
+                match &q.route {
+                    None => q.route = now,
+                    Some(r) => q.retired |= now.as_ref() != Some(r),
+                }
+            }
+        }
+    }
+
     /// `dlb`: sends group `g`'s waiting steps while a QP has room.
     fn dispatch(&mut self, api: &mut Api, g: usize) {
         while !self.groups[g].waiting.is_empty() {
             let Some(q) = self.groups[g].pick(self.spec.qp_depth) else {
                 return;
             };
-            let i = self.groups[g].waiting.pop_front().expect("not empty");
+            let (i, bytes) = self.groups[g].waiting.pop_front().expect("not empty");
             let r = self.groups[g].rank;
-            self.send(api, r, i, Some((g, q)), None);
+            self.send(api, r, i, Some((g, q)), Some(bytes));
         }
     }
 
@@ -294,6 +313,13 @@ impl CollectiveApp {
 impl App for CollectiveApp {
     fn start(&mut self, api: &mut Api) {
         api.schedule(self.spec.start_ps, token(TOKEN_START, 0, 0));
+        self.note_routes(api);
+    }
+
+    fn on_routing_changed(&mut self, api: &mut Api) {
+        if self.spec.balance == Balance::Dlb {
+            self.note_routes(api);
+        }
     }
 
     fn on_timer(&mut self, api: &mut Api, tok: u64) {
@@ -311,16 +337,17 @@ impl App for CollectiveApp {
                 let peer = self.graph.steps()[r as usize][i as usize].peer;
                 match self.group_of.get(&(r, peer)).copied() {
                     None => self.send(api, r, i, None, None),
-                    Some(g) if self.spec.balance == Balance::Split => {
+                    Some(g) => {
                         let bytes = self.graph.steps()[r as usize][i as usize].bytes;
                         let parts = split_bytes(bytes, self.groups[g].qps.len());
                         self.parts_left.insert((r, i), parts.len() as u32);
                         for (q, b) in parts {
-                            self.send(api, r, i, Some((g, q)), Some(b));
+                            if self.spec.balance == Balance::Split {
+                                self.send(api, r, i, Some((g, q)), Some(b));
+                            } else {
+                                self.groups[g].waiting.push_back((i, b));
+                            }
                         }
-                    }
-                    Some(g) => {
-                        self.groups[g].waiting.push_back(i);
                         self.dispatch(api, g);
                     }
                 }
@@ -343,16 +370,13 @@ impl App for CollectiveApp {
         let (r, i) = (sent.rank, sent.step);
         if let Some((g, q)) = sent.qp {
             self.groups[g].completed(q, sent.bytes, api.now() - sent.at_ps);
-            if self.spec.balance == Balance::Dlb {
-                self.dispatch(api, g);
-            } else {
-                let left = self.parts_left.get_mut(&(r, i)).expect("split send");
-                *left -= 1;
-                if *left > 0 {
-                    return;
-                }
-                self.parts_left.remove(&(r, i));
+            self.dispatch(api, g);
+            let left = self.parts_left.get_mut(&(r, i)).expect("a send over QPs");
+            *left -= 1;
+            if *left > 0 {
+                return;
             }
+            self.parts_left.remove(&(r, i));
         }
         let peer = self.graph.steps()[r as usize][i as usize].peer;
         self.times[peer as usize][self.graph.matching_recv(r, i) as usize].data_ps =

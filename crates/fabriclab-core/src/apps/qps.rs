@@ -3,17 +3,19 @@
 //!
 //! Each QP is an ECMP connection of its own: its source port (RoCE's UDP
 //! source port) is what the switches' hash reads, so a path manager picks
-//! paths by picking source ports (C4, Dong et al., section 3.2). A message
-//! of a rank pair with QPs is carried in one of two ways:
+//! paths by picking source ports (C4, Dong et al., section 3.2). A send of
+//! a rank pair with QPs is cut into one equal part per QP (a message each;
+//! the send has arrived when every part has), carried in one of two ways:
 //!
-//! - `split`: cut into one equal part per QP (NCCL's static spreading); the
-//!   message has arrived when every part has.
-//! - `dlb`: sent whole on the QP with the best recent completion time whose
+//! - `split`: part k on QP k (NCCL's static spreading).
+//! - `dlb`: each part on the QP with the best recent completion time whose
 //!   queue has room, else the next best (C4P's dynamic load balancing); a
-//!   message finding every queue full waits for the first free slot. A QP's
+//!   part finding every queue full waits for the first free slot. A QP's
 //!   recent completion time is an exponentially weighted average (weight
 //!   1/4 for the newest) of its messages' completion times per KiB; a QP
-//!   not yet measured counts as fastest.
+//!   not yet measured counts as fastest. A QP whose route routing moved
+//!   (a link of it failed) is retired: no message goes on it from then on,
+//!   unless every QP of the pair is retired.
 
 use serde::Deserialize;
 use std::collections::VecDeque;
@@ -44,6 +46,9 @@ pub struct Qp {
     pub recent_ps_per_kib: Option<u64>,
     pub messages: u64,
     pub bytes: u64,
+    /// Its route when the collective started (egress ports).
+    pub route: Option<Vec<u32>>,
+    pub retired: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -51,8 +56,8 @@ pub struct QpGroup {
     pub rank: u32,
     pub peer: u32,
     pub qps: Vec<Qp>,
-    /// Steps (of `rank`) waiting for a free QP slot, in order.
-    pub waiting: VecDeque<u32>,
+    /// Parts (step of `rank`, bytes) waiting for a free QP slot, in order.
+    pub waiting: VecDeque<(u32, u64)>,
 }
 
 impl QpGroup {
@@ -69,6 +74,8 @@ impl QpGroup {
                     recent_ps_per_kib: None,
                     messages: 0,
                     bytes: 0,
+                    route: None,
+                    retired: false,
                 })
                 .collect(),
             waiting: VecDeque::new(),
@@ -79,10 +86,11 @@ impl QpGroup {
     /// among those with fewer than `depth` messages outstanding (fewest
     /// outstanding, then lowest index, among equals); None when all are full.
     pub fn pick(&self, depth: u32) -> Option<usize> {
+        let all_retired = self.qps.iter().all(|q| q.retired);
         self.qps
             .iter()
             .enumerate()
-            .filter(|(_, q)| q.outstanding < depth)
+            .filter(|(_, q)| q.outstanding < depth && (all_retired || !q.retired))
             .min_by_key(|(i, q)| (q.recent_ps_per_kib.unwrap_or(0), q.outstanding, *i))
             .map(|(i, _)| i)
     }
@@ -150,6 +158,17 @@ mod tests {
         assert_eq!(g.pick(1), Some(0));
         g.sent(0, 1024);
         assert_eq!(g.pick(1), None);
+    }
+
+    #[test]
+    fn retired_qps_are_skipped_unless_all_are() {
+        let mut g = group(2);
+        g.qps[0].retired = true;
+        assert_eq!(g.pick(1), Some(1));
+        g.sent(1, 1024);
+        assert_eq!(g.pick(1), None); // QP 0 has room but is retired
+        g.qps[1].retired = true;
+        assert_eq!(g.pick(1), Some(0));
     }
 
     #[test]

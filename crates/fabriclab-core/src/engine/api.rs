@@ -122,6 +122,9 @@ pub trait App: Send + Sync {
     /// crosses it: its packets are lost until the app moves it
     /// ([`Api::set_path`]) or the link comes back.
     fn on_route_lost(&mut self, _api: &mut Api, _msg: MsgId) {}
+    /// Routing converged after a link went down or up (after the live
+    /// messages moved).
+    fn on_routing_changed(&mut self, _api: &mut Api) {}
     /// Label written in the flows table's `tag` column and messages' `app`.
     fn tag(&self) -> &str;
     /// The app's own result tables (tables of one name from several apps
@@ -254,6 +257,14 @@ impl Api<'_> {
         let (mut ctx, backend) = self.net_ctx();
         backend.send(&mut ctx, send);
         Ok(id)
+    }
+
+    /// Egress ports of the route ECMP gives a message from host `src` to
+    /// host `dst` with source port `src_port`, over the links routing knows
+    /// to be up; None when unreachable.
+    pub fn ecmp_route(&self, src: u32, dst: u32, src_port: u16) -> Option<Vec<u32>> {
+        self.topo
+            .ecmp_route(&message_tuple(src_port, src, dst), self.hash_seed)
     }
 
     /// Moves a message still being sent to another class (its packets

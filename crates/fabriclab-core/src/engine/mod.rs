@@ -322,6 +322,9 @@ impl Simulation {
             let (mut ctx, backend) = self.net_ctx();
             backend.reroute(&mut ctx, msg, fwd, rev);
         }
+        for a in 0..self.apps.len() {
+            self.with_app(a as u16, |app, api| app.on_routing_changed(api));
+        }
     }
 
     /// Arrivals first (an app hears of a message's bytes before its end),
