@@ -11,8 +11,9 @@ ECMP hash maps onto that path.
   and the right port for odd k, and arrives on the receiver's port of the
   same side (no left-to-right paths). Among the spines that join the two
   leaves, the one whose links carry the fewest QPs the master has placed so
-  far (the busiest link of the path first, then the sum, then the lowest
-  spine) is chosen, over every job the master has served. The source port
+  far is chosen (the busiest link of the path first, then the QPs through
+  the spine, then the sum over the path's links, then the lowest spine),
+  over every job the master has served. The source port
   is the first one, probing upwards from a per-connection start, that the
   hash maps onto the chosen path.
 
@@ -50,6 +51,7 @@ class Master:
         self.router = Router(without_links(topo, self.faulty), ecmp_hash_seed)
         self.rng = random.Random(seed)
         self.load: Counter = Counter()  # directed link (a, b) -> QPs placed on it
+        self.spine_load: Counter = Counter()  # spine node -> QPs placed through it
         self.catalog: dict[tuple[int, int], list[int]] = {}  # (leaf a, leaf b) -> spines with a healthy path
         self.probe()
 
@@ -101,7 +103,7 @@ class Master:
                 wanted = [[gs, src_nic, la, sp, lb, dst_nic, gd] for sp in self.catalog.get((la, lb), [])]
             if not wanted:
                 raise AllocationError(f"no healthy path from {t.name(la)} to {t.name(lb)}")
-            wanted.sort(key=lambda p: (max(self.load[e] for e in self._links(p)),
+            wanted.sort(key=lambda p: (max(self.load[e] for e in self._links(p)), self.spine_load[p[3]],
                                        sum(self.load[e] for e in self._links(p)), p[3]))
             for path in wanted:
                 port = self._search(src_host, dst_host, path, start)
@@ -111,6 +113,8 @@ class Master:
                 raise AllocationError(f"no source port maps {t.name(gs)} -> {t.name(gd)} onto a wanted path")
             for e in self._links(path):
                 self.load[e] += 1
+            if len(path) == 7:
+                self.spine_load[path[3]] += 1
             ports.append(port)
         return ports
 
