@@ -200,7 +200,14 @@ impl CollectiveApp {
 
     /// Sends step `i` of rank `r` (or `bytes` of it) as one message, on QP
     /// `qp` of its group when given.
-    fn send(&mut self, api: &mut Api, r: u32, i: u32, qp: Option<(usize, usize)>, bytes: Option<u64>) {
+    fn send(
+        &mut self,
+        api: &mut Api,
+        r: u32,
+        i: u32,
+        qp: Option<(usize, usize)>,
+        bytes: Option<u64>,
+    ) {
         let step = &self.graph.steps()[r as usize][i as usize];
         let bytes = bytes.unwrap_or(step.bytes);
         let m = Message {
@@ -224,7 +231,16 @@ impl CollectiveApp {
                     self.groups[g].sent(q, bytes);
                 }
                 let at_ps = api.now();
-                self.msgs.insert(id, Sent { rank: r, step: i, qp, bytes, at_ps });
+                self.msgs.insert(
+                    id,
+                    Sent {
+                        rank: r,
+                        step: i,
+                        qp,
+                        bytes,
+                        at_ps,
+                    },
+                );
             }
             Err(e) => api.fail(format!(
                 "collective '{}': rank {r} step {i}: {e}",
@@ -268,16 +284,30 @@ impl CollectiveApp {
         let rows: Vec<(u32, u32, u32, &super::qps::Qp)> = self
             .groups
             .iter()
-            .flat_map(|g| (g.qps.iter().enumerate()).map(move |(k, q)| (g.rank, g.peer, k as u32, q)))
+            .flat_map(|g| {
+                (g.qps.iter().enumerate()).map(move |(k, q)| (g.rank, g.peer, k as u32, q))
+            })
             .collect();
         Table::new("qps")
-            .col("collective", Column::Str(vec![self.spec.name.clone(); rows.len()]))
+            .col(
+                "collective",
+                Column::Str(vec![self.spec.name.clone(); rows.len()]),
+            )
             .col("rank", Column::U32(rows.iter().map(|r| r.0).collect()))
             .col("peer", Column::U32(rows.iter().map(|r| r.1).collect()))
             .col("qp", Column::U32(rows.iter().map(|r| r.2).collect()))
-            .col("src_port", Column::U32(rows.iter().map(|r| r.3.src_port as u32).collect()))
-            .col("messages", Column::U64(rows.iter().map(|r| r.3.messages).collect()))
-            .col("bytes", Column::U64(rows.iter().map(|r| r.3.bytes).collect()))
+            .col(
+                "src_port",
+                Column::U32(rows.iter().map(|r| r.3.src_port as u32).collect()),
+            )
+            .col(
+                "messages",
+                Column::U64(rows.iter().map(|r| r.3.messages).collect()),
+            )
+            .col(
+                "bytes",
+                Column::U64(rows.iter().map(|r| r.3.bytes).collect()),
+            )
     }
 
     /// Carries out what the plan run asked for.

@@ -309,7 +309,8 @@ impl Simulation {
                 }
                 continue;
             }
-            let (fwd, rev) = api::ecmp_routes(&self.topo, rec.src_port, rec.src, rec.dst, self.hash_seed);
+            let (fwd, rev) =
+                api::ecmp_routes(&self.topo, rec.src_port, rec.src, rec.dst, self.hash_seed);
             if *fwd == *rec.route {
                 // The forward path stands; the ACKs' may still have moved.
                 let (mut ctx, backend) = self.net_ctx();

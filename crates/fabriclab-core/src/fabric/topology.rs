@@ -338,9 +338,7 @@ impl Topology {
                 let full: Vec<u32> = self.out_ports[u as usize]
                     .iter()
                     .copied()
-                    .filter(|&p| {
-                        self.dist(self.ports[p as usize].to, dst_hi).wrapping_add(1) == du
-                    })
+                    .filter(|&p| self.dist(self.ports[p as usize].to, dst_hi).wrapping_add(1) == du)
                     .collect();
                 let first = full[(mix64(flow_hash ^ u as u64) % full.len() as u64) as usize];
                 match cand.iter().position(|&p| p == first) {
