@@ -159,3 +159,9 @@ def test_dlb_retires_a_qp_whose_link_failed():
     row = {(r, k): b for r, k, b in zip(q["rank"], q["qp"], q["bytes"])}
     assert row[(0, 0)] == 0
     assert row[(0, 1)] == sent
+
+
+def test_same_seed_same_tables():
+    a, _, _, _ = _run_pair("dlb", [{"at_ps": 2_000_000, "link": ["leaf1", "spine1"], "action": "down"}])
+    b, _, _, _ = _run_pair("dlb", [{"at_ps": 2_000_000, "link": ["leaf1", "spine1"], "action": "down"}])
+    assert a["qps"] == b["qps"] and a["steps"] == b["steps"]
