@@ -78,7 +78,7 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
                                 "increase_interval_ps": "1500us", "fast_recovery_steps": 5, "rate_ai_bps": "5Mbps",
                                 "rate_hai_bps": "50Mbps", "min_rate_bps": "100Mbps", "clamp_target": False,
                                 "cnp_interval_ps": "50us"}},
-        "routing": {"ecmp_hash_seed": 3, "convergence_ps": "100us"},
+        "routing": {"ecmp_hash_seed": 3, "convergence_ps": "100us", "resilient_hash": True},
         "traffic": [{"kind": "poisson", "load": 0.1, "cdf": "sizes.csv", "start_ps": 0, "duration_ps": "2ms",
                      "hosts": [0, 1, 2], "class": 2, "tag": "bg"},
                     {"flows_per_s": 1000, "duration_ps": "1ms"}],
@@ -87,7 +87,8 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
         "collectives": [{"name": "file", "plan": "ring.json", "hosts": [1, 2], "start_ps": "10us", "class": 1,
                          "reduce_bps": "100Gbps", "send_overhead_ps": "1us", "persistent_connections": True},
                         {"name": "hd", "planner": "halving-doubling", "op": "allreduce", "size_bytes": "64KB",
-                         "ranks": 4},
+                         "ranks": 4, "qps": [{"rank": 0, "peer": 1, "src_ports": [50000, 50001]}],
+                         "balance": "dlb", "qp_depth": 2},
                         {"name": "rs", "planner": "ring", "op": "reduce_scatter", "size_bytes": "32KB",
                          "chunk_bytes": "4KB", "hosts": [3, 2, 1, 0]}],
         "jobs": [{"name": "j", "workers": [0, 1, 2, 3], "profile": "thesis-resnet50", "layers": 4,
@@ -286,6 +287,7 @@ TRANSLATED = {
                   {"priority_queue", "seed", "allreduce_plan"}),
     # the controller builds each aggregating job's trees, window and timeout
     "AggregationConfig": ("AggregationSpec", {"timeout_ps"}, {"jobs"}),
+    "QpGroupConfig": ("QpGroupSpec", set(), set()),
 }
 # Models the core never sees as such (resolved into other data, or Python-only).
 NOT_IN_CORE = {"StarTopology": "built into topology.nodes/links", "LeafSpineTopology": "built into topology.nodes/links",

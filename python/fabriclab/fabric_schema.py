@@ -192,6 +192,8 @@ class RoutingConfig(_Strict):
     ecmp_hash_seed: int = Field(0, ge=0, lt=2**64)
     # After a link goes down or up, routing follows this much later.
     convergence_ps: Annotated[TimePs, Field(ge=0)] = 0
+    # Resilient hashing: after a link goes down only the flows it carried move.
+    resilient_hash: bool = False
 
 
 class LinkEventConfig(_Strict):
@@ -283,7 +285,8 @@ def fabric_core(s, t: topo.TopologyData, names: dict[str, int]) -> dict:
             "persistent_connections": tr.persistent_connections, "handshake": tr.handshake,
             "dcqcn": tr.dcqcn.model_dump(),
         },
-        "routing": {"ecmp_hash_seed": s.routing.ecmp_hash_seed, "convergence_ps": s.routing.convergence_ps},
+        "routing": {"ecmp_hash_seed": s.routing.ecmp_hash_seed, "convergence_ps": s.routing.convergence_ps,
+                    "resilient_hash": s.routing.resilient_hash},
         "link_events": link_events,
         "switch_logic": logic,
         "switch_buffer": None if s.switch_buffer is None else

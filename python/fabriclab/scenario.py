@@ -143,6 +143,15 @@ COLLECTIVE_PLANNERS = {
 }
 
 
+class QpGroupConfig(_Strict):
+    """The queue pairs of one rank pair of a collective (docs/c4p.md)."""
+
+    rank: int = Field(ge=0, le=U32_MAX)
+    peer: int = Field(ge=0, le=U32_MAX)
+    # One QP per source port (the port the ECMP hash reads).
+    src_ports: list[Annotated[int, Field(ge=0, le=65535)]] = Field(min_length=1)
+
+
 class CollectiveConfig(_Strict):
     """A collective run once as an app: a plan (format v1) from a file, or
     built by a planner over ``ranks`` ranks, placed on ``hosts``."""
@@ -163,6 +172,11 @@ class CollectiveConfig(_Strict):
     reduce_bps: Annotated[RateBps, Field(gt=0)] = COLLECTIVE_REDUCE_BPS
     send_overhead_ps: Delay = COLLECTIVE_SEND_OVERHEAD_PS
     persistent_connections: bool = False
+    # Rank pairs whose sends go over several queue pairs; each send is cut in
+    # one part per QP, on its own QP (split) or on the fastest free one (dlb).
+    qps: list[QpGroupConfig] = Field(default_factory=list)
+    balance: Literal["split", "dlb"] = "split"
+    qp_depth: int = Field(1, ge=1, le=U32_MAX)
 
     # A plan built in code (collectives.run.run_plan); not part of the file format.
     _plan_object = PrivateAttr(default=None)
@@ -556,7 +570,8 @@ class Scenario(_Strict):
         try:
             return collective_spec(p, t, hosts, name=c.name, start_ps=c.start_ps, traffic_class=c.class_,
                                    reduce_bps=c.reduce_bps, send_overhead_ps=c.send_overhead_ps,
-                                   persistent_connections=c.persistent_connections)
+                                   persistent_connections=c.persistent_connections,
+                                   qps=[q.model_dump() for q in c.qps], balance=c.balance, qp_depth=c.qp_depth)
         except ScenarioError as e:
             raise ScenarioError(f"collectives[{i}].{e}") from None
 

@@ -75,6 +75,9 @@ pub struct RoutingSpec {
     /// After a link goes down or up, routing follows this much later.
     #[serde(default)]
     pub convergence_ps: u64,
+    /// Resilient ECMP hashing (only flows on a failed link move).
+    #[serde(default)]
+    pub resilient_hash: bool,
 }
 
 /// A resolved scenario: its fabric, and each app kind's section (in
@@ -109,7 +112,8 @@ pub fn build_from_json(json: &str) -> Result<Simulation, String> {
 /// Builds a simulation from a resolved scenario.
 pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
     let f = &spec.fabric;
-    let topo = Topology::build(&f.topology)?;
+    let mut topo = Topology::build(&f.topology)?;
+    topo.resilient_hash = f.routing.resilient_hash;
     let t = &f.transport;
     // The scenario layer checks the user's range (64..=9000); zero would never move a byte.
     if t.mss_bytes == 0 {

@@ -100,6 +100,13 @@ impl Simulator {
         })
     }
 
+    /// The node ids of the path ECMP gives a message from host `src` to host
+    /// `dst` (host indices) with this source port, over the links up now;
+    /// None when there is none.
+    fn ecmp_path(&mut self, src: u32, dst: u32, src_port: u16) -> PyResult<Option<Vec<u32>>> {
+        self.with(|sim| sim.ecmp_path(src, dst, src_port))
+    }
+
     /// Runs all events up to `until_ps` with the GIL released; returns whether events remain.
     fn run_until(&mut self, py: Python<'_>, until_ps: u64) -> PyResult<bool> {
         py.detach(|| self.with(|sim| sim.run_until(until_ps)))?

@@ -26,8 +26,10 @@ def _paths(paths, a, b):
     return None if paths is None else paths.get((a, b))
 
 
-def ring_allreduce(n: int, size_bytes: int, rings=None, chunk_bytes: int | None = None, paths=None) -> Plan:
-    """Allreduce over ``rings`` (lists of ranks in ring order; one channel per ring)."""
+def ring_allreduce(n: int, size_bytes: int, rings=None, chunk_bytes: int | None = None, paths=None,
+                   window: int = WINDOW) -> Plan:
+    """Allreduce over ``rings`` (lists of ranks in ring order; one channel per ring); ``window`` chunks in
+    flight per connection (NCCL keeps several: its NCCL_STEPS slots)."""
     plan = Plan.empty("allreduce", n, size_bytes, algorithm="ring")
     rings = _rings_or_default(n, rings)
     if n == 1:
@@ -38,7 +40,7 @@ def ring_allreduce(n: int, size_bytes: int, rings=None, chunk_bytes: int | None 
         nxt = lambda r: ring[(pos[r] + 1) % n]  # noqa: E731
         prv = lambda r: ring[(pos[r] - 1) % n]  # noqa: E731
         nchunks = max(len(chunks(*s, chunk_bytes)) for s in slices)
-        order = LinkOrder(WINDOW)
+        order = LinkOrder(window)
         for c in range(nchunks):
             # Per rank, the step that last touched (received) each slice chunk.
             last_recv = {r: {} for r in ring}

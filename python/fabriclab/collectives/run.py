@@ -34,7 +34,8 @@ class PlanRun:
 
 def collective_spec(plan: Plan, topo: TopologyData, rank_hosts: list[int], name: str = "collective",
                     start_ps: int = 0, traffic_class: int = 0, reduce_bps: int = DEFAULT_REDUCE_BPS,
-                    send_overhead_ps: int = DEFAULT_SEND_OVERHEAD_PS, persistent_connections: bool = False) -> dict:
+                    send_overhead_ps: int = DEFAULT_SEND_OVERHEAD_PS, persistent_connections: bool = False,
+                    qps: list[dict] | None = None, balance: str = "split", qp_depth: int = 1) -> dict:
     """The core's description of a collective (every field explicit): the
     plan's steps with node names of pinned paths turned into node indices."""
     index = {n["name"]: i for i, n in enumerate(topo.nodes)}
@@ -53,7 +54,8 @@ def collective_spec(plan: Plan, topo: TopologyData, rank_hosts: list[int], name:
         steps.append(out)
     return {"name": name, "rank_hosts": list(rank_hosts), "steps": steps, "start_ps": start_ps,
             "class": traffic_class, "reduce_bps": reduce_bps, "send_overhead_ps": send_overhead_ps,
-            "persistent_connections": persistent_connections, "op": plan.collective, "algorithm": plan.algorithm}
+            "persistent_connections": persistent_connections, "op": plan.collective, "algorithm": plan.algorithm,
+            "qps": list(qps or []), "balance": balance, "qp_depth": qp_depth}
 
 
 def run_plan(plan: Plan, topo: TopologyData, rank_hosts: list[int], backend: str = "flow",

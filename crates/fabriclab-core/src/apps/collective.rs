@@ -13,7 +13,13 @@
 //!   reduces into the local buffer (a copy costs nothing).
 //!
 //! The collective ends when every step of every rank has completed.
+//!
+//! A rank pair may carry its sends over several queue pairs (`qps`, see
+//! [`super::qps`]): each send is cut into one part per QP, sent on its own
+//! QP (`split`) or each part on the QP with the best recent completion time
+//! (`balance = "dlb"`); the send has arrived when all its parts have.
 
+use super::qps::{split_bytes, Balance, QpGroup, QpGroupSpec};
 use super::{list_schema, section, AppKind, BuildEnv};
 use crate::engine::{Api, App, Column, Message, MsgId, Table};
 use fabriclab_plan::{Action, Hop, PlanGraph, PlanRun, Step};
@@ -42,6 +48,29 @@ pub struct CollectiveSpec {
     pub op: String,
     #[serde(default)]
     pub algorithm: String,
+    /// Rank pairs whose sends go over several queue pairs.
+    #[serde(default)]
+    pub qps: Vec<QpGroupSpec>,
+    /// How a message is spread over its pair's QPs.
+    #[serde(default)]
+    pub balance: Balance,
+    /// `dlb`: messages outstanding per QP before the next best is used.
+    #[serde(default = "default_qp_depth")]
+    pub qp_depth: u32,
+}
+
+fn default_qp_depth() -> u32 {
+    1
+}
+
+/// A message in flight: its step, and its QP when it has one.
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    rank: u32,
+    step: u32,
+    qp: Option<(usize, usize)>,
+    bytes: u64,
+    at_ps: u64,
 }
 
 /// Timing of one step, for results and timelines.
@@ -76,7 +105,12 @@ pub struct CollectiveApp {
     graph: PlanGraph,
     run: Option<PlanRun>,
     times: Vec<Vec<StepTime>>,
-    msgs: HashMap<MsgId, (u32, u32)>,
+    msgs: HashMap<MsgId, Sent>,
+    /// QP group of each (rank, peer) that has one.
+    group_of: HashMap<(u32, u32), usize>,
+    groups: Vec<QpGroup>,
+    /// Parts of a split send still in flight, per (rank, step).
+    parts_left: HashMap<(u32, u32), u32>,
     remaining: usize,
     end_ps: Option<u64>,
     actions: Vec<Action>,
@@ -106,6 +140,28 @@ impl CollectiveApp {
         // The steps live in the graph only.
         let graph = PlanGraph::new(&spec.name, std::mem::take(&mut spec.steps))?;
         let remaining = graph.steps().iter().map(|s| s.len()).sum();
+        if spec.qp_depth == 0 {
+            return Err(format!("{}: qp_depth must be at least 1", spec.name));
+        }
+        let mut group_of = HashMap::new();
+        for (k, g) in spec.qps.iter().enumerate() {
+            if g.rank as usize >= n || g.peer as usize >= n || g.rank == g.peer {
+                return Err(format!(
+                    "{}: qps[{k}]: rank {} and peer {} must be two different ranks of 0..{n}",
+                    spec.name, g.rank, g.peer
+                ));
+            }
+            if g.src_ports.is_empty() {
+                return Err(format!("{}: qps[{k}]: src_ports is empty", spec.name));
+            }
+            if group_of.insert((g.rank, g.peer), k).is_some() {
+                return Err(format!(
+                    "{}: qps[{k}]: rank {} to peer {} listed twice",
+                    spec.name, g.rank, g.peer
+                ));
+            }
+        }
+        let groups = spec.qps.iter().map(QpGroup::new).collect();
         let times = graph
             .steps()
             .iter()
@@ -117,6 +173,9 @@ impl CollectiveApp {
             run: None,
             times,
             msgs: HashMap::new(),
+            group_of,
+            groups,
+            parts_left: HashMap::new(),
             remaining,
             end_ps: None,
             actions: Vec::new(),
@@ -137,6 +196,118 @@ impl CollectiveApp {
     }
     pub fn steps(&self) -> &[Vec<Step>] {
         self.graph.steps()
+    }
+
+    /// Sends step `i` of rank `r` (or `bytes` of it) as one message, on QP
+    /// `qp` of its group when given.
+    fn send(
+        &mut self,
+        api: &mut Api,
+        r: u32,
+        i: u32,
+        qp: Option<(usize, usize)>,
+        bytes: Option<u64>,
+    ) {
+        let step = &self.graph.steps()[r as usize][i as usize];
+        let bytes = bytes.unwrap_or(step.bytes);
+        let m = Message {
+            src: self.spec.rank_hosts[r as usize],
+            dst: self.spec.rank_hosts[step.peer as usize],
+            size_bytes: bytes,
+            class: self.spec.class,
+            tag: (r as u64) << 32 | i as u64,
+            // Pinned paths were resolved to node indices when the simulation was built.
+            path: step
+                .path
+                .as_ref()
+                .map(|p| p.iter().filter_map(Hop::node).collect()),
+            persistent: self.spec.persistent_connections,
+            src_port: qp.map(|(g, q)| self.groups[g].qps[q].src_port),
+            ..Default::default()
+        };
+        match api.send(&m) {
+            Ok(id) => {
+                if let Some((g, q)) = qp {
+                    self.groups[g].sent(q, bytes);
+                }
+                let at_ps = api.now();
+                self.msgs.insert(
+                    id,
+                    Sent {
+                        rank: r,
+                        step: i,
+                        qp,
+                        bytes,
+                        at_ps,
+                    },
+                );
+            }
+            Err(e) => api.fail(format!(
+                "collective '{}': rank {r} step {i}: {e}",
+                self.spec.name
+            )),
+        }
+    }
+
+    /// Records every QP's route the first time; later, retires the QPs
+    /// whose route has changed.
+    fn note_routes(&mut self, api: &mut Api) {
+        for g in &mut self.groups {
+            let (src, dst) = (
+                self.spec.rank_hosts[g.rank as usize],
+                self.spec.rank_hosts[g.peer as usize],
+            );
+            for q in &mut g.qps {
+                let now = api.ecmp_route(src, dst, q.src_port);
+                match &q.route {
+                    None => q.route = now,
+                    Some(r) => q.retired |= now.as_ref() != Some(r),
+                }
+            }
+        }
+    }
+
+    /// `dlb`: sends group `g`'s waiting steps while a QP has room.
+    fn dispatch(&mut self, api: &mut Api, g: usize) {
+        while !self.groups[g].waiting.is_empty() {
+            let Some(q) = self.groups[g].pick(self.spec.qp_depth) else {
+                return;
+            };
+            let (i, bytes) = self.groups[g].waiting.pop_front().expect("not empty");
+            let r = self.groups[g].rank;
+            self.send(api, r, i, Some((g, q)), Some(bytes));
+        }
+    }
+
+    /// One row per QP: its pair, source port, and what it carried.
+    fn qp_table(&self) -> Table {
+        let rows: Vec<(u32, u32, u32, &super::qps::Qp)> = self
+            .groups
+            .iter()
+            .flat_map(|g| {
+                (g.qps.iter().enumerate()).map(move |(k, q)| (g.rank, g.peer, k as u32, q))
+            })
+            .collect();
+        Table::new("qps")
+            .col(
+                "collective",
+                Column::Str(vec![self.spec.name.clone(); rows.len()]),
+            )
+            .col("rank", Column::U32(rows.iter().map(|r| r.0).collect()))
+            .col("peer", Column::U32(rows.iter().map(|r| r.1).collect()))
+            .col("qp", Column::U32(rows.iter().map(|r| r.2).collect()))
+            .col(
+                "src_port",
+                Column::U32(rows.iter().map(|r| r.3.src_port as u32).collect()),
+            )
+            .col(
+                "messages",
+                Column::U64(rows.iter().map(|r| r.3.messages).collect()),
+            )
+            .col(
+                "bytes",
+                Column::U64(rows.iter().map(|r| r.3.bytes).collect()),
+            )
     }
 
     /// Carries out what the plan run asked for.
@@ -172,6 +343,13 @@ impl CollectiveApp {
 impl App for CollectiveApp {
     fn start(&mut self, api: &mut Api) {
         api.schedule(self.spec.start_ps, token(TOKEN_START, 0, 0));
+        self.note_routes(api);
+    }
+
+    fn on_routing_changed(&mut self, api: &mut Api) {
+        if self.spec.balance == Balance::Dlb {
+            self.note_routes(api);
+        }
     }
 
     fn on_timer(&mut self, api: &mut Api, tok: u64) {
@@ -186,29 +364,22 @@ impl App for CollectiveApp {
             }
             TOKEN_SEND => {
                 self.times[r as usize][i as usize].data_ps = Some(api.now());
-                let step = &self.graph.steps()[r as usize][i as usize];
-                let m = Message {
-                    src: self.spec.rank_hosts[r as usize],
-                    dst: self.spec.rank_hosts[step.peer as usize],
-                    size_bytes: step.bytes,
-                    class: self.spec.class,
-                    tag: (r as u64) << 32 | i as u64,
-                    // Pinned paths were resolved to node indices when the simulation was built.
-                    path: step
-                        .path
-                        .as_ref()
-                        .map(|p| p.iter().filter_map(Hop::node).collect()),
-                    persistent: self.spec.persistent_connections,
-                    ..Default::default()
-                };
-                match api.send(&m) {
-                    Ok(id) => {
-                        self.msgs.insert(id, (r, i));
+                let peer = self.graph.steps()[r as usize][i as usize].peer;
+                match self.group_of.get(&(r, peer)).copied() {
+                    None => self.send(api, r, i, None, None),
+                    Some(g) => {
+                        let bytes = self.graph.steps()[r as usize][i as usize].bytes;
+                        let parts = split_bytes(bytes, self.groups[g].qps.len());
+                        self.parts_left.insert((r, i), parts.len() as u32);
+                        for (q, b) in parts {
+                            if self.spec.balance == Balance::Split {
+                                self.send(api, r, i, Some((g, q)), Some(b));
+                            } else {
+                                self.groups[g].waiting.push_back((i, b));
+                            }
+                        }
+                        self.dispatch(api, g);
                     }
-                    Err(e) => api.fail(format!(
-                        "collective '{}': rank {r} step {i}: {e}",
-                        self.spec.name
-                    )),
                 }
             }
             TOKEN_RECV_DONE => {
@@ -223,9 +394,20 @@ impl App for CollectiveApp {
     }
 
     fn on_complete(&mut self, api: &mut Api, msg: MsgId) {
-        let Some((r, i)) = self.msgs.remove(&msg) else {
+        let Some(sent) = self.msgs.remove(&msg) else {
             return;
         };
+        let (r, i) = (sent.rank, sent.step);
+        if let Some((g, q)) = sent.qp {
+            self.groups[g].completed(q, sent.bytes, api.now() - sent.at_ps);
+            self.dispatch(api, g);
+            let left = self.parts_left.get_mut(&(r, i)).expect("a send over QPs");
+            *left -= 1;
+            if *left > 0 {
+                return;
+            }
+            self.parts_left.remove(&(r, i));
+        }
         let peer = self.graph.steps()[r as usize][i as usize].peer;
         self.times[peer as usize][self.graph.matching_recv(r, i) as usize].data_ps =
             Some(api.now());
@@ -274,7 +456,7 @@ impl App for CollectiveApp {
                 data.push(t.data_ps);
             }
         }
-        vec![
+        let mut out = vec![
             Table::new("collectives")
                 .col("collective", Column::Str(vec![name.clone()]))
                 .col("op", Column::Str(vec![self.spec.op.clone()]))
@@ -294,7 +476,11 @@ impl App for CollectiveApp {
                 .col("offset_bytes", Column::U64(offset))
                 .col("reduce", Column::U32(reduce))
                 .col("data_ps", Column::OptU64(data)),
-        ]
+        ];
+        if !self.groups.is_empty() {
+            out.push(self.qp_table());
+        }
+        out
     }
 }
 

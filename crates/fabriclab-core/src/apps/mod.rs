@@ -3,6 +3,7 @@
 
 pub mod collective;
 pub mod job;
+pub mod qps;
 pub mod slack;
 pub mod traffic;
 

@@ -37,6 +37,9 @@ pub struct Message {
     /// (`dst` must equal `src`): it completes, at the worker, once the
     /// aggregated result of all its bytes came back.
     pub aggregate: Option<u16>,
+    /// The source port of its 5-tuple, which the ECMP hash reads (a RoCE
+    /// connection's UDP source port); by default one derived from its id.
+    pub src_port: Option<u16>,
 }
 
 /// What the engine remembers of every message.
@@ -62,15 +65,22 @@ pub struct MsgRecord {
     pub reroutes: u32,
     /// Its pinned path crossed a link that went down.
     pub route_lost: bool,
+    /// The source port of its 5-tuple (see [`Message::src_port`]).
+    pub src_port: u16,
 }
 
-/// The 5-tuple of message `id`'s connection: an ephemeral source port from
-/// the id, a fixed destination port, protocol TCP (6).
-pub fn message_tuple(id: MsgId, src: u32, dst: u32) -> FiveTuple {
+/// The ephemeral source port of message `id` when its app names none.
+pub fn default_src_port(id: MsgId) -> u16 {
+    1024 + (id % 64512) as u16
+}
+
+/// The 5-tuple of a message's connection: its source port, a fixed
+/// destination port, protocol TCP (6).
+pub fn message_tuple(src_port: u16, src: u32, dst: u32) -> FiveTuple {
     FiveTuple {
         src,
         dst,
-        src_port: 1024 + (id % 64512) as u16,
+        src_port,
         dst_port: 5001,
         protocol: 6,
     }
@@ -82,12 +92,12 @@ pub fn message_tuple(id: MsgId, src: u32, dst: u32) -> FiveTuple {
 /// converges on a way around).
 pub(super) fn ecmp_routes(
     topo: &Topology,
-    id: MsgId,
+    src_port: u16,
     src: u32,
     dst: u32,
     seed: u64,
 ) -> (Vec<u32>, Vec<u32>) {
-    let tuple = message_tuple(id, src, dst);
+    let tuple = message_tuple(src_port, src, dst);
     let fwd = topo
         .ecmp_route(&tuple, seed)
         .unwrap_or_else(|| topo.any_route(src, dst));
@@ -112,6 +122,9 @@ pub trait App: Send + Sync {
     /// crosses it: its packets are lost until the app moves it
     /// ([`Api::set_path`]) or the link comes back.
     fn on_route_lost(&mut self, _api: &mut Api, _msg: MsgId) {}
+    /// Routing converged after a link went down or up (after the live
+    /// messages moved).
+    fn on_routing_changed(&mut self, _api: &mut Api) {}
     /// Label written in the flows table's `tag` column and messages' `app`.
     fn tag(&self) -> &str;
     /// The app's own result tables (tables of one name from several apps
@@ -191,6 +204,7 @@ impl Api<'_> {
             return Err("an aggregation contribution follows its trees, not a path".into());
         }
         let id = self.msgs.len() as u32;
+        let src_port = m.src_port.unwrap_or_else(|| default_src_port(id));
         let (fwd, rev) = match &m.path {
             _ if m.aggregate.is_some() => {
                 let up = self.topo.out_ports[self.topo.hosts[m.src as usize] as usize][0];
@@ -203,7 +217,7 @@ impl Api<'_> {
                     self.topo.explicit_route(&back, m.dst, m.src)?,
                 )
             }
-            None => ecmp_routes(self.topo, id, m.src, m.dst, self.hash_seed),
+            None => ecmp_routes(self.topo, src_port, m.src, m.dst, self.hash_seed),
         };
         let ideal = self.topo.ideal_fct_ps(&fwd, m.size_bytes, self.mss_bytes);
         self.msgs.push(MsgRecord {
@@ -222,6 +236,7 @@ impl Api<'_> {
             pinned: m.path.is_some(),
             reroutes: 0,
             route_lost: false,
+            src_port,
         });
         if !self.net.probes.is_empty() {
             let rec = &self.msgs[id as usize];
@@ -242,6 +257,14 @@ impl Api<'_> {
         let (mut ctx, backend) = self.net_ctx();
         backend.send(&mut ctx, send);
         Ok(id)
+    }
+
+    /// Egress ports of the route ECMP gives a message from host `src` to
+    /// host `dst` with source port `src_port`, over the links routing knows
+    /// to be up; None when unreachable.
+    pub fn ecmp_route(&self, src: u32, dst: u32, src_port: u16) -> Option<Vec<u32>> {
+        self.topo
+            .ecmp_route(&message_tuple(src_port, src, dst), self.hash_seed)
     }
 
     /// Moves a message still being sent to another class (its packets

@@ -181,6 +181,21 @@ impl Simulation {
     pub fn topology(&self) -> &Topology {
         &self.topo
     }
+    /// The node path ECMP gives a message from host `src` to host `dst`
+    /// (host indices) with source port `src_port`, over the links routing
+    /// knows to be up; `None` when unreachable or a host is out of range.
+    pub fn ecmp_path(&self, src: u32, dst: u32, src_port: u16) -> Option<Vec<u32>> {
+        let nh = self.topo.num_hosts() as u32;
+        if src >= nh || dst >= nh || src == dst {
+            return None;
+        }
+        let tuple = api::message_tuple(src_port, src, dst);
+        let route = self.topo.ecmp_route(&tuple, self.hash_seed)?;
+        let mut nodes = vec![self.topo.hosts[src as usize]];
+        nodes.extend(route.iter().map(|&p| self.topo.ports[p as usize].to));
+        Some(nodes)
+    }
+
     pub fn messages(&self) -> &[MsgRecord] {
         &self.msgs
     }
@@ -294,7 +309,8 @@ impl Simulation {
                 }
                 continue;
             }
-            let (fwd, rev) = api::ecmp_routes(&self.topo, msg, rec.src, rec.dst, self.hash_seed);
+            let (fwd, rev) =
+                api::ecmp_routes(&self.topo, rec.src_port, rec.src, rec.dst, self.hash_seed);
             if *fwd == *rec.route {
                 // The forward path stands; the ACKs' may still have moved.
                 let (mut ctx, backend) = self.net_ctx();
@@ -306,6 +322,9 @@ impl Simulation {
             rec.reroutes += 1;
             let (mut ctx, backend) = self.net_ctx();
             backend.reroute(&mut ctx, msg, fwd, rev);
+        }
+        for a in 0..self.apps.len() {
+            self.with_app(a as u16, |app, api| app.on_routing_changed(api));
         }
     }
 

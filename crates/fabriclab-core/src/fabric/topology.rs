@@ -47,6 +47,9 @@ pub struct Topology {
     pub out_ports: Vec<Vec<u32>>,
     /// Node id of each host, in host-index order.
     pub hosts: Vec<u32>,
+    /// Resilient ECMP hashing: a flow keeps its next hop unless that link
+    /// is down (then it is hashed over the links up); see [`Topology::ecmp_route`].
+    pub resilient_hash: bool,
     /// Column of each switch in `dist` (`NO_ROW` for hosts).
     switch_row: Vec<u32>,
     num_switches: usize,
@@ -126,6 +129,7 @@ impl Topology {
             ports,
             out_ports,
             hosts,
+            resilient_hash: false,
             switch_row,
             num_switches: ns,
             host_group: Vec::new(),
@@ -293,6 +297,12 @@ impl Topology {
     /// ECMP route (egress port ids) from host `src` to host `dst` (host indices):
     /// at every node, the next hop is chosen among the ports on shortest paths
     /// by a hash of the 5-tuple, the scenario's hash seed and the node id.
+    /// With `resilient_hash`, the hash picks among the group's ports up or
+    /// down (those whose far end is one hop nearer), and only a flow whose
+    /// pick is down is hashed again over the ports up, as switches'
+    /// resilient hashing keeps the other flows in place (Broadcom's
+    /// "resilient hashing"; the C4 paper's figure 12 shows only the failed
+    /// link's flows moving).
     /// `None` when the destination cannot be reached over links that are up.
     pub fn ecmp_route(&self, tuple: &FiveTuple, seed: u64) -> Option<Vec<u32>> {
         let dst_hi = tuple.dst as usize;
@@ -324,6 +334,20 @@ impl Topology {
             }
             let pick = if cand.len() == 1 {
                 0
+            } else if self.resilient_hash {
+                let full: Vec<u32> = self.out_ports[u as usize]
+                    .iter()
+                    .copied()
+                    .filter(|&p| self.dist(self.ports[p as usize].to, dst_hi).wrapping_add(1) == du)
+                    .collect();
+                let first = full[(mix64(flow_hash ^ u as u64) % full.len() as u64) as usize];
+                match cand.iter().position(|&p| p == first) {
+                    Some(i) => i,
+                    None => {
+                        let again = mix64(flow_hash ^ u as u64 ^ 0x9E37_79B9_7F4A_7C15);
+                        (again % cand.len() as u64) as usize
+                    }
+                }
             } else {
                 (mix64(flow_hash ^ u as u64) % cand.len() as u64) as usize
             };
