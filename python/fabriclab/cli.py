@@ -276,7 +276,7 @@ def reproduce(
     import json
 
     known = ("blink", "thesis-ch4", "thesis-ch5", "thesis-slack", "panama-fig8", "panama-fig8-1024", "panama-fig9",
-             "panama-fig10")
+             "panama-fig10", "c4-diagnosis")
     if what not in known:
         _fail(f"reproduce: unknown reproduction {what!r} (known: {', '.join(known)})")
     _check_out_dir(out_dir, "--out")
@@ -317,6 +317,10 @@ def reproduce(
         from .repro import panama
 
         summary = panama.fig10(out_dir, quick=quick)
+    elif what == "c4-diagnosis":
+        from .repro import c4
+
+        summary = c4.run(out_dir, quick=quick)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     out.print_json(json.dumps(summary))
     out.print(f"tables and plots in {out_dir}")
