@@ -40,10 +40,11 @@ from .matrix import classify
 
 HANG_PERIODS = 4.0
 HISTORY = 8
-WARMUP_OPS = 3
-SLOW_MIN = 1.12
-STRONG = 2.0
-SIGMAS = 6.0
+WARMUP_OPS = 5
+SLOW_MIN = 1.6
+RATE_MIN = 1.15
+STRONG = 4.0
+SIGMAS = 5.0
 LATE_MIN = 0.04
 STRONG_LATE = 0.25
 
@@ -136,8 +137,9 @@ class Master:
             return
         end = int(np.nanmax(times))
         if len(self.ends) >= WARMUP_OPS and self.period is not None:
-            self._comm_slow(op_id, send, end)
+            # A late rank also reshapes the traffic: its syndrome comes first.
             self._noncomm_slow(op_id, send, recv, end)
+            self._comm_slow(op_id, send, end)
         else:
             self._learn_conn(op_id, send, set())
             self._learn_late(send, recv, set())
@@ -145,10 +147,19 @@ class Master:
 
     # -- communication slow: the delay matrix ---------------------------------
     def _conn_rates(self, send):
-        dur = (send["send_end_mono_ns"] - send["send_start_mono_ns"]).to_numpy(dtype=float)
-        g = pd.DataFrame({"s": send["rank"].to_numpy(), "d": send["peer"].to_numpy(), "t": dur,
-                          "b": send["bytes"].to_numpy(dtype=float)}).groupby(["s", "d"]).sum()
-        return {k: r.t / max(r.b, 1.0) for k, r in g.iterrows()}
+        """Per connection: (time per byte over all its messages in the op,
+        the least time per byte of its larger messages). The first grows
+        with any delay (stalls after losses, queueing); the second only when
+        the connection's bottleneck rate falls, since congestion rarely
+        slows every message of an op."""
+        d = pd.DataFrame({"s": send["rank"].to_numpy(), "d": send["peer"].to_numpy(),
+                          "t": (send["send_end_mono_ns"] - send["send_start_mono_ns"]).to_numpy(dtype=float),
+                          "b": send["bytes"].to_numpy(dtype=float)})
+        d["big"] = d["b"] >= d.groupby(["s", "d"])["b"].transform("median")
+        d["r"] = d["t"] / d["b"].clip(lower=1.0)
+        tot = d.groupby(["s", "d"])[["t", "b"]].sum()
+        least = d[d["big"]].groupby(["s", "d"])["r"].min()
+        return {k: (r.t / max(r.b, 1.0), float(least.get(k, r.t / max(r.b, 1.0)))) for k, r in tot.iterrows()}
 
     def _learn_conn(self, op_id, send, skip):
         for k, v in self._conn_rates(send).items():
@@ -169,28 +180,30 @@ class Master:
             h = self.conn_hist.get(k)
             if not h or len(h) < WARMUP_OPS:
                 continue
-            base = float(np.median(h))
-            lr = np.log(v / base)
-            thr = max(np.log(SLOW_MIN), SIGMAS * _robust_sd(np.log(np.asarray(h) / base)))
-            if lr > thr:
-                high.add(k)
-                if lr > np.log(STRONG):
-                    strong.add(k)
+            for m, floor in ((0, SLOW_MIN), (1, RATE_MIN)):
+                hist = np.asarray([x[m] for x in h])
+                base = float(np.median(hist))
+                lr = np.log(v[m] / base)
+                if lr > max(np.log(floor), SIGMAS * _robust_sd(np.log(hist / base))):
+                    high.add(k)
+                    if lr > np.log(STRONG):
+                        strong.add(k)
         confirmed = (high & self.prev_slow) | strong
+        recent = high | self.prev_slow
         self.prev_slow = high
         self._learn_conn(op_id, send, high)
-        if not confirmed:
+        if not confirmed or self.alarms:
             return
         n = len(self.v.hosts)
         flagged = np.zeros((n, n), bool)
         present = np.zeros((n, n), bool)
         for (s, d) in rates:
             present[s, d] = True
-        for (s, d) in high:
+        for (s, d) in confirmed:
             flagged[s, d] = True
         pats = classify(flagged, present)
-        kind, comp, pattern = self._locate(pats, high, set(rates) - high)
-        self.alarm(Alarm(end, "comm_slow", kind, comp, op_id, pattern, sorted(high)))
+        kind, comp, pattern = self._locate(pats, confirmed, set(rates) - recent)
+        self.alarm(Alarm(end, "comm_slow", kind, comp, op_id, pattern, sorted(confirmed)))
 
     def _locate(self, pats, slow, healthy):
         """The component the delay-matrix patterns point at."""
@@ -200,25 +213,24 @@ class Master:
         return ("link",) + self._tomography(slow, healthy) + ("point",)
 
     def _tomography(self, slow, healthy, paths=None):
+        """The link slow connections cross most and healthy ones least:
+        score = (slow connections through it) - (healthy ones through it);
+        the best score wins, then fabric links before host access links,
+        then name order."""
         paths = paths or self.conn_path
-        sets = [set(paths.get(c, [])) for c in slow]
-        sets = [s for s in sets if s]
-        if not sets:
+        score: dict = {}
+        for c in slow:
+            for lk in set(paths.get(c, [])):
+                score[lk] = score.get(lk, 0) + 1
+        if not score:
             return (None,)
-        good = set().union(*[set(paths.get(c, [])) for c in healthy]) if healthy else set()
-        cand = set.intersection(*sets) - good
-        if not cand:
-            count: dict = {}
-            for s in sets:
-                for lk in s - good:
-                    count[lk] = count.get(lk, 0) + 1
-            if not count:
-                return (None,)
-            top = max(count.values())
-            cand = {lk for lk, c in count.items() if c == top}
-        # Prefer fabric links (switch-switch) over host access links when several remain.
-        fabric = sorted(lk for lk in cand if not any(lk in hl for hl in self.v.host_links.values()))
-        return ((fabric or sorted(cand))[0],)
+        for c in healthy:
+            for lk in set(paths.get(c, [])):
+                if lk in score:
+                    score[lk] -= 1
+        access = set().union(*self.v.host_links.values()) if self.v.host_links else set()
+        best = max(score.values())
+        return (min((lk in access, lk) for lk, v in score.items() if v == best)[1],)
 
     # -- non-communication slow: receiver waits on a late sender -------------
     def _lateness(self, send, recv):
@@ -228,7 +240,14 @@ class Master:
         done_v(previous)), i.e. the excess of its non-communication time."""
         rows = pd.concat([send, recv])
         join = rows.groupby("rank")["post_mono_ns"].min().astype(float)
-        done = recv.groupby("rank")["recv_done_mono_ns"].max().astype(float)
+        # A ring worker holds the sum at its last receive; a plan rank is
+        # done when every step is, its sends delivered too.
+        ends = recv[["recv_done_mono_ns"]].rename(columns={"recv_done_mono_ns": "t"})
+        ends["rank"] = recv["rank"]
+        if (rows["algorithm"] != "ring").any():
+            more = send[["send_end_mono_ns", "rank"]].rename(columns={"send_end_mono_ns": "t"})
+            ends = pd.concat([ends, more])
+        done = ends.groupby("rank")["t"].max().astype(float)
         prev, self.prev_done = self.prev_done, done
         if prev is None:
             return {}

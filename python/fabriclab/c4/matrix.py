@@ -25,17 +25,23 @@ def classify(flagged: np.ndarray, present: np.ndarray) -> list[tuple[str, object
     out: list[tuple[str, object]] = []
     row_full = [present[r].any() and not (present[r] & ~flagged[r]).any() for r in range(n)]
     col_full = [present[:, r].any() and not (present[:, r] & ~flagged[:, r]).any() for r in range(n)]
+    # Ranks with the most flagged elements first; a rank whose flagged
+    # elements another host already explains (a tree leaf whose one peer
+    # is the slow host) is no host itself.
+    hosts = [r for r in range(n) if row_full[r] and col_full[r]]
+    hosts.sort(key=lambda r: (-(flagged[r].sum() + flagged[:, r].sum()), r))
+    for r in hosts:
+        if not ((flagged[r] & ~used[r]).any() or (flagged[:, r] & ~used[:, r]).any()):
+            continue
+        out.append(("host", r))
+        used[r] |= flagged[r]
+        used[:, r] |= flagged[:, r]
     for r in range(n):
-        if row_full[r] and col_full[r]:
-            out.append(("host", r))
-            used[r] |= flagged[r]
-            used[:, r] |= flagged[:, r]
-    for r in range(n):
-        if row_full[r] and present[r].sum() >= 2 and not (flagged[r] & ~used[r]).sum() == 0:
+        if row_full[r] and present[r].sum() >= 2 and (flagged[r] & ~used[r]).any():
             out.append(("row", r))
             used[r] |= flagged[r]
     for r in range(n):
-        if col_full[r] and present[:, r].sum() >= 2 and not (flagged[:, r] & ~used[:, r]).sum() == 0:
+        if col_full[r] and present[:, r].sum() >= 2 and (flagged[:, r] & ~used[:, r]).any():
             out.append(("column", r))
             used[:, r] |= flagged[:, r]
     for i, j in zip(*np.nonzero(flagged & ~used)):

@@ -32,9 +32,13 @@ def scenario(i: int, quick: bool = False) -> tuple[dict, dict]:
     algo = rng.choice(("ring", "tree"))
     background = rng.random() < 0.5
     kind = None if i % 10 == 0 else KINDS[i % len(KINDS)]
-    at_ps = rng.randint(40, 60) * MS
-    iterations = 14
-    stop_ps = 900 * MS
+    # Fault-free iteration estimate: compute, the ring's bytes at the link
+    # rate, and 20 us per message round; the fault comes after 7 to 9 of them (x 1.5)
+    # (with background traffic and a tree, iterations run longer).
+    est_ps = 4 * MS + 2 * (n - 1) / n * 2_000_000 * 8 * 10**12 // RATE + 2 * (n - 1) * 20 * 10**6
+    at_ps = int(rng.uniform(7, 9) * est_ps * 1.5)
+    iterations = 20
+    stop_ps = at_ps + 2 * 10**12
     s = {"name": f"c4-{i}", "seed": i + 1, "stop_ps": stop_ps,
          "topology": {"kind": "leaf_spine", "leaves": leaves, "hosts_per_leaf": HOSTS_PER_LEAF, "spines": SPINES,
                       "link_rate_bps": RATE, "oversubscription": HOSTS_PER_LEAF / SPINES},
@@ -44,7 +48,7 @@ def scenario(i: int, quick: bool = False) -> tuple[dict, dict]:
                    "allreduce": "ring" if algo == "ring" else "tree", "end_run": True}],
          "outputs": {"flows": False, "links": False}}
     if background:
-        s["traffic"] = [{"load": 0.15, "cdf": "websearch", "duration_ps": stop_ps}]
+        s["traffic"] = [{"load": 0.15, "cdf": "websearch", "duration_ps": at_ps + 300 * MS}]
     host = f"h{rng.choice(hosts)}"
     leaf = f"leaf{int(host[1:]) // HOSTS_PER_LEAF}"
     spine_link = [f"leaf{rng.randrange(leaves)}", f"spine{rng.randrange(SPINES)}"]
