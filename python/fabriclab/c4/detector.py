@@ -46,7 +46,7 @@ HISTORY = 8
 WARMUP_OPS = 5
 RATE_MIN = 1.3
 ABOVE_WORST = 1.1
-STRONG = 8.0
+STRONG = 3.0
 # Ops in a row a connection must be high (unless above STRONG).
 PERSIST = 3
 SIGMAS = 5.0
@@ -276,11 +276,12 @@ class Master:
                 return "host", h, pattern
         return "link", best, pattern
 
-    def _tomography(self, slow, healthy, paths):
+    def _tomography(self, slow, healthy, paths, prefer_access=False):
         """The link slow connections cross most and healthy ones least:
-        score = (slow connections through it) - (healthy ones through it);
-        the best score wins, then fabric links before host access links,
-        then name order."""
+        score = (slow ones through it) - (healthy ones through it); the best
+        score wins, then fabric links before host access links (access links
+        first for a hang: a dead fabric link is routed around, a host's only
+        link is not), then name order."""
         score: dict = {}
         for c in slow:
             for lk in set(paths.get(c, [])):
@@ -293,7 +294,7 @@ class Master:
                     score[lk] -= 1
         access = set().union(*self.v.host_links.values()) if self.v.host_links else set()
         best = max(score.values())
-        return (min((lk in access, lk) for lk, v in score.items() if v == best)[1],)
+        return (min(((lk in access) != prefer_access, lk) for lk, v in score.items() if v == best)[1],)
 
     # -- non-communication slow: receiver waits on a late sender -------------
     def _lateness(self, send, recv):
@@ -355,10 +356,10 @@ class Master:
         lost = send[send["send_start_mono_ns"].notna() & send["send_end_mono_ns"].isna()]
         if len(lost):
             conns = {(int(s), int(d)) for s, d in zip(lost["rank"], lost["peer"])}
-            # Where each connection ran while healthy (its last path may be
-            # a reroute, or none once its host is cut off).
-            paths = {(int(s), int(d)): self._route(int(s), int(d))
-                     or self.v.paths.get((op_id, int(s), int(st)), [])
+            # Each lost message by the route it took (the connection's healthy
+            # routes if it has none): the dead link is on every one of them.
+            paths = {(int(s), int(d), int(st)): self.v.paths.get((op_id, int(s), int(st)))
+                     or self._route(int(s), int(d))
                      for s, d, st in zip(lost["rank"], lost["peer"], lost["step"])}
             # Healthy: connections that delivered a message which left after
             # half of the lost ones had (their links still worked by then).
@@ -366,8 +367,8 @@ class Master:
                          & (send["send_start_mono_ns"] > lost["send_start_mono_ns"].median())]
             fine = {(int(s), int(d)) for s, d in zip(after["rank"], after["peer"])} - conns
             for c in fine:
-                paths.setdefault(c, self._route(*c))
-            (link,) = self._tomography(conns, fine, paths)
+                paths[c] = self._route(*c)
+            (link,) = self._tomography(set(paths) - fine, fine, paths, prefer_access=True)
             self.alarm(Alarm(t, "comm_hang", "link", link, op_id, "lost messages", sorted(conns)))
             return
         r = self._hung_rank(rows, send, recv, joined)

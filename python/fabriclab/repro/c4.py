@@ -26,7 +26,7 @@ MS = 10**9
 def scenario(i: int, quick: bool = False) -> tuple[dict, dict]:
     """Scenario ``i`` (a dict for Scenario.from_dict) and its label."""
     rng = random.Random(1000 + i)
-    n = 8 if quick else rng.choices((8, 16, 32, 64, 128), (0.3, 0.3, 0.2, 0.12, 0.08))[0]
+    n = 8 if quick else rng.choices((8, 16, 32, 64, 128), (0.35, 0.35, 0.18, 0.08, 0.04))[0]
     # Two leaves more than the job needs: hosts for other tenants' traffic.
     leaves = math.ceil(n / HOSTS_PER_LEAF) + 2
     hosts = rng.sample(range(leaves * HOSTS_PER_LEAF), n)
@@ -38,7 +38,7 @@ def scenario(i: int, quick: bool = False) -> tuple[dict, dict]:
     # (with background traffic and a tree, iterations run longer).
     est_ps = 4 * MS + 2 * (n - 1) / n * 2_000_000 * 8 * 10**12 // RATE + 2 * (n - 1) * 20 * 10**6
     at_ps = int(rng.uniform(7, 9) * est_ps * 1.5)
-    iterations = 20
+    iterations = 16
     stop_ps = at_ps + 2 * 10**12
     s = {"name": f"c4-{i}", "seed": i + 1, "stop_ps": stop_ps,
          "topology": {"kind": "leaf_spine", "leaves": leaves, "hosts_per_leaf": HOSTS_PER_LEAF, "spines": SPINES,
@@ -160,9 +160,12 @@ def _observable(s: dict, msgs: pd.DataFrame, label: dict) -> bool:
 
     twin = dict(s)
     twin.pop("faults")
+    # The same run up to shortly after the fault (a prefix of the full one).
+    twin["stop_ps"] = label["at_ps"] + 100 * MS
+    twin["jobs"] = [dict(twin["jobs"][0], end_run=False)]
     ok = simulate(Scenario.from_dict(twin)).messages
     a, b = label["component"].split("-")
-    ok = ok[(ok.app == "train") & (ok.start_ps >= label["at_ps"] - 50 * MS)
+    ok = ok[(ok.app == "train") & (ok.start_ps >= label["at_ps"] - 50 * MS) & ok.end_ps.notna()
             & ok.path.str.contains(f"{a} > {b}|{b} > {a}", regex=True)]
     if ok.empty:
         return False
