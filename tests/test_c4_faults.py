@@ -35,6 +35,13 @@ def ring_job(faults=(), iterations=16, stop_ps=2_000 * MS):
     }
 
 
+def iterations_to(jobs, at_ps, alarm_ps):
+    """Iterations that ended (at every worker) after the fault and by the
+    alarm (telemetry has nanoseconds: 1 ns of slack)."""
+    ends = jobs.groupby("iteration").end_ps.max()
+    return int(((ends > at_ps) & (ends <= alarm_ps + 1000)).sum())
+
+
 def run(faults=(), **kw):
     s = ring_job(faults, **kw)
     r = simulate(Scenario.from_dict(s))
@@ -53,6 +60,9 @@ CASES = [
     ({"kind": "flapping", "link": ["h1", "leaf0"], "period_ps": "20ms", "until_ps": "2s"},
      {"comm_slow", "comm_hang"}, "h1-leaf0"),
     ({"kind": "pcie_slow", "host": "h5", "factor": 3.0}, {"comm_slow"}, "h5"),
+    # Fabric links run at 40 Gbit/s: a lone ring hop slows once one is below 10.
+    ({"kind": "link_degraded", "link": ["leaf1", "spine1"], "factor": 8.0}, {"comm_slow"}, "leaf1-spine1"),
+    ({"kind": "link_degraded", "link": ["leaf2", "spine1"], "loss": 0.02}, {"comm_slow"}, "leaf2-spine1"),
 ]
 
 
@@ -63,11 +73,15 @@ def test_each_fault_alone_is_diagnosed(fault, syndromes, component):
     assert alarm.time_ps >= AT_PS, "alarm before the fault"
     assert alarm.syndrome in syndromes
     assert matches(component, alarm.component), alarm
-    it_ps = float(r.jobs[r.jobs.iteration >= 1].iteration_time_ps.median())
+    late_its = iterations_to(r.jobs, AT_PS, alarm.time_ps)
     if alarm.syndrome.endswith("hang"):
         assert alarm.time_ps - AT_PS <= 2 * 10**12  # within 2 s of simulated time
+    elif "loss" in fault or fault["kind"] == "flapping":
+        # Intermittent: losses stall a message now and then, a port flaps
+        # every period; two stalls on a common link are needed.
+        assert late_its <= 20
     else:
-        assert (alarm.time_ps - AT_PS) / it_ps <= 3 + 1  # the op in progress, then 3
+        assert late_its <= 3
 
 
 def test_fault_free_job_with_jitter_raises_no_alarm_over_100_iterations():

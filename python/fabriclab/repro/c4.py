@@ -135,6 +135,7 @@ def run_one(args) -> dict:
     effective = True
     if label["component"] and "spine" in label["component"]:
         effective = _observable(s, msgs, label)
+    ends = jobs[jobs.job == "train"].groupby("iteration").end_ps.max()
     out = dict(label, hosts=None, effective=effective, iteration_ps=float(it), wall_s=wall)
     for name, a in (("c4d", c4), ("watchdog", wd), ("outlier", ol)):
         out[f"{name}_time_ps"] = None if a is None else a.time_ps
@@ -142,6 +143,10 @@ def run_one(args) -> dict:
         out[f"{name}_component"] = None if a is None else a.component
         ok_time = a is not None and label["at_ps"] is not None and a.time_ps >= label["at_ps"]
         out[f"{name}_detected"] = bool(ok_time)
+        # Iterations that ended (at every worker) after the fault and by the
+        # alarm (telemetry has nanoseconds: 1 ns of slack).
+        out[f"{name}_latency_iterations"] = (int(((ends > label["at_ps"]) & (ends <= a.time_ps + 1000)).sum())
+                                              if ok_time else None)
         out[f"{name}_correct"] = bool(ok_time and _syndrome_ok(a.syndrome, label["expected"])
                                       and matches(label["component"], a.component))
     return out
@@ -194,7 +199,7 @@ def score(df: pd.DataFrame, det: str) -> pd.DataFrame:
         r = correct / len(g) if len(g) else float("nan")
         f1 = 2 * p * r / (p + r) if p + r > 0 else float("nan")
         lat = (g[f"{det}_time_ps"] - g.at_ps)[g[f"{det}_detected"]]
-        lat_it = lat / g.iteration_ps[g[f"{det}_detected"]]
+        lat_it = g[f"{det}_latency_iterations"][g[f"{det}_detected"]]
         rows.append({"detector": det, "kind": kind, "runs": len(g), "alarms": int(alarms), "correct": int(correct),
                      "precision": p, "recall": r, "f1": f1,
                      "latency_iterations_median": lat_it.median(), "latency_iterations_max": lat_it.max(),
