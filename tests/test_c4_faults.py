@@ -4,6 +4,7 @@ component, a fault-free job with jitter raises no alarm, and the schema
 refuses bad faults naming the field. Expected diagnoses are the faults'
 definitions (docs/c4.md), not the program's output."""
 
+import numpy as np
 import pytest
 
 from fabriclab.c4.detector import diagnose, job_view
@@ -152,3 +153,64 @@ def test_compile_names_the_bad_component(fault, field):
     with pytest.raises(InputError) as e:
         s.to_core()
     assert field in str(e.value)
+
+
+def test_reproduce_c4_diagnosis_quick(cli, tmp_path):
+    import json
+
+    import pandas as pd
+
+    out = tmp_path / "c4"
+    r = cli("reproduce", "c4-diagnosis", "--quick", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    s = json.loads((out / "summary.json").read_text())
+    runs = pd.read_parquet(out / "runs.parquet")
+    assert s["scenarios"] == len(runs) == 10
+    # Scenario 0 is fault-free; the others carry one fault each, kinds in turn.
+    assert runs.kind.iloc[0] == "none" and (runs.kind.iloc[1:] != "none").all()
+    # The watchdog names no component, so it never diagnoses.
+    assert not runs.watchdog_correct.any()
+    assert {"c4d", "watchdog", "outlier"} == {x["detector"] for x in s["scores"]}
+
+
+def test_job_telemetry_rows_match_their_messages_and_the_join_is_the_backward_end():
+    s = ring_job(iterations=3)
+    s["jobs"][0]["jitter"] = 0.0
+    r = simulate(Scenario.from_dict(s))
+    c, tl = r.ccl, r.timeline
+    n = len(HOSTS)
+    # A ring allreduce: 2(n - 1) rounds, each rank one send and one receive per round.
+    assert (c.groupby("op_id").size() == 2 * n * 2 * (n - 1)).all()
+    send = c[c.kind == "send"].set_index(["op_id", "rank", "peer", "seq"])
+    recv = c[c.kind == "recv"].set_index(["op_id", "peer", "rank", "seq"])
+    recv.index.names = send.index.names
+    # The k-th send from a to b is the k-th receive at b from a: the send ends when it arrives.
+    both = send.join(recv.add_suffix("_r"), how="inner")
+    assert len(both) == len(send) == len(recv)
+    assert (both.send_end_mono_ns == both.recv_arrival_mono_ns_r).all()
+    # A rank joins op k when its backward pass of iteration k ends (one fusion per iteration).
+    join = c.groupby(["op_id", "rank"]).post_mono_ns.min()
+    bwd = tl[(tl.kind == "backward") & (tl["index"] == 0)].set_index(["iteration", "worker"]).end_ps // 1000
+    assert (join.to_numpy() == bwd.loc[join.index].to_numpy()).all()
+
+
+def test_compute_slow_multiplies_the_steps_started_after_the_fault():
+    s = ring_job([{"kind": "compute_slow", "rank": 2, "factor": 1.5}], iterations=12)
+    s["jobs"][0]["jitter"] = 0.0
+    tl = simulate(Scenario.from_dict(s)).timeline
+    tl = tl[tl.kind.isin(["forward", "backward"])]
+    d = tl.assign(ps=tl.end_ps - tl.start_ps)
+    nominal = d[d.worker == 0].groupby(["kind", "index"]).ps.first()
+    mine = d[d.worker == 2].set_index(["kind", "index"])
+    before = mine[mine.start_ps < AT_PS]
+    after = mine[mine.start_ps >= AT_PS]
+    assert len(after) and (before.ps.to_numpy() == nominal.loc[before.index].to_numpy()).all()
+    # Rounded half away from zero, as the core rounds.
+    assert (after.ps.to_numpy() == np.floor(nominal.loc[after.index].to_numpy() * 1.5 + 0.5)).all()
+
+
+def test_a_halted_rank_stops_its_job():
+    _, r = run([{"kind": "crash", "rank": 4}], iterations=12)
+    tl = r.timeline
+    assert tl[tl.worker == 4].end_ps.max() < AT_PS
+    assert r.jobs.end_ps.isna().any()  # the job never finishes
