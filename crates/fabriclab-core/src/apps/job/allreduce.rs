@@ -146,7 +146,9 @@ impl TrainingJob {
     /// Message `m` has arrived: its engine takes it from here.
     pub(super) fn message_arrived(&mut self, api: &mut Api, m: JobMsg) {
         let now = api.now();
-        self.ccl.row(m.allreduce, m.sender, m.round, true, m.receiver).end_ps = Some(now);
+        self.ccl
+            .row(m.allreduce, m.sender, m.round, true, m.receiver)
+            .end_ps = Some(now);
         if self.halted(m.receiver, now) {
             return; // a halted worker takes nothing in
         }

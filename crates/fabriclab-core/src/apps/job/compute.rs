@@ -127,8 +127,9 @@ impl TrainingJob {
 
     fn fusion_ready(&mut self, api: &mut Api, it: u32, f: u32, w: u32) {
         let n = self.workers.len() as u32;
-        self.joined.entry((it, f)).or_insert_with(|| vec![None; n as usize])[w as usize] =
-            Some(api.now());
+        self.joined
+            .entry((it, f))
+            .or_insert_with(|| vec![None; n as usize])[w as usize] = Some(api.now());
         let c = self.ready_count.entry((it, f)).or_insert(0);
         *c += 1;
         if *c == n {

@@ -63,7 +63,9 @@ impl Ccl {
 
     /// Sets the post time unless it is set already.
     pub fn post(&mut self, op: u32, rank: u32, step: u32, send: bool, peer: u32, t: u64) {
-        self.row(op, rank, step, send, peer).post_ps.get_or_insert(t);
+        self.row(op, rank, step, send, peer)
+            .post_ps
+            .get_or_insert(t);
     }
 }
 
@@ -73,7 +75,10 @@ impl TrainingJob {
     fn first_steps(&self, rank: u32) -> [Option<(u32, u32, bool)>; 2] {
         let n = self.workers.len() as u32;
         match &self.engine {
-            Engine::Ring if n > 1 => [Some((0, (rank + 1) % n, true)), Some((0, (rank + n - 1) % n, false))],
+            Engine::Ring if n > 1 => [
+                Some((0, (rank + 1) % n, true)),
+                Some((0, (rank + n - 1) % n, false)),
+            ],
             Engine::Plan(p) => {
                 let steps = &p.graph.steps()[rank as usize];
                 let first = |op: Op| {
@@ -120,19 +125,38 @@ impl TrainingJob {
         };
         Table::new("job_ccl")
             .col("job", Column::Str(vec![name; r.len()]))
-            .col("algorithm", Column::Str(vec![algorithm.to_string(); r.len()]))
+            .col(
+                "algorithm",
+                Column::Str(vec![algorithm.to_string(); r.len()]),
+            )
             .col("op", Column::U32(r.iter().map(|x| x.op).collect()))
             .col("rank", Column::U32(r.iter().map(|x| x.rank).collect()))
             .col("peer", Column::U32(r.iter().map(|x| x.peer).collect()))
             .col("step", Column::U32(r.iter().map(|x| x.step).collect()))
             .col(
                 "kind",
-                Column::Str(r.iter().map(|x| if x.send { "send" } else { "recv" }.to_string()).collect()),
+                Column::Str(
+                    r.iter()
+                        .map(|x| if x.send { "send" } else { "recv" }.to_string())
+                        .collect(),
+                ),
             )
             .col("bytes", Column::U64(r.iter().map(|x| x.bytes).collect()))
-            .col("reduce", Column::U32(r.iter().map(|x| x.reduce as u32).collect()))
-            .col("post_ps", Column::OptU64(r.iter().map(|x| x.post_ps).collect()))
-            .col("start_ps", Column::OptU64(r.iter().map(|x| x.start_ps).collect()))
-            .col("end_ps", Column::OptU64(r.iter().map(|x| x.end_ps).collect()))
+            .col(
+                "reduce",
+                Column::U32(r.iter().map(|x| x.reduce as u32).collect()),
+            )
+            .col(
+                "post_ps",
+                Column::OptU64(r.iter().map(|x| x.post_ps).collect()),
+            )
+            .col(
+                "start_ps",
+                Column::OptU64(r.iter().map(|x| x.start_ps).collect()),
+            )
+            .col(
+                "end_ps",
+                Column::OptU64(r.iter().map(|x| x.end_ps).collect()),
+            )
     }
 }
