@@ -598,6 +598,7 @@ class Scenario(_Strict):
             "allreduce_plan": self._job_plan(i, j, len(workers)),
             "aggregation": None,  # its job id in the aggregation section, set by to_core
             "end_run": j.end_run,
+            "faults": [],  # the scenario's [[faults]] on this job's ranks, set by to_core
             "slack_aware": None if not j.slack_aware else {
                 "urgent_class": j.urgent_class, "factor": j.slack_factor, "lag_rounds": j.slack_lag_rounds,
                 # The slowest worker link: rounds are paced by it.
