@@ -105,6 +105,11 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
                  {"name": "sml", "workers": [2, 3], "layers": 2, "model_bytes": "20KB", "compute_ps": "100us",
                   "iterations": 1, "allreduce": "switchml", "aggregation": {"trees": 1}, "end_run": False}],
         "aggregation": {"memory_bytes": "1MB", "vector_bytes": 512, "timeout_ps": "1ms", "functional": True},
+        "faults": [{"kind": "compute_slow", "at_ps": "1ms", "job": "j", "rank": 1, "factor": 1.5},
+                   {"kind": "flapping", "at_ps": "1ms", "link": ["leaf0", "spine0"], "period_ps": "1ms",
+                    "until_ps": "3ms"},
+                   {"kind": "link_degraded", "at_ps": "1ms", "link": ["leaf0", "spine1"], "loss": 0.01},
+                   {"kind": "pcie_slow", "at_ps": "2ms", "host": 1, "factor": 2.0}],
         "outputs": {"flows": True, "links": True, "messages": True, "queues_every_ps": "1ms"},
     }
     s = Scenario.from_dict(copy.deepcopy(raw))
@@ -224,6 +229,8 @@ def test_full_scenario_fills_every_section(tmp_path):
     assert set(raw["switch_logic"][0]) == set(pyd["TapLogicConfig"]["properties"])
     assert set(raw["traffic"][0]) | {"flows_per_s"} == set(pyd["PoissonTrafficConfig"]["properties"])
     assert set().union(*raw["collectives"]) == set(pyd["CollectiveConfig"]["properties"])
+    assert set().union(*raw["faults"]) == set(pyd["FaultConfig"]["properties"])
+    assert core["jobs"][0]["faults"], "a rank fault reaches its job"
     assert set(raw) - {"flows_csv", "fabriclab_version"} == set(Scenario.model_json_schema()["properties"]) - {
         "flows_csv", "fabriclab_version"}
 
@@ -261,7 +268,8 @@ def test_check_catches_a_field_on_one_side(tmp_path, core_schema):
 # resolved into other fields, core fields derived from them). Everything else
 # must have the same name on both sides.
 TRANSLATED = {
-    "Scenario": ("FabricSpec", {"name", "flows_csv", "outputs", "fabriclab_version"}, set()),
+    # faults -> jobs[].faults and link_events
+    "Scenario": ("FabricSpec", {"name", "flows_csv", "outputs", "fabriclab_version", "faults"}, set()),
     "QueueConfig": ("QueueSpec", set(), set()),
     # node/to names -> from/to indices; the inherited queue fields -> queue
     "QueueOverrideConfig": ("QueueOverride", {"node", "discipline", "bands", "priomap", "limit_bytes",
@@ -284,7 +292,7 @@ TRANSLATED = {
     # slack-aware knobs -> slack_aware (SlackAware); allreduce -> allreduce_plan
     "JobConfig": ("JobSpec", {"profile", "model_bytes", "compute_ps", "queue", "urgent_class", "slack_factor",
                               "slack_lag_rounds", "allreduce", "allreduce_chunk_bytes"},
-                  {"priority_queue", "seed", "allreduce_plan"}),
+                  {"priority_queue", "seed", "allreduce_plan", "faults"}),  # faults from [[faults]]
     # the controller builds each aggregating job's trees, window and timeout
     "AggregationConfig": ("AggregationSpec", {"timeout_ps"}, {"jobs"}),
     "QpGroupConfig": ("QpGroupSpec", set(), set()),
@@ -293,7 +301,8 @@ TRANSLATED = {
 NOT_IN_CORE = {"StarTopology": "built into topology.nodes/links", "LeafSpineTopology": "built into topology.nodes/links",
                "FatTreeTopology": "built into topology.nodes/links", "FileTopology": "read into topology.nodes/links",
                "OutputsConfig": "what Python writes; queue sampling is Simulator.sample_queues",
-               "JobAggregationConfig": "built by the controller into aggregation.jobs (trees, window, sync_fraction)"}
+               "JobAggregationConfig": "built by the controller into aggregation.jobs (trees, window, sync_fraction)",
+               "FaultConfig": "compiled into jobs[].faults (WorkerFault) and link_events (c4/faults.py)"}
 
 
 def _core_props(core_schema: dict, name: str) -> set:

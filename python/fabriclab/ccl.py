@@ -80,3 +80,62 @@ def from_simulation(collectives: dict, steps: dict):
         rows["recv_wait_ns"].append(max(0, moved - post) if not send and moved is not None and post is not None
                                     else None)
     return table(rows, "simulator")
+
+
+def from_jobs(job_ccl: dict, algorithms: dict[str, str], first_op: int):
+    """The training jobs' allreduces as ccl rows (the core's ``job_ccl`` table:
+    one row per message as one rank saw it, times in picoseconds). Jobs in the
+    order of their first row; each job's allreduces are ops numbered on from
+    ``first_op``, job after job, in the order the job started them (then the
+    fusions some ranks joined but that never started). ``algorithms``: the
+    job's allreduce (ring, tree, ...) by job name. ``seq`` counts a rank's
+    steps with the same peer and kind in the op; ``offset_bytes`` is null (a
+    job's messages are partitions of a fusion, not ranges of one buffer)."""
+    import numpy as np
+    import pandas as pd
+
+    d = pd.DataFrame(job_ccl)
+    rows: dict[str, list] = {c: [] for c in COLUMNS}
+    if d.empty:
+        return table(rows, "simulator")
+    op_id = np.zeros(len(d), dtype=np.int64)
+    base = first_op
+    for job in pd.unique(d["job"]):
+        sel = (d["job"] == job).to_numpy()
+        op_id[sel] = base + d.loc[sel, "op"].to_numpy(dtype=np.int64)
+        base += int(d.loc[sel, "op"].max()) + 1
+    d["op_id"] = op_id
+    d["seq"] = d.sort_values(["op_id", "rank", "peer", "kind", "step"]).groupby(
+        ["op_id", "rank", "peer", "kind"]).cumcount()
+    ns = {c: d[c].astype("Int64") // 1000 for c in ("post_ps", "start_ps", "end_ps")}
+    send = (d["kind"] == "send").to_numpy()
+
+    def pick(mask, s):
+        return s.where(mask, pd.NA)
+
+    times = {"post": ns["post_ps"], "send_start": pick(send, ns["start_ps"]),
+             "send_end": pick(send, ns["end_ps"]), "recv_arrival": pick(~send, ns["start_ps"]),
+             "recv_done": pick(~send, ns["end_ps"])}
+    cols = {"op_id": d["op_id"], "collective": ["allreduce"] * len(d),
+            "algorithm": [algorithms.get(j, a) for j, a in zip(d["job"], d["algorithm"])],
+            "dtype": [None] * len(d), "rank": d["rank"], "peer": d["peer"], "step": d["step"], "kind": d["kind"],
+            "seq": d["seq"], "offset_bytes": [None] * len(d), "bytes": d["bytes"], "stream": [0] * len(d),
+            "reduce": (d["reduce"] != 0) & ~send}
+    for what, v in times.items():
+        cols[f"{what}_mono_ns"] = v
+        cols[f"{what}_real_ns"] = v
+    cols["send_queue_ns"] = pick(send, times["send_start"] - times["post"])
+    cols["recv_wait_ns"] = pick(~send, (times["recv_arrival"] - times["post"]).clip(lower=0))
+    import pyarrow as pa
+
+    s = schema("simulator")
+    return pa.table({f.name: pa.array(_values(cols[f.name]), type=f.type) for f in s}, schema=s)
+
+
+def _values(v):
+    """A column as a list with None for missing values."""
+    import pandas as pd
+
+    if isinstance(v, pd.Series):
+        return [None if x is pd.NA else x for x in v.astype(object).where(v.notna(), None)]
+    return list(v)

@@ -274,7 +274,7 @@ def report(folder: Path = typer.Argument(..., help="A run, sweep or reproduction
 def reproduce(
     what: str = typer.Argument(..., help="Which reproduction: blink, thesis-ch4, thesis-ch5, thesis-slack, "
                                            "panama-fig8, panama-fig8-1024, panama-fig9, panama-fig10, c4-table3, "
-                                           "c4p-fig8, c4p-fig9, c4p-fig11."),
+                                           "c4p-fig8, c4p-fig9, c4p-fig11, c4-diagnosis."),
     out_dir: Path = typer.Option(Path("repro-out"), "--out", help="Folder for tables and plots."),
     quick: bool = typer.Option(False, "--quick", help="A small subset that runs in seconds (for CI)."),
 ) -> None:
@@ -282,7 +282,7 @@ def reproduce(
     import json
 
     known = ("blink", "thesis-ch4", "thesis-ch5", "thesis-slack", "panama-fig8", "panama-fig8-1024", "panama-fig9",
-             "panama-fig10", "c4-table3", "c4p-fig8", "c4p-fig9", "c4p-fig11")
+             "panama-fig10", "c4-table3", "c4p-fig8", "c4p-fig9", "c4p-fig11", "c4-diagnosis")
     if what not in known:
         _fail(f"reproduce: unknown reproduction {what!r} (known: {', '.join(known)})")
     _check_out_dir(out_dir, "--out")
@@ -331,6 +331,10 @@ def reproduce(
         from .repro import c4p
 
         summary = getattr(c4p, what.removeprefix("c4p-"))(out_dir, quick=quick)
+    elif what == "c4-diagnosis":
+        from .repro import c4
+
+        summary = c4.run(out_dir, quick=quick)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     out.print_json(json.dumps(summary))
     out.print(f"tables and plots in {out_dir}")

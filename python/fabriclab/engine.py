@@ -204,6 +204,7 @@ def _collect(scenario: Scenario, sim: Simulator, wall_s: float) -> Results:
             summary["jobs"][name].update({k: sends[c][i] for k, c in zip(keys, cols)})
         _gradient_slack(summary["jobs"], timeline_arrow.to_pandas())
     steps_arrow, ccl_arrow, coll_summary = _collectives(tables)
+    ccl_arrow = _job_telemetry(tables, scenario, ccl_arrow)
     if coll_summary:
         summary["collectives"] = coll_summary
     out = scenario.outputs
@@ -218,6 +219,7 @@ def _collect(scenario: Scenario, sim: Simulator, wall_s: float) -> Results:
                    jobs_arrow=jobs_arrow, timeline_arrow=timeline_arrow, messages_arrow=messages, queues_arrow=queues,
                    classes_arrow=classes,
                    steps_arrow=steps_arrow, ccl_arrow=ccl_arrow, aggregation_arrow=aggregation_arrow,
+                   faults_arrow=_faults(scenario),
                    accelerators_arrow=accelerators_arrow, aggregation_values_arrow=aggregation_values_arrow)
 
 
@@ -243,6 +245,28 @@ def _collectives(tables: dict):
         "start_ps": pa.array(st["start_ps"], pa.uint64()), "end_ps": pa.array(st["end_ps"], pa.uint64()),
     })
     return steps, from_simulation(co, st), summary
+
+
+def _faults(scenario):
+    """The ground truth of the scenario's faults (faults.parquet), if it has any."""
+    from .c4.faults import ground_truth
+
+    return ground_truth(scenario) if scenario.faults else None
+
+
+def _job_telemetry(tables: dict, scenario, ccl_arrow):
+    """The jobs' allreduces appended to the collectives' ccl rows (docs/telemetry.md)."""
+    import pyarrow as pa
+
+    from .ccl import from_jobs
+
+    jc = tables.get("job_ccl")
+    if not jc or not jc["job"]:
+        return ccl_arrow
+    first = 0 if ccl_arrow is None else len(scenario.collectives)
+    algorithms = {j.name: str(j.allreduce) for j in scenario.jobs}
+    rows = from_jobs(jc, algorithms, first)
+    return rows if ccl_arrow is None else pa.concat_tables([ccl_arrow, rows])
 
 
 def _gradient_slack(jobs: dict, tl) -> None:

@@ -227,6 +227,8 @@ class Results:
     classes_arrow: pa.Table | None = None
     steps_arrow: pa.Table | None = None
     ccl_arrow: pa.Table | None = None
+    # Ground truth of the scenario's [[faults]] (faults.parquet, docs/c4.md).
+    faults_arrow: pa.Table | None = None
     # In-network aggregation: every worker's counts (aggregation.parquet) and
     # the accelerators' buffer occupancy over time (accelerators.parquet).
     aggregation_arrow: pa.Table | None = None
@@ -313,6 +315,8 @@ class Results:
             pq.write_table(self.steps_arrow, folder / "steps.parquet")
         if self.ccl_arrow is not None:
             pq.write_table(self.ccl_arrow, folder / "ccl.parquet")
+        if self.faults_arrow is not None:
+            pq.write_table(self.faults_arrow, folder / "faults.parquet")
         if self.aggregation_arrow is not None:
             pq.write_table(self.aggregation_arrow, folder / "aggregation.parquet")
         if self.accelerators_arrow is not None:

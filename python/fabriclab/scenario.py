@@ -25,6 +25,7 @@ from .fabric_schema import (FatTreeTopology, LeafSpineTopology, LinkEventConfig,
                             QueueConfig, QueueOverrideConfig, QUEUE_FIELDS, RoutingConfig, StarTopology,
                             SwitchBufferConfig, TapLogicConfig, TopologyConfig, TransportConfig, fabric_core,
                             node_index)
+from .c4.faults import FaultConfig, compile_faults
 from .panama.config import AGGREGATION_ALLREDUCE, AggregationConfig, JobAggregationConfig
 from .schema_base import U32_MAX, WIRE_OVERHEAD_BYTES, Delay, ScenarioError, TrafficClass, _off_is_none, _Strict
 from .units import RateBps, SizeBytes, TimePs
@@ -254,6 +255,8 @@ class Scenario(_Strict):
     flows_csv: Optional[str] = None
     jobs: list[JobConfig] = Field(default_factory=list)
     collectives: list[CollectiveConfig] = Field(default_factory=list)
+    # Labelled faults (docs/c4.md), compiled onto job faults and link events.
+    faults: list[FaultConfig] = Field(default_factory=list)
     outputs: OutputsConfig = Field(default_factory=OutputsConfig)
     # Written into scenario.resolved.toml by the version that ran it; informative only.
     fabriclab_version: Optional[str] = None
@@ -322,6 +325,9 @@ class Scenario(_Strict):
             raise ValueError("jobs: at most 65536 jobs aggregate in the network (the header's JID is 16 bits)")
         if self.switch_logic and self.backend != "packet":
             raise ValueError('switch_logic: the flow backend has no packets for logic to see; needs backend = "packet"')
+        for i, f in enumerate(self.faults):
+            if f.loss is not None and self.backend != "packet":
+                raise ValueError(f'faults[{i}].loss: the flow backend has no packets to lose; needs backend = "packet"')
         for i, e in enumerate(self.link_events):
             if e.action == "loss" and self.backend != "packet":
                 raise ValueError(f'link_events[{i}].action: the flow backend has no packets to lose; "loss" '
@@ -466,6 +472,10 @@ class Scenario(_Strict):
         jobs = [self._job_core(i, j, t) for i, j in enumerate(self.jobs)]
         collectives = [self._collective_core(i, c, t) for i, c in enumerate(self.collectives)]
         fabric = fabric_core(self, t, names)
+        job_faults, fault_events = compile_faults(self, t, names)
+        for k, fs in job_faults.items():
+            jobs[k]["faults"] = fs
+        fabric["link_events"] = fabric["link_events"] + fault_events
         from .panama.controller import aggregation_core
 
         aggregating = [(i, j, jobs[i]["workers"]) for i, j in enumerate(self.jobs) if j.allreduce in AGGREGATION_ALLREDUCE]
@@ -607,6 +617,7 @@ class Scenario(_Strict):
             "allreduce_plan": self._job_plan(i, j, len(workers)),
             "aggregation": None,  # its job id in the aggregation section, set by to_core
             "end_run": j.end_run,
+            "faults": [],  # the scenario's [[faults]] on this job's ranks, set by to_core
             "slack_aware": None if not j.slack_aware else {
                 "urgent_class": j.urgent_class, "factor": j.slack_factor, "lag_rounds": j.slack_lag_rounds,
                 # The slowest worker link: rounds are paced by it.

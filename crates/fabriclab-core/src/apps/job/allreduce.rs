@@ -99,6 +99,7 @@ pub(super) struct JobMsg {
     /// The ring round, or the plan step of the sender.
     pub round: u32,
     pub sender: u32,
+    pub receiver: u32,
     pub bytes: u64,
     pub urgent: bool,
 }
@@ -123,6 +124,10 @@ impl TrainingJob {
     pub(super) fn new_allreduce(&mut self, api: &Api, it: u32, f: u32, run: Run) -> u32 {
         let id = self.next_ar;
         self.next_ar += 1;
+        let joined = self.joined.remove(&(it, f)).unwrap_or_default();
+        for (w, t) in joined.into_iter().enumerate() {
+            self.post_first_steps(id, w as u32, t.unwrap_or(api.now()));
+        }
         self.active.insert(
             id,
             Allreduce {
@@ -140,6 +145,29 @@ impl TrainingJob {
 
     /// Message `m` has arrived: its engine takes it from here.
     pub(super) fn message_arrived(&mut self, api: &mut Api, m: JobMsg) {
+        let now = api.now();
+        self.ccl
+            .row(m.allreduce, m.sender, m.round, true, m.receiver)
+            .end_ps = Some(now);
+        if self.halted(m.receiver, now) {
+            return; // a halted worker takes nothing in
+        }
+        let reduce = match &self.engine {
+            Engine::Ring => m.round + 1 < self.workers.len() as u32,
+            Engine::Plan(p) => {
+                let j = p.graph.matching_recv(m.sender, m.round);
+                p.graph.steps()[m.receiver as usize][j as usize].reduce
+            }
+            Engine::Aggregate(_) => false,
+        };
+        let step = match &self.engine {
+            Engine::Plan(p) => p.graph.matching_recv(m.sender, m.round),
+            _ => m.round,
+        };
+        let r = self.ccl.row(m.allreduce, m.receiver, step, false, m.sender);
+        r.start_ps = Some(now);
+        r.bytes = m.bytes;
+        r.reduce = reduce;
         let ar = self.active.get_mut(&m.allreduce).expect("active allreduce");
         ar.received += 1;
         match &mut ar.run {
@@ -169,6 +197,14 @@ impl TrainingJob {
         to: u32,
         bytes: u64,
     ) {
+        let now = api.now();
+        if self.halted(w, now) {
+            return; // a halted worker sends nothing
+        }
+        let r = self.ccl.row(id, w, round, true, to);
+        r.post_ps.get_or_insert(now);
+        r.start_ps = Some(now);
+        r.bytes = bytes;
         let f = self.active[&id].fusion;
         let layer_class = self
             .spec
@@ -219,6 +255,7 @@ impl TrainingJob {
                     allreduce: id,
                     round,
                     sender: w,
+                    receiver: to,
                     bytes,
                     urgent,
                 };

@@ -3,7 +3,7 @@
 
 use super::allreduce::Engine;
 use super::plan::PlanEngine;
-use super::{JobSpec, LayerSpec, Phase, SendCounts, TrainingJob, Worker};
+use super::{JobSpec, LayerSpec, Phase, SendCounts, TrainingJob, Worker, WorkerFaultKind};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
@@ -32,6 +32,16 @@ impl TrainingJob {
         let bwd_prefix = prefix_sums(&spec, |l| l.bwd_ps);
         let nf = fusions.layers.len();
         let issued = vec![vec![false; nf]; spec.iterations as usize];
+        let mut halt_ps = vec![u64::MAX; spec.workers.len()];
+        let mut slow_from = vec![Vec::new(); spec.workers.len()];
+        for f in &spec.faults {
+            match f.kind {
+                WorkerFaultKind::Halt => {
+                    halt_ps[f.worker as usize] = halt_ps[f.worker as usize].min(f.at_ps)
+                }
+                WorkerFaultKind::Slow => slow_from[f.worker as usize].push((f.at_ps, f.factor)),
+            }
+        }
         let workers = (0..spec.workers.len())
             .map(|_| new_worker(spec.layers.len(), spec.iterations as usize, nf as u32))
             .collect();
@@ -58,6 +68,10 @@ impl TrainingJob {
             timeline: Vec::new(),
             end_ps: None,
             sends: SendCounts::default(),
+            halt_ps,
+            slow_from,
+            joined: HashMap::new(),
+            ccl: Default::default(),
         })
     }
 }
@@ -87,6 +101,13 @@ fn validate(spec: &JobSpec, num_hosts: u32) -> Result<(), String> {
         return Err(format!(
             "job '{name}': max_inflight, reduce_bps and fusion_bytes must be positive"
         ));
+    }
+    for f in &spec.faults {
+        if f.worker as usize >= n || f.factor.is_nan() || f.factor <= 0.0 {
+            return Err(format!(
+                "job '{name}': a fault needs a worker position 0..{n} and a positive factor"
+            ));
+        }
     }
     if let Some(lc) = &spec.layer_class {
         if lc.len() != spec.layers.len() {

@@ -8,8 +8,13 @@ use crate::engine::Api;
 use rand::Rng;
 
 impl TrainingJob {
-    fn compute_time(&mut self, w: usize, nominal: u64) -> u64 {
+    fn compute_time(&mut self, w: usize, nominal: u64, now: u64) -> u64 {
         let mut f = self.spec.slowdown[w];
+        for &(at, factor) in &self.slow_from[w] {
+            if now >= at {
+                f *= factor;
+            }
+        }
         if self.spec.jitter > 0.0 {
             // Box-Muller normal sample, truncated at zero.
             let (u1, u2): (f64, f64) = (self.rng.gen::<f64>().max(1e-12), self.rng.gen());
@@ -22,7 +27,7 @@ impl TrainingJob {
     /// Starts the worker's next compute step if nothing blocks it.
     pub(super) fn try_compute(&mut self, api: &mut Api, w: usize) {
         let wk = &self.workers[w];
-        if wk.busy || wk.phase == Phase::Done {
+        if wk.busy || wk.phase == Phase::Done || self.halted(w as u32, api.now()) {
             return;
         }
         let (it, layer) = (wk.iter, wk.layer);
@@ -40,8 +45,8 @@ impl TrainingJob {
         } else {
             spec_layer.bwd_ps
         };
-        let dt = self.compute_time(w, nominal);
         let now = api.now();
+        let dt = self.compute_time(w, nominal, now);
         let wk = &mut self.workers[w];
         wk.busy = true;
         wk.compute_start = now;
@@ -54,6 +59,9 @@ impl TrainingJob {
     pub(super) fn compute_done(&mut self, api: &mut Api, w: usize) {
         let nl = self.spec.layers.len() as u32;
         let now = api.now();
+        if self.halted(w as u32, now) {
+            return; // the step never completes
+        }
         let wk = &mut self.workers[w];
         wk.busy = false;
         let (it, layer, phase) = (wk.iter, wk.layer, wk.phase);
@@ -84,7 +92,7 @@ impl TrainingJob {
                 }
                 // The fusion is ready at this worker when its last (lowest) layer is done.
                 if layer == self.fusion_min_layer[f as usize] {
-                    self.fusion_ready(api, it, f);
+                    self.fusion_ready(api, it, f, w as u32);
                 }
                 self.check_iter_end(api, w, it);
             }
@@ -117,8 +125,11 @@ impl TrainingJob {
         }
     }
 
-    fn fusion_ready(&mut self, api: &mut Api, it: u32, f: u32) {
+    fn fusion_ready(&mut self, api: &mut Api, it: u32, f: u32, w: u32) {
         let n = self.workers.len() as u32;
+        self.joined
+            .entry((it, f))
+            .or_insert_with(|| vec![None; n as usize])[w as usize] = Some(api.now());
         let c = self.ready_count.entry((it, f)).or_insert(0);
         *c += 1;
         if *c == n {

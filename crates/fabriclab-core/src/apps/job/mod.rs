@@ -43,8 +43,9 @@ mod ring;
 mod slack_aware;
 mod spec;
 mod tables;
+mod telemetry;
 
-pub use spec::{JobPlan, JobSpec, LayerSpec, SlackAware};
+pub use spec::{JobPlan, JobSpec, LayerSpec, SlackAware, WorkerFault, WorkerFaultKind};
 
 /// One interval of the job's timeline.
 #[derive(Debug, Clone, Copy)]
@@ -126,6 +127,14 @@ pub struct TrainingJob {
     end_ps: Option<u64>,
     /// Ring messages and bytes sent, and how many of them at the urgent class.
     sends: SendCounts,
+    /// Per worker: when it halts (u64::MAX: never), and its compute
+    /// slowdowns from a time on (time, factor).
+    halt_ps: Vec<u64>,
+    slow_from: Vec<Vec<(u64, f64)>>,
+    /// (iteration, fusion) not yet started -> when each worker joined it.
+    joined: HashMap<(u32, u32), Vec<Option<u64>>>,
+    /// The allreduces' telemetry (`telemetry.rs`).
+    ccl: telemetry::Ccl,
 }
 
 // Timer tokens: kind (8 bits), then two 28-bit fields.
@@ -184,6 +193,10 @@ impl TrainingJob {
                     .collect()
             })
             .collect()
+    }
+    /// Whether worker `w` has halted by `now`.
+    fn halted(&self, w: u32, now: u64) -> bool {
+        now >= self.halt_ps[w as usize]
     }
     /// Ring messages sent, all and at the urgent class (slack-aware jobs).
     pub fn send_counts(&self) -> SendCounts {

@@ -117,6 +117,18 @@ impl TrainingJob {
                     api.schedule(at, tok(kind, k, 0));
                 }
                 Action::RankDone { rank } => self.worker_has_sum(api, id, rank),
+                Action::Started { rank, step } | Action::Completed { rank, step }
+                    if !self.halted(rank, now) =>
+                {
+                    let st = &self.engine.plan().graph.steps()[rank as usize][step as usize];
+                    let (send, peer) = (st.op == Op::Send, st.peer);
+                    let r = self.ccl.row(id, rank, step, send, peer);
+                    if let Action::Started { .. } = a {
+                        r.post_ps.get_or_insert(now);
+                    } else {
+                        r.end_ps.get_or_insert(now);
+                    }
+                }
                 Action::Started { .. } | Action::Completed { .. } => {}
             }
         }
@@ -130,6 +142,9 @@ impl TrainingJob {
             .timers
             .remove(&k)
             .expect("plan timer");
+        if self.halted(rank, api.now()) {
+            return; // a halted worker neither sends nor reduces
+        }
         if kind == T_PLAN_SEND {
             let f = self.active[&id].fusion;
             let bytes = self.plan_step_bytes(f, rank, step);

@@ -90,6 +90,10 @@ impl TrainingJob {
     /// Worker `w` sends its round-`round` message after the send overhead.
     fn send_round(&mut self, api: &mut Api, id: u32, round: u32, w: u32) {
         let now = api.now();
+        if round > 0 {
+            let n = self.workers.len() as u32;
+            self.ccl.post(id, w, round, true, (w + 1) % n, now);
+        }
         api.schedule(
             now + self.spec.send_overhead_ps,
             tok(T_SEND, id, round << 16 | w),
@@ -118,14 +122,31 @@ impl TrainingJob {
             let t = ser_time_ps(self.partition_bytes(f, part), self.spec.reduce_bps);
             api.schedule(api.now() + t, tok(T_RECV_DONE, id, round << 16 | w));
         } else if round + 1 < 2 * (n - 1) {
+            self.recv_done(api.now(), id, round, w);
             self.send_round(api, id, round + 1, w);
         } else {
+            self.recv_done(api.now(), id, round, w);
             self.worker_has_sum(api, id, w);
+        }
+    }
+
+    /// Worker `w`'s receive of round `round` is done (reduced or as is):
+    /// its next round's receive is posted.
+    fn recv_done(&mut self, now: u64, id: u32, round: u32, w: u32) {
+        let n = self.workers.len() as u32;
+        let left = (w + n - 1) % n;
+        self.ccl.row(id, w, round, false, left).end_ps = Some(now);
+        if round + 1 < 2 * (n - 1) {
+            self.ccl.post(id, w, round + 1, false, left, now);
         }
     }
 
     /// Worker `w` has reduced the partition of round `round`: it forwards it.
     pub(super) fn ring_reduced(&mut self, api: &mut Api, id: u32, round: u32, w: u32) {
+        if self.halted(w, api.now()) {
+            return;
+        }
+        self.recv_done(api.now(), id, round, w);
         self.send_round(api, id, round + 1, w);
     }
 

@@ -55,6 +55,33 @@ pub struct JobSpec {
     /// finished, whatever background traffic is still going.
     #[serde(default)]
     pub end_run: bool,
+    /// Faults of single workers from a time on (scenario `[[faults]]`).
+    #[serde(default)]
+    pub faults: Vec<WorkerFault>,
+}
+
+/// A worker's fault from `at_ps` on: it halts (stops computing and
+/// communicating: a crash or a hang), or its compute slows by `factor`.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerFault {
+    pub worker: u32,
+    pub at_ps: u64,
+    pub kind: WorkerFaultKind,
+    /// Compute-time multiplier of a `slow` fault (1.3 = 30 % slower).
+    #[serde(default = "one")]
+    pub factor: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkerFaultKind {
+    Halt,
+    Slow,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 /// An allreduce plan for a job: steps over `size_bytes`, one list per worker.

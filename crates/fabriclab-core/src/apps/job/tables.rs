@@ -42,6 +42,7 @@ pub(super) fn tables(job: &TrainingJob) -> Vec<Table> {
             .col("urgent_bytes", Column::U64(vec![c.urgent_bytes]))
             .col("raised_messages", Column::U64(vec![c.raised_messages]))
             .col("raised_bytes", Column::U64(vec![c.raised_bytes])),
+        job.ccl_table(),
         Table::new("timeline")
             .col("job", Column::Str(vec![name; tl.len()]))
             .col("worker", Column::U32(tl.iter().map(|r| r.worker).collect()))

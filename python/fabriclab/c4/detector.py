@@ -1,0 +1,416 @@
+"""The C4D master (C4 section 3.1): reads one job's collective telemetry in
+time order and reports, with the simulated time at which its evidence
+existed, communication hang, non-communication hang, communication slow or
+non-communication slow, and the suspect component.
+
+Thresholds are relative to the job's own rhythm (docs/c4.md):
+
+- Rhythm: the job's ops complete periodically; ``period`` is the median
+  interval between the completions of the last (up to) 8 healthy ops.
+- Hang: no telemetry event for ``HANG_PERIODS`` periods while an op is
+  unfinished. Communication hang if a message was sent and never arrived
+  (suspects: those connections, located on the fabric by their paths);
+  non-communication hang otherwise (suspect: the rank whose last activity
+  in the stuck op is earliest; a rank that never joined it first).
+- Communication slow: per op and connection, time per byte in flight
+  (arrival - departure, summed over the op's messages, over their bytes),
+  divided by the connection's own median over its last 8 healthy ops: the
+  delay matrix. An element is high when its log ratio exceeds
+  max(log RATE_MIN, the connection's worst
+  healthy op x ABOVE_WORST, SIGMAS x its robust spread). Each op's suspect
+  links are those the most high channels cross; an alarm needs a common
+  suspect in PERSIST consecutive ops, or in two ops with a stall above
+  STRONG. The matrix pattern
+  (matrix.py) names the suspect: a host for a row and column through one
+  rank, the source's or destination's host for a row or column, a fabric
+  link for points (the links all slow connections cross and no healthy one
+  does, from the paths in messages.parquet: C4D's network monitor).
+- Non-communication slow: per op and ring neighbour (the first receive's
+  sender), how late the sender joined after the receiver was ready
+  (sender's first post - receiver's first post). A rank is a straggler
+  when its lateness exceeds max(LATE_MIN x period, SIGMAS x robust spread
+  of all lateness seen) in two consecutive ops, or STRONG_LATE x period once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .matrix import classify
+
+HANG_PERIODS = 4.0
+HISTORY = 8
+WARMUP_OPS = 5
+RATE_MIN = 1.3
+ABOVE_WORST = 1.1
+STRONG = 3.0
+# Ops in a row a connection must be high (unless above STRONG).
+PERSIST = 3
+SIGMAS = 5.0
+LATE_MIN = 0.04
+STRONG_LATE = 0.25
+
+
+@dataclass
+class Alarm:
+    time_ps: int
+    syndrome: str  # comm_hang, noncomm_hang, comm_slow, noncomm_slow
+    component_kind: str | None  # rank, host, link
+    component: str | None
+    op: int
+    pattern: str = ""
+    suspects: list = field(default_factory=list)
+
+
+@dataclass
+class JobView:
+    """What the master knows of the job: its ranks' host names, the links
+    (node-name pairs) of the fabric, and the messages' paths."""
+    name: str
+    hosts: list[str]
+    paths: dict  # (op, sender, step) -> list of undirected link names
+    host_links: dict  # host name -> its access link names
+
+
+def _link(a: str, b: str) -> str:
+    return "-".join(sorted((a, b)))
+
+
+def job_view(name: str, hosts: list[str], messages: pd.DataFrame, first_op: int = 0) -> JobView:
+    m = messages[messages["app"] == name]
+    tag = m["tag"].to_numpy(dtype=np.uint64)
+    op = (tag >> np.uint64(32)).astype(np.int64) + first_op
+    step = ((tag >> np.uint64(16)) & np.uint64(0xFFFF)).astype(np.int64)
+    sender = (tag & np.uint64(0xFFFF)).astype(np.int64)
+    paths, host_links = {}, {}
+    for o, st, s, p in zip(op, step, sender, m["path"]):
+        nodes = [x for x in str(p).split() if x != ">"]
+        links = [_link(a, b) for a, b in zip(nodes, nodes[1:])]
+        paths[(int(o), int(s), int(st))] = links
+        for a, b in ((nodes[0], nodes[1]), (nodes[-1], nodes[-2])):
+            host_links.setdefault(a, set()).add(_link(a, b))
+    return JobView(name, hosts, paths, host_links)
+
+
+def _robust_sd(x) -> float:
+    x = np.asarray(x, dtype=float)
+    if len(x) < 3:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(x - np.median(x))))
+
+
+class Master:
+    """Feed ops in order with :meth:`op`; then :meth:`finish` at the run's end."""
+
+    def __init__(self, view: JobView):
+        self.v = view
+        self.alarms: list[Alarm] = []
+        self.ends: list[int] = []  # completion times of healthy ops
+        self.conn_hist: dict = {}  # (s, d) -> list of time per byte (healthy ops)
+        self.conn_path: dict = {}  # (s, d) -> its routes seen healthy (dict as an ordered set)
+        self.late_hist: list[float] = []
+        self.prev_links: list = []  # suspect links of the last ops
+        self.strong_links: list = []  # suspect links of the last ops with stalls
+        self.prev_late: set = set()
+        self.last_event = 0
+        self.prev_done = None
+        self.stuck = None
+
+    @property
+    def period(self) -> float | None:
+        e = self.ends[-HISTORY - 1:]
+        return float(np.median(np.diff(e))) if len(e) >= 3 else None
+
+    def alarm(self, a: Alarm):
+        if not self.alarms:
+            self.alarms.append(a)
+
+    def op(self, op_id: int, rows: pd.DataFrame) -> None:
+        times = rows[["post_mono_ns", "send_start_mono_ns", "send_end_mono_ns", "recv_arrival_mono_ns",
+                      "recv_done_mono_ns"]].to_numpy(dtype=float) * 1000
+        self.last_event = max(self.last_event, int(np.nanmax(times)))
+        send = rows[rows["kind"] == "send"]
+        recv = rows[rows["kind"] == "recv"]
+        joined = rows.groupby("rank")["post_mono_ns"].min() * 1000
+        n = len(self.v.hosts)
+        complete = (len(joined) == n and send["send_end_mono_ns"].notna().all()
+                    and recv["recv_done_mono_ns"].notna().all())
+        if not complete:
+            self.stuck = (op_id, rows, joined)
+            return
+        end = int(np.nanmax(times))
+        if len(self.ends) >= WARMUP_OPS and self.period is not None:
+            # A late rank also reshapes the traffic: its syndrome comes first.
+            self._noncomm_slow(op_id, self._lateness(send, recv), end)
+            self._comm_slow(op_id, send, end)
+        else:
+            self._learn_conn(self._channels(op_id, send), set())
+            self._learn_late(self._lateness(send, recv), set())
+        self.ends.append(end)
+
+    # -- communication slow: the delay matrix ---------------------------------
+    def _channels(self, op_id, send):
+        """Per connection (sender, receiver): time per byte while busy, i.e.
+        the length of the union of its messages' flights (departure to
+        arrival) over their bytes, and the routes its messages took. A
+        message queued behind the connection's previous one (or beside it on
+        another route) adds only its own share, so the figure follows the
+        routes' rate and stalls (losses, a dead link), not how the ranks'
+        pipeline overlaps."""
+        paths = [tuple(self.v.paths.get((op_id, int(a), int(st)), ()))
+                 for a, st in zip(send["rank"], send["step"])]
+        d = pd.DataFrame({"s": send["rank"].to_numpy(), "d": send["peer"].to_numpy(), "p": paths,
+                          "a": send["send_start_mono_ns"].to_numpy(dtype=float),
+                          "e": send["send_end_mono_ns"].to_numpy(dtype=float),
+                          "b": send["bytes"].to_numpy(dtype=float)})
+        out = {}
+        for k, g in d.sort_values(["s", "d", "a"]).groupby(["s", "d"], sort=False):
+            busy, reach = 0.0, -np.inf
+            for a, e in zip(g["a"].to_numpy(), g["e"].to_numpy()):
+                if e > reach:
+                    busy += e - max(a, reach)
+                    reach = e
+            out[(int(k[0]), int(k[1]))] = (busy / max(float(g["b"].sum()), 1.0), set(g["p"]))
+        return out
+
+    def _learn_conn(self, rates, skip):
+        for k, v in rates.items():
+            if k in skip:
+                continue
+            self.conn_hist.setdefault(k, []).append(v[0])
+            del self.conn_hist[k][:-HISTORY]
+            for p in v[1]:
+                self.conn_path.setdefault(k, {})[p] = None
+
+    def _comm_slow(self, op_id, send, end):
+        rates = self._channels(op_id, send)
+        high, strong, ratio = set(), set(), {}
+        # A connection's links: every route it took, now or while healthy
+        # (a rerouted message no longer shows the link it lost).
+        paths = {k: sorted({lk for p in v[1] for lk in p} | set(self._route(*k))) for k, v in rates.items()}
+        for k, v in rates.items():
+            h = self.conn_hist.get(k)
+            if not h or len(h) < WARMUP_OPS:
+                continue
+            hist = np.asarray(h)
+            base = float(np.median(hist))
+            lr = np.log(v[0] / base)
+            ratio[k] = lr
+            worst = np.log(hist.max() / base) + np.log(ABOVE_WORST)
+            if lr > max(np.log(RATE_MIN), worst, SIGMAS * _robust_sd(np.log(hist / base))):
+                high.add(k)
+                if lr > np.log(STRONG):
+                    strong.add(k)
+        suspects = self._suspect_links(high, paths)
+        self.prev_links = (self.prev_links + [suspects])[-PERSIST:]
+        self._learn_conn(rates, high)
+        if self.alarms:
+            return
+        if strong:
+            self.strong_links = (self.strong_links + [self._suspect_links(strong, paths)])[-2:]
+        if len(self.strong_links) == 2 and set.intersection(*self.strong_links):
+            # Stalls in two ops (not necessarily in a row) on a common link.
+            links, slow = set.intersection(*self.strong_links), strong or high
+        elif len(self.prev_links) == PERSIST and set.intersection(*self.prev_links):
+            links, slow = set.intersection(*self.prev_links), high
+        else:
+            return
+        n = len(self.v.hosts)
+        flagged = np.zeros((n, n), bool)
+        present = np.zeros((n, n), bool)
+        for k in rates:
+            present[k[0], k[1]] = True
+        for k in slow:
+            flagged[k[0], k[1]] = True
+        pats = classify(flagged, present)
+        kind, comp, pattern = self._locate(pats, links, ratio, paths, self._route_bias(op_id, send, links))
+        self.alarm(Alarm(end, "comm_slow", kind, comp, op_id, pattern, sorted(slow)))
+
+    @staticmethod
+    def _suspect_links(high, paths) -> set:
+        """The links the most high channels cross (all of them if tied)."""
+        count: dict = {}
+        for k in high:
+            for lk in set(paths.get(k, [])):
+                count[lk] = count.get(lk, 0) + 1
+        if not count:
+            return set()
+        top = max(count.values())
+        return {lk for lk, c in count.items() if c == top}
+
+    def _route_bias(self, op_id, send, links) -> dict:
+        """Per suspect link: the mean log ratio of the op's messages that
+        crossed it to their connection's median time per byte in the op. A
+        connection that splits over two routes shows which one is slow; a
+        link every message of a connection crosses scores 0 for it."""
+        d = pd.DataFrame({"c": list(zip(send["rank"], send["peer"])),
+                          "r": ((send["send_end_mono_ns"] - send["send_start_mono_ns"])
+                                / send["bytes"].clip(lower=1)).to_numpy(dtype=float),
+                          "p": [self.v.paths.get((op_id, int(a), int(st)), [])
+                                for a, st in zip(send["rank"], send["step"])]})
+        d["lr"] = np.log(d["r"] / d.groupby("c")["r"].transform("median"))
+        bias: dict = {}
+        for lr, p in zip(d["lr"], d["p"]):
+            for lk in set(p) & links:
+                bias.setdefault(lk, []).append(lr)
+        return {lk: float(np.mean(v)) for lk, v in bias.items()}
+
+    def _locate(self, pats, links, ratio, paths, bias):
+        """The component: of the suspect links, the one whose connections
+        (slow or not) are slowest on average (mean log ratio to their
+        history: a degraded link slows all that cross it, a shared access
+        link only some) plus its route bias (:meth:`_route_bias`); named as its host when it is a host's access link
+        and the delay matrix shows that host's row, column or both."""
+        through: dict = {}
+        for k, lr in ratio.items():
+            for lk in set(paths.get(k, [])) & links:
+                through.setdefault(lk, []).append(lr)
+        best = max(sorted(links), key=lambda lk: float(np.mean(through.get(lk, [0.0]))) + bias.get(lk, 0.0))
+        pattern = ",".join(sorted({p for p, _ in pats}))
+        for p, r in pats:
+            h = self.v.hosts[r] if p != "point" else None
+            if h is not None and best in self.v.host_links.get(h, ()):
+                return "host", h, pattern
+        return "link", best, pattern
+
+    def _tomography(self, slow, healthy, paths, prefer_access=False):
+        """The link slow connections cross most and healthy ones least:
+        score = (slow ones through it) - (healthy ones through it); the best
+        score wins, then fabric links before host access links (access links
+        first for a hang: a dead fabric link is routed around, a host's only
+        link is not), then name order."""
+        score: dict = {}
+        for c in slow:
+            for lk in set(paths.get(c, [])):
+                score[lk] = score.get(lk, 0) + 1
+        if not score:
+            return (None,)
+        for c in healthy:
+            for lk in set(paths.get(c, [])):
+                if lk in score:
+                    score[lk] -= 1
+        access = set().union(*self.v.host_links.values()) if self.v.host_links else set()
+        best = max(score.values())
+        return (min(((lk in access) != prefer_access, lk) for lk, v in score.items() if v == best)[1],)
+
+    # -- non-communication slow: receiver waits on a late sender -------------
+    def _lateness(self, send, recv):
+        """Per sender: how late it joined after its ring neighbour (the
+        receiver of its first send) was ready, less the part its own release
+        from the previous op explains: (join_s - done_s(previous)) - (join_v -
+        done_v(previous)), i.e. the excess of its non-communication time."""
+        rows = pd.concat([send, recv])
+        join = rows.groupby("rank")["post_mono_ns"].min().astype(float)
+        # A ring worker holds the sum at its last round's receive; a plan rank is
+        # done when every step is, its sends delivered too.
+        # (A ring message may overtake an earlier round's: its last round counts.)
+        last = recv.sort_values("step").groupby("rank").tail(1)
+        ends = last[["recv_done_mono_ns", "rank"]].rename(columns={"recv_done_mono_ns": "t"})
+        if (rows["algorithm"] != "ring").any():
+            ends = recv[["recv_done_mono_ns", "rank"]].rename(columns={"recv_done_mono_ns": "t"})
+            more = send[["send_end_mono_ns", "rank"]].rename(columns={"send_end_mono_ns": "t"})
+            ends = pd.concat([ends, more])
+        done = ends.groupby("rank")["t"].max().astype(float)
+        prev, self.prev_done = self.prev_done, done
+        if prev is None:
+            return {}
+        gap = (join - prev.reindex(join.index)).dropna() * 1000
+        first = send.sort_values("step").groupby("rank").first()
+        late = {}
+        for s_, r in first.iterrows():
+            v = int(r["peer"])
+            if s_ in gap.index and v in gap.index:
+                late[int(s_)] = float(gap[s_] - gap[v])
+        return late
+
+    def _learn_late(self, late, skip):
+        self.late_hist += [x for s, x in late.items() if s not in skip]
+        del self.late_hist[:-HISTORY * len(self.v.hosts)]
+
+    def _noncomm_slow(self, op_id, late, end):
+        p = self.period
+        thr = max(LATE_MIN * p, SIGMAS * _robust_sd(self.late_hist))
+        high = {s for s, x in late.items() if x > thr}
+        strong = {s for s, x in late.items() if x > STRONG_LATE * p}
+        confirmed = (high & self.prev_late) | strong
+        self.prev_late = high
+        self._learn_late(late, high)
+        if confirmed:
+            r = max(confirmed, key=lambda s: late[s])
+            self.alarm(Alarm(end, "noncomm_slow", "rank", f"{self.v.name}:{r}", op_id, "late sender",
+                             sorted(confirmed)))
+
+    # -- hangs ----------------------------------------------------------------
+    def finish(self, run_end_ps: int) -> None:
+        if self.stuck is None or self.alarms or self.period is None:
+            return
+        t = int(self.last_event + HANG_PERIODS * self.period)
+        if t > run_end_ps:
+            return
+        op_id, rows, joined = self.stuck
+        send = rows[rows["kind"] == "send"]
+        recv = rows[rows["kind"] == "recv"]
+        lost = send[send["send_start_mono_ns"].notna() & send["send_end_mono_ns"].isna()]
+        if len(lost):
+            conns = {(int(s), int(d)) for s, d in zip(lost["rank"], lost["peer"])}
+            # Each lost message by the route it took (the connection's healthy
+            # routes if it has none): the dead link is on every one of them.
+            paths = {(int(s), int(d), int(st)): self.v.paths.get((op_id, int(s), int(st)))
+                     or self._route(int(s), int(d))
+                     for s, d, st in zip(lost["rank"], lost["peer"], lost["step"])}
+            # Healthy: connections that delivered a message which left after
+            # half of the lost ones had (their links still worked by then).
+            after = send[send["send_end_mono_ns"].notna()
+                         & (send["send_start_mono_ns"] > lost["send_start_mono_ns"].median())]
+            fine = {(int(s), int(d)) for s, d in zip(after["rank"], after["peer"])} - conns
+            for c in fine:
+                paths[c] = self._route(*c)
+            (link,) = self._tomography(set(paths) - fine, fine, paths, prefer_access=True)
+            self.alarm(Alarm(t, "comm_hang", "link", link, op_id, "lost messages", sorted(conns)))
+            return
+        r = self._hung_rank(rows, send, recv, joined)
+        self.alarm(Alarm(t, "noncomm_hang", "rank", f"{self.v.name}:{r}", op_id, "no progress", [r]))
+
+    def _route(self, s, d) -> list:
+        """The links of every route connection (s, d) took while healthy."""
+        return sorted({lk for p in self.conn_path.get((s, d), {}) for lk in p})
+
+    def _hung_rank(self, rows, send, recv, joined) -> int:
+        """The rank the stuck op waits on: one that never joined it; else
+        one whose message was delivered but that never took it in; else one
+        with a send posted (its dependencies done) that never started; else
+        the rank whose last activity is earliest."""
+        n = len(self.v.hosts)
+        missing = [r for r in range(n) if r not in joined.index]
+        if missing:
+            return missing[0]
+        delivered = send[send["send_end_mono_ns"].notna()]
+        taken = recv[recv["recv_arrival_mono_ns"].notna()]
+        got = taken.groupby(["rank", "peer"]).size()
+        sent = delivered.groupby(["peer", "rank"]).size()  # (receiver, sender)
+        for (v, s_), k in sent.items():
+            if got.get((v, s_), 0) < k:
+                return int(v)
+        idle = send[send["post_mono_ns"].notna() & send["send_start_mono_ns"].isna()]
+        if len(idle):
+            return int(idle.sort_values("post_mono_ns")["rank"].iloc[0])
+        cols = ["post_mono_ns", "send_start_mono_ns", "send_end_mono_ns", "recv_arrival_mono_ns",
+                "recv_done_mono_ns"]
+        return int(rows.groupby("rank")[cols].max().max(axis=1).idxmin())
+
+
+def diagnose(ccl: pd.DataFrame, view: JobView, run_end_ps: int) -> Alarm | None:
+    """Feeds the job's ops to a master in the order of their first event and
+    returns its first alarm (C4D stops the job at its first diagnosis)."""
+    m = Master(view)
+    for op_id, rows in sorted(ccl.groupby("op_id"), key=lambda kv: kv[1]["post_mono_ns"].min()):
+        if m.stuck is not None:
+            break
+        m.op(int(op_id), rows)
+        if m.alarms:
+            break
+    m.finish(run_end_ps)
+    return m.alarms[0] if m.alarms else None
