@@ -159,6 +159,21 @@ impl Port {
         self.count_sent(&pkt);
     }
 
+    /// Starts serializing `frame` until `done`, with its end-of-serialization event.
+    fn serialize_with_end_event(&mut self, ctx: &mut Ctx, port: u32, frame: Packet, done: u64) {
+        self.tx = Some(frame);
+        self.tx_done_ps = done;
+        self.tx_on_wire = false;
+        self.tx_event = true;
+        self.tx_key = ctx.schedule(
+            done,
+            NetEv {
+                kind: EV_PORT_TX,
+                id: port,
+            },
+        );
+    }
+
     /// The frame in serialization gets its PortTx event (in its place) if
     /// it has none: something now waits behind it.
     pub fn keep_end_event(&mut self, ctx: &mut Ctx, port: u32) {
@@ -284,46 +299,24 @@ impl PacketNet {
         if !p.up {
             return;
         }
-        if let Some(frame) = if p.ctrl.is_empty() {
-            None
-        } else {
-            p.ctrl.pop_front()
-        } {
+        if let Some(frame) = p.ctrl.pop_front() {
             let done = ctx.now + ser_time_ps(frame.wire as u64, p.rate_bps);
-            p.tx = Some(frame);
-            p.tx_done_ps = done;
-            p.tx_on_wire = false;
-            p.tx_event = true;
-            p.tx_key = ctx.schedule(
-                done,
-                NetEv {
-                    kind: EV_PORT_TX,
-                    id: port,
-                },
-            );
+            p.serialize_with_end_event(ctx, port, frame, done);
             return;
         }
         p.account_queue(ctx.now);
         let Some(pkt) = p.qdisc.dequeue() else { return };
         let done = ctx.now + ser_time_ps(pkt.wire as u64, p.rate_bps);
-        p.tx = Some(pkt);
-        p.tx_done_ps = done;
         let host_port = p.host_port;
         if p.quiet_end(&pkt, done) {
+            p.tx = Some(pkt);
+            p.tx_done_ps = done;
             p.tx_key = ctx.reserve();
             p.tx_on_wire = true;
             p.tx_event = false;
             p.wire.push_back((done + p.delay_ps, pkt));
         } else {
-            p.tx_on_wire = false;
-            p.tx_event = true;
-            p.tx_key = ctx.schedule(
-                done,
-                NetEv {
-                    kind: EV_PORT_TX,
-                    id: port,
-                },
-            );
+            p.serialize_with_end_event(ctx, port, pkt, done);
         }
         if let Some(buf) = self.buffers.as_mut().filter(|_| !host_port) {
             buf.remove(self.port_ends[port as usize].0, pkt.wire);
