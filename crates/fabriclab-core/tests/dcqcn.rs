@@ -9,6 +9,20 @@ use fabriclab_core::transport::{Dcqcn, Segment, SenderConfig, TcpSender};
 const US: u64 = 1_000_000;
 const LINE: f64 = 100e9;
 
+/// A sender of full 1460-byte segments (1538 bytes on the wire), 1 s RTOs.
+fn sender_cfg() -> SenderConfig {
+    SenderConfig {
+        mss_bytes: 1460,
+        init_cwnd_packets: 10,
+        min_rto_ps: 1_000_000_000,
+        initial_rto_ps: 1_000_000_000,
+        max_rto_ps: 1_000_000_000_000,
+        dupack_threshold: 3,
+        handshake: false,
+        wire_overhead_bytes: 78,
+    }
+}
+
 fn close(a: f64, b: f64) {
     assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{a} != {b}");
 }
@@ -126,16 +140,7 @@ fn the_notification_point_sends_at_most_one_cnp_per_interval() {
 
 #[test]
 fn a_dcqcn_sender_paces_one_packet_per_wire_time() {
-    let cfg = SenderConfig {
-        mss_bytes: 1460,
-        init_cwnd_packets: 10,
-        min_rto_ps: 1_000_000_000,
-        initial_rto_ps: 1_000_000_000,
-        max_rto_ps: 1_000_000_000_000,
-        dupack_threshold: 3,
-        handshake: false,
-        wire_overhead_bytes: 78,
-    };
+    let cfg = sender_cfg();
     let mut s = TcpSender::new(
         100 * 1460,
         &cfg,
@@ -162,16 +167,7 @@ fn a_dcqcn_sender_paces_one_packet_per_wire_time() {
 
 #[test]
 fn after_a_timeout_a_dcqcn_sender_resends_at_its_rate_without_a_window() {
-    let cfg = SenderConfig {
-        mss_bytes: 1460,
-        init_cwnd_packets: 10,
-        min_rto_ps: 1_000_000_000,
-        initial_rto_ps: 1_000_000_000,
-        max_rto_ps: 1_000_000_000_000,
-        dupack_threshold: 3,
-        handshake: false,
-        wire_overhead_bytes: 78,
-    };
+    let cfg = sender_cfg();
     let gap = 1_230_400; // 1538 wire bytes at 10 Gbit/s
                          // A 3-segment message: all sent, none acknowledged.
     let mut s = TcpSender::new(

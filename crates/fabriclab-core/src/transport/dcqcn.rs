@@ -290,11 +290,10 @@ impl CongestionControl for Dcqcn {
     fn ecn_capable(&self) -> bool {
         true
     }
-    fn on_ack(&mut self, st: &mut CcState, _ack: &AckInfo) {
-        // No window: the pacer alone limits the sender (a timeout resends
-        // from the first unacknowledged byte at the current rate).
-        st.cwnd_bytes = f64::INFINITY;
-        st.ssthresh_bytes = f64::INFINITY;
+    fn on_ack(&mut self, _st: &mut CcState, _ack: &AckInfo) {
+        // No window to move: the sender keeps a windowless controller's
+        // window infinite (`windowless`, and ssthresh stays infinite through
+        // `ssthresh_after_loss`); the pacer alone limits it.
     }
     fn ssthresh_after_loss(&mut self, _st: &CcState, _flight_bytes: u64) -> f64 {
         f64::INFINITY
