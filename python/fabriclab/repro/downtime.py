@@ -15,9 +15,10 @@ def table3(out_dir: Path, quick: bool = False) -> dict:
     import pandas as pd
 
     months = 5 if quick else 200
-    rows, summary = [], {}
+    rows, summary, totals = [], {}, {}
     for name, practice in dt.PRACTICES.items():
         exp = dt.expected(practice)
+        totals[name] = exp["percent"]["total"]
         runs = [dt.simulate(practice, 30 * dt.DAY_S, seed) for seed in range(1, months + 1)]
         paper = dt.PAPER_TABLE3[name]
         for part in (*dt.PARTS, "total"):
@@ -41,7 +42,7 @@ def table3(out_dir: Path, quick: bool = False) -> dict:
             "paper_percent": {k: paper[k] for k in (*dt.PARTS, "total")},
             "months": months,
         }
-    j, c = (dt.expected(dt.PRACTICES[k])["percent"]["total"] for k in ("june-2023", "c4d"))
+    j, c = totals["june-2023"], totals["c4d"]
     summary["reduction"] = {"ours": round(j / c, 1), "paper": round(31.19 / 1.16, 1)}
     df = pd.DataFrame(rows)
     out_dir.mkdir(parents=True, exist_ok=True)
