@@ -61,6 +61,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import mutations  # noqa: E402
+import fixtures  # noqa: E402
 import strategies  # noqa: E402
 
 WORKER = HERE / "worker.py"
@@ -571,7 +572,7 @@ def check_scenario(scenario: dict, runner, workdir: Path, cfg: Config | None = N
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
-    strategies.write_fixtures(workdir)
+    fixtures.write_fixtures(workdir)
     if toml is None:
         toml = strategies.to_toml(scenario)
     scen = workdir / SCENARIO_NAME

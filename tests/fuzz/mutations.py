@@ -11,19 +11,15 @@ import copy
 from hypothesis import assume
 from hypothesis import strategies as st
 
+from schema_model import FieldSpec, T, resolve_model, root_spec, spec_at  # noqa: E402
 from strategies import (  # noqa: E402
     BAD_FILE_NAMES,
     Ctx,
-    FieldSpec,
     FuzzScenario,
     HOST_INDEX,
     STRING_HINTS,
-    T,
     _UNIT_STR,
     _qual,
-    resolve_model,
-    root_spec,
-    spec_at,
     valid_scenarios,
 )
 
