@@ -82,3 +82,25 @@ def test_dgx1v_has_six_nvlink_rings_and_dgx1p_four():
     # Each GPU has 6 (V100) or 4 (P100) NVLink units out; a ring uses one per GPU.
     assert len(nvlink_rings(Allocation(gpu_server("dgx1v"), list(range(8))))) == 6
     assert len(nvlink_rings(Allocation(gpu_server("dgx1p"), list(range(8))))) == 4
+
+
+def test_integer_programs_are_bounded_by_nodes_not_by_a_clock(monkeypatch):
+    """Every rank of a runtime communicator plans its trees on its own from the same
+    measurements: the plan must not depend on how loaded each machine is, so no
+    HiGHS search may stop on a wall-time limit (a loaded machine then got other trees)."""
+    import scipy.optimize
+
+    seen = []
+    real = scipy.optimize.milp
+
+    def spy(*args, **kwargs):
+        seen.append(dict(kwargs.get("options") or {}))  # milp empties the dict it is given
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(scipy.optimize, "milp", spy)
+    nvlink_rings(Allocation(gpu_server("dgx1v"), list(range(8))))
+    pack_trees(nvlink_graph(gpu_server("dgx1v"), list(range(8))), 0)
+    make_plan("trees", "allreduce", Allocation(gpu_server("dgx1p"), list(range(8))), 1 << 20)
+    assert len(seen) >= 3
+    for options in seen:
+        assert "time_limit" not in options and options.get("node_limit", 0) > 0

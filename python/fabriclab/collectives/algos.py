@@ -13,7 +13,7 @@ from .compose import embed, merge_disjoint
 from .direct import direct_allreduce
 from .halving_doubling import halving_doubling_allreduce
 from .plan import Plan, weighted_split
-from .treegen import best_root_packing, pack_trees
+from .treegen import MILP_OPTIONS, best_root_packing, pack_trees
 from .trees import double_binary_tree_allreduce, tree_collective
 
 ALGOS = ("ring", "tree", "trees", "halving-doubling", "direct", "hierarchical", "hybrid", "auto")
@@ -189,7 +189,7 @@ def nvlink_rings(alloc: Allocation, ranks=None, max_rings: int = 16) -> list[lis
     cap = np.array([mult[e] for e in edges], dtype=float)
     cons = [LinearConstraint(a, -np.inf, cap), LinearConstraint(np.ones((1, len(cycles))), 0, max_rings)]
     res = milp(-np.ones(len(cycles)), constraints=cons, integrality=np.ones(len(cycles)),
-               bounds=Bounds(0, np.minimum(cap.min(), max_rings)), options={"time_limit": 5.0})
+               bounds=Bounds(0, np.minimum(cap.min(), max_rings)), options=dict(MILP_OPTIONS))
     if res.x is None:
         return [[ranks[i] for i in cycles[0]]]
     out = []

@@ -48,6 +48,15 @@ class Packing:
     rates_bps: list[float]
 
 
+# HiGHS's mixed-integer searches stop after a number of branch-and-bound nodes,
+# not after a wall time: every rank of a runtime communicator plans the same
+# trees on its own, and a time limit would make the plan depend on the machine's
+# load (tests/test_treegen.py checks the limit is not a clock). The programs here
+# are solved at the root node (1 node) in every case of the test suite.
+# scipy's milp empties the options dict it is given: pass a copy.
+MILP_OPTIONS = {"node_limit": 20_000}
+
+
 def _tree_edges(parent: dict) -> list[tuple[int, int]]:
     return [(p, v) for v, p in parent.items() if p is not None]
 
@@ -232,10 +241,12 @@ def _fewest_trees(trees, edges, cap, best, uses):
     c = np.concatenate([np.zeros(m), np.ones(m)])
     integrality = np.concatenate([np.zeros(m), np.ones(m)])
     res = milp(c, constraints=cons, integrality=integrality, bounds=Bounds(0, np.concatenate([np.full(m, np.inf), np.ones(m)])),
-               options={"time_limit": 5.0})
+               options=dict(MILP_OPTIONS))
     if res.x is None:
         return trees
     chosen = [trees[j] for j in range(m) if res.x[m + j] > 0.5]
+    if not chosen:
+        return trees
     _, val, _ = _solve(chosen, edges, cap, uses)
     return chosen if val >= best * (1 - 1e-7) else trees
 
@@ -296,7 +307,7 @@ def _integral_packing(g: nx.DiGraph, root: int, both: bool = False, k: int | Non
     integrality = np.concatenate([np.ones(k * m), np.zeros(k * m)])
     ub = np.concatenate([np.ones(k * m), np.full(k * m, n - 1.0)])
     res = milp(np.zeros(nv), constraints=[LinearConstraint(np.array(rows), lo, hi)], integrality=integrality,
-               bounds=Bounds(0, ub), options={"time_limit": 10.0})
+               bounds=Bounds(0, ub), options=dict(MILP_OPTIONS))
     if res.x is None:
         return None
     merged: dict[tuple, float] = {}
