@@ -33,10 +33,12 @@ if TYPE_CHECKING:
 # stuck and the world goes on, so the masters' timers may fire at any time.
 FOREVER_PS = 2**63
 MS = 10**9
-# The detector reads a segment's telemetry after every this many nominal
-# iterations of simulated time. Its alarms carry the time their evidence
-# existed, so this changes only how far past an alarm a segment was
-# simulated (and how often the master reads everything again).
+# The detector reads a segment's telemetry after this many nominal
+# iterations of simulated time, then after twice as long each time. Its
+# alarms carry the time their evidence existed, so this changes only how
+# far past an alarm a segment was simulated and how often the master reads
+# the telemetry again (each time from the start: a few reads, not one per
+# iteration, keep that cost near one read of the whole segment).
 CHECK_ITERATIONS = 8
 PARTS = ("post_checkpoint", "detection", "diagnosis_isolation", "reinitialization")
 
@@ -335,10 +337,11 @@ def _segment_fault(x: _Fault, st: _State, g: int) -> dict | None:
 
 
 def _run_segment(seg: "Scenario", detect: Detector, hosts: list, check_ps: int, memory_limit) -> _Segment:
-    """Runs a segment, letting the detector read the telemetry after every
-    ``check_ps`` of simulated time (the master's alarms carry the time their
-    evidence existed, so the check interval does not change them); stops at
-    the first alarm, at the job's end, or when nothing happens any more."""
+    """Runs a segment, letting the detector read the telemetry after
+    ``check_ps`` of simulated time, then after twice as long each time (the
+    master's alarms carry the time their evidence existed, so the checks do
+    not change them); stops at the first alarm, at the job's end, or when
+    nothing happens any more."""
     from ..engine import _collect, resolve_and_build
 
     sim, _ = resolve_and_build(seg, memory_limit)
@@ -348,6 +351,7 @@ def _run_segment(seg: "Scenario", detect: Detector, hosts: list, check_ps: int, 
     now, alarm, finished, stopped = 0, None, False, False
     while True:
         now = now + check_ps if stop is None else min(now + check_ps, stop)
+        check_ps *= 2
         more = sim.run_until(now)
         tables = sim.app_tables()
         finished = _finished(tables, job.iterations)
