@@ -184,3 +184,24 @@ def test_a_spare_pool_that_cannot_be_had_is_refused(change, field):
     s = Scenario.from_dict(scenario(**change))
     with pytest.raises(ScenarioError, match=field.replace("[", r"\[").replace("]", r"\]")):
         s.to_core()
+
+
+def test_same_scenario_same_results_and_the_cli_writes_them(crash, tmp_path):
+    import json
+
+    import pyarrow.parquet as pq
+    import tomli_w
+
+    from fabriclab.cli import _run_guarded
+
+    d = scenario([{"kind": "crash", "rank": 1, "at_ps": CRASH_AT}])
+    path = tmp_path / "s.toml"
+    path.write_text(tomli_w.dumps(d))
+    assert _run_guarded(["run", str(path), "--out", str(tmp_path / "out"), "-q"]) == 0
+    out = tmp_path / "out"
+    assert pq.read_table(out / "recovery.parquet").equals(crash.recovery_arrow)
+    assert pq.read_table(out / "jobs.parquet").equals(crash.jobs_arrow)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["recovery"] == crash.summary["recovery"]
+    for k in (1, 2):
+        assert (out / "segments" / str(k) / "scenario.resolved.toml").is_file()
