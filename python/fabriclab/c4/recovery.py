@@ -168,11 +168,12 @@ def simulate(scenario: "Scenario", memory_limit=None, detector: Detector | None 
     r = s.recovery
     if r is None:
         raise ScenarioError("recovery: the scenario has no [recovery] section")
-    t = s.build_topology()
-    core_job = s._job_core(0, s.jobs[0], t)
     from .recovery_config import spare_hosts
 
-    st = _State(topology=t, job=s.jobs[0].name, workers=list(core_job["workers"]), spares=spare_hosts(s, t, core_job["workers"]),
+    t = s.build_topology()
+    core_job = s._job_core(0, s.jobs[0], t)
+    workers = list(core_job["workers"])
+    st = _State(topology=t, job=s.jobs[0].name, workers=workers, spares=spare_hosts(s, t, workers),
                 faults=[_Fault(i, f) for i, f in enumerate(s.faults)])
     detect = detector or make_detector(r, s.jobs[0].name)
     nominal = sum(layer["fwd_ps"] + layer["bwd_ps"] for layer in core_job["layers"])
@@ -242,14 +243,14 @@ def simulate(scenario: "Scenario", memory_limit=None, detector: Detector | None 
                "post_checkpoint_ps": post, "detection_ps": detection,
                "diagnosis_isolation_ps": 0, "reinitialization_ps": 0}
         cycles.append(row)
-        _bind_struck_faults(st, alarm)
-        if st.restarts >= r.max_restarts:
-            outcome, end_ps = "restarts_exhausted", st.start_ps + alarm
-            break
         # People find the faulty component itself (the manual practice of Table 3).
         target_of = _isolation_target(a.component, st) if automatic else truth
         if fault is not None:
             row["correct"] = target_of is not None and target_of == truth
+        _bind_struck_faults(st, alarm)
+        if st.restarts >= r.max_restarts:
+            outcome, end_ps = "restarts_exhausted", st.start_ps + alarm
+            break
         if target_of is not None:
             row["isolated"] = link_name(*target_of[1]) if target_of[0] == "link" else host_name[target_of[1]]
             if not _isolate(st, target_of, row, host_name):

@@ -43,7 +43,8 @@ class RecoveryConfig(_Strict):
     reinit_ps: Delay = 600 * S
     # Spare hosts: host indices or names, or how many (the lowest-numbered
     # hosts the job does not use); default 8 per 128 job hosts, rounded up.
-    spares: Optional[Union[Annotated[int, Field(ge=0, le=U32_MAX)], list[Union[Annotated[int, Field(ge=0)], str]]]] = None
+    spares: Optional[Union[Annotated[int, Field(ge=0, le=U32_MAX)],
+                           list[Union[Annotated[int, Field(ge=0)], str]]]] = None
     # Restarts before the job is given up.
     max_restarts: int = Field(10, ge=0, le=U32_MAX)
 
