@@ -97,7 +97,7 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
                   "start_ps": 0, "slowdown": {"1": 1.5}, "jitter": 0.1, "reduce_bps": "1Tbps",
                   "send_overhead_ps": "1us", "slack_aware": True, "urgent_class": 0, "slack_factor": 1.5,
                   "slack_lag_rounds": 1, "persistent_connections": True, "allreduce": "tree",
-                  "allreduce_chunk_bytes": "10KB"},
+                  "allreduce_chunk_bytes": "10KB", "checkpoint_iterations": 1, "checkpoint_ps": "10us"},
                  {"name": "agg", "workers": [0, 1], "layers": 2, "model_bytes": "20KB", "compute_ps": "100us",
                   "iterations": 1, "allreduce": "panama", "class": 3,
                   "aggregation": {"trees": ["leaf0"], "window_packets": 4, "window_cap": True, "sync_fraction": 0.5,
@@ -231,8 +231,9 @@ def test_full_scenario_fills_every_section(tmp_path):
     assert set().union(*raw["collectives"]) == set(pyd["CollectiveConfig"]["properties"])
     assert set().union(*raw["faults"]) == set(pyd["FaultConfig"]["properties"])
     assert core["jobs"][0]["faults"], "a rank fault reaches its job"
+    # [recovery] needs a scenario of one job and no collectives (tested in test_recovery_section_is_python_only).
     assert set(raw) - {"flows_csv", "fabriclab_version"} == set(Scenario.model_json_schema()["properties"]) - {
-        "flows_csv", "fabriclab_version"}
+        "flows_csv", "fabriclab_version", "recovery"}
 
 
 def test_emitted_json_is_exactly_what_the_core_reads(tmp_path, core_schema):
@@ -269,7 +270,8 @@ def test_check_catches_a_field_on_one_side(tmp_path, core_schema):
 # must have the same name on both sides.
 TRANSLATED = {
     # faults -> jobs[].faults and link_events
-    "Scenario": ("FabricSpec", {"name", "flows_csv", "outputs", "fabriclab_version", "faults"}, set()),
+    # recovery: Python runs the job in segments (c4/recovery.py)
+    "Scenario": ("FabricSpec", {"name", "flows_csv", "outputs", "fabriclab_version", "faults", "recovery"}, set()),
     "QueueConfig": ("QueueSpec", set(), set()),
     # node/to names -> from/to indices; the inherited queue fields -> queue
     "QueueOverrideConfig": ("QueueOverride", {"node", "discipline", "bands", "priomap", "limit_bytes",
@@ -290,9 +292,11 @@ TRANSLATED = {
                          {"steps", "rank_hosts", "op", "algorithm"}),  # the resolved plan's collective and algorithm
     # profile & co -> layers (a list of LayerSpec); queue -> priority_queue; the
     # slack-aware knobs -> slack_aware (SlackAware); allreduce -> allreduce_plan
+    # checkpoint_iterations and checkpoint_ps -> checkpoint (Checkpoint)
     "JobConfig": ("JobSpec", {"profile", "model_bytes", "compute_ps", "queue", "urgent_class", "slack_factor",
-                              "slack_lag_rounds", "allreduce", "allreduce_chunk_bytes"},
-                  {"priority_queue", "seed", "allreduce_plan", "faults"}),  # faults from [[faults]]
+                              "slack_lag_rounds", "allreduce", "allreduce_chunk_bytes", "checkpoint_iterations",
+                              "checkpoint_ps"},
+                  {"priority_queue", "seed", "allreduce_plan", "faults", "checkpoint"}),  # faults from [[faults]]
     # the controller builds each aggregating job's trees, window and timeout
     "AggregationConfig": ("AggregationSpec", {"timeout_ps"}, {"jobs"}),
     "QpGroupConfig": ("QpGroupSpec", set(), set()),
@@ -302,7 +306,8 @@ NOT_IN_CORE = {"StarTopology": "built into topology.nodes/links", "LeafSpineTopo
                "FatTreeTopology": "built into topology.nodes/links", "FileTopology": "read into topology.nodes/links",
                "OutputsConfig": "what Python writes; queue sampling is Simulator.sample_queues",
                "JobAggregationConfig": "built by the controller into aggregation.jobs (trees, window, sync_fraction)",
-               "FaultConfig": "compiled into jobs[].faults (WorkerFault) and link_events (c4/faults.py)"}
+               "FaultConfig": "compiled into jobs[].faults (WorkerFault) and link_events (c4/faults.py)",
+               "RecoveryConfig": "Python runs the job in segments, each a scenario of its own (c4/recovery.py)"}
 
 
 def _core_props(core_schema: dict, name: str) -> set:
@@ -367,3 +372,21 @@ def test_pydantic_refuses_unknown_fields_everywhere(tmp_path):
         field = f"{where}.{UNKNOWN}" if where else UNKNOWN
         with pytest.raises(ScenarioError, match=re.escape(f"{field}: unknown field")):
             Scenario.from_dict(bad)
+
+
+def test_recovery_section_is_python_only():
+    """[recovery] reaches the core as nothing but the spare check: every
+    field given, the emitted JSON is the scenario's without it; an unknown
+    field is refused naming it."""
+    raw = {"topology": {"kind": "star", "hosts": 4},
+           "jobs": [{"workers": [0, 1], "compute_ps": "1ms", "layers": 2, "checkpoint_iterations": 2}],
+           "recovery": {"detector": "watchdog", "watchdog_timeout_ps": "2s", "isolation_ps": "1s",
+                        "manual_diagnosis_ps": "1s", "reinit_ps": "1s", "spares": [2], "max_restarts": 1}}
+    pyd = Scenario.model_json_schema(by_alias=True)["$defs"]
+    assert set(raw["recovery"]) == set(pyd["RecoveryConfig"]["properties"])
+    with_rec = Scenario.from_dict(copy.deepcopy(raw)).to_core()
+    raw.pop("recovery")
+    assert with_rec == Scenario.from_dict(raw).to_core()
+    raw["recovery"] = {UNKNOWN: 1}
+    with pytest.raises(ScenarioError, match=f"recovery.{UNKNOWN}"):
+        Scenario.from_dict(raw)

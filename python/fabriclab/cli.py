@@ -157,6 +157,16 @@ def run(
                 _fail(f"{option}: {value!r}: {rule}")
     inputs = ([scenario] if scenario is not None else []) + s.input_files()
     # The folder is claimed (checked, created) before the run, filled only when it succeeded.
+    if s.recovery is not None:  # detection, isolation and restarts (docs/c4-recovery.md)
+        from .c4.recovery import print_summary, simulate as simulate_recovery
+
+        with OutputFolder(out_dir, force, tuple(inputs)) as folder:
+            rec = simulate_recovery(s, memory_limit=memory_limit)
+            rec.write_into(folder.staging)
+        if not quiet:
+            print_summary(out, rec)
+            out.print(f"results in {out_dir}")
+        return
     with OutputFolder(out_dir, force, tuple(inputs)) as folder:
         res = simulate(s, progress=not quiet, memory_limit=memory_limit)
         res.write_into(folder.staging)
@@ -274,7 +284,7 @@ def report(folder: Path = typer.Argument(..., help="A run, sweep or reproduction
 def reproduce(
     what: str = typer.Argument(..., help="Which reproduction: blink, thesis-ch4, thesis-ch5, thesis-slack, "
                                            "panama-fig8, panama-fig8-1024, panama-fig9, panama-fig10, c4-table3, "
-                                           "c4p-fig8, c4p-fig9, c4p-fig11, c4-diagnosis."),
+                                           "c4p-fig8, c4p-fig9, c4p-fig11, c4-diagnosis, c4-recovery."),
     out_dir: Path = typer.Option(Path("repro-out"), "--out", help="Folder for tables and plots."),
     quick: bool = typer.Option(False, "--quick", help="A small subset that runs in seconds (for CI)."),
 ) -> None:
@@ -282,7 +292,7 @@ def reproduce(
     import json
 
     known = ("blink", "thesis-ch4", "thesis-ch5", "thesis-slack", "panama-fig8", "panama-fig8-1024", "panama-fig9",
-             "panama-fig10", "c4-table3", "c4p-fig8", "c4p-fig9", "c4p-fig11", "c4-diagnosis")
+             "panama-fig10", "c4-table3", "c4p-fig8", "c4p-fig9", "c4p-fig11", "c4-diagnosis", "c4-recovery")
     if what not in known:
         _fail(f"reproduce: unknown reproduction {what!r} (known: {', '.join(known)})")
     _check_out_dir(out_dir, "--out")
@@ -335,6 +345,10 @@ def reproduce(
         from .repro import c4
 
         summary = c4.run(out_dir, quick=quick)
+    elif what == "c4-recovery":
+        from .repro import c4_recovery
+
+        summary = c4_recovery.run(out_dir, quick=quick)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     out.print_json(json.dumps(summary))
     out.print(f"tables and plots in {out_dir}")

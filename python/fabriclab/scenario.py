@@ -26,6 +26,7 @@ from .fabric_schema import (FatTreeTopology, LeafSpineTopology, LinkEventConfig,
                             SwitchBufferConfig, TapLogicConfig, TopologyConfig, TransportConfig, fabric_core,
                             node_index)
 from .c4.faults import FaultConfig, compile_faults
+from .c4.recovery_config import RecoveryConfig, check_scenario as _check_recovery, spare_hosts
 from .panama.config import AGGREGATION_ALLREDUCE, AggregationConfig, JobAggregationConfig
 from .schema_base import U32_MAX, WIRE_OVERHEAD_BYTES, Delay, ScenarioError, TrafficClass, _off_is_none, _Strict
 from .units import RateBps, SizeBytes, TimePs
@@ -105,6 +106,16 @@ class JobConfig(_Strict):
     # The run ends once this job (and every other job with end_run) has finished,
     # whatever background traffic is still going.
     end_run: bool = False
+    # Checkpoints (docs/c4-recovery.md): before every iteration that is a
+    # multiple of checkpoint_iterations, each worker pauses checkpoint_ps.
+    checkpoint_iterations: Optional[int] = Field(None, ge=1, le=U32_MAX)
+    checkpoint_ps: Optional[Delay] = None
+
+    @model_validator(mode="after")
+    def _checkpoint_pair(self):
+        if self.checkpoint_ps is not None and self.checkpoint_iterations is None:
+            raise ValueError("checkpoint_ps: a checkpoint's pause needs checkpoint_iterations (how often one is taken)")
+        return self
 
     @model_validator(mode="after")
     def _aggregation_needs_it(self):
@@ -257,6 +268,8 @@ class Scenario(_Strict):
     collectives: list[CollectiveConfig] = Field(default_factory=list)
     # Labelled faults (docs/c4.md), compiled onto job faults and link events.
     faults: list[FaultConfig] = Field(default_factory=list)
+    # Detection, isolation and restart of the job (docs/c4-recovery.md).
+    recovery: Optional[RecoveryConfig] = None
     outputs: OutputsConfig = Field(default_factory=OutputsConfig)
     # Written into scenario.resolved.toml by the version that ran it; informative only.
     fabriclab_version: Optional[str] = None
@@ -328,6 +341,8 @@ class Scenario(_Strict):
         for i, f in enumerate(self.faults):
             if f.loss is not None and self.backend != "packet":
                 raise ValueError(f'faults[{i}].loss: the flow backend has no packets to lose; needs backend = "packet"')
+        if self.recovery is not None:
+            _check_recovery(self)
         for i, e in enumerate(self.link_events):
             if e.action == "loss" and self.backend != "packet":
                 raise ValueError(f'link_events[{i}].action: the flow backend has no packets to lose; "loss" '
@@ -470,6 +485,8 @@ class Scenario(_Strict):
             flows.append({"src": f.src, "dst": f.dst, "size_bytes": f.size_bytes,
                           "start_ps": f.start_ps, "class": f.class_, "path": path})
         jobs = [self._job_core(i, j, t) for i, j in enumerate(self.jobs)]
+        if self.recovery is not None:
+            spare_hosts(self, t, jobs[0]["workers"])  # refuses a pool that cannot be had
         collectives = [self._collective_core(i, c, t) for i, c in enumerate(self.collectives)]
         fabric = fabric_core(self, t, names)
         job_faults, fault_events = compile_faults(self, t, names)
@@ -617,6 +634,8 @@ class Scenario(_Strict):
             "allreduce_plan": self._job_plan(i, j, len(workers)),
             "aggregation": None,  # its job id in the aggregation section, set by to_core
             "end_run": j.end_run,
+            "checkpoint": None if j.checkpoint_iterations is None else {
+                "every_iterations": j.checkpoint_iterations, "pause_ps": j.checkpoint_ps or 0},
             "faults": [],  # the scenario's [[faults]] on this job's ranks, set by to_core
             "slack_aware": None if not j.slack_aware else {
                 "urgent_class": j.urgent_class, "factor": j.slack_factor, "lag_rounds": j.slack_lag_rounds,
@@ -684,7 +703,9 @@ class Scenario(_Strict):
         from .profiles import p100_iteration_ps
 
         ends += [c.start_ps for c in self.collectives]
-        ends += [j.start_ps + j.iterations * (j.compute_ps or p100_iteration_ps(j.profile) or 0) for j in self.jobs]
+        ends += [j.start_ps + j.iterations * (j.compute_ps or p100_iteration_ps(j.profile) or 0)
+                 + (j.iterations - 1) // (j.checkpoint_iterations or j.iterations) * (j.checkpoint_ps or 0)
+                 for j in self.jobs]
         end = max(ends, default=0)
         return min(end, self.stop_ps) if self.stop_ps else end
 

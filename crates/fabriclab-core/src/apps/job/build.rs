@@ -109,6 +109,15 @@ fn validate(spec: &JobSpec, num_hosts: u32) -> Result<(), String> {
             ));
         }
     }
+    if spec
+        .checkpoint
+        .as_ref()
+        .is_some_and(|c| c.every_iterations == 0)
+    {
+        return Err(format!(
+            "job '{name}': checkpoint every_iterations must be at least 1"
+        ));
+    }
     if let Some(lc) = &spec.layer_class {
         if lc.len() != spec.layers.len() {
             return Err(format!(
@@ -189,5 +198,6 @@ fn new_worker(layers: usize, iterations: usize, fusions: u32) -> Worker {
         iter_start: vec![0; iterations],
         bwd_done: vec![false; iterations],
         bwd_end: vec![0; iterations],
+        checkpoint_wake: false,
     }
 }

@@ -31,6 +31,24 @@ impl TrainingJob {
             return;
         }
         let (it, layer) = (wk.iter, wk.layer);
+        let now = api.now();
+        let mut checkpoint = None;
+        if wk.phase == Phase::Fwd && layer == 0 && self.checkpoint_before(it) {
+            // The snapshot of iteration it - 1 needs all of it at this worker.
+            let Some(end) = wk.iter_end[it as usize - 1] else {
+                return;
+            };
+            let done = end + self.spec.checkpoint.as_ref().map_or(0, |c| c.pause_ps);
+            if now < done {
+                if !wk.checkpoint_wake {
+                    self.workers[w].checkpoint_wake = true;
+                    api.schedule(done, tok(T_COMPUTE, w as u32, 1));
+                }
+                return;
+            }
+            checkpoint = Some((end, done));
+        }
+        let wk = &self.workers[w];
         if wk.phase == Phase::Fwd && it > 0 {
             if wk.params_iter[layer as usize] < it {
                 return; // layer's reduced gradient of the previous iteration not here yet
@@ -45,15 +63,35 @@ impl TrainingJob {
         } else {
             spec_layer.bwd_ps
         };
-        let now = api.now();
         let dt = self.compute_time(w, nominal, now);
+        if let Some((start_ps, end_ps)) = checkpoint {
+            self.timeline.push(TimelineRow {
+                worker: w as u32,
+                kind: 3,
+                index: 0,
+                iteration: it - 1,
+                start_ps,
+                end_ps,
+            });
+        }
         let wk = &mut self.workers[w];
+        wk.checkpoint_wake = false;
         wk.busy = true;
         wk.compute_start = now;
         if wk.phase == Phase::Fwd && layer == 0 {
             wk.iter_start[it as usize] = now;
         }
         api.schedule(now + dt, tok(T_COMPUTE, w as u32, 0));
+    }
+
+    /// Whether a checkpoint is taken before iteration `it` (never before the first).
+    fn checkpoint_before(&self, it: u32) -> bool {
+        it > 0
+            && self
+                .spec
+                .checkpoint
+                .as_ref()
+                .is_some_and(|c| it % c.every_iterations == 0)
     }
 
     pub(super) fn compute_done(&mut self, api: &mut Api, w: usize) {

@@ -45,13 +45,15 @@ mod spec;
 mod tables;
 mod telemetry;
 
-pub use spec::{JobPlan, JobSpec, LayerSpec, SlackAware, WorkerFault, WorkerFaultKind};
+pub use spec::{Checkpoint, JobPlan, JobSpec, LayerSpec, SlackAware, WorkerFault, WorkerFaultKind};
 
 /// One interval of the job's timeline.
 #[derive(Debug, Clone, Copy)]
 pub struct TimelineRow {
     pub worker: u32,
-    /// 0 forward, 1 backward, 2 allreduce (from its start to this worker holding the sum).
+    /// 0 forward, 1 backward, 2 allreduce (from its start to this worker
+    /// holding the sum), 3 checkpoint (the pause saving the state after
+    /// `iteration`).
     pub kind: u8,
     /// Layer index (compute) or fusion index (allreduce).
     pub index: u32,
@@ -93,6 +95,8 @@ struct Worker {
     iter_start: Vec<u64>,
     bwd_done: Vec<bool>,
     bwd_end: Vec<u64>,
+    /// A wake-up is scheduled for the end of the current checkpoint pause.
+    checkpoint_wake: bool,
 }
 
 pub struct TrainingJob {

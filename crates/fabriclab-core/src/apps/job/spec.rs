@@ -58,6 +58,25 @@ pub struct JobSpec {
     /// Faults of single workers from a time on (scenario `[[faults]]`).
     #[serde(default)]
     pub faults: Vec<WorkerFault>,
+    /// Checkpoints every so many iterations, each a pause of the workers.
+    #[serde(default)]
+    pub checkpoint: Option<Checkpoint>,
+}
+
+/// Checkpoints of the training state. Before every iteration `i > 0` with
+/// `i % every_iterations == 0`, each worker saves the state reached after
+/// iteration `i - 1`: it waits until that iteration has ended at the worker
+/// (its backward pass done and every reduced gradient held: a consistent
+/// snapshot, whatever `barrier` says), then pauses for `pause_ps` before its
+/// next forward pass (a blocking snapshot, as CheckFreq's and Gemini's
+/// in-memory copies are before training goes on). No checkpoint follows the
+/// last iteration. A worker that halts before its pause is over leaves no
+/// checkpoint of that iteration.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Checkpoint {
+    pub every_iterations: u32,
+    pub pause_ps: u64,
 }
 
 /// A worker's fault from `at_ps` on: it halts (stops computing and

@@ -50,7 +50,10 @@ pub(super) fn tables(job: &TrainingJob) -> Vec<Table> {
                 "kind",
                 Column::Str(
                     tl.iter()
-                        .map(|r| ["forward", "backward", "allreduce"][r.kind as usize].to_string())
+                        .map(|r| {
+                            ["forward", "backward", "allreduce", "checkpoint"][r.kind as usize]
+                                .to_string()
+                        })
                         .collect(),
                 ),
             )
