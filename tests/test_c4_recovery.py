@@ -145,6 +145,14 @@ def test_no_fault_no_downtime_and_only_the_checkpoint_pauses_differ():
     assert r["wall_ps"] == r["useful_ps"] == int(p.max()) + 3 * MS
 
 
+def test_fabriclab_simulate_runs_the_recovery_as_the_cli_does(crash):
+    import fabriclab
+
+    res = fabriclab.simulate(Scenario.from_dict(scenario([{"kind": "crash", "rank": 1, "at_ps": CRASH_AT}])))
+    assert isinstance(res, recovery.RecoveryResults)
+    assert res.summary["recovery"] == crash.summary["recovery"]
+
+
 def test_restarts_exhausted_ends_the_run_with_that_outcome():
     res = run(scenario([{"kind": "hang", "rank": 2, "at_ps": CRASH_AT}], max_restarts=0))
     r = res.summary["recovery"]

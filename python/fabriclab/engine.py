@@ -51,7 +51,14 @@ U64_MAX = 2**64 - 1
 
 def simulate(scenario: Scenario, progress: bool = False, memory_limit: int | str | None = None) -> Results:
     """Runs a scenario to the end (all flows finished, or ``stop_ps``).
-    ``memory_limit`` as for :func:`build_simulator`."""
+    ``memory_limit`` as for :func:`build_simulator`. A scenario with a
+    ``[recovery]`` section runs as ``fabriclab run`` runs it: segment by
+    segment, with detection, isolation and restarts, returning
+    :class:`fabriclab.c4.recovery.RecoveryResults` (docs/c4-recovery.md)."""
+    if scenario.recovery is not None:
+        from .c4.recovery import simulate as simulate_recovery
+
+        return simulate_recovery(scenario, memory_limit=memory_limit)
     sim = build_simulator(scenario, memory_limit)
     _prefetch_results()
     target = scenario.arrivals_end_ps()
