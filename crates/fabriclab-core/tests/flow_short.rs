@@ -147,3 +147,23 @@ fn a_short_flow_into_a_dctcp_bottleneck_waits_the_sawtooth_mean() {
     let got_nr = fcts(&flows_nr)[2];
     assert!((got_nr - expect_nr).abs() <= 4.0, "{got_nr} vs {expect_nr}");
 }
+
+#[test]
+fn bytes_others_send_into_a_long_flows_tied_port_stay_queued_there() {
+    // h0 -> h2 10 MB alone: bottlenecked at its NIC (TSQ queue) and, at the
+    // same rate, at the switch's port to h2 (tied). A 20-packet flow
+    // h1 -> h2 at 2 ms adds its 20 full segments to that port while the
+    // long flow keeps it busy at line rate: they never drain (two servers
+    // of one rate in tandem), below the port's DCTCP queue (K + 1 packets
+    // at most), so a 1-packet flow h3 -> h2 at 4 ms waits exactly them.
+    let flows = json!([
+        {"src": 0, "dst": 2, "size_bytes": 10_000_000u64, "start_ps": 0, "class": 0},
+        {"src": 1, "dst": 2, "size_bytes": 20 * 1460, "start_ps": 2_000_000_000u64, "class": 0},
+        {"src": 3, "dst": 2, "size_bytes": 1460, "start_ps": 4_000_000_000u64, "class": 0},
+    ]);
+    let got = fcts(&spec(4, "tcp", "dctcp", flows))[2];
+    // Its packet drains at half the port (two flows), then the switch hop,
+    // two propagations and the 20 segments queued ahead of it.
+    let expect = 2.0 * s() + s() + 2.0 * D as f64 + ser(20.0 * 1538.0);
+    assert!((got - expect).abs() <= 4.0, "{got} vs {expect}");
+}

@@ -24,7 +24,8 @@ use crate::time::PS_PER_S;
 use maxmin::{max_min_rates, FlowDemand};
 use std::collections::HashMap;
 use tcp::{
-    full_and_ack_wire, ser_ps, FlowModel, FlowView, QueueEstimate, ShortFlowSpec, SlowStart, NONE,
+    full_and_ack_wire, ser_ps, FlowModel, FlowView, Holder, QueueEstimate, ShortFlowSpec,
+    SlowStart, NONE,
 };
 
 /// This backend's events (encoded in the engine's opaque [`NetEv`]).
@@ -50,8 +51,16 @@ struct FluidFlow {
     base_rtt_ps: f64,
     /// Its slow-start round (tcp model); `None`: window-unlimited.
     ss: Option<SlowStart>,
-    /// The port where it holds a standing queue, or [`NONE`].
+    /// The port where it holds a standing queue, and the tied port after it
+    /// (tcp::Holder), or [`NONE`].
     standing: u32,
+    tied: u32,
+    /// The last tied port it had (kept while it is bottlenecked elsewhere
+    /// for a while), and the bits sent across that port plus its own bits
+    /// left when it first had it: what others sent across it since is the
+    /// growth of that sum.
+    moved_port: u32,
+    moved_base_bits: f64,
     persistent: bool,
 }
 
@@ -78,6 +87,8 @@ pub struct FlowNet {
     delay_ps: Vec<u64>,
     stats: Vec<LinkStats>,
     bits_sent: Vec<f64>,
+    /// Time integral of each port's estimated standing queue (byte-ps).
+    queue_area: Vec<f64>,
     active: Vec<FluidFlow>,
     /// Size of each drained flow's message still propagating, by message.
     delivering: HashMap<u32, u64>,
@@ -101,7 +112,7 @@ pub struct FlowNet {
     sending: Vec<u32>,
     /// The window-unlimited flows changed since the queues were estimated.
     long_changed: bool,
-    standing: Vec<u32>,
+    standing: Vec<(u32, u32)>,
 }
 
 /// Wire bytes of a message cut into MSS-sized segments.
@@ -170,6 +181,7 @@ impl FlowNet {
                 })
                 .collect(),
             bits_sent: vec![0.0; topo.ports.len()],
+            queue_area: vec![0.0; topo.ports.len()],
             active: Vec::new(),
             delivering: HashMap::new(),
             last_ps: 0,
@@ -196,6 +208,13 @@ impl FlowNet {
             }
             if let Some(a) = &mut self.agg {
                 a.advance(dt_s, &mut self.bits_sent);
+            }
+            let dt_ps = (now - self.last_ps) as f64;
+            for (p, q) in self.queues.queued_bytes(&self.capacity_bps) {
+                self.queue_area[p] += q * dt_ps;
+            }
+            if self.queues.any() {
+                self.fill_queues();
             }
         }
         self.last_ps = now;
@@ -297,7 +316,6 @@ impl FlowNet {
                     rate_bps: r,
                     base_rtt_ps: f.base_rtt_ps,
                     long: true,
-                    remaining_bytes: f.remaining_bits / 8.0,
                 }
             })
             .collect();
@@ -313,23 +331,64 @@ impl FlowNet {
         drop(views);
         drop(demands);
         for f in &mut self.active {
-            f.standing = NONE;
+            if f.ss.is_some() {
+                (f.standing, f.tied) = (NONE, NONE);
+            }
         }
-        for (&i, &s) in long.iter().zip(&self.standing) {
-            self.active[i].standing = s;
+        for (&i, &(s, d)) in long.iter().zip(&self.standing) {
+            let f = &mut self.active[i];
+            (f.standing, f.tied) = (s, d);
+            if d != NONE && d != f.moved_port {
+                f.moved_port = d;
+                f.moved_base_bits = self.bits_sent[d as usize] + f.remaining_bits;
+            }
         }
+        self.fill_queues();
+    }
+
+    /// The standing queues now, from what their holders still have to send.
+    fn fill_queues(&mut self) {
+        self.queues.fill(
+            &self.short,
+            &self.capacity_bps,
+            self.active
+                .iter()
+                .filter(|f| f.standing != NONE)
+                .map(|f| Holder {
+                    port: f.standing,
+                    tied: f.tied,
+                    class: f.class,
+                    left_bytes: f.remaining_bits / 8.0,
+                    moved_bytes: if f.tied == NONE {
+                        0.0
+                    } else {
+                        (self.bits_sent[f.tied as usize] + f.remaining_bits - f.moved_base_bits)
+                            / 8.0
+                    },
+                }),
+        );
     }
 
     /// Queueing a packet of flow `f` waits over `ports`, but at `skip` (the
-    /// port where the flow holds its own standing queue).
-    fn path_wait_ps(&self, ports: &[u32], class: u8, skip: u32) -> f64 {
+    /// ports where the flow holds its own standing queue).
+    /// `own_bytes` (wire bytes it has sent) are not ahead of itself: not
+    /// counted in what it moved to a tied port (tcp::Holder).
+    fn path_wait_ps(&self, ports: &[u32], class: u8, skip: (u32, u32), own_bytes: f64) -> f64 {
         if self.short.model != FlowModel::Tcp {
             return 0.0;
         }
         ports
             .iter()
-            .filter(|&&p| p != skip)
-            .map(|&p| self.queues.wait_ps(&self.short, p, class))
+            .filter(|&&p| p != skip.0 && p != skip.1)
+            .map(|&p| {
+                self.queues.wait_excluding_ps(
+                    &self.short,
+                    p,
+                    class,
+                    own_bytes,
+                    self.capacity_bps[p as usize],
+                )
+            })
             .sum()
     }
 
@@ -337,8 +396,13 @@ impl FlowNet {
     fn rtt_ps(&self, i: usize) -> f64 {
         let f = &self.active[i];
         f.base_rtt_ps
-            + self.path_wait_ps(&f.route, f.class, NONE)
-            + self.path_wait_ps(&f.rev, f.class, NONE)
+            + self.path_wait_ps(&f.route, f.class, (NONE, NONE), self.sent_bytes(f))
+            + self.path_wait_ps(&f.rev, f.class, (NONE, NONE), 0.0)
+    }
+
+    /// Wire bytes flow `f` has sent.
+    fn sent_bytes(&self, f: &FluidFlow) -> f64 {
+        message_wire_bytes(f.size_bytes, self.mss_bytes) as f64 - f.remaining_bits / 8.0
     }
 
     /// Propagation, store-and-forward of the largest packet (`last_wire` bytes)
@@ -387,7 +451,10 @@ impl FlowNet {
             let f = &self.active[i];
             let eps = f.rate_bps / PS_PER_S as f64 + 1e-6;
             if f.remaining_bits <= eps {
-                let wait = self.path_wait_ps(&f.route, f.class, f.standing).round() as u64;
+                let own = self.sent_bytes(f);
+                let wait = self
+                    .path_wait_ps(&f.route, f.class, (f.standing, f.tied), own)
+                    .round() as u64;
                 if f.persistent {
                     if let Some(key) = self.conn_key(f) {
                         // The window once every ACK is back: a round's
@@ -473,6 +540,9 @@ impl Backend for FlowNet {
             base_rtt_ps,
             ss: None,
             standing: NONE,
+            tied: NONE,
+            moved_port: NONE,
+            moved_base_bits: 0.0,
             persistent,
         };
         if self.short.model == FlowModel::Tcp {
@@ -489,8 +559,8 @@ impl Backend for FlowNet {
             }
             f.ss = window.map(|w| {
                 let rtt = f.base_rtt_ps
-                    + self.path_wait_ps(&f.route, class, NONE)
-                    + self.path_wait_ps(&f.rev, class, NONE);
+                    + self.path_wait_ps(&f.route, class, (NONE, NONE), 0.0)
+                    + self.path_wait_ps(&f.rev, class, (NONE, NONE), 0.0);
                 SlowStart::round(w, ctx.now, rtt)
             });
         }
@@ -541,9 +611,10 @@ impl Backend for FlowNet {
     fn link_stats(&self, _now_ps: u64) -> Vec<LinkStats> {
         self.stats
             .iter()
-            .zip(&self.bits_sent)
-            .map(|(s, &bits)| LinkStats {
+            .zip(self.bits_sent.iter().zip(&self.queue_area))
+            .map(|(s, (&bits, &area))| LinkStats {
                 bytes: (bits / 8.0).round() as u64,
+                queue_area: area.round() as u128,
                 ..s.clone()
             })
             .collect()

@@ -25,9 +25,12 @@
 //!   (NewReno, or no marking): `Qmax = L`, `A = (BDP + L) / 2` (the flows
 //!   halve their windows together); a queue without limit or marking (a
 //!   host NIC: TCP Small Queues bound it): each flow keeps `tsq_limit_bytes`
-//!   of payload in it. Other flows crossing the port wait that queue (in
+//!   of payload in it. Each holder keeps an equal share, never more than it
+//!   still has to send. Other flows crossing the port wait that queue (in
 //!   their band and the bands above it); the flows holding it do not (their
-//!   drain already counts the port's whole service).
+//!   drain already counts the port's whole service). Bytes others send
+//!   across a later port where a holder is bottlenecked too stay queued
+//!   there ([`Holder`]).
 //! - **Completion:** the last bit drains, then the last packet is stored and
 //!   forwarded at every further hop (its serialization), crosses every
 //!   link's propagation and waits each forward port's queue estimate.
@@ -177,8 +180,11 @@ pub const NONE: u32 = u32::MAX;
 /// Slots per port in the queue table: one per band (at most 8).
 const BANDS: usize = 8;
 
-/// The queueing estimate of every port, recomputed at each reallocation
-/// from the max-min rates; buffers are reused and only touched entries
+/// The queueing estimate of every port: which flows hold a standing queue
+/// where, and each one's share of it, recomputed when the window-unlimited
+/// flows change ([`QueueEstimate::estimate`]); the queues themselves from
+/// what those flows still have to send, at every event
+/// ([`QueueEstimate::fill`]). Buffers are reused and only touched entries
 /// are reset.
 #[derive(Default)]
 pub struct QueueEstimate {
@@ -186,16 +192,43 @@ pub struct QueueEstimate {
     max_bps: Vec<f64>,
     seen: Vec<bool>,
     touched: Vec<u32>,
-    /// Per (port, band): window-unlimited flows bottlenecked there, and the
-    /// sum of their base RTTs.
+    /// Per (port, band): window-unlimited flows bottlenecked there, the
+    /// sum of their base RTTs, each one's share of the standing queue (wire
+    /// bytes), and the queue they hold now.
     count: Vec<u32>,
     rtt_sum_ps: Vec<f64>,
-    left_bytes: Vec<f64>,
+    share_bytes: Vec<f64>,
+    held_bytes: Vec<f64>,
+    /// Of which bytes other flows moved there (a tied port, [`Holder`]).
+    moved_bytes: Vec<f64>,
     counted: Vec<u32>,
     /// Per (port, band): the queueing delay a packet of that band waits
     /// (its band's standing queue and those of the bands above it).
     queue_ps: Vec<f64>,
     queued: Vec<u32>,
+}
+
+/// A flow holding a standing queue, as [`QueueEstimate::fill`] sees it.
+///
+/// It holds its share of the standing queue at `port`, the first port where
+/// it is bottlenecked, never more than it has still to send (its last
+/// bytes leave the queue as it ends). When it is bottlenecked at a later
+/// port as well (`tied`: full, and it gets the most there, as a flow alone
+/// on a host NIC and on its destination's link of the same rate), every
+/// byte other flows send across that port while it holds it stays queued
+/// there: the flow keeps arriving at the port's full rate, so what others
+/// add never drains (two servers of one rate in tandem). Those `moved`
+/// bytes fill the tied port's share of its queue; once full (its ECN
+/// threshold, or its drop-tail limit), the congestion signals there cut
+/// the flow's window, and the queue at the first port drains.
+pub struct Holder {
+    pub port: u32,
+    pub tied: u32,
+    pub class: u8,
+    /// Wire bytes it has still to send.
+    pub left_bytes: f64,
+    /// Wire bytes others sent across `tied` since it held it.
+    pub moved_bytes: f64,
 }
 
 /// One ordinary flow as the estimate sees it.
@@ -206,8 +239,6 @@ pub struct FlowView<'a> {
     pub base_rtt_ps: f64,
     /// Out of slow start.
     pub long: bool,
-    /// Wire bytes it has still to send.
-    pub remaining_bytes: f64,
 }
 
 impl QueueEstimate {
@@ -218,22 +249,60 @@ impl QueueEstimate {
             seen: vec![false; ports],
             count: vec![0; ports * BANDS],
             rtt_sum_ps: vec![0.0; ports * BANDS],
-            left_bytes: vec![0.0; ports * BANDS],
+            share_bytes: vec![0.0; ports * BANDS],
+            held_bytes: vec![0.0; ports * BANDS],
+            moved_bytes: vec![0.0; ports * BANDS],
             queue_ps: vec![0.0; ports * BANDS],
             ..Default::default()
         }
     }
 
-    /// The queueing delay a packet of `class` waits at `port`.
-    pub fn wait_ps(&self, spec: &ShortFlowSpec, port: u32, class: u8) -> f64 {
-        let b = spec.ports[port as usize].band_of[(class & 7) as usize] as usize;
-        self.queue_ps[port as usize * BANDS + b.min(BANDS - 1)]
+    /// Ports with a standing queue now, and the queue there (wire bytes,
+    /// every band).
+    pub fn queued_bytes<'a>(
+        &'a self,
+        capacity_bps: &'a [f64],
+    ) -> impl Iterator<Item = (usize, f64)> + 'a {
+        self.queued.iter().map(move |&p| {
+            let p = p as usize;
+            (
+                p,
+                self.queue_ps[p * BANDS + BANDS - 1] * capacity_bps[p] / 8e12,
+            )
+        })
     }
 
-    /// Recomputes every port's queue from the allocation: `loads` are every
+    /// The queueing delay a packet of `class` waits at `port`.
+    pub fn wait_ps(&self, spec: &ShortFlowSpec, port: u32, class: u8) -> f64 {
+        self.queue_ps[slot(spec, port, class)]
+    }
+
+    /// The same for a packet of a flow that has sent `own_bytes`: those of
+    /// its bytes moved to a tied port ([`Holder`]) are not ahead of it.
+    pub fn wait_excluding_ps(
+        &self,
+        spec: &ShortFlowSpec,
+        port: u32,
+        class: u8,
+        own_bytes: f64,
+        capacity_bps: f64,
+    ) -> f64 {
+        let k = slot(spec, port, class);
+        let own = own_bytes.min(self.moved_bytes[k]);
+        (self.queue_ps[k] - ser_ps(own, capacity_bps)).max(0.0)
+    }
+
+    /// Whether any flow holds a standing queue.
+    pub fn any(&self) -> bool {
+        !self.counted.is_empty()
+    }
+
+    /// Finds where each window-unlimited flow holds its standing queue, and
+    /// its share there, from their max-min allocation: `loads` are every
     /// fluid object's (ports, rate) (ordinary flows and aggregation trees),
-    /// `flows` the ordinary flows being allocated. Writes each flow's
-    /// standing port ([`NONE`] if it holds no standing queue) to `standing`.
+    /// `flows` the ordinary flows allocated. Writes each flow's standing
+    /// port and the tied port after it ([`NONE`] if none) to `standing`;
+    /// the queues are then [`QueueEstimate::fill`]ed.
     pub fn estimate<'a>(
         &mut self,
         spec: &ShortFlowSpec,
@@ -242,7 +311,7 @@ impl QueueEstimate {
         flows: &[FlowView],
         pkt_bytes: f64,
         tsq_wire_bytes: f64,
-        standing: &mut Vec<u32>,
+        standing: &mut Vec<(u32, u32)>,
     ) {
         for &p in &self.touched {
             let p = p as usize;
@@ -254,14 +323,8 @@ impl QueueEstimate {
         for &k in &self.counted {
             self.count[k as usize] = 0;
             self.rtt_sum_ps[k as usize] = 0.0;
-            self.left_bytes[k as usize] = 0.0;
         }
         self.counted.clear();
-        for &p in &self.queued {
-            let p = p as usize * BANDS;
-            self.queue_ps[p..p + BANDS].fill(0.0);
-        }
-        self.queued.clear();
         for (ports, rate) in loads {
             for &p in ports {
                 let pu = p as usize;
@@ -275,35 +338,39 @@ impl QueueEstimate {
         }
         standing.clear();
         for f in flows {
-            let mut s = NONE;
+            // The first port where it is bottlenecked, and the last one
+            // after it where it is bottlenecked as well (a tie: [`Holder`]).
+            let (mut s, mut d) = (NONE, NONE);
             if f.long && f.rate_bps > 0.0 {
                 for &p in f.route {
                     let pu = p as usize;
                     if self.load_bps[pu] >= capacity_bps[pu] * (1.0 - 1e-9)
                         && f.rate_bps >= self.max_bps[pu] * (1.0 - 1e-9)
                     {
-                        s = p;
-                        break;
+                        if s == NONE {
+                            s = p;
+                        } else {
+                            d = p;
+                        }
                     }
                 }
             }
-            standing.push(s);
-            if s != NONE {
-                let b = spec.ports[s as usize].band_of[(f.class & 7) as usize] as usize;
-                let k = s as usize * BANDS + b.min(BANDS - 1);
-                if self.count[k] == 0 {
-                    self.counted.push(k as u32);
+            standing.push((s, d));
+            for p in [s, d] {
+                if p != NONE {
+                    let k = slot(spec, p, f.class);
+                    if self.count[k] == 0 {
+                        self.counted.push(k as u32);
+                    }
+                    self.count[k] += 1;
+                    self.rtt_sum_ps[k] += f.base_rtt_ps;
                 }
-                self.count[k] += 1;
-                self.rtt_sum_ps[k] += f.base_rtt_ps;
-                self.left_bytes[k] += f.remaining_bytes;
             }
         }
         for &k in &self.counted {
-            let (p, b) = (k as usize / BANDS, k as usize % BANDS);
+            let p = k as usize / BANDS;
             let n = self.count[k as usize];
-            let cap = capacity_bps[p];
-            let bdp = cap * (self.rtt_sum_ps[k as usize] / n as f64) / 8e12;
+            let bdp = capacity_bps[p] * (self.rtt_sum_ps[k as usize] / n as f64) / 8e12;
             let q = standing_queue_bytes(
                 &spec.ports[p],
                 spec.ecn_capable,
@@ -311,10 +378,51 @@ impl QueueEstimate {
                 bdp,
                 pkt_bytes,
                 tsq_wire_bytes,
-            )
-            // A queue never holds more than its flows have left to send.
-            .min(self.left_bytes[k as usize]);
-            let wait = ser_ps(q, cap);
+            );
+            self.share_bytes[k as usize] = q / n as f64;
+        }
+    }
+
+    /// Sets every port's queue from its holders now ([`Holder`]).
+    pub fn fill(
+        &mut self,
+        spec: &ShortFlowSpec,
+        capacity_bps: &[f64],
+        holders: impl Iterator<Item = Holder>,
+    ) {
+        for &p in &self.queued {
+            let p = p as usize * BANDS;
+            self.queue_ps[p..p + BANDS].fill(0.0);
+        }
+        self.queued.clear();
+        for &k in &self.counted {
+            self.held_bytes[k as usize] = 0.0;
+            self.moved_bytes[k as usize] = 0.0;
+        }
+        for h in holders {
+            let left = h.left_bytes.max(0.0);
+            let first = self.share_bytes[slot(spec, h.port, h.class)];
+            let at_first = if h.tied == NONE {
+                first.min(left)
+            } else {
+                let k = slot(spec, h.tied, h.class);
+                let tied = self.share_bytes[k];
+                let moved = h.moved_bytes.clamp(0.0, tied).min(left);
+                self.held_bytes[k] += moved;
+                self.moved_bytes[k] += moved;
+                // Its window is held at the tied port once that queue is
+                // full (the first one drains); until then both hold theirs.
+                let at_first = if h.moved_bytes < tied { first } else { 0.0 };
+                at_first.min(left - moved)
+            };
+            self.held_bytes[slot(spec, h.port, h.class)] += at_first;
+        }
+        for &k in &self.counted {
+            let (p, b) = (k as usize / BANDS, k as usize % BANDS);
+            let wait = ser_ps(self.held_bytes[k as usize], capacity_bps[p]);
+            if wait <= 0.0 {
+                continue;
+            }
             let row = p * BANDS;
             if self.queue_ps[row..row + BANDS].iter().all(|&x| x == 0.0) {
                 self.queued.push(p as u32);
@@ -324,4 +432,10 @@ impl QueueEstimate {
             }
         }
     }
+}
+
+/// The queue-table slot of `class` at `port` (its band there).
+fn slot(spec: &ShortFlowSpec, port: u32, class: u8) -> usize {
+    let b = spec.ports[port as usize].band_of[(class & 7) as usize] as usize;
+    port as usize * BANDS + b.min(BANDS - 1)
 }
