@@ -213,3 +213,24 @@ def test_same_scenario_same_results_and_the_cli_writes_them(crash, tmp_path):
     assert summary["recovery"] == crash.summary["recovery"]
     for k in (1, 2):
         assert (out / "segments" / str(k) / "scenario.resolved.toml").is_file()
+
+
+def test_the_example_finds_the_throttled_gpu_and_swaps_its_host(tmp_path):
+    """examples/c4_recovery.toml: rank 3 of workers h0..h7 slows to half speed at
+    60 ms; spares h8, h9. C4D must name rank 3, whose host is h3, and the job must
+    finish its 30 iterations on h8 in h3's place."""
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    from fabriclab.cli import _run_guarded
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "c4_recovery.toml"
+    assert _run_guarded(["run", str(example), "--out", str(tmp_path / "out"), "-q"]) == 0
+    rows = pq.read_table(tmp_path / "out" / "recovery.parquet").to_pylist()
+    assert len(rows) == 1
+    row = rows[0]
+    assert (row["fault_kind"], row["named_component"], row["isolated"], row["spare"]) == \
+        ("compute_slow", "train:3", "h3", "h8")
+    assert row["alarm_ps"] > row["fault_ps"] == 60 * MS
+    assert row["restart_ps"] == row["alarm_ps"] + 900 * S  # 300 s isolation + 600 s re-initialisation
