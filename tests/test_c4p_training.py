@@ -34,3 +34,22 @@ def test_c4p_rail_groups_run_near_the_bonded_ports_bound_and_ecmp_not_faster():
     ecmp = max(j.iteration_ps[0] for j in run_jobs(t, jobs, RunConfig(mode="ecmp", size_bytes=size)).jobs)
     assert bound_ps <= c4p <= 1.25 * bound_ps, (c4p, bound_ps)
     assert ecmp >= c4p * 0.999
+
+
+def test_reproduce_c4p_fig10_quick(cli, tmp_path):
+    """Figure 10's quick run from the CLI: per-port CNPs never exceed the
+    fabric's ECN marks (a CNP answers a marked packet), and C4P's paths
+    never lose to ECMP's."""
+    import json
+
+    import pandas as pd
+
+    out = tmp_path / "f10"
+    r = cli("reproduce", "c4p-fig10", "--quick", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    s = json.loads((out / "summary.json").read_text())["ours"]
+    cnps = pd.read_csv(out / "fig10_cnps.csv")
+    for mode in ("ecmp", "c4p"):
+        assert cnps[cnps["mode"] == mode].cnps.sum() <= s[mode]["ecn_marks"]
+    assert s["c4p"]["busbw_min_GBps"] >= s["ecmp"]["busbw_min_GBps"]
+    assert (out / "fig10.png").exists() and "c4p-job0" in (out / "fig10_nccl_tests.txt").read_text()

@@ -126,6 +126,7 @@ class JobResult:
     name: str
     nranks: int
     iteration_ps: list[int]  # each allreduce's duration
+    end_ps: int = 0  # when its last allreduce ended
 
     def busbw_bps(self, size_bytes: int) -> list[float]:
         f = BUSBW_FACTOR["allreduce"](self.nranks)
@@ -201,7 +202,7 @@ def run_jobs(topo: Testbed, jobs: list[Job], cfg: RunConfig, master: Master | No
         ends = st.assign(it=it).groupby("it")["end_ps"].max().sort_index().tolist()
         prev = [starts[job.name]] + ends[:-1]
         results.append(JobResult(job.name, job.nranks,
-                                 [int(e - p) for e, p in zip(ends, prev)]))
+                                 [int(e - p) for e, p in zip(ends, prev)], int(ends[-1])))
     links = links_table(sim.links(), sim.last_active_ps).to_pandas()
     cnps = None
     if net["backend"] == "packet":  # the flow backend sends no CNPs

@@ -1,5 +1,6 @@
-"""C4P's figures 8, 9, 11 and 12 (C4 paper, section 4.2.2) on the C4P
-testbed model (fabriclab/c4p), flow backend, fluid max-min rates.
+"""C4P's figures 8 to 13 (C4 paper, section 4.2.2) on the C4P testbed
+model (fabriclab/c4p), flow backend with fluid max-min rates (figure 10:
+packet backend with DCQCN).
 
 - fig8: one allreduce job over 2..16 servers, ECMP versus C4P's paths.
 - fig9: 8 two-server jobs (one server in each leaf group) at once, 1:1 and
@@ -7,8 +8,12 @@ testbed model (fabriclab/c4p), flow backend, fluid max-min rates.
 - fig11: the same 8 jobs with C4P paths, a leaf-spine link going down
   mid-run, static spreading over the QPs versus dynamic load balancing;
   each allreduce's bus bandwidth in turn, as the paper's refined benchmark.
-- fig12 (in fig11's run): bytes per uplink port of the leaf that lost a link,
-  before and after the failure.
+- fig10: fig9's 2:1 case on the packet backend, DCQCN over PFC: CNPs per
+  bonded port and the jobs' busbw, ECMP versus C4P.
+- fig12 (in fig11's runs): every leaf uplink's rate before and after the
+  failure, from the link counters.
+- fig13: training iterations, compute (a stated model) plus the
+  data-parallel allreduce simulated with ECMP and with C4P.
 
 Bus bandwidths are nccl-tests' (GB/s, busbw = algbw * 2(n-1)/n). The
 paper's axes say Gbit/s, but its values (ideal about 360, NVLink cap 362)
@@ -36,6 +41,7 @@ PAPER = {
 # RoCE's MTU (4096-byte payload frames; the NICs' and the paper's testbed's maximum).
 ROCE_MSS_BYTES = 4096 - 78
 FAILED_LINK = ("leaf0", "spine0")
+SNAPSHOT_PS = 50_000_000  # figure 12's link counters every 50 us
 
 
 def _gbs(bps: float) -> float:
@@ -134,7 +140,7 @@ def fig11(out_dir: Path, quick: bool = False) -> dict:
     rows, tables, summary, ports = [], [], {}, []
     for balance in ("split", "dlb"):
         cfg = RunConfig(mode="c4p", balance=balance, qps=4, qp_depth=4, size_bytes=size, iterations=iterations,
-                        link_events=events, snapshots_ps=[down_ps])
+                        link_events=events, snapshots_ps=[k * SNAPSHOT_PS for k in range(1, 3 * down_ps // SNAPSHOT_PS)])
         res = run_jobs(t, jobs, cfg)
         name = "static" if balance == "split" else "dlb"
         after = []
@@ -171,14 +177,17 @@ def fig11(out_dir: Path, quick: bool = False) -> dict:
 
 
 def _uplink_rates(res, name: str, down_ps: int) -> list[dict]:
-    """Every leaf uplink's mean rate before and after the failure (figure
-    12: the leaves' port counters), and its utilization of the link."""
-    before = res.link_bytes[down_ps]
+    """Every leaf uplink's mean rate before the failure and after it while
+    every job still runs (up to the last counter reading before the first job
+    ends; figure 12: the leaves' port counters), and its utilization."""
+    first_end = min(j.end_ps for j in res.jobs)
+    t1 = max(t for t in res.link_bytes if t <= first_end)
+    before, after = res.link_bytes[down_ps], res.link_bytes[t1]
     out = []
     for _, lk in res.links[res.links.src_node.str.startswith("leaf") & res.links.dst_node.str.startswith("spine")].iterrows():
         b0 = before[(lk.src_node, lk.dst_node)]
         for window, nbytes, secs in (("before", b0, down_ps / 1e12),
-                                     ("after", int(lk["bytes"]) - b0, (res.end_ps - down_ps) / 1e12)):
+                                     ("after", after[(lk.src_node, lk.dst_node)] - b0, (t1 - down_ps) / 1e12)):
             gbps = 8 * nbytes / secs / 1e9
             out.append({"balance": name, "window": window, "leaf": lk.src_node, "port": lk.dst_node,
                         "gbps": round(gbps, 1), "utilization": round(gbps * 1e9 / lk.rate_bps, 3)})
