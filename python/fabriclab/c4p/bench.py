@@ -71,6 +71,7 @@ class RunConfig:
     network: dict = field(default_factory=dict)
     # Times at which to record every link's cumulative bytes (RunResult.link_bytes).
     snapshots_ps: list[int] = field(default_factory=list)
+    keep_messages: bool = False  # RunResult.messages: every message (each QP part of a send)
 
 
 def rail_rings(nservers: int) -> list[list[int]]:
@@ -143,6 +144,7 @@ class RunResult:
     cnps: object = None  # pandas Series: CNPs each host's receivers sent to it (DCQCN), by sender host
     end_ps: int = 0
     link_bytes: dict = field(default_factory=dict)  # snapshot time -> {(from, to): cumulative bytes}
+    messages: object = None  # pandas DataFrame of messages.parquet's columns, with keep_messages
 
 
 def run_jobs(topo: Testbed, jobs: list[Job], cfg: RunConfig, master: Master | None = None) -> RunResult:
@@ -209,4 +211,4 @@ def run_jobs(topo: Testbed, jobs: list[Job], cfg: RunConfig, master: Master | No
         msgs = sim.messages()
         cnps = pd.Series(msgs["cnps"]).groupby(pd.Series(msgs["src"])).sum()
     return RunResult(results, links, pd.DataFrame(tables.get("qps", {})), src_ports, sim.events, cnps,
-                     sim.last_active_ps, link_bytes)
+                     sim.last_active_ps, link_bytes, pd.DataFrame(sim.messages()) if cfg.keep_messages else None)
