@@ -49,6 +49,9 @@ fn qdisc_path(c: &mut Criterion) {
         limit_packets: Some(1000),
         ecn_threshold_bytes: Some(65 * 1538),
         ecn_threshold_packets: None,
+        ecn_kmin_bytes: None,
+        ecn_kmax_bytes: None,
+        ecn_pmax: None,
     };
     c.bench_function("qdisc/prio_enqueue_dequeue", |b| {
         let mut q = Qdisc::new(&spec);

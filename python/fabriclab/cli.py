@@ -284,7 +284,8 @@ def report(folder: Path = typer.Argument(..., help="A run, sweep or reproduction
 def reproduce(
     what: str = typer.Argument(..., help="Which reproduction: blink, thesis-ch4, thesis-ch5, thesis-slack, "
                                            "panama-fig8, panama-fig8-1024, panama-fig9, panama-fig10, c4-table3, "
-                                           "c4p-fig8, c4p-fig9, c4p-fig11, c4-diagnosis, c4-recovery."),
+                                           "c4p-fig8, c4p-fig9, c4p-fig10, c4p-fig11, c4p-fig13, c4-diagnosis, "
+                                           "c4-recovery."),
     out_dir: Path = typer.Option(Path("repro-out"), "--out", help="Folder for tables and plots."),
     quick: bool = typer.Option(False, "--quick", help="A small subset that runs in seconds (for CI)."),
 ) -> None:
@@ -292,7 +293,8 @@ def reproduce(
     import json
 
     known = ("blink", "thesis-ch4", "thesis-ch5", "thesis-slack", "panama-fig8", "panama-fig8-1024", "panama-fig9",
-             "panama-fig10", "c4-table3", "c4p-fig8", "c4p-fig9", "c4p-fig11", "c4-diagnosis", "c4-recovery")
+             "panama-fig10", "c4-table3", "c4p-fig8", "c4p-fig9", "c4p-fig10", "c4p-fig11", "c4p-fig13",
+             "c4-diagnosis", "c4-recovery")
     if what not in known:
         _fail(f"reproduce: unknown reproduction {what!r} (known: {', '.join(known)})")
     _check_out_dir(out_dir, "--out")

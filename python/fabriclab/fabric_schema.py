@@ -69,6 +69,9 @@ TopologyConfig = Annotated[
 ]
 
 
+RAMP_FIELDS = ("ecn_kmin_bytes", "ecn_kmax_bytes", "ecn_pmax")
+
+
 class QueueConfig(_Strict):
     discipline: Literal["fifo", "prio", "fq"] = "fifo"
     bands: int = Field(3, ge=1, le=8)
@@ -77,6 +80,18 @@ class QueueConfig(_Strict):
     limit_packets: Optional[int] = Field(1000, gt=0, lt=2**64)
     ecn_threshold_bytes: Optional[Annotated[SizeBytes, Field(ge=0)]] = None
     ecn_threshold_packets: Optional[int] = Field(65, ge=0, lt=2**64)
+    # RED's ramp on the band's bytes (DCQCN's switches); beside a step given explicitly.
+    ecn_kmin_bytes: Optional[Annotated[SizeBytes, Field(ge=0)]] = None
+    ecn_kmax_bytes: Optional[Annotated[SizeBytes, Field(gt=0)]] = None
+    ecn_pmax: Optional[float] = Field(None, gt=0, le=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ramp_without_default_step(cls, data):
+        # With a ramp, the step's default (65 packets) does not apply; a step given as well marks too.
+        if isinstance(data, dict) and any(data.get(k) is not None for k in RAMP_FIELDS):
+            data = {"ecn_threshold_packets": None, **data}
+        return data
 
     _off = field_validator(
         "limit_bytes", "limit_packets", "ecn_threshold_bytes", "ecn_threshold_packets", mode="before"
@@ -87,11 +102,17 @@ class QueueConfig(_Strict):
         bad = [b for b in self.priomap if not 0 <= b < self.bands]
         if bad:
             raise ValueError(f"priomap: every band must be within 0..{self.bands - 1} (bands = {self.bands}), got {bad}")
+        given = [k for k in RAMP_FIELDS if getattr(self, k) is not None]
+        if given and len(given) < len(RAMP_FIELDS):
+            missing = [k for k in RAMP_FIELDS if k not in given]
+            raise ValueError(f"{missing[0]}: a RED ramp needs all of {', '.join(RAMP_FIELDS)}; got only {', '.join(given)}")
+        if given and self.ecn_kmin_bytes >= self.ecn_kmax_bytes:
+            raise ValueError(f"ecn_kmax_bytes: must exceed ecn_kmin_bytes ({self.ecn_kmin_bytes}), got {self.ecn_kmax_bytes}")
         return self
 
 
 QUEUE_FIELDS = ("discipline", "bands", "priomap", "limit_bytes", "limit_packets", "ecn_threshold_bytes",
-                "ecn_threshold_packets")
+                "ecn_threshold_packets", "ecn_kmin_bytes", "ecn_kmax_bytes", "ecn_pmax")
 
 
 class QueueOverrideConfig(QueueConfig):

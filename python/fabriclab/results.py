@@ -49,7 +49,8 @@ MESSAGE_SCHEMA = pa.schema([
     ("msg_id", pa.uint32()), ("app", pa.string()), ("tag", pa.uint64()), ("src", pa.uint32()), ("dst", pa.uint32()),
     ("src_node", pa.string()), ("dst_node", pa.string()), ("size_bytes", pa.uint64()), ("class", pa.uint8()),
     ("start_ps", pa.uint64()), ("first_byte_ps", pa.uint64()), ("end_ps", pa.uint64()), ("fct_ps", pa.uint64()),
-    ("retransmits", pa.uint64()), ("path", pa.string()), ("reroutes", pa.uint32()), ("route_lost", pa.bool_()),
+    ("retransmits", pa.uint64()), ("cnps", pa.uint64()), ("path", pa.string()), ("reroutes", pa.uint32()),
+    ("route_lost", pa.bool_()),
 ])
 
 QUEUE_SCHEMA = pa.schema([

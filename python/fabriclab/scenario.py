@@ -22,7 +22,7 @@ from . import topology as topo
 from ._toml import tomllib
 from .cdfs import CdfError, load_cdf
 from .fabric_schema import (FatTreeTopology, LeafSpineTopology, LinkEventConfig, PfcConfig,
-                            QueueConfig, QueueOverrideConfig, QUEUE_FIELDS, RoutingConfig, StarTopology,
+                            QueueConfig, QueueOverrideConfig, QUEUE_FIELDS, RAMP_FIELDS, RoutingConfig, StarTopology,
                             SwitchBufferConfig, TapLogicConfig, TopologyConfig, TransportConfig, fabric_core,
                             node_index)
 from .c4.faults import FaultConfig, compile_faults
@@ -281,7 +281,13 @@ class Scenario(_Strict):
         # An override's unset fields are [queue]'s; the result is checked as a whole.
         for i, o in enumerate(self.queue_overrides):
             merged = {k: getattr(self.queue, k) for k in QUEUE_FIELDS}
-            merged.update({k: getattr(o, k) for k in o.model_fields_set if k in QUEUE_FIELDS})
+            own = {k: getattr(o, k) for k in o.model_fields_set if k in QUEUE_FIELDS}
+            # Its own marking (a step or a ramp) replaces the one it would inherit.
+            if any(own.get(k) is not None for k in ("ecn_threshold_packets", "ecn_threshold_bytes")):
+                merged.update(dict.fromkeys(RAMP_FIELDS))
+            if any(own.get(k) is not None for k in RAMP_FIELDS):
+                merged.update(dict.fromkeys(("ecn_threshold_packets", "ecn_threshold_bytes")))
+            merged.update(own)
             try:
                 self.queue_overrides[i] = QueueOverrideConfig(**merged, node=o.node, to=o.to)
             except ValidationError as e:

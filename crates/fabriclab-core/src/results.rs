@@ -111,6 +111,7 @@ pub fn message_table(sim: &Simulation) -> Table {
             "retransmits",
             Column::U64(msgs.iter().map(|m| m.retransmits).collect()),
         )
+        .col("cnps", Column::U64(msgs.iter().map(|m| m.cnps).collect()))
         .col("path", Column::Str(path))
         .col(
             "reroutes",

@@ -12,6 +12,9 @@ fn spec(discipline: Discipline, limit_packets: Option<u64>, ecn_packets: Option<
         limit_packets,
         ecn_threshold_bytes: None,
         ecn_threshold_packets: ecn_packets,
+        ecn_kmin_bytes: None,
+        ecn_kmax_bytes: None,
+        ecn_pmax: None,
     }
 }
 
@@ -74,6 +77,86 @@ fn ecn_marks_only_above_threshold_and_only_ect() {
         .map(|p| p.flags & FLAG_CE != 0)
         .collect();
     assert_eq!(ce.iter().filter(|&&c| c).count(), 3);
+}
+
+const FULL: u64 = 1538; // wire bytes of a full segment (pkt)
+
+/// A FIFO with RED's ramp between `kmin` and `kmax` full segments and no step.
+fn ramp_queue(kmin: u64, kmax: u64, pmax: f64, seed: u64) -> Qdisc {
+    let mut s = spec(Discipline::Fifo, None, None);
+    s.ecn_kmin_bytes = Some(kmin * FULL);
+    s.ecn_kmax_bytes = Some(kmax * FULL);
+    s.ecn_pmax = Some(pmax);
+    let mut q = Qdisc::new(&s);
+    q.seed_marking(seed);
+    q
+}
+
+/// Marks among `probes` ECN-capable packets each arriving to a queue of
+/// exactly `n` full segments: `n` unmarkable packets fill it, then every
+/// probe is enqueued and one packet dequeued, so the length stays `n`.
+fn marks_at(q: &mut Qdisc, n: u64, probes: u64) -> u64 {
+    for i in 0..n {
+        assert_eq!(q.enqueue(pkt(i, 0, 0)), Enqueued::Queued);
+    }
+    let mut marks = 0;
+    for i in 0..probes {
+        if q.enqueue(pkt(n + i, 0, FLAG_ECT)) == Enqueued::Marked {
+            marks += 1;
+        }
+        q.dequeue().expect("n + 1 queued");
+    }
+    marks
+}
+
+#[test]
+fn red_ramp_never_marks_at_or_below_kmin_and_always_above_kmax() {
+    // Kmin 10, Kmax 30 segments, Pmax 0.2.
+    assert_eq!(marks_at(&mut ramp_queue(10, 30, 0.2, 1), 0, 1000), 0);
+    assert_eq!(marks_at(&mut ramp_queue(10, 30, 0.2, 1), 10, 1000), 0);
+    assert_eq!(marks_at(&mut ramp_queue(10, 30, 0.2, 1), 31, 1000), 1000);
+}
+
+#[test]
+fn red_ramp_marks_with_the_linear_probability_between_kmin_and_kmax() {
+    let probes = 20_000u64;
+    // (queue in segments, hand probability pmax (n - kmin) / (kmax - kmin)).
+    for (n, p) in [
+        (15u64, 0.2 * 5.0 / 20.0),
+        (25, 0.2 * 15.0 / 20.0),
+        (30, 0.2),
+    ] {
+        let marks = marks_at(&mut ramp_queue(10, 30, 0.2, 7), n, probes) as f64;
+        let mean = probes as f64 * p;
+        // Binomial: within 5 standard deviations (two-sided miss < 1e-6).
+        let bound = 5.0 * (probes as f64 * p * (1.0 - p)).sqrt();
+        assert!(
+            (marks - mean).abs() <= bound,
+            "n = {n}: {marks} marks, expected {mean} +- {bound}"
+        );
+    }
+    // Pmax 1 at the midpoint: one half.
+    let marks = marks_at(&mut ramp_queue(10, 30, 1.0, 3), 20, probes) as f64;
+    assert!((marks - 10_000.0).abs() <= 5.0 * (probes as f64 * 0.25).sqrt());
+}
+
+#[test]
+fn red_ramp_is_deterministic_per_seed() {
+    let draw = |seed| {
+        let mut q = ramp_queue(10, 30, 0.5, seed);
+        for i in 0..20 {
+            q.enqueue(pkt(i, 0, 0));
+        }
+        (0..500)
+            .map(|i| {
+                let m = q.enqueue(pkt(100 + i, 0, FLAG_ECT)) == Enqueued::Marked;
+                q.dequeue();
+                m
+            })
+            .collect::<Vec<bool>>()
+    };
+    assert_eq!(draw(5), draw(5));
+    assert_ne!(draw(5), draw(6));
 }
 
 #[test]

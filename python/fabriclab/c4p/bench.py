@@ -30,8 +30,27 @@ SEND_OVERHEAD_PS = 1_000_000  # 1 us per message, as the collectives' default (s
 
 @dataclass
 class Job:
+    """All GPUs of ``servers`` in NCCL's rail rings; or, with ``rail``, a
+    data-parallel group of a job whose tensor parallelism stays inside the
+    servers: GPU ``rail`` of each server, in one ring (one channel)."""
     name: str
     servers: list[int]
+    rail: int | None = None
+
+    @property
+    def nranks(self) -> int:
+        return len(self.servers) * (1 if self.rail is not None else GPUS_PER_SERVER)
+
+    def rings(self) -> list[list[int]]:
+        return [list(range(len(self.servers)))] if self.rail is not None else rail_rings(len(self.servers))
+
+    def server_of(self, rank: int) -> int:
+        return rank if self.rail is not None else rank // GPUS_PER_SERVER
+
+    def hosts(self, topo: Testbed) -> list[int]:
+        if self.rail is not None:
+            return [topo.gpu_host(s, self.rail) for s in self.servers]
+        return [topo.gpu_host(s, k) for s in self.servers for k in range(GPUS_PER_SERVER)]
 
 
 @dataclass
@@ -47,6 +66,12 @@ class RunConfig:
     link_events: list[dict] = field(default_factory=list)
     faulty: list[tuple[str, str]] = field(default_factory=list)  # known to the master before the jobs start
     seed: int = 0
+    # Scenario fields beside the defaults, e.g. the packet backend with DCQCN
+    # over PFC ({"backend": "packet", "transport": {"cc": "dcqcn"}, ...}).
+    network: dict = field(default_factory=dict)
+    # Times at which to record every link's cumulative bytes (RunResult.link_bytes).
+    snapshots_ps: list[int] = field(default_factory=list)
+    keep_messages: bool = False  # RunResult.messages: every message (each QP part of a send)
 
 
 def rail_rings(nservers: int) -> list[list[int]]:
@@ -82,19 +107,17 @@ def repeat(plan: Plan, iterations: int) -> Plan:
     return out
 
 
-def job_plan(nservers: int, cfg: RunConfig) -> Plan:
-    n = nservers * GPUS_PER_SERVER
-    p = ring_allreduce(n, cfg.size_bytes, rings=rail_rings(nservers), chunk_bytes=cfg.chunk_bytes, window=cfg.window)
+def job_plan(job: Job, cfg: RunConfig) -> Plan:
+    p = ring_allreduce(job.nranks, cfg.size_bytes, rings=job.rings(), chunk_bytes=cfg.chunk_bytes, window=cfg.window)
     return repeat(p, cfg.iterations)
 
 
-def cross_pairs(nservers: int) -> list[tuple[int, int]]:
+def cross_pairs(job: Job) -> list[tuple[int, int]]:
     """(rank, next rank) of every ring hop between servers."""
-    g = GPUS_PER_SERVER
     out = []
-    for ring in rail_rings(nservers):
+    for ring in job.rings():
         for a, b in zip(ring, ring[1:] + ring[:1]):
-            if a // g != b // g:
+            if job.server_of(a) != job.server_of(b):
                 out.append((a, b))
     return out
 
@@ -104,6 +127,7 @@ class JobResult:
     name: str
     nranks: int
     iteration_ps: list[int]  # each allreduce's duration
+    end_ps: int = 0  # when its last allreduce ended
 
     def busbw_bps(self, size_bytes: int) -> list[float]:
         f = BUSBW_FACTOR["allreduce"](self.nranks)
@@ -117,6 +141,10 @@ class RunResult:
     qps: object  # pandas DataFrame: what each QP carried
     src_ports: dict
     events: int
+    cnps: object = None  # pandas Series: CNPs each host's receivers sent to it (DCQCN), by sender host
+    end_ps: int = 0
+    link_bytes: dict = field(default_factory=dict)  # snapshot time -> {(from, to): cumulative bytes}
+    messages: object = None  # pandas DataFrame of messages.parquet's columns, with keep_messages
 
 
 def run_jobs(topo: Testbed, jobs: list[Job], cfg: RunConfig, master: Master | None = None) -> RunResult:
@@ -136,12 +164,12 @@ def run_jobs(topo: Testbed, jobs: list[Job], cfg: RunConfig, master: Master | No
         raise ValueError(f"mode: 'c4p' or 'ecmp', got {cfg.mode!r}")
     specs, src_ports = [], {}
     for job in jobs:
-        plan = job_plan(len(job.servers), cfg)
-        hosts = [topo.gpu_host(s, k) for s in job.servers for k in range(GPUS_PER_SERVER)]
+        plan = job_plan(job, cfg)
+        hosts = job.hosts(topo)
         spec = collective_spec(plan, topo, hosts, name=job.name, reduce_bps=REDUCE_BPS,
                                send_overhead_ps=SEND_OVERHEAD_PS)
         groups = []
-        for a, b in cross_pairs(len(job.servers)):
+        for a, b in cross_pairs(job):
             if cfg.mode == "c4p":
                 ports = master.allocate(hosts[a], hosts[b], cfg.qps)
             else:
@@ -150,11 +178,18 @@ def run_jobs(topo: Testbed, jobs: list[Job], cfg: RunConfig, master: Master | No
             src_ports[(job.name, a, b)] = ports
         spec.update({"qps": groups, "balance": cfg.balance, "qp_depth": cfg.qp_depth})
         specs.append(spec)
-    scenario = Scenario.from_dict({"backend": "flow", "flow_model": "fluid", "seed": cfg.seed,
-                                   "link_events": cfg.link_events, "routing": {"resilient_hash": True}})
+    net = {"backend": "flow", "flow_model": "fluid", "seed": cfg.seed,
+           "link_events": cfg.link_events, "routing": {"resilient_hash": True}}
+    net.update(cfg.network)
+    scenario = Scenario.from_dict(net)
     core = scenario.to_core(topology_data=topo)
     core["collectives"] = specs
     sim = Simulator(json.dumps(core))
+    link_bytes = {}
+    for at in sorted(cfg.snapshots_ps):
+        sim.run_until(at)
+        lk = sim.links()
+        link_bytes[at] = {(a, b): n for a, b, n in zip(lk["src_node"], lk["dst_node"], lk["bytes"])}
     sim.run_until(2**63)
     tables = sim.app_tables()
     steps = pd.DataFrame(tables["steps"])
@@ -168,7 +203,12 @@ def run_jobs(topo: Testbed, jobs: list[Job], cfg: RunConfig, master: Master | No
             raise RuntimeError(f"{job.name}: did not finish (a path lost for good?)")
         ends = st.assign(it=it).groupby("it")["end_ps"].max().sort_index().tolist()
         prev = [starts[job.name]] + ends[:-1]
-        results.append(JobResult(job.name, len(job.servers) * GPUS_PER_SERVER,
-                                 [int(e - p) for e, p in zip(ends, prev)]))
+        results.append(JobResult(job.name, job.nranks,
+                                 [int(e - p) for e, p in zip(ends, prev)], int(ends[-1])))
     links = links_table(sim.links(), sim.last_active_ps).to_pandas()
-    return RunResult(results, links, pd.DataFrame(tables.get("qps", {})), src_ports, sim.events)
+    cnps = None
+    if net["backend"] == "packet":  # the flow backend sends no CNPs
+        msgs = sim.messages()
+        cnps = pd.Series(msgs["cnps"]).groupby(pd.Series(msgs["src"])).sum()
+    return RunResult(results, links, pd.DataFrame(tables.get("qps", {})), src_ports, sim.events, cnps,
+                     sim.last_active_ps, link_bytes, pd.DataFrame(sim.messages()) if cfg.keep_messages else None)

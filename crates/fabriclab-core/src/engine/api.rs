@@ -56,6 +56,8 @@ pub struct MsgRecord {
     pub end_ps: Option<u64>,
     pub ideal_fct_ps: u64,
     pub retransmits: u64,
+    /// CNPs its receiver sent (DCQCN, packet backend).
+    pub cnps: u64,
     pub app: u16,
     /// Egress ports of its forward route (the latest, after reroutes).
     pub route: Box<[u32]>,
@@ -231,6 +233,7 @@ impl Api<'_> {
             end_ps: None,
             ideal_fct_ps: ideal,
             retransmits: 0,
+            cnps: 0,
             app: self.app,
             route: fwd.clone().into_boxed_slice(),
             pinned: m.path.is_some(),

@@ -349,6 +349,7 @@ impl Simulation {
             let rec = &mut self.msgs[c.msg as usize];
             rec.end_ps = Some(self.now);
             rec.retransmits = c.retransmits;
+            rec.cnps = c.cnps;
             if !self.probes.is_empty() {
                 let rec = &self.msgs[c.msg as usize];
                 for p in self.probes.iter_mut() {

@@ -21,6 +21,8 @@ pub struct NetEv {
 pub struct Completion {
     pub msg: u32,
     pub retransmits: u64,
+    /// Congestion notifications (DCQCN's CNPs) its receiver sent.
+    pub cnps: u64,
 }
 
 /// In-order bytes of a message reached its destination: `bytes` is the

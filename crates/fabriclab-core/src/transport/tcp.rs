@@ -478,6 +478,8 @@ impl TcpSender {
 pub struct TcpReceiver {
     /// DCQCN's notification point: CNPs at most every this many picoseconds.
     cnp: Option<(CnpPacer, u64)>,
+    /// CNPs sent (with a notification point).
+    pub cnps: u64,
     size: u64,
     rcv_nxt: u64,
     /// Received ranges above `rcv_nxt`, sorted by start, disjoint.
@@ -488,6 +490,7 @@ impl TcpReceiver {
     pub fn new(size_bytes: u64) -> TcpReceiver {
         TcpReceiver {
             cnp: None,
+            cnps: 0,
             size: size_bytes,
             rcv_nxt: 0,
             ooo: Vec::new(),
@@ -535,7 +538,11 @@ impl TcpReceiver {
     /// echoes congestion: every marked packet (DCTCP), or a paced CNP.
     pub fn echo_congestion(&mut self, now: u64, marked: bool) -> bool {
         match self.cnp.as_mut() {
-            Some((pacer, interval)) => pacer.on_packet(now, marked, *interval),
+            Some((pacer, interval)) => {
+                let cnp = pacer.on_packet(now, marked, *interval);
+                self.cnps += cnp as u64;
+                cnp
+            }
             None => marked,
         }
     }

@@ -593,6 +593,7 @@ impl Backend for FlowNet {
                 ctx.completions.push(Completion {
                     msg,
                     retransmits: 0,
+                    cnps: 0,
                 });
             }
             EV_AGG_DONE => {

@@ -462,6 +462,7 @@ impl PacketNet {
             ctx.completions.push(Completion {
                 msg: cur.msg,
                 retransmits: 0,
+                cnps: 0,
             });
             self.agg_next_message(ctx, i);
         } else {

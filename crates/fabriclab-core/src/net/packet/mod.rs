@@ -121,19 +121,22 @@ impl PacketNet {
         let ports: Vec<Port> = topo
             .ports
             .iter()
-            .map(|p| {
+            .enumerate()
+            .map(|(i, p)| {
                 let host_port = topo.kinds[p.from as usize] == NodeKind::Host;
                 let over = queues
                     .overrides
                     .iter()
                     .rev()
                     .find(|o| o.from == p.from && o.to.map_or(true, |t| t == p.to));
-                let qdisc = match (over, host_port, &queues.host) {
+                let mut qdisc = match (over, host_port, &queues.host) {
                     (Some(o), _, _) => Qdisc::new(&o.queue),
                     (None, true, Some(h)) => Qdisc::new(h),
                     (None, true, None) => Qdisc::unlimited(&queues.switch),
                     (None, false, _) => Qdisc::new(&queues.switch),
                 };
+                // Each port its own marking stream, a function of the seed.
+                qdisc.seed_marking(seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
                 Port::new(host_port, p.from, p.to, p.rate_bps, p.delay_ps, qdisc)
             })
             .collect();
@@ -279,13 +282,6 @@ impl PacketNet {
                 bytes: now_in_order,
             });
         }
-        if conn.receiver.is_complete() && !conn.delivered {
-            conn.delivered = true;
-            ctx.completions.push(Completion {
-                msg: id,
-                retransmits: conn.sender.retransmits,
-            });
-        }
         // One ACK per data segment, echoing its CE mark (RFC 8257 §3.2 with
         // per-packet acknowledgments).
         let ece = if conn
@@ -296,6 +292,14 @@ impl PacketNet {
         } else {
             0
         };
+        if conn.receiver.is_complete() && !conn.delivered {
+            conn.delivered = true;
+            ctx.completions.push(Completion {
+                msg: id,
+                retransmits: conn.sender.retransmits,
+                cnps: conn.receiver.cnps,
+            });
+        }
         let mut ack = Packet::tcp(id, ack_no, 0, wire_bytes(0), conn.class, FLAG_ACK | ece);
         ack.route = conn.old_routes.len() as u16;
         let first = conn.rev[0];

@@ -1,9 +1,10 @@
 //! Egress queue disciplines: drop-tail FIFO, strict priority with N bands
 //! (like Linux `prio`/`pfifo_fast`), per-flow fair queueing in one band
 //! (`fq`, a host's NIC as Linux's `fq` qdisc serves it), per-band ECN
-//! marking on the instantaneous queue length (as DCTCP's switches do,
-//! SIGCOMM'10 §3.1), and a per-band pause mask as the hook for PFC
-//! (IEEE 802.1Qbb).
+//! marking on the instantaneous queue length, either a step at a threshold
+//! (as DCTCP's switches do, SIGCOMM'10 §3.1) or RED's probability ramp
+//! between Kmin and Kmax (as DCQCN's switches do, SIGCOMM'15 §3.1), and a
+//! per-band pause mask as the hook for PFC (IEEE 802.1Qbb).
 
 use super::header::{Packet, FLAG_CE, FLAG_ECT};
 use crate::engine::BandSample;
@@ -142,6 +143,75 @@ pub struct QueueSpec {
     pub limit_packets: Option<u64>,
     pub ecn_threshold_bytes: Option<u64>,
     pub ecn_threshold_packets: Option<u64>,
+    /// RED's marking ramp on the band's bytes (all three or none; a packet
+    /// is marked when a step threshold or the ramp says so): see [`EcnRamp`].
+    #[serde(default)]
+    pub ecn_kmin_bytes: Option<u64>,
+    #[serde(default)]
+    pub ecn_kmax_bytes: Option<u64>,
+    #[serde(default)]
+    pub ecn_pmax: Option<f64>,
+}
+
+/// RED-style ECN marking on the instantaneous queue (no averaging, as
+/// DCQCN configures its switches, Zhu et al. SIGCOMM'15 §3.1 and figure 4;
+/// the ns-3 HPCC repository's `SwitchMmu::ShouldSendCN`): a packet arriving
+/// to a band holding `q` bytes is marked with probability 0 for
+/// `q <= kmin`, `pmax (q - kmin) / (kmax - kmin)` for `kmin < q <= kmax`,
+/// and 1 above `kmax`. The draws come from a seeded SplitMix64 stream per
+/// queue (Steele, Lea and Flood, OOPSLA'14), one draw per ECN-capable packet
+/// on the ramp only.
+#[derive(Debug, Clone, Copy)]
+pub struct EcnRamp {
+    pub kmin_bytes: u64,
+    pub kmax_bytes: u64,
+    pub pmax: f64,
+    state: u64,
+}
+
+impl EcnRamp {
+    pub fn new(kmin_bytes: u64, kmax_bytes: u64, pmax: f64, seed: u64) -> EcnRamp {
+        EcnRamp {
+            kmin_bytes,
+            kmax_bytes,
+            pmax,
+            state: seed,
+        }
+    }
+
+    /// The marking probability at a queue of `bytes`.
+    pub fn probability(&self, bytes: u64) -> f64 {
+        if bytes <= self.kmin_bytes {
+            0.0
+        } else if bytes > self.kmax_bytes {
+            1.0
+        } else {
+            self.pmax * (bytes - self.kmin_bytes) as f64
+                / (self.kmax_bytes - self.kmin_bytes) as f64
+        }
+    }
+
+    /// Whether a packet arriving to a queue of `bytes` is marked.
+    #[inline]
+    pub fn mark(&mut self, bytes: u64) -> bool {
+        if bytes <= self.kmin_bytes {
+            return false;
+        }
+        if bytes > self.kmax_bytes {
+            return true;
+        }
+        self.uniform() < self.probability(bytes)
+    }
+
+    /// SplitMix64's next output as a uniform in [0, 1) (53 bits).
+    fn uniform(&mut self) -> f64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
 }
 
 /// A queue discipline for the egress ports of one node (`to: None`) or of
@@ -180,6 +250,8 @@ pub struct Qdisc {
     limit_packets: u64,
     ecn_bytes: u64,
     ecn_packets: u64,
+    /// RED's ramp, beside the step thresholds.
+    ramp: Option<EcnRamp>,
     /// Bit b set: band b may not be dequeued (paused by PFC).
     paused: u32,
     total_bytes: u64,
@@ -199,6 +271,10 @@ impl Qdisc {
             Discipline::Fq => BandQueue::Fair(FairBand::default()),
             _ => BandQueue::Fifo(VecDeque::new()),
         };
+        let ramp = match (spec.ecn_kmin_bytes, spec.ecn_kmax_bytes, spec.ecn_pmax) {
+            (Some(kmin), Some(kmax), Some(pmax)) => Some(EcnRamp::new(kmin, kmax, pmax, 0)),
+            _ => None,
+        };
         Qdisc {
             bands: (0..nb).map(band).collect(),
             band: vec![BandCounters::default(); nb],
@@ -207,6 +283,7 @@ impl Qdisc {
             limit_packets: spec.limit_packets.unwrap_or(u64::MAX),
             ecn_bytes: spec.ecn_threshold_bytes.unwrap_or(u64::MAX),
             ecn_packets: spec.ecn_threshold_packets.unwrap_or(u64::MAX),
+            ramp,
             paused: 0,
             total_bytes: 0,
         }
@@ -219,7 +296,15 @@ impl Qdisc {
         q.limit_packets = u64::MAX;
         q.ecn_bytes = u64::MAX;
         q.ecn_packets = u64::MAX;
+        q.ramp = None;
         q
+    }
+
+    /// Seeds the marking ramp's random stream (no effect without a ramp).
+    pub fn seed_marking(&mut self, seed: u64) {
+        if let Some(r) = self.ramp.as_mut() {
+            r.state = seed;
+        }
     }
 
     #[inline]
@@ -258,7 +343,9 @@ impl Qdisc {
         }
         let mut res = Enqueued::Queued;
         if pkt.flags & FLAG_ECT != 0
-            && (bytes > self.ecn_bytes || q.len() as u64 > self.ecn_packets)
+            && (bytes > self.ecn_bytes
+                || q.len() as u64 > self.ecn_packets
+                || self.ramp.as_mut().is_some_and(|r| r.mark(bytes)))
         {
             pkt.flags |= FLAG_CE;
             self.band[b].marks += 1;

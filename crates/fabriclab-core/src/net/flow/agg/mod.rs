@@ -341,6 +341,7 @@ impl AggFlows {
             ctx.completions.push(Completion {
                 msg: cur.msg,
                 retransmits: 0,
+                cnps: 0,
             });
             m.cur = None;
             self.live -= 1;
