@@ -1,6 +1,10 @@
-"""Start-up time of the command line: wall time of `fabriclab --help` and
-`fabriclab validate SCENARIO`, each run `--runs` times in fresh processes
-(best and median), like hyperfine without its dependency.
+"""Start-up time of the command line: wall time of `fabriclab --help`,
+`fabriclab validate SCENARIO` and `fabriclab run --quiet` of a tiny scenario
+(4 hosts, 200 us of traffic: the run is almost all start-up and writing),
+each run `--runs` times in fresh processes (best and median, wall and CPU),
+like hyperfine without its dependency. `--pyc` first compiles each tree's
+bytecode (as an installed package has it; this machine sets
+PYTHONDONTWRITEBYTECODE, so a source tree is otherwise compiled at every start).
 
     python benches/bench_startup.py                      # this checkout's python/
     python benches/bench_startup.py --tree /tmp/old/python --tree python   # alternate two trees
@@ -13,47 +17,64 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+TMP = Path(tempfile.mkdtemp(prefix="bench-startup-"))
+TINY = TMP / "tiny.toml"
+TINY.write_text('[topology]\nkind = "star"\nhosts = 4\n\n[[traffic]]\nload = 0.2\nduration_ps = "200us"\n')
 
 COMMANDS = {
     "--help": ["--help"],
     "validate": ["validate", str(ROOT / "examples" / "horovod_websearch.toml")],
+    "run": ["run", str(TINY), "--out", str(TMP / "out"), "--force", "--quiet"],
 }
 
 
-def _once(tree: str, args: list[str]) -> float:
+def _once(tree: str, args: list[str]) -> tuple[float, float]:
+    """Wall and CPU (user + system) time of one fresh process."""
     env = dict(os.environ, PYTHONPATH=tree)
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "fabriclab.cli", *args], env=env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0:
         raise SystemExit(f"{tree}: fabriclab {' '.join(args)} exited {r.returncode}: {r.stderr.decode()[-500:]}")
-    return wall
+    return wall, r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tree", action="append", help="a python/ folder holding fabriclab (repeatable)")
     ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--pyc", action="store_true", help="compile each tree's bytecode first")
     a = ap.parse_args()
     trees = a.tree or [str(ROOT / "python")]
-    print(f"{'command':<10} {'tree':<40} {'best (s)':>9} {'median (s)':>11}")
+    if a.pyc:
+        for t in trees:
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(t) / "fabriclab")], check=True,
+                           env=dict(os.environ, PYTHONDONTWRITEBYTECODE=""))
+    print(f"{'command':<10} {'tree':<40} {'best (s)':>9} {'median (s)':>11} {'CPU best':>9} {'CPU median':>11}")
     for name, args in COMMANDS.items():
-        times: dict[str, list[float]] = {t: [] for t in trees}
-        for t in trees:  # warm the file cache and .pyc files
+        times: dict[str, list[tuple[float, float]]] = {t: [] for t in trees}
+        for t in trees:  # warm the file cache
             _once(t, args)
         for _ in range(a.runs):
             for t in trees:
                 times[t].append(_once(t, args))
         for t in trees:
-            print(f"{name:<10} {t[-40:]:<40} {min(times[t]):>9.3f} {statistics.median(times[t]):>11.3f}")
+            wall = [w for w, _ in times[t]]
+            cpu = [c for _, c in times[t]]
+            print(f"{name:<10} {t[-40:]:<40} {min(wall):>9.3f} {statistics.median(wall):>11.3f} "
+                  f"{min(cpu):>9.3f} {statistics.median(cpu):>11.3f}")
 
 
 if __name__ == "__main__":

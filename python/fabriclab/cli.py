@@ -7,15 +7,24 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Optional
 
-import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+if __name__ == "__main__":
+    # `python -m fabriclab.cli`: a plain run or validate line skips typer (_quick.py).
+    from fabriclab._quick import run as _quick_run
 
-from .errors import InputError
+    _rc = _quick_run(sys.argv[1:])
+    if _rc is not None:
+        sys.exit(_rc)
+
+from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING, Optional  # noqa: E402
+
+import typer  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.text import Text  # noqa: E402
+
+from . import commands  # noqa: E402
+from .errors import InputError  # noqa: E402
 
 if TYPE_CHECKING:
     from .scenario import Scenario
@@ -72,65 +81,7 @@ def _check_out_dir(path: Path, option: str) -> None:
 
 
 def _load(path: Optional[Path]) -> Scenario:
-    # The schema (pydantic and its models) only for commands that read a scenario.
-    from .scenario import Scenario
-
-    return Scenario.default() if path is None else Scenario.load(path)
-
-
-def _fmt_us(ps) -> str:
-    return "-" if ps is None else f"{ps / 1e6:,.1f}"
-
-
-def _summary_table(summary: dict) -> Table:
-    from .results import BUCKETS
-
-    t = Table(
-        title=f"FCT (us) — {summary['flows_finished']}/{summary['flows_total']} flows finished",
-        caption="small < 100 KB, medium 100 KB..10 MB, large > 10 MB",
-    )
-    for col in ("bucket", "flows", "mean", "p50", "p99", "p99.9", "mean slowdown"):
-        t.add_column(col, justify="right" if col != "bucket" else "left")
-    for name in ["all"] + [b for b, _ in BUCKETS]:
-        s = summary["fct"][name]
-        if s["finished"] == 0:
-            t.add_row(name, str(s["flows"]), "-", "-", "-", "-", "-")
-            continue
-        t.add_row(
-            name, str(s["finished"]), _fmt_us(s["fct_mean_ps"]), _fmt_us(s["fct_p50_ps"]),
-            _fmt_us(s["fct_p99_ps"]), _fmt_us(s["fct_p999_ps"]), f"{s['slowdown_mean']:.2f}",
-        )
-    return t
-
-
-def _jobs_table(summary: dict) -> Table:
-    t = Table(title="Training jobs")
-    for col in ("job", "iterations", "mean iteration (ms)", "first (ms)", "min gradient slack (ms)"):
-        t.add_column(col, justify="left" if col == "job" else "right")
-    for name, j in summary["jobs"].items():
-        mean = j.get("mean_iteration_time_ps")
-        first = j["iteration_times_ps"][0] if j["iteration_times_ps"] else None
-        slack = j.get("gradient_slack_ps", {}).get("min")
-        fmt = lambda v: "-" if v is None or v != v else f"{v / 1e9:,.1f}"  # noqa: E731
-        t.add_row(name, f"{j['iterations']}{'' if j['finished'] else ' (unfinished)'}", fmt(mean), fmt(first), fmt(slack))
-    return t
-
-
-def _links_table(summary: dict) -> Table:
-    ln = summary["links"]
-    perf = summary["performance"]
-    t = Table(title="Fabric")
-    t.add_column("metric")
-    t.add_column("value", justify="right")
-    t.add_row("simulated time (ms)", f"{summary['sim_time_ps'] / 1e9:,.3f}")
-    t.add_row("link utilization mean / max", f"{ln['mean_utilization']:.3f} / {ln['max_utilization']:.3f}")
-    t.add_row("drops", f"{ln['drops']:,}")
-    t.add_row("ECN marks", f"{ln['ecn_marks']:,}")
-    t.add_row("max queue (bytes)", f"{ln['max_queue_bytes']:,}")
-    t.add_row("retransmitted segments", f"{summary['retransmits']:,}")
-    t.add_row("events", f"{summary['events']:,}")
-    t.add_row("wall time (s) / events per s", f"{perf['wall_time_s']:.2f} / {perf['events_per_s'] / 1e6:.2f} M")
-    return t
+    return commands.load(path)
 
 
 @app.command()
@@ -144,38 +95,7 @@ def run(
     memory_limit: Optional[str] = MEMORY_LIMIT,
 ) -> None:
     """Run a scenario and write flows.parquet, links.parquet, summary.json and scenario.resolved.toml."""
-    from .engine import simulate
-    from .results import OutputFolder
-
-    s = _load(scenario)
-    for option, field, value in (("--seed", "seed", seed), ("--backend", "backend", backend)):
-        if value is not None:
-            try:
-                s = s.replace(**{field: value})
-            except InputError as e:
-                rule = str(e).split(f"{field}: ", 1)[-1]
-                _fail(f"{option}: {value!r}: {rule}")
-    inputs = ([scenario] if scenario is not None else []) + s.input_files()
-    # The folder is claimed (checked, created) before the run, filled only when it succeeded.
-    if s.recovery is not None:  # detection, isolation and restarts (docs/c4-recovery.md)
-        from .c4.recovery import print_summary, simulate as simulate_recovery
-
-        with OutputFolder(out_dir, force, tuple(inputs)) as folder:
-            rec = simulate_recovery(s, memory_limit=memory_limit)
-            rec.write_into(folder.staging)
-        if not quiet:
-            print_summary(out, rec)
-            out.print(f"results in {out_dir}")
-        return
-    with OutputFolder(out_dir, force, tuple(inputs)) as folder:
-        res = simulate(s, progress=not quiet, memory_limit=memory_limit)
-        res.write_into(folder.staging)
-    if not quiet:
-        out.print(_summary_table(res.summary))
-        if "jobs" in res.summary:
-            out.print(_jobs_table(res.summary))
-        out.print(_links_table(res.summary))
-        out.print(f"results in {out_dir}")
+    commands.run(scenario, out_dir, force, seed, backend, quiet, memory_limit)
 
 
 @app.command()
@@ -184,13 +104,7 @@ def validate(
     memory_limit: Optional[str] = MEMORY_LIMIT,
 ) -> None:
     """Check a scenario without running it (schema, files, topology, memory)."""
-    from .engine import resolve_and_build
-
-    s = _load(scenario)
-    # Resolved once: the memory check (before building a topology that may not fit), the topology, the core's JSON.
-    _, t = resolve_and_build(s, memory_limit)
-    out.print(f"{scenario}: ok ({len(t.hosts)} hosts, {len(t.nodes) - len(t.hosts)} switches, "
-              f"{len(t.links)} links, backend {s.backend})")
+    commands.validate(scenario, memory_limit)
 
 
 @topo_app.command("show")
@@ -368,23 +282,30 @@ def _run_guarded(argv: Optional[list[str]]) -> int:
     try:
         rc = app(args=argv, prog_name="fabriclab", standalone_mode=False)
         return rc if isinstance(rc, int) else 0
-    except typer.Exit as e:
+    except BaseException as e:
+        return _exit_code_for(e)
+
+
+def _exit_code_for(e: BaseException) -> int:
+    """Reports an exception that ended a command (one line, never a
+    traceback) and returns the exit code: bad input 2, a bug 3."""
+    if isinstance(e, typer.Exit):
         return e.exit_code
-    except InputError as e:
+    if isinstance(e, InputError):
         _print_error(str(e))
-    except typer.TyperException as e:  # usage errors: unknown command or option, bad option value
+    elif isinstance(e, typer.TyperException):  # usage errors: unknown command or option, bad option value
         _print_usage_error(e)
-    except (typer.Abort, KeyboardInterrupt):
+    elif isinstance(e, (typer.Abort, KeyboardInterrupt)):
         err.print("aborted", markup=False, highlight=False)
         return 130
-    except OSError as e:  # a file or folder the user named could not be read or written
+    elif isinstance(e, OSError):  # a file or folder the user named could not be read or written
         _print_error(_os_error_text(e))
-    except MemoryError:
+    elif isinstance(e, MemoryError):
         _print_error("out of memory: the scenario needs more memory than this machine could give; "
                      "make it smaller (see docs/scenario.md, 'Limits')")
-    except BaseException as e:  # a bug (a core panic arrives as _core.CorePanic)
-        if isinstance(e, SystemExit):
-            return e.code if isinstance(e.code, int) else 1
+    elif isinstance(e, SystemExit):
+        return e.code if isinstance(e.code, int) else 1
+    else:  # a bug (a core panic arrives as _core.CorePanic)
         return _internal_error(e)
     return EXIT_BAD_INPUT
 

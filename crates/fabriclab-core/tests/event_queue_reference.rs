@@ -158,3 +158,30 @@ fn len_counts_pending_events() {
     assert_eq!(q.pop(), Some((3, ())));
     assert_eq!(q.len(), 1);
 }
+
+#[test]
+fn more_events_than_the_near_array_holds_leave_in_time_then_fifo_order() {
+    // 150 events each earlier than all before (each lands at the front),
+    // 150 each later than all before (past the walk limit and the array's
+    // capacity: they go to the heap, and the full array hands entries over),
+    // then 50 ties at a time in between, scheduled between pops.
+    let mut q = EventQueue::new();
+    for i in 0..150u64 {
+        q.schedule(1_000 - i, i);
+    }
+    for i in 0..150u64 {
+        q.schedule(2_000 + i, 150 + i);
+    }
+    let mut got = Vec::new();
+    for i in 0..50u64 {
+        q.schedule(1_500, 300 + i);
+        got.push(q.pop().expect("pending"));
+    }
+    got.extend(std::iter::from_fn(|| q.pop()));
+    // By time, then by scheduling order: 851..=1000 (scheduled last to
+    // first), the ties at 1 500 in their order, then 2 000..2 149.
+    let mut want: Vec<(u64, u64)> = (0..150).rev().map(|i| (1_000 - i, i)).collect();
+    want.extend((0..50).map(|i| (1_500, 300 + i)));
+    want.extend((0..150).map(|i| (2_000 + i, 150 + i)));
+    assert_eq!(got, want);
+}
