@@ -25,6 +25,10 @@ Thresholds are relative to the job's own rhythm (docs/c4.md):
   rank, the source's or destination's host for a row or column, a fabric
   link for points (the links all slow connections cross and no healthy one
   does, from the paths in messages.parquet: C4D's network monitor).
+- A fabric link routed around (a dead link with an alternative path): the
+  job's messages stop crossing a link they used to; reported as
+  communication slow on it once the empty ops make chance unlikely
+  (``VANISH_MIN``, :meth:`Master._vanished`).
 - Non-communication slow: per op and ring neighbour (the first receive's
   sender), how late the sender joined after the receiver was ready
   (sender's first post - receiver's first post). A rank is a straggler
