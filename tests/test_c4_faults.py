@@ -64,6 +64,8 @@ CASES = [
     # Fabric links run at 40 Gbit/s: a lone ring hop slows once one is below 10.
     ({"kind": "link_degraded", "link": ["leaf1", "spine1"], "factor": 8.0}, {"comm_slow"}, "leaf1-spine1"),
     ({"kind": "link_degraded", "link": ["leaf2", "spine1"], "loss": 0.02}, {"comm_slow"}, "leaf2-spine1"),
+    # A leaf-spine link with an alternative path: one stall, then routed around.
+    ({"kind": "link_down", "link": ["leaf1", "spine1"]}, {"comm_slow"}, "leaf1-spine1"),
 ]
 
 
@@ -214,3 +216,68 @@ def test_a_halted_rank_stops_its_job():
     tl = r.timeline
     assert tl[tl.worker == 4].end_ps.max() < AT_PS
     assert r.jobs.end_ps.isna().any()  # the job never finishes
+
+
+# -- the master on hand-built telemetry ---------------------------------------
+# Four ranks in a ring on h0..h3; h0, h1 under leaf0 and h2, h3 under leaf1.
+# Ranks 1 and 3 send across the spines, step s through spine s % 2 (ECMP),
+# so leaf0-spine1 and leaf1-spine1 carry 2 senders x 2 odd steps = 4 messages
+# per op. Every message takes 100 us; op k starts at k x 10 ms.
+RING4 = ["h0", "h1", "h2", "h3"]
+STEPS = 4
+
+
+def hand_ring(ops, dead_from=None):
+    """ccl rows and routes of ``ops`` ring ops; from op ``dead_from`` on,
+    spine1 is no longer used (its link to leaf0 is down and routed around)."""
+    import pandas as pd
+
+    from fabriclab.c4.detector import JobView
+
+    leaf = {"h0": "leaf0", "h1": "leaf0", "h2": "leaf1", "h3": "leaf1"}
+    rows, paths = [], {}
+    for k in range(ops):
+        t0 = k * 10_000_000  # ns
+        for r in range(4):
+            v = (r + 1) % 4
+            for st in range(STEPS):
+                a, e = t0 + st * 100_000, t0 + (st + 1) * 100_000
+                common = {"op_id": k, "algorithm": "ring", "step": st, "bytes": 125_000, "post_mono_ns": t0}
+                rows.append(dict(common, rank=r, peer=v, kind="send", send_start_mono_ns=a, send_end_mono_ns=e,
+                                 recv_arrival_mono_ns=None, recv_done_mono_ns=None))
+                rows.append(dict(common, rank=v, peer=r, kind="recv", send_start_mono_ns=None,
+                                 send_end_mono_ns=None, recv_arrival_mono_ns=e, recv_done_mono_ns=e))
+                hs, hd = RING4[r], RING4[v]
+                if leaf[hs] == leaf[hd]:
+                    nodes = [hs, leaf[hs], hd]
+                else:
+                    spine = "spine0" if dead_from is not None and k >= dead_from else f"spine{st % 2}"
+                    nodes = [hs, leaf[hs], spine, leaf[hd], hd]
+                paths[(k, r, st)] = ["-".join(sorted(p)) for p in zip(nodes, nodes[1:])]
+    host_links = {h: {"-".join(sorted((h, leaf[h])))} for h in RING4}
+    return pd.DataFrame(rows), JobView("train", RING4, paths, host_links)
+
+
+def test_a_link_no_message_crosses_any_more_is_named_after_enough_empty_ops():
+    from fabriclab.c4.detector import VANISH_MIN
+
+    # 4 messages per op (mu = 4): empty in op 8 (mu k = 4) and op 9 (8 = VANISH_MIN).
+    assert VANISH_MIN == 8
+    ccl, view = hand_ring(12, dead_from=8)
+    alarm = diagnose(ccl, view, 10**15)
+    assert alarm is not None and alarm.syndrome == "comm_slow"
+    # leaf0-spine1 and leaf1-spine1 vanish together; both are the dead spine's.
+    assert alarm.component in ("leaf0-spine1", "leaf1-spine1") and alarm.op == 9
+    # The alarm's time is the last completion of op 9: 9 x 10 ms + 4 x 100 us.
+    assert alarm.time_ps == (9 * 10_000_000 + STEPS * 100_000) * 1000
+
+
+def test_the_same_ring_without_the_dead_link_raises_no_alarm():
+    ccl, view = hand_ring(12)
+    assert diagnose(ccl, view, 10**15) is None
+
+
+def test_one_empty_op_is_not_enough_for_a_link_of_four_messages():
+    # Dead from op 11 of 12: one empty op, mu k = 4 < 8.
+    ccl, view = hand_ring(12, dead_from=11)
+    assert diagnose(ccl, view, 10**15) is None

@@ -25,6 +25,10 @@ Thresholds are relative to the job's own rhythm (docs/c4.md):
   rank, the source's or destination's host for a row or column, a fabric
   link for points (the links all slow connections cross and no healthy one
   does, from the paths in messages.parquet: C4D's network monitor).
+- A fabric link routed around (a dead link with an alternative path): the
+  job's messages stop crossing a link they used to; reported as
+  communication slow on it once the empty ops make chance unlikely
+  (``VANISH_MIN``, :meth:`Master._vanished`).
 - Non-communication slow: per op and ring neighbour (the first receive's
   sender), how late the sender joined after the receiver was ready
   (sender's first post - receiver's first post). A rank is a straggler
@@ -51,6 +55,7 @@ STRONG = 3.0
 PERSIST = 3
 SIGMAS = 5.0
 LATE_MIN = 0.04
+VANISH_MIN = 8
 STRONG_LATE = 0.25
 
 
@@ -114,7 +119,10 @@ class Master:
         self.late_hist: list[float] = []
         self.prev_links: list = []  # suspect links of the last ops
         self.strong_links: list = []  # suspect links of the last ops with stalls
+        self.bias_hist: list = []  # per op: link -> [sum, count] of its messages' route bias
         self.prev_late: set = set()
+        self.link_hist: dict = {}  # link -> the job's messages on it per op
+        self.empty_run: dict = {}  # link -> [its mean before, ops] while no message crosses it
         self.last_event = 0
         self.prev_done = None
         self.stuck = None
@@ -142,16 +150,57 @@ class Master:
             self.stuck = (op_id, rows, joined)
             return
         end = int(np.nanmax(times))
+        counts = self._link_counts(op_id, send)
         if len(self.ends) >= WARMUP_OPS and self.period is not None:
             # A late rank also reshapes the traffic: its syndrome comes first.
             self._noncomm_slow(op_id, self._lateness(send, recv), end)
+            self._vanished(op_id, counts, end)
             self._comm_slow(op_id, send, end)
         else:
             self._learn_conn(self._channels(op_id, send), set())
             self._learn_late(self._lateness(send, recv), set())
+        if not self.alarms:
+            for lk in set(self.link_hist) | set(counts):
+                self.link_hist.setdefault(lk, []).append(counts.get(lk, 0))
+                del self.link_hist[lk][:-HISTORY]
         self.ends.append(end)
 
-    # -- communication slow: the delay matrix ---------------------------------
+    # -- a fabric link routed around: the link no message crosses any more ----
+    def _link_counts(self, op_id, send) -> dict:
+        """Messages of the op per link (their routes in the network monitor)."""
+        count: dict = {}
+        for a, st in zip(send["rank"], send["step"]):
+            for lk in set(self.v.paths.get((op_id, int(a), int(st)), ())):
+                count[lk] = count.get(lk, 0) + 1
+        return count
+
+    def _vanished(self, op_id, counts, end):
+        """A link the job's messages used to cross and that none crosses any
+        more has been withdrawn from routing: a dead link with an
+        alternative path (also what C4P's probing sees: a link with no
+        path). ECMP puts each message on one of the equal-cost routes at
+        random, so a link that carried a mean of mu messages per op is
+        empty in k ops in a row by chance with probability at most
+        exp(-mu k) (Poisson; a binomial over two spines gives 2^(-2 mu k)).
+        The alarm comes once mu k, summed over the empty ops in a row,
+        reaches ``VANISH_MIN`` (exp(-8) = 3e-4), for links with mu >= 1."""
+        if self.alarms:
+            return
+        gone = []
+        for lk, h in self.link_hist.items():
+            if counts.get(lk, 0) or len(h) < WARMUP_OPS:
+                self.empty_run.pop(lk, None)
+                continue
+            if lk not in self.empty_run:
+                self.empty_run[lk] = [float(np.mean(h[-HISTORY:])), 0]
+            mu, k = self.empty_run[lk]
+            self.empty_run[lk][1] = k = k + 1
+            if mu >= 1 and mu * k >= VANISH_MIN:
+                gone.append((mu * k, lk))
+        if gone:
+            lk = max(gone)[1]
+            self.alarm(Alarm(end, "comm_slow", "link", lk, op_id, "link without traffic", []))
+
     def _channels(self, op_id, send):
         """Per connection (sender, receiver): time per byte while busy, i.e.
         the length of the union of its messages' flights (departure to
@@ -206,6 +255,7 @@ class Master:
                     strong.add(k)
         suspects = self._suspect_links(high, paths)
         self.prev_links = (self.prev_links + [suspects])[-PERSIST:]
+        self.bias_hist = (self.bias_hist + [self._route_bias(op_id, send)])[-PERSIST:]
         self._learn_conn(rates, high)
         if self.alarms:
             return
@@ -226,7 +276,9 @@ class Master:
         for k in slow:
             flagged[k[0], k[1]] = True
         pats = classify(flagged, present)
-        kind, comp, pattern = self._locate(pats, links, ratio, paths, self._route_bias(op_id, send, links))
+        bias = {lk: sum(b[lk][0] for b in self.bias_hist if lk in b)
+                / max(1, sum(b[lk][1] for b in self.bias_hist if lk in b)) for lk in links}
+        kind, comp, pattern = self._locate(pats, links, ratio, paths, bias)
         self.alarm(Alarm(end, "comm_slow", kind, comp, op_id, pattern, sorted(slow)))
 
     @staticmethod
@@ -241,11 +293,14 @@ class Master:
         top = max(count.values())
         return {lk for lk, c in count.items() if c == top}
 
-    def _route_bias(self, op_id, send, links) -> dict:
-        """Per suspect link: the mean log ratio of the op's messages that
-        crossed it to their connection's median time per byte in the op. A
-        connection that splits over two routes shows which one is slow; a
-        link every message of a connection crosses scores 0 for it."""
+    def _route_bias(self, op_id, send) -> dict:
+        """Per link: the sum and count of the log ratios of the op's
+        messages that crossed it to their connection's median time per byte
+        in the op. A connection that splits over two ECMP routes shows which
+        one is slow (a degraded leaf-spine link beside its healthy twin
+        through the other spine); a link every message of a connection
+        crosses scores 0 for it. The master sums it over the last
+        ``PERSIST`` ops, the ops whose evidence raises the alarm."""
         d = pd.DataFrame({"c": list(zip(send["rank"], send["peer"])),
                           "r": ((send["send_end_mono_ns"] - send["send_start_mono_ns"])
                                 / send["bytes"].clip(lower=1)).to_numpy(dtype=float),
@@ -254,9 +309,11 @@ class Master:
         d["lr"] = np.log(d["r"] / d.groupby("c")["r"].transform("median"))
         bias: dict = {}
         for lr, p in zip(d["lr"], d["p"]):
-            for lk in set(p) & links:
-                bias.setdefault(lk, []).append(lr)
-        return {lk: float(np.mean(v)) for lk, v in bias.items()}
+            for lk in set(p):
+                b = bias.setdefault(lk, [0.0, 0])
+                b[0] += lr
+                b[1] += 1
+        return bias
 
     def _locate(self, pats, links, ratio, paths, bias):
         """The component: of the suspect links, the one whose connections
