@@ -25,6 +25,7 @@ and backward compute times.
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 from .errors import InputError
@@ -115,7 +116,8 @@ def _resample(weights: list[int], n: int) -> list[float]:
     for i in range(n):
         a, b = i * m / n, (i + 1) * m / n
         s = 0.0
-        for j in range(m):
+        # Only the weights whose unit interval [j, j + 1) overlaps [a, b): O(n + m), not O(n m).
+        for j in range(max(int(a), 0), min(math.ceil(b), m)):
             lo, hi = max(a, j), min(b, j + 1)
             if hi > lo:
                 s += weights[j] * (hi - lo)
