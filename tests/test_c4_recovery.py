@@ -462,3 +462,15 @@ def test_the_cli_refuses_a_spare_pool_that_cannot_be_had_with_exit_2(spares, fie
     e = capsys.readouterr().err
     assert field in e and "Traceback" not in e
     assert not (tmp_path / "out").exists()
+
+
+def test_a_sweep_point_of_a_recovery_run_ships_its_segment_folders(tmp_path):
+    """The Ray path returns a point's files to the driver: a recovery run's
+    segments/<k>/ must come back too, and be written where they were."""
+    from fabriclab.sweep import _run_point_files, _write_point
+
+    base = scenario([{"kind": "crash", "rank": 1, "at_ps": CRASH_AT}]) | {"__base_dir": str(tmp_path)}
+    files = _run_point_files(base, {"seed": 5})
+    assert "summary.json" in files and "segments/2/scenario.resolved.toml" in files
+    _write_point(tmp_path, "p", files)
+    assert (tmp_path / "p" / "segments" / "1" / "jobs.parquet").is_file()
