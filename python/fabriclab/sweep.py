@@ -166,7 +166,8 @@ def _run_point_files(base: dict, point: dict) -> dict[str, bytes]:
             out = Path(d) / "p"
             _run_point(base, point, str(out))
             # Every file, by its path in the folder (a recovery run writes segments/<k>/).
-            return {f.relative_to(out).as_posix(): f.read_bytes() for f in sorted(out.rglob("*")) if f.is_file()}
+            return {f.relative_to(out).as_posix(): f.read_bytes()
+                    for f in sorted(out.rglob("*")) if f.is_file()}
     except InputError as e:
         raise SweepError(f"point {_describe(point)}: {e}") from None
     except Exception as e:

@@ -182,8 +182,8 @@ def simulate(scenario: "Scenario", memory_limit=None, detector: Detector | None 
     st = _State(topology=t, job=s.jobs[0].name, workers=workers, spares=spare_hosts(s, t, workers),
                 faults=[_Fault(i, f) for i, f in enumerate(s.faults)],
                 hosts_by_name={n: h for h, n in enumerate(host_name)},
-                links_by_name={link_name(names[lk["a"]], names[lk["b"]]): tuple(sorted((names[lk["a"]], names[lk["b"]])))
-                               for lk in t.links})
+                links_by_name={link_name(*ab): tuple(sorted(ab))
+                               for ab in ((names[lk["a"]], names[lk["b"]]) for lk in t.links)})
     detect = detector or make_detector(r, s.jobs[0].name)
     nominal = sum(layer["fwd_ps"] + layer["bwd_ps"] for layer in core_job["layers"])
     check_ps = max(MS, CHECK_ITERATIONS * nominal)
