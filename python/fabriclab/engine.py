@@ -13,6 +13,7 @@ from .limits import check_memory, queue_row_budget
 from .scenario import Scenario, ScenarioError
 
 if TYPE_CHECKING:
+    from .c4.recovery import RecoveryResults
     from .results import Results
 
 # Progress is reported after each slice of simulated time; the core runs a
@@ -49,7 +50,8 @@ def resolve_and_build(scenario: Scenario, memory_limit: int | str | None = None,
 U64_MAX = 2**64 - 1
 
 
-def simulate(scenario: Scenario, progress: bool = False, memory_limit: int | str | None = None) -> Results:
+def simulate(scenario: Scenario, progress: bool = False,
+             memory_limit: int | str | None = None) -> Results | RecoveryResults:
     """Runs a scenario to the end (all flows finished, or ``stop_ps``).
     ``memory_limit`` as for :func:`build_simulator`. A scenario with a
     ``[recovery]`` section runs as ``fabriclab run`` runs it: segment by

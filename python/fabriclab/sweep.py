@@ -165,7 +165,9 @@ def _run_point_files(base: dict, point: dict) -> dict[str, bytes]:
         with tempfile.TemporaryDirectory() as d:
             out = Path(d) / "p"
             _run_point(base, point, str(out))
-            return {f.name: f.read_bytes() for f in out.iterdir()}
+            # Every file, by its path in the folder (a recovery run writes segments/<k>/).
+            return {f.relative_to(out).as_posix(): f.read_bytes()
+                    for f in sorted(out.rglob("*")) if f.is_file()}
     except InputError as e:
         raise SweepError(f"point {_describe(point)}: {e}") from None
     except Exception as e:
@@ -178,6 +180,7 @@ def _write_point(pdir: Path, pid: str, files: dict[str, bytes]) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     for name, data in files.items():
+        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp / name).write_bytes(data)
     shutil.rmtree(pdir / pid, ignore_errors=True)
     os.replace(tmp, pdir / pid)

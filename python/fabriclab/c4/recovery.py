@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
-from .faults import RANK_KINDS, FaultConfig, component, link_name
+from .faults import RANK_KINDS, SYNDROME, FaultConfig, component, link_name
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -99,6 +99,9 @@ class _State:
     start_ps: int = 0  # global time of the segment's local 0
     first_iteration: int = 0  # the checkpoint it restarts from (iterations done)
     restarts: int = 0
+    # Host name -> host index; link name (link_name) -> its two node names, sorted.
+    hosts_by_name: dict = field(default_factory=dict)
+    links_by_name: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -109,6 +112,7 @@ class _Segment:
     cut_ps: int  # local time the segment was stopped at (its outputs run to it)
     finished: bool
     stopped: bool  # reached the scenario's stop_ps
+    job_links: set  # (a, b) node names, sorted, of every link a job message crossed
 
 
 @dataclass
@@ -173,22 +177,27 @@ def simulate(scenario: "Scenario", memory_limit=None, detector: Detector | None 
     t = s.build_topology()
     core_job = s._job_core(0, s.jobs[0], t)
     workers = list(core_job["workers"])
+    names = [n["name"] for n in t.nodes]
+    host_name = [names[node] for node in t.hosts]
     st = _State(topology=t, job=s.jobs[0].name, workers=workers, spares=spare_hosts(s, t, workers),
-                faults=[_Fault(i, f) for i, f in enumerate(s.faults)])
+                faults=[_Fault(i, f) for i, f in enumerate(s.faults)],
+                hosts_by_name={n: h for h, n in enumerate(host_name)},
+                links_by_name={link_name(*ab): tuple(sorted(ab))
+                               for ab in ((names[lk["a"]], names[lk["b"]]) for lk in t.links)})
     detect = detector or make_detector(r, s.jobs[0].name)
     nominal = sum(layer["fwd_ps"] + layer["bwd_ps"] for layer in core_job["layers"])
     check_ps = max(MS, CHECK_ITERATIONS * nominal)
     target = s.jobs[0].iterations
     wall0 = time.perf_counter()
-    names = [n["name"] for n in t.nodes]
-    host_name = [names[node] for node in t.hosts]
     cycles, segments, seg_rows = [], [], []
     outcome = None
     end_ps = None
     useful = stalled = 0
     checkpoints = 0
+    done_iterations = 0  # iterations whose work useful_ps holds
     while outcome is None:
         k = len(segments) + 1
+        done_iterations = st.first_iteration
         if s.stop_ps is not None and s.stop_ps <= st.start_ps:
             outcome = "stopped"
             break
@@ -209,16 +218,22 @@ def simulate(scenario: "Scenario", memory_limit=None, detector: Detector | None 
                 outcome = "completed"
                 end_ps = st.start_ps + ends[-1]
                 useful += ends[-1] - job_start
+                done_iterations = target
             else:
+                # The job's time to its last finished iteration is useful (those
+                # iterations count as done, saved or not); the rest is stalled.
                 outcome = "stopped" if seg.stopped else "stalled"
                 last = ends[-1] if ends else job_start
                 end_ps = st.start_ps + seg.cut_ps
-                useful += last - job_start
-                stalled = seg.cut_ps - last
+                useful += max(0, last - job_start)
+                stalled = max(0, seg.cut_ps - last)  # none if stopped before the job started
+                done_iterations = st.first_iteration + len(ends)
             break
         a = seg.alarm
         alarm = a.time_ps
-        fault = _cycle_fault(st, alarm)
+        automatic = r.detector == "c4d" and a.component is not None
+        named = _isolation_target(a.component, st) if automatic else None
+        fault = _cycle_fault(st, a, named, seg.job_links)
         fault_local = alarm if fault is None else max(0, fault.cfg.at_ps - st.start_ps)
         valid = [(it, e) for it, e in info if e <= fault_local]
         kept, ckpt_local = (valid[-1][0] + 1, valid[-1][1]) if valid else (0, job_start)
@@ -228,7 +243,7 @@ def simulate(scenario: "Scenario", memory_limit=None, detector: Detector | None 
         post = max(0, fault_at - ckpt_local)
         detection = alarm - max(fault_at, ckpt_local)
         useful += ckpt_local - job_start
-        automatic = r.detector == "c4d" and a.component is not None
+        done_iterations = st.first_iteration + kept
         truth = None if fault is None else _fault_target(fault, st)
         row = {"cycle": len(cycles) + 1, "segment": k,
                "fault": None if fault is None else fault.index,
@@ -244,7 +259,7 @@ def simulate(scenario: "Scenario", memory_limit=None, detector: Detector | None 
                "diagnosis_isolation_ps": 0, "reinitialization_ps": 0}
         cycles.append(row)
         # People find the faulty component itself (the manual practice of Table 3).
-        target_of = _isolation_target(a.component, st) if automatic else truth
+        target_of = named if automatic else truth
         if fault is not None:
             row["correct"] = target_of is not None and target_of == truth
         _bind_struck_faults(st, alarm)
@@ -256,17 +271,25 @@ def simulate(scenario: "Scenario", memory_limit=None, detector: Detector | None 
             if not _isolate(st, target_of, row, host_name):
                 outcome, end_ps = "no_spare", st.start_ps + alarm
                 break
-        row["diagnosis_isolation_ps"] = r.isolation_ps if automatic else r.manual_diagnosis_ps
+        iso = r.isolation_ps if automatic else r.manual_diagnosis_ps
+        restart = st.start_ps + alarm + iso + r.reinit_ps
+        if s.stop_ps is not None and s.stop_ps < restart:
+            # The run ends during the downtime: its parts end at stop_ps too.
+            left = s.stop_ps - (st.start_ps + alarm)
+            row["diagnosis_isolation_ps"] = min(iso, left)
+            row["reinitialization_ps"] = left - row["diagnosis_isolation_ps"]
+            outcome, end_ps = "stopped", s.stop_ps
+            break
+        row["diagnosis_isolation_ps"] = iso
         row["reinitialization_ps"] = r.reinit_ps
-        restart = st.start_ps + alarm + row["diagnosis_isolation_ps"] + r.reinit_ps
         row["restart_ps"] = restart
         st.first_iteration += kept
         st.start_ps = restart
         st.restarts += 1
     if end_ps is None:  # stopped before a segment could start
         end_ps = s.stop_ps
-    summary = _summary(s, st, cycles, seg_rows, outcome, end_ps, useful, stalled, checkpoints, host_name, target,
-                       time.perf_counter() - wall0)
+    summary = _summary(s, st, cycles, seg_rows, outcome, end_ps, useful, stalled, checkpoints, done_iterations,
+                       host_name, target, time.perf_counter() - wall0)
     return RecoveryResults(summary=summary, resolved=s.resolved_dict(), recovery_arrow=_recovery_table(cycles),
                            jobs_arrow=_jobs_table(segments, seg_rows, cycles, s.jobs[0].name),
                            faults_arrow=_faults_truth(s), segments=[g.results for g in segments])
@@ -304,24 +327,93 @@ def _segment_scenario(s: "Scenario", st: _State, k: int, t) -> "Scenario":
     flows = [f.model_dump(by_alias=True, exclude_none=True) for f in s._explicit_flows(t)]
     d.pop("flows_csv", None)
     d["flows"] = [{**f, "start_ps": f["start_ps"] - g} for f in flows if f["start_ps"] >= g]
-    events = [e for e in d.get("link_events", []) if tuple(sorted(e["link"])) not in st.isolated_links]
-    events = [{**e, "at_ps": max(0, e["at_ps"] - g)} for e in events]
-    events += [{"at_ps": 0, "link": list(lk), "action": "down"} for lk in st.isolated_links]
-    d["link_events"] = events
-    d["faults"] = [f for f in (_segment_fault(x, st, g) for x in st.faults) if f is not None]
+    kept = [(x, _segment_fault(x, st, g)) for x in st.faults]
+    # A link fault that struck before the restart becomes link events: its
+    # effect joins the links' state at the restart, its later edges follow.
+    struck = [x for x in st.faults if x.cfg.kind not in RANK_KINDS and x.cfg.at_ps < g and not _isolated(x, st)]
+    d["link_events"] = _segment_link_events(d.get("link_events", []), struck, st, g)
+    d["faults"] = [f for x, f in kept if f is not None and x not in struck]
     seg = Scenario.from_dict(d, source=f"recovery segment {k}")
     seg._base_dir = s._base_dir
     return seg
 
 
-def _segment_fault(x: _Fault, st: _State, g: int) -> dict | None:
+def _segment_link_events(user: list, struck: list, st: _State, g: int) -> list:
+    """The segment's link events: for each link, its state at the restart
+    (the result of every earlier event, the user's and the struck faults',
+    in the order the simulator applied them: by time, the user's first at
+    a tie, as to_core lists them), then the later events shifted by ``g``;
+    an isolated link is down from 0 and nothing else changes it. Events are
+    per pair of nodes (every parallel link between them), as
+    ``[[link_events]]`` are; a rate is the first parallel link's."""
+    from ..fabric_schema import links_joining
+    from .faults import _host_node, _link_events
+
+    t = st.topology
+    names = [n["name"] for n in t.nodes]
+    index = {n: i for i, n in enumerate(names)}
+    evs = [(e["at_ps"], tuple(sorted(e["link"])), e["action"], e.get("rate_bps"), e.get("loss")) for e in user]
+    for x in struck:
+        f = x.cfg
+        if f.kind == "pcie_slow":
+            node = _host_node(f.host, t, index, "faults.host")
+            links = [(k, next(n for n in (t.links[k]["a"], t.links[k]["b"]) if n != node))
+                     for k, lk in enumerate(t.links) if node in (lk["a"], lk["b"])]
+            pairs = {}
+            for k, other in links:
+                pairs.setdefault(tuple(sorted((names[node], names[other]))), k)
+        else:
+            k = links_joining(t, index[f.link[0]], index[f.link[1]])[0]
+            pairs = {tuple(sorted(f.link)): k}
+        for pair, k in pairs.items():
+            evs += [(e["at_ps"], pair, e["action"], e["rate_bps"], e["loss"])
+                    for e in _link_events(f, k, t.links[k]["rate_bps"])]
+    evs = [e for e in sorted(evs, key=lambda e: e[0]) if e[1] not in st.isolated_links]  # stable: ties keep order
+    state: dict = {}  # pair -> {"down": bool, "rate": bps, "loss": p}
+    for at, pair, action, rate, loss in evs:
+        if at >= g:
+            continue
+        p = state.setdefault(pair, {})
+        if action in ("down", "up"):
+            p["down"] = action == "down"
+        elif action == "rate":
+            p["rate"] = rate
+        else:
+            p["loss"] = loss
+    out = []
+    for pair, p in state.items():
+        if "rate" in p:
+            out.append({"at_ps": 0, "link": list(pair), "action": "rate", "rate_bps": p["rate"]})
+        if "loss" in p:
+            out.append({"at_ps": 0, "link": list(pair), "action": "loss", "loss": p["loss"]})
+        if p.get("down"):
+            out.append({"at_ps": 0, "link": list(pair), "action": "down"})
+    out += [{"at_ps": 0, "link": list(lk), "action": "down"} for lk in st.isolated_links]
+    for at, pair, action, rate, loss in evs:
+        if at >= g:
+            e = {"at_ps": at - g, "link": list(pair), "action": action}
+            if action == "rate":
+                e["rate_bps"] = rate
+            elif action == "loss":
+                e["loss"] = loss
+            out.append(e)
+    return out
+
+
+def _isolated(x: _Fault, st: _State) -> bool:
+    """Whether the fault's component was taken out (it no longer reaches the job)."""
     f = x.cfg
-    if f.kind in RANK_KINDS and x.host is not None:
-        if x.host not in st.workers:
-            return None  # its host was isolated: the process on the spare is sound
-    if f.kind == "pcie_slow" and _host_of(f.host, st.topology) in st.isolated_hosts:
-        return None
-    if f.link is not None and tuple(sorted(f.link)) in st.isolated_links:
+    if f.kind in RANK_KINDS:
+        return x.host is not None and x.host not in st.workers  # the process on the spare is sound
+    if f.kind == "pcie_slow":
+        return _fault_host(f, st) in st.isolated_hosts
+    return tuple(sorted(f.link)) in st.isolated_links
+
+
+def _segment_fault(x: _Fault, st: _State, g: int) -> dict | None:
+    """The fault as the segment sees it (None: it no longer reaches the job's segment)."""
+    f = x.cfg
+    if _isolated(x, st):
         return None
     d = f.model_dump(exclude_none=True)
     if f.until_ps is not None:
@@ -342,7 +434,9 @@ def _run_segment(seg: "Scenario", detect: Detector, hosts: list, check_ps: int, 
     ``check_ps`` of simulated time, then after twice as long each time (the
     master's alarms carry the time their evidence existed, so the checks do
     not change them); stops at the first alarm, at the job's end, or when
-    nothing happens any more."""
+    nothing happens any more. An alarm at or after the job's last iteration
+    end (C4D's times are whole ns: within that ns too) finds a job already
+    done; one after ``stop_ps`` comes too late."""
     from ..engine import _collect, resolve_and_build
 
     sim, _ = resolve_and_build(seg, memory_limit)
@@ -355,9 +449,15 @@ def _run_segment(seg: "Scenario", detect: Detector, hosts: list, check_ps: int, 
         check_ps *= 2
         more = sim.run_until(now)
         tables = sim.app_tables()
-        finished = _finished(tables, job.iterations)
+        last_end = _last_end(tables, job.iterations)
+        finished = last_end is not None
         ccl, msgs = _telemetry(sim, tables, job)
         alarm = detect(ccl, msgs, hosts, now if more else FOREVER_PS)
+        if alarm is not None and finished and alarm.time_ps >= last_end - last_end % 1000:
+            alarm = None
+        if alarm is not None and stop is not None and alarm.time_ps > stop:
+            alarm, now, stopped = None, stop, True
+            break
         if alarm is not None or finished or not more:
             break
         if stop is not None and now >= stop:
@@ -371,15 +471,16 @@ def _run_segment(seg: "Scenario", detect: Detector, hosts: list, check_ps: int, 
     cut = seg if finished else seg.replace(stop_ps=max(now, 1))
     cut._base_dir = seg._base_dir
     res = _collect(cut, sim, time.perf_counter() - wall0)
-    return _Segment(seg, res, alarm, now, finished, stopped)
+    return _Segment(seg, res, alarm, now, finished, stopped, _crossed_links(msgs, job.name))
 
 
-def _finished(tables: dict, iterations: int) -> bool:
+def _last_end(tables: dict, iterations: int) -> Optional[int]:
+    """The end of the job's last iteration at its last worker (None: not every worker ended it yet)."""
     it = tables.get("job_iterations")
     if not it or not it["job"]:
-        return False
+        return None
     last = [e for i, e in zip(it["iteration"], it["end_ps"]) if i == iterations - 1]
-    return bool(last) and all(e is not None for e in last)
+    return max(last) if last and all(e is not None for e in last) else None
 
 
 def _telemetry(sim, tables: dict, job):
@@ -388,11 +489,21 @@ def _telemetry(sim, tables: dict, job):
     from ..ccl import from_jobs
     from ..results import messages_table
 
+    msgs = messages_table(sim.messages()).to_pandas()
     jc = tables.get("job_ccl")
     if not jc or not jc["job"]:
-        return pd.DataFrame(columns=["op_id", "rank", "post_mono_ns"]), None
-    ccl = from_jobs(jc, {job.name: str(job.allreduce)}, 0).to_pandas()
-    return ccl, messages_table(sim.messages()).to_pandas()
+        # No allreduce has begun yet: nothing for the detectors to read.
+        return pd.DataFrame(columns=["op_id", "rank", "post_mono_ns"]), msgs
+    return from_jobs(jc, {job.name: str(job.allreduce)}, 0).to_pandas(), msgs
+
+
+def _crossed_links(msgs, job: str) -> set:
+    """(a, b) node names, sorted, of every link a message of the job crossed."""
+    out = set()
+    for p in msgs.loc[msgs["app"] == job, "path"].unique():
+        nodes = [x for x in str(p).split() if x != ">"]
+        out.update(tuple(sorted(ab)) for ab in zip(nodes, nodes[1:]))
+    return out
 
 
 def _checkpoints(res: "Results", n: int) -> list[tuple[int, int]]:
@@ -419,40 +530,59 @@ def _iteration_ends(res: "Results", n: int) -> list[int]:
 
 
 # ---------------------------------------------------------------- faults and isolation
-def _touches_job(x: _Fault, st: _State) -> bool:
-    """Whether a fault can affect the job now (one on a host it left cannot)."""
-    f, t = x.cfg, st.topology
+def _fault_host(f: FaultConfig, st: _State) -> int:
+    """The host index of a ``pcie_slow`` fault's host."""
+    from .faults import _host_node
+
+    t = st.topology
+    node = _host_node(f.host, t, {n["name"]: i for i, n in enumerate(t.nodes)}, "faults.host")
+    return t.hosts.index(node)
+
+
+def _affects_job(x: _Fault, st: _State, job_links: set) -> bool:
+    """Whether a fault can affect the job now: a rank or host fault on one
+    of its hosts; a host's access link of one of its hosts; a fabric link
+    that a message of the job crossed in the segment."""
+    f = x.cfg
     if f.kind in RANK_KINDS:
         return x.host is None or x.host in st.workers
     if f.kind == "pcie_slow":
-        h = _host_of(f.host, t)
-        return h in st.workers
-    hosts = [h for h in (_host_of(n, t) for n in f.link) if h is not None]
-    return not hosts or any(h in st.workers for h in hosts)
+        return _fault_host(f, st) in st.workers
+    hosts = [st.hosts_by_name[n] for n in f.link if n in st.hosts_by_name]
+    if hosts:
+        return any(h in st.workers for h in hosts)
+    return tuple(sorted(f.link)) in job_links
 
 
-def _host_of(name, t) -> Optional[int]:
-    if isinstance(name, int):
-        return name
-    for h, node in enumerate(t.hosts):
-        if t.nodes[node]["name"] == name:
-            return h
-    return None
+def _is_hang(syndrome: str) -> bool:
+    return syndrome.endswith("hang")
 
 
-def _cycle_fault(st: _State, alarm_local: int) -> Optional[_Fault]:
-    """The fault a cycle is charged to: the earliest in force by the alarm
-    that can affect the job (none: a false alarm)."""
+def _cycle_fault(st: _State, alarm, named, job_links: set) -> Optional[_Fault]:
+    """The fault a cycle is charged to: the one the alarm is about. Among the
+    faults in force by the alarm that can affect the job: the earliest whose
+    component is the one C4D named (``named``: its isolation target); else
+    the earliest whose kind shows the alarm's kind of syndrome (a hang or a
+    slowdown; faults.SYNDROME); else the earliest. None: a false alarm. A
+    fault that raised no alarm is not charged and leaves the checkpoints
+    taken after it valid."""
     cands = []
     for x in st.faults:
-        if x.cfg.at_ps - st.start_ps > alarm_local:
+        if x.cfg.at_ps - st.start_ps > alarm.time_ps:
             continue
         if x.cfg.until_ps is not None and x.cfg.until_ps <= st.start_ps:
             continue
-        if _segment_fault(x, st, st.start_ps) is None or not _touches_job(x, st):
+        if _segment_fault(x, st, st.start_ps) is None or not _affects_job(x, st, job_links):
             continue
         cands.append(x)
-    return min(cands, key=lambda x: (x.cfg.at_ps, x.index), default=None)
+    cands.sort(key=lambda x: (x.cfg.at_ps, x.index))
+    for rule in (lambda x: named is not None and _fault_target(x, st) == named,
+                 lambda x: _is_hang(SYNDROME[x.cfg.kind]) == _is_hang(alarm.syndrome),
+                 lambda x: True):
+        hit = [x for x in cands if rule(x)]
+        if hit:
+            return hit[0]
+    return None
 
 
 def _bind_struck_faults(st: _State, alarm_local: int) -> None:
@@ -474,32 +604,31 @@ def _fault_target(x: _Fault, st: _State):
     """What isolating the fault's own component takes out."""
     if x.cfg.kind in RANK_KINDS:
         return ("host", x.host if x.host is not None else st.workers[x.cfg.rank])
-    return _isolation_target(component(x.cfg, st.job)[1], st)
+    if x.cfg.kind == "pcie_slow":
+        return ("host", _fault_host(x.cfg, st))
+    return _isolation_target(link_name(*x.cfg.link), st)
 
 
-def _isolation_target(name: str, st: _State):
+def _isolation_target(name: Optional[str], st: _State):
     """What isolating a named component takes out: ('host', index) for a
     rank (its host), a host, or a host's access link (the server with its
     NIC and cable); ('link', (a, b)) for a fabric link (C4P isolates faulty
     leaf-spine links, section 3.2). None for a name not in the topology."""
-    t, workers = st.topology, st.workers
+    if name is None:
+        return None
+    workers = st.workers
     if name.startswith(f"{st.job}:") and name[len(st.job) + 1:].isdigit():
         r = int(name[len(st.job) + 1:])
         return ("host", workers[r]) if r < len(workers) else None
-    h = _host_of(name, t)
-    if h is not None:
-        return ("host", h)
-    nodes = {n["name"] for n in t.nodes}
-    parts = name.split("-")
-    for i in range(1, len(parts)):
-        a, b = "-".join(parts[:i]), "-".join(parts[i:])
-        if a in nodes and b in nodes:
-            for end in (a, b):
-                h = _host_of(end, t)
-                if h is not None:
-                    return ("host", h)
-            return ("link", tuple(sorted((a, b))))
-    return None
+    if name in st.hosts_by_name:
+        return ("host", st.hosts_by_name[name])
+    ends = st.links_by_name.get(name)
+    if ends is None:
+        return None
+    for end in ends:
+        if end in st.hosts_by_name:
+            return ("host", st.hosts_by_name[end])
+    return ("link", ends)
 
 
 def _isolate(st: _State, target, row: dict, host_name) -> bool:
@@ -527,16 +656,16 @@ def _isolate(st: _State, target, row: dict, host_name) -> bool:
 
 
 # ---------------------------------------------------------------- outputs
-def _summary(s, st, cycles, seg_rows, outcome, end_ps, useful, stalled, checkpoints, host_name, target, wall_s):
+def _summary(s, st, cycles, seg_rows, outcome, end_ps, useful, stalled, checkpoints, done, host_name, target,
+             wall_s):
     from .. import __version__
 
     r = s.recovery
     parts = {p: sum(c[f"{p}_ps"] for c in cycles) for p in PARTS}
     down = sum(parts.values())
     start = s.jobs[0].start_ps
-    wall = (end_ps or start) - start
+    wall = max(0, (end_ps or start) - start)
     pct = (lambda v: 100 * v / wall if wall > 0 else 0.0)
-    done = target if outcome == "completed" else st.first_iteration
     return {
         "fabriclab_version": __version__, "scenario": s.name, "seed": s.seed,
         "recovery": {

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ..schema_base import U32_MAX, Delay, ScenarioError, _Strict
 from ..units import TimePs
@@ -47,6 +47,16 @@ class RecoveryConfig(_Strict):
                            list[Union[Annotated[int, Field(ge=0)], str]]]] = None
     # Restarts before the job is given up.
     max_restarts: int = Field(10, ge=0, le=U32_MAX)
+
+    @field_validator("spares", mode="before")
+    @classmethod
+    def _no_booleans(cls, v):
+        # TOML's true/false would pass as the counts 1/0.
+        items = v if isinstance(v, list) else [v]
+        if any(isinstance(x, bool) for x in items):
+            raise ValueError("true/false is not a spare pool: give a count of hosts (an integer >= 0) or a list "
+                             "of host indices or names")
+        return v
 
 
 def check_scenario(s) -> None:

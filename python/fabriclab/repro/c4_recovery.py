@@ -39,11 +39,12 @@ def scenario(i: int, quick: bool, detector: str) -> tuple[dict, dict]:
     leaves = n // HOSTS_PER_LEAF + 1  # a leaf more for the spares
     hosts = rng.sample(range(n + HOSTS_PER_LEAF - 1), n)
     rank = rng.randrange(n)
-    # After 12 to 28 iterations of about 5 ms (compute and the ring).
-    at_ps = int(rng.uniform(12, 28) * 5 * MS)
+    # After 12 to 28 iterations, as the job runs them: x measured iterations
+    # and the checkpoint pauses taken before iteration x.
+    x = rng.uniform(12, 28)
     kinds = {k.name: k for k in dt.TABLE1}
     practice = PRACTICES[detector]
-    f = {"kind": kind, "at_ps": at_ps}
+    f = {"kind": kind, "at_ps": 0}
     if kind in ("crash", "hang"):
         f["rank"] = rank
     elif kind == "compute_slow":
@@ -65,7 +66,22 @@ def scenario(i: int, quick: bool, detector: str) -> tuple[dict, dict]:
          "recovery": {"detector": detector, "isolation_ps": int((practice.auto_isolation_s or 0) * S),
                       "manual_diagnosis_ps": int(kinds[TABLE1_KIND[kind]].manual_diagnosis_s * S),
                       "reinit_ps": int(practice.reinit_s * S)}}
+    f["at_ps"] = at_ps = int(x * iteration_ps(s)) + int(x) // CHECKPOINT_EVERY * CHECKPOINT_PS
     return s, {"scenario": i, "detector": detector, "kind": kind, "ranks": n, "fault_ps": at_ps}
+
+
+def iteration_ps(s: dict, iterations: int = 5) -> float:
+    """The median iteration time of scenario ``s``'s job without faults or
+    checkpoints, from a short plain run of its first iterations."""
+    from ..engine import simulate
+    from ..scenario import Scenario
+
+    d = {k: v for k, v in s.items() if k not in ("faults", "recovery")}
+    job = {k: v for k, v in s["jobs"][0].items() if k not in ("checkpoint_iterations", "checkpoint_ps")}
+    d["jobs"] = [job | {"iterations": iterations}]
+    d["outputs"] = {"flows": False, "links": False, "messages": False}
+    ends = simulate(Scenario.from_dict(d)).jobs.groupby("iteration").end_ps.max().sort_index()
+    return float(ends.diff().dropna().median())
 
 
 def run_one(args) -> dict:
