@@ -156,7 +156,11 @@ impl CollectiveApp {
             if g.src_ports.is_empty() {
                 return Err(format!("{}: qps[{k}]: src_ports is empty", spec.name));
             }
-            if let Some(r) = g.repaths.iter().find(|r| r.qp as usize >= g.src_ports.len()) {
+            if let Some(r) = g
+                .repaths
+                .iter()
+                .find(|r| r.qp as usize >= g.src_ports.len())
+            {
                 return Err(format!(
                     "{}: qps[{k}].repaths: qp {} out of range (0..{})",
                     spec.name,
