@@ -77,9 +77,10 @@ def test_two_cut_qps_take_the_two_free_spines():
     assert m.load[(LEAF0, SPINE1)] == 2 and m.load[(LEAF0, SPINE2)] == 2
 
 
-def test_dlb_sends_on_the_repathed_qp_and_loses_no_byte():
+def _pair_with_repath(repath_qp: int = 0):
     """A 2-rank ring allreduce of 8 MiB, each direction over two QPs; the
-    link of rank 0's QP 0 fails at 20 us, the master re-paths it at 30 us."""
+    link of rank 0's QP 0 fails at 20 us, the master re-paths it at 30 us
+    (the repath names QP ``repath_qp``)."""
     from fabriclab._core import Simulator
     from fabriclab.collectives.rings import ring_allreduce
     from fabriclab.collectives.run import collective_spec
@@ -91,12 +92,11 @@ def test_dlb_sends_on_the_repathed_qp_and_loses_no_byte():
     spec = collective_spec(plan, t, [0, 1], name="pair")
     groups = [{"rank": 0, "peer": 1, "src_ports": m.allocate(0, 1, 2)},
               {"rank": 1, "peer": 0, "src_ports": m.allocate(1, 0, 2)}]
-    old = groups[0]["src_ports"][0]
-    assert Router(t, SEED).path(0, 1, old)[2:4] == [LEAF0, SPINE0]
+    assert Router(t, SEED).path(0, 1, groups[0]["src_ports"][0])[2:4] == [LEAF0, SPINE0]
     moved = m.fail([("leaf0", "spine0")])
     # Rank 1's QPs came after rank 0's: spine2 (left, leaf2 -> leaf0) and spine3, not the dead link.
     assert list(moved) == [(0, 1, 0)]
-    groups[0]["repaths"] = [{"at_ps": 30_000_000, "qp": 0, "src_port": moved[(0, 1, 0)]}]
+    groups[0]["repaths"] = [{"at_ps": 30_000_000, "qp": repath_qp, "src_port": moved[(0, 1, 0)]}]
     spec.update({"qps": groups, "balance": "dlb", "qp_depth": 2})
     core = Scenario.from_dict({"backend": "flow", "flow_model": "fluid",
                                "link_events": [{"at_ps": 20_000_000, "link": ["leaf0", "spine0"], "action": "down"}],
@@ -104,6 +104,11 @@ def test_dlb_sends_on_the_repathed_qp_and_loses_no_byte():
     core["collectives"] = [spec]
     sim = Simulator(json.dumps(core))
     sim.run_until(2**63)
+    return sim, plan, moved
+
+
+def test_dlb_sends_on_the_repathed_qp_and_loses_no_byte():
+    sim, plan, moved = _pair_with_repath()
     tabs = sim.app_tables()
     q = tabs["qps"]
     sent = sum(s.bytes for s in plan.ranks[0] if s.op == "send")
@@ -118,3 +123,16 @@ def test_dlb_sends_on_the_repathed_qp_and_loses_no_byte():
     # master's pick), none over the dead link.
     assert any("s0.nic0 > leaf0 > spine1 > leaf2" in p for p in late)
     assert not any("leaf0 > spine0" in p for p in late)
+
+
+def test_repathed_runs_are_identical():
+    a, _, _ = _pair_with_repath()
+    b, _, _ = _pair_with_repath()
+    assert a.app_tables() == b.app_tables() and a.messages() == b.messages()
+
+
+def test_a_repath_of_a_missing_qp_is_refused_by_name():
+    import pytest
+
+    with pytest.raises(ValueError, match=r"qps\[0\]\.repaths: qp 2 out of range \(0\.\.2\)"):
+        _pair_with_repath(repath_qp=2)
