@@ -88,7 +88,8 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
         "collectives": [{"name": "file", "plan": "ring.json", "hosts": [1, 2], "start_ps": "10us", "class": 1,
                          "reduce_bps": "100Gbps", "send_overhead_ps": "1us", "persistent_connections": True},
                         {"name": "hd", "planner": "halving-doubling", "op": "allreduce", "size_bytes": "64KB",
-                         "ranks": 4, "qps": [{"rank": 0, "peer": 1, "src_ports": [50000, 50001]}],
+                         "ranks": 4, "qps": [{"rank": 0, "peer": 1, "src_ports": [50000, 50001],
+                                  "repaths": [{"at_ps": "5us", "qp": 1, "src_port": 50002}]}],
                          "balance": "dlb", "qp_depth": 2},
                         {"name": "rs", "planner": "ring", "op": "reduce_scatter", "size_bytes": "32KB",
                          "chunk_bytes": "4KB", "hosts": [3, 2, 1, 0]}],
@@ -302,6 +303,7 @@ TRANSLATED = {
     # the controller builds each aggregating job's trees, window and timeout
     "AggregationConfig": ("AggregationSpec", {"timeout_ps"}, {"jobs"}),
     "QpGroupConfig": ("QpGroupSpec", set(), set()),
+    "QpRepathConfig": ("RepathSpec", set(), set()),
 }
 # Models the core never sees as such (resolved into other data, or Python-only).
 NOT_IN_CORE = {"StarTopology": "built into topology.nodes/links", "LeafSpineTopology": "built into topology.nodes/links",

@@ -155,6 +155,15 @@ COLLECTIVE_PLANNERS = {
 }
 
 
+class QpRepathConfig(_Strict):
+    """QP ``qp`` of the group takes source port ``src_port`` from ``at_ps`` on
+    (a path manager re-allocating it; docs/c4p.md)."""
+
+    at_ps: Delay
+    qp: int = Field(ge=0, le=U32_MAX)
+    src_port: int = Field(ge=0, le=65535)
+
+
 class QpGroupConfig(_Strict):
     """The queue pairs of one rank pair of a collective (docs/c4p.md)."""
 
@@ -162,6 +171,7 @@ class QpGroupConfig(_Strict):
     peer: int = Field(ge=0, le=U32_MAX)
     # One QP per source port (the port the ECMP hash reads).
     src_ports: list[Annotated[int, Field(ge=0, le=65535)]] = Field(min_length=1)
+    repaths: list[QpRepathConfig] = Field(default_factory=list)
 
 
 class CollectiveConfig(_Strict):

@@ -26,6 +26,11 @@ from .testbed import GPUS_PER_SERVER, Router, Testbed
 
 REDUCE_BPS = 8 * 1_100 * 10**9  # H800 HBM3 3.35 TB/s over three streams (two reads, one write)
 SEND_OVERHEAD_PS = 1_000_000  # 1 us per message, as the collectives' default (scenario.py)
+# The master's reaction to a link failure (repath). The paper gives none; its
+# figure 11 spans many seconds of allreduces, ours a few ms, so any reaction
+# on its time scale would be invisible there. 10 us: short against one of our
+# allreduces (0.1-0.5 ms), and after the switches' own rerouting.
+REPATH_DELAY_PS = 10_000_000
 
 
 @dataclass
@@ -65,6 +70,8 @@ class RunConfig:
     iterations: int = 1
     link_events: list[dict] = field(default_factory=list)
     faulty: list[tuple[str, str]] = field(default_factory=list)  # known to the master before the jobs start
+    # C4P: the master gives the QPs a link failure cut new paths REPATH_DELAY_PS after it (Master.fail).
+    repath: bool = False
     seed: int = 0
     # Scenario fields beside the defaults, e.g. the packet backend with DCQCN
     # over PFC ({"backend": "packet", "transport": {"cc": "dcqcn"}, ...}).
@@ -147,6 +154,23 @@ class RunResult:
     messages: object = None  # pandas DataFrame of messages.parquet's columns, with keep_messages
 
 
+def _repaths(master: Master | None, cfg: RunConfig, specs: list[dict], jobs: list[Job], topo: Testbed) -> None:
+    """Adds to the QP groups the master's new source ports after each link
+    that goes down (in time order), REPATH_DELAY_PS after it."""
+    if master is None:
+        raise ValueError("repath: only with mode 'c4p' (the master re-allocates paths)")
+    group_of = {}
+    for spec, job in zip(specs, jobs):
+        hosts = job.hosts(topo)
+        for g in spec["qps"]:
+            g["repaths"] = []
+            group_of[(hosts[g["rank"]], hosts[g["peer"]])] = g
+    for ev in sorted((e for e in cfg.link_events if e["action"] == "down"), key=lambda e: e["at_ps"]):
+        for (src, dst, k), port in master.fail([tuple(ev["link"])]).items():
+            group_of[(src, dst)]["repaths"].append({"at_ps": ev["at_ps"] + REPATH_DELAY_PS, "qp": k,
+                                                   "src_port": port})
+
+
 def run_jobs(topo: Testbed, jobs: list[Job], cfg: RunConfig, master: Master | None = None) -> RunResult:
     """Runs the jobs together on the flow backend (fluid max-min rates)."""
     import pandas as pd
@@ -178,6 +202,8 @@ def run_jobs(topo: Testbed, jobs: list[Job], cfg: RunConfig, master: Master | No
             src_ports[(job.name, a, b)] = ports
         spec.update({"qps": groups, "balance": cfg.balance, "qp_depth": cfg.qp_depth})
         specs.append(spec)
+    if cfg.repath:
+        _repaths(master, cfg, specs, jobs, topo)
     net = {"backend": "flow", "flow_model": "fluid", "seed": cfg.seed,
            "link_events": cfg.link_events, "routing": {"resilient_hash": True}}
     net.update(cfg.network)

@@ -17,6 +17,15 @@ ECMP hash maps onto that path.
   is the first one, probing upwards from a per-connection start, that the
   hash maps onto the chosen path.
 
+- Re-pathing after a failure (``fail``): the master takes the failed link
+  out of its view, probes again (the switches now hash the failed link's
+  flows over the surviving links, resiliently), and gives every QP it had
+  placed over that link a new source port, by the same rule as above, with
+  the QP's old path taken off the load. The paper's master "isolates and
+  discards malfunctioning links" and allocates paths by source port; doing
+  so for the QPs a failure cut, while the job runs, is our reading of how a
+  failed QP gets a healthy path again (docs/c4p.md).
+
 Without C4P (``ecmp_src_ports``) the QPs draw random source ports; the bond
 still puts QP k on the port of side k mod 2 (RoCE LAG's QP-to-port
 affinity), and everything after the first hop is the hash's.
@@ -48,11 +57,14 @@ class Master:
     def __init__(self, topo: Testbed, faulty: list[tuple[str, str]] = (), seed: int = 0, ecmp_hash_seed: int = 0):
         self.topo = topo
         self.faulty = [tuple(x) for x in faulty]
+        self.ecmp_hash_seed = ecmp_hash_seed
         self.router = Router(without_links(topo, self.faulty), ecmp_hash_seed)
         self.rng = random.Random(seed)
         self.load: Counter = Counter()  # directed link (a, b) -> QPs placed on it
         self.spine_load: Counter = Counter()  # spine node -> QPs placed through it
         self.catalog: dict[tuple[int, int], list[int]] = {}  # (leaf a, leaf b) -> spines with a healthy path
+        # Every QP placed: (src host, dst host, qp index) -> [source port, node path].
+        self.placed: dict[tuple[int, int, int], list] = {}
         self.probe()
 
     def _port(self, start: int, k: int) -> int:
@@ -88,35 +100,55 @@ class Master:
 
     def allocate(self, src_host: int, dst_host: int, qps: int) -> list[int]:
         """Source ports of ``qps`` QPs from GPU host ``src_host`` to ``dst_host``."""
+        start = self.rng.randrange(SRC_PORT_SPAN)
+        return [self._place(src_host, dst_host, k, start) for k in range(qps)]
+
+    def _place(self, src_host: int, dst_host: int, k: int, start: int) -> int:
+        """Places QP ``k`` on the least-loaded healthy path of its side; its source port."""
         t = self.topo
         gs, gd = t.hosts[src_host], t.hosts[dst_host]
         src_nic = next(n for n in t.ports if any({lk["a"], lk["b"]} == {gs, n} for lk in t.links))
         dst_nic = next(n for n in t.ports if any({lk["a"], lk["b"]} == {gd, n} for lk in t.links))
+        side = k % 2
+        la, lb = t.ports[src_nic][side], t.ports[dst_nic][side]
+        if la == lb:
+            wanted = [[gs, src_nic, la, dst_nic, gd]]
+        else:
+            wanted = [[gs, src_nic, la, sp, lb, dst_nic, gd] for sp in self.catalog.get((la, lb), [])]
+        if not wanted:
+            raise AllocationError(f"no healthy path from {t.name(la)} to {t.name(lb)}")
+        wanted.sort(key=lambda p: (max(self.load[e] for e in self._links(p)), self.spine_load[p[3]],
+                                   sum(self.load[e] for e in self._links(p)), p[3]))
+        for path in wanted:
+            port = self._search(src_host, dst_host, path, start)
+            if port is not None:
+                break
+        else:
+            raise AllocationError(f"no source port maps {t.name(gs)} -> {t.name(gd)} onto a wanted path")
+        self._count(path, +1)
+        self.placed[(src_host, dst_host, k)] = [port, path]
+        return port
+
+    def _count(self, path: list[int], n: int) -> None:
+        for e in self._links(path):
+            self.load[e] += n
+        if len(path) == 7:
+            self.spine_load[path[3]] += n
+
+    def fail(self, links: list[tuple[str, str]]) -> dict[tuple[int, int, int], int]:
+        """The named links have failed while the jobs run (the switches hash
+        resiliently): re-probes, then gives every placed QP whose path
+        crossed one of them a new source port. {(src host, dst host, qp): port}."""
+        self.faulty += [tuple(x) for x in links]
+        self.router = Router(self.topo, self.ecmp_hash_seed, down=self.faulty, resilient_hash=True)
+        self.probe()
+        dead = {frozenset((self.topo.index(a), self.topo.index(b))) for a, b in self.faulty}
+        cut = sorted(key for key, (_, path) in self.placed.items()
+                     if any(frozenset(e) in dead for e in self._links(path)))
+        for key in cut:
+            self._count(self.placed[key][1], -1)
         start = self.rng.randrange(SRC_PORT_SPAN)
-        ports = []
-        for k in range(qps):
-            side = k % 2
-            la, lb = t.ports[src_nic][side], t.ports[dst_nic][side]
-            if la == lb:
-                wanted = [[gs, src_nic, la, dst_nic, gd]]
-            else:
-                wanted = [[gs, src_nic, la, sp, lb, dst_nic, gd] for sp in self.catalog.get((la, lb), [])]
-            if not wanted:
-                raise AllocationError(f"no healthy path from {t.name(la)} to {t.name(lb)}")
-            wanted.sort(key=lambda p: (max(self.load[e] for e in self._links(p)), self.spine_load[p[3]],
-                                       sum(self.load[e] for e in self._links(p)), p[3]))
-            for path in wanted:
-                port = self._search(src_host, dst_host, path, start)
-                if port is not None:
-                    break
-            else:
-                raise AllocationError(f"no source port maps {t.name(gs)} -> {t.name(gd)} onto a wanted path")
-            for e in self._links(path):
-                self.load[e] += 1
-            if len(path) == 7:
-                self.spine_load[path[3]] += 1
-            ports.append(port)
-        return ports
+        return {key: self._place(*key, start) for key in cut}
 
     def _search(self, src_host: int, dst_host: int, path: list[int], start: int) -> int | None:
         for k in range(PROBES):

@@ -110,15 +110,23 @@ def without_links(t: Testbed, down: list[tuple[str, str]]) -> Testbed:
 
 class Router:
     """The switches' ECMP as the core computes it, for one topology: which
-    node path a connection with a given source port takes."""
+    node path a connection with a given source port takes. With ``down``
+    (node-name pairs), those links are down, as after a failure mid-run:
+    with ``resilient_hash`` the switches keep every other flow in place and
+    hash only the dead link's flows again (docs/c4p.md)."""
 
-    def __init__(self, topo, ecmp_hash_seed: int = 0):
+    def __init__(self, topo, ecmp_hash_seed: int = 0, down: list[tuple[str, str]] = (),
+                 resilient_hash: bool = False):
         from .._core import Simulator
         from ..scenario import Scenario
 
-        core = Scenario.from_dict({"backend": "flow", "routing": {"ecmp_hash_seed": ecmp_hash_seed}}).to_core(
-            topology_data=topo)
+        core = Scenario.from_dict({
+            "backend": "flow", "routing": {"ecmp_hash_seed": ecmp_hash_seed, "resilient_hash": resilient_hash},
+            "link_events": [{"at_ps": 0, "link": list(lk), "action": "down"} for lk in down],
+        }).to_core(topology_data=topo)
         self._sim = Simulator(json.dumps(core))
+        if down:
+            self._sim.run_until(0)
 
     def path(self, src_host: int, dst_host: int, src_port: int) -> list[int] | None:
         return self._sim.ecmp_path(src_host, dst_host, src_port)

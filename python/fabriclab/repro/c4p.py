@@ -139,8 +139,9 @@ def fig11(out_dir: Path, quick: bool = False) -> dict:
     events = [{"at_ps": down_ps, "link": list(FAILED_LINK), "action": "down"}]
     rows, tables, summary, ports = [], [], {}, []
     for balance in ("split", "dlb"):
+        # DLB runs with the master re-pathing the QPs the failure cut; static keeps the switches' rerouting.
         cfg = RunConfig(mode="c4p", balance=balance, qps=4, qp_depth=4, size_bytes=size, iterations=iterations,
-                        link_events=events, snapshots_ps=[k * SNAPSHOT_PS for k in range(1, 3 * down_ps // SNAPSHOT_PS)])
+                        link_events=events, repath=balance == "dlb", snapshots_ps=[k * SNAPSHOT_PS for k in range(1, 3 * down_ps // SNAPSHOT_PS)])
         res = run_jobs(t, jobs, cfg)
         name = "static" if balance == "split" else "dlb"
         after = []

@@ -87,6 +87,8 @@ pub struct StepTime {
 const TOKEN_START: u64 = 0;
 const TOKEN_SEND: u64 = 1;
 const TOKEN_RECV_DONE: u64 = 2;
+/// `rank` is the QP group, `step` the index of the group's repath.
+const TOKEN_REPATH: u64 = 3;
 
 fn token(kind: u64, rank: u32, step: u32) -> u64 {
     kind << 56 | (rank as u64) << 28 | step as u64
@@ -153,6 +155,18 @@ impl CollectiveApp {
             }
             if g.src_ports.is_empty() {
                 return Err(format!("{}: qps[{k}]: src_ports is empty", spec.name));
+            }
+            if let Some(r) = g
+                .repaths
+                .iter()
+                .find(|r| r.qp as usize >= g.src_ports.len())
+            {
+                return Err(format!(
+                    "{}: qps[{k}].repaths: qp {} out of range (0..{})",
+                    spec.name,
+                    r.qp,
+                    g.src_ports.len()
+                ));
             }
             if group_of.insert((g.rank, g.peer), k).is_some() {
                 return Err(format!(
@@ -344,6 +358,11 @@ impl App for CollectiveApp {
     fn start(&mut self, api: &mut Api) {
         api.schedule(self.spec.start_ps, token(TOKEN_START, 0, 0));
         self.note_routes(api);
+        for (g, spec) in self.spec.qps.iter().enumerate() {
+            for (k, r) in spec.repaths.iter().enumerate() {
+                api.schedule(r.at_ps, token(TOKEN_REPATH, g as u32, k as u32));
+            }
+        }
     }
 
     fn on_routing_changed(&mut self, api: &mut Api) {
@@ -388,6 +407,19 @@ impl App for CollectiveApp {
                     .expect("started")
                     .reduced(&self.graph, r, i, &mut self.actions);
                 self.apply(api);
+            }
+            TOKEN_REPATH => {
+                let (g, k) = (r as usize, i as usize);
+                let rp = self.spec.qps[g].repaths[k];
+                let (src, dst) = (
+                    self.spec.rank_hosts[self.groups[g].rank as usize],
+                    self.spec.rank_hosts[self.groups[g].peer as usize],
+                );
+                let route = api.ecmp_route(src, dst, rp.src_port);
+                self.groups[g].repath(rp.qp as usize, rp.src_port, route);
+                if self.spec.balance == Balance::Dlb {
+                    self.dispatch(api, g);
+                }
             }
             _ => unreachable!("unknown collective timer"),
         }

@@ -16,6 +16,12 @@
 //!   not yet measured counts as fastest. A QP whose route routing moved
 //!   (a link of it failed) is retired: no message goes on it from then on,
 //!   unless every QP of the pair is retired.
+//!
+//! A path manager may move a QP onto a new source port at a given time
+//! (`repaths`): the C4P master re-allocating the QPs whose path crossed a
+//! failed link. From then on the QP's messages take the new port's route;
+//! the QP is in service again and unmeasured (it counts as fastest until
+//! its first message on the new path completes).
 
 use serde::Deserialize;
 use std::collections::VecDeque;
@@ -28,6 +34,18 @@ pub struct QpGroupSpec {
     pub peer: u32,
     /// One source port per QP.
     pub src_ports: Vec<u16>,
+    /// Source-port changes during the run, in any order.
+    #[serde(default)]
+    pub repaths: Vec<RepathSpec>,
+}
+
+/// QP `qp` of the group takes source port `src_port` from `at_ps` on.
+#[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RepathSpec {
+    pub at_ps: u64,
+    pub qp: u32,
+    pub src_port: u16,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
@@ -95,6 +113,17 @@ impl QpGroup {
             .map(|(i, _)| i)
     }
 
+    /// QP `q` moves to `src_port`, whose route is now `route`: back in
+    /// service, its completion times forgotten (messages already out keep
+    /// the path they were sent on).
+    pub fn repath(&mut self, q: usize, src_port: u16, route: Option<Vec<u32>>) {
+        let qp = &mut self.qps[q];
+        qp.src_port = src_port;
+        qp.route = route;
+        qp.retired = false;
+        qp.recent_ps_per_kib = None;
+    }
+
     /// A message of `bytes` went out on QP `q`.
     pub fn sent(&mut self, q: usize, bytes: u64) {
         let qp = &mut self.qps[q];
@@ -134,6 +163,7 @@ mod tests {
             rank: 0,
             peer: 1,
             src_ports: (0..n as u16).map(|i| 5000 + i).collect(),
+            repaths: Vec::new(),
         })
     }
 
@@ -169,6 +199,24 @@ mod tests {
         assert_eq!(g.pick(1), None); // QP 0 has room but is retired
         g.qps[1].retired = true;
         assert_eq!(g.pick(1), Some(0));
+    }
+
+    #[test]
+    fn a_repathed_qp_is_back_in_service_and_counts_as_fastest() {
+        let mut g = group(2);
+        for (q, t) in [(0, 300), (1, 100)] {
+            g.sent(q, 1024);
+            g.completed(q, 1024, t);
+        }
+        g.qps[1].retired = true;
+        assert_eq!(g.pick(4), Some(0)); // the only QP in service
+        g.repath(1, 6001, Some(vec![7, 8]));
+        assert_eq!(g.qps[1].src_port, 6001);
+        assert_eq!(g.pick(4), Some(1)); // unmeasured: 0 ps per KiB beats 300
+        g.sent(1, 2048);
+        g.completed(1, 2048, 1000); // first sample on the new path: 500 ps per KiB
+        assert_eq!(g.qps[1].recent_ps_per_kib, Some(500));
+        assert_eq!(g.pick(4), Some(0)); // 300 < 500
     }
 
     #[test]
