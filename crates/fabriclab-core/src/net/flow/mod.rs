@@ -21,7 +21,7 @@ use crate::fabric::aggregation::AggregationSpec;
 use crate::fabric::frame::wire_bytes;
 use crate::fabric::topology::Topology;
 use crate::time::PS_PER_S;
-use maxmin::{max_min_rates, FlowDemand};
+use maxmin::{FlowDemand, MaxMin};
 use std::collections::HashMap;
 use tcp::{
     full_and_ack_wire, ser_ps, FlowModel, FlowView, Holder, QueueEstimate, ShortFlowSpec,
@@ -112,7 +112,13 @@ pub struct FlowNet {
     sending: Vec<u32>,
     /// The window-unlimited flows changed since the queues were estimated.
     long_changed: bool,
+    /// The set of flows being allocated (or a route, class or capacity)
+    /// changed since the last allocation: without aggregation trees, the
+    /// rates are otherwise those of the last allocation.
+    sending_changed: bool,
     standing: Vec<(u32, u32)>,
+    maxmin: MaxMin,
+    rates: Vec<f64>,
 }
 
 /// Wire bytes of a message cut into MSS-sized segments.
@@ -166,7 +172,10 @@ impl FlowNet {
             conns: HashMap::new(),
             sending: Vec::new(),
             long_changed: false,
+            sending_changed: false,
             standing: Vec::new(),
+            maxmin: MaxMin::default(),
+            rates: Vec::new(),
             capacity_bps: topo.ports.iter().map(|p| p.rate_bps as f64).collect(),
             rate_bps: topo.ports.iter().map(|p| p.rate_bps as f64).collect(),
             delay_ps: topo.ports.iter().map(|p| p.delay_ps).collect(),
@@ -221,6 +230,22 @@ impl FlowNet {
     }
 
     fn reallocate(&mut self, ctx: &mut Ctx) {
+        if self.sending_changed || self.agg.is_some() {
+            self.sending_changed = false;
+            self.allocate();
+        }
+        if self.short.model == FlowModel::Tcp && (self.long_changed || self.agg.is_some()) {
+            self.estimate_queues();
+        }
+        if let Some(a) = &mut self.agg {
+            a.set_rates(&self.rates[self.sending.len()..]);
+        }
+        self.schedule_next(ctx);
+    }
+
+    /// The max-min rates of the flows not waiting out a round (and of the
+    /// aggregation trees: the rates after the flows').
+    fn allocate(&mut self) {
         self.sending.clear();
         self.sending
             .extend((0..self.active.len() as u32).filter(|&i| !self.active[i as usize].waiting()));
@@ -246,21 +271,20 @@ impl FlowNet {
         if let Some(a) = &self.agg {
             a.demands(&mut demands, &self.nic_flows, &self.capacity_bps);
         }
-        let rates = max_min_rates(&demands, &self.capacity_bps);
-        let n = self.sending.len();
+        self.maxmin
+            .rates(&demands, &self.capacity_bps, &mut self.rates);
         drop(demands);
         for f in &mut self.active {
             f.rate_bps = 0.0;
         }
         for (k, &i) in self.sending.iter().enumerate() {
-            self.active[i as usize].rate_bps = rates[k];
+            self.active[i as usize].rate_bps = self.rates[k];
         }
-        if self.short.model == FlowModel::Tcp && (self.long_changed || self.agg.is_some()) {
-            self.estimate_queues();
-        }
-        if let Some(a) = &mut self.agg {
-            a.set_rates(&rates[n..]);
-        }
+    }
+
+    /// Schedules the next event: a flow's window or message drained, a
+    /// round's RTT over, or an aggregation tree's drain.
+    fn schedule_next(&mut self, ctx: &mut Ctx) {
         if let Some(k) = self.pending.take() {
             ctx.cancel(k);
         }
@@ -304,7 +328,7 @@ impl FlowNet {
         if let Some(a) = &self.agg {
             a.demands(&mut demands, &self.nic_flows, &self.capacity_bps);
         }
-        let rates = max_min_rates(&demands, &self.capacity_bps);
+        let rates = self.maxmin.rates_vec(&demands, &self.capacity_bps);
         let views: Vec<FlowView> = long
             .iter()
             .zip(&rates)
@@ -465,6 +489,7 @@ impl FlowNet {
                 }
                 let f = self.active.remove(i);
                 self.long_changed |= f.ss.is_none();
+                self.sending_changed = true;
                 self.delivering.insert(f.msg, f.size_bytes);
                 ctx.schedule(
                     now + f.delay_ps + f.pipe_ps + wait,
@@ -480,11 +505,13 @@ impl FlowNet {
                     // The next round: the window doubled (one segment per ACK).
                     let rtt = self.rtt_ps(i);
                     self.active[i].ss = Some(SlowStart::round(2.0 * ss.window_bits, now, rtt));
+                    self.sending_changed = true;
                 }
                 Some(ss) if !ss.waiting && ss.left_bits <= eps => {
                     // Drained within its RTT: wait for the ACKs; still
                     // sending when they came back: ACK-clocked from now on.
                     self.active[i].ss = if now < ss.round_end_ps {
+                        self.sending_changed = true;
                         Some(SlowStart {
                             waiting: true,
                             ..ss
@@ -565,6 +592,7 @@ impl Backend for FlowNet {
             });
         }
         self.long_changed |= f.ss.is_none();
+        self.sending_changed = true;
         self.active.push(f);
         self.reallocate(ctx);
     }
@@ -577,6 +605,7 @@ impl Backend for FlowNet {
             self.advance(ctx.now);
             self.active[k].class = class;
             self.long_changed = true;
+            self.sending_changed = true;
             self.reallocate(ctx);
         }
         true
@@ -647,6 +676,7 @@ impl Backend for FlowNet {
             }
         }
         self.long_changed = true;
+        self.sending_changed = true;
         self.reallocate(ctx);
     }
 
@@ -669,6 +699,7 @@ impl Backend for FlowNet {
         f.route = fwd.into_boxed_slice();
         f.rev = rev.into_boxed_slice();
         self.long_changed = true;
+        self.sending_changed = true;
         self.reallocate(ctx);
         true
     }
