@@ -76,17 +76,29 @@ impl Key {
 /// (their share was above the round's), so a port is pushed again when its
 /// stale entry comes to the top (or at once, should rounding ever lower
 /// it). A round thus costs what changed in it, not every active flow.
+/// When a level touches few ports ([`SCAN_PORTS`]), a plain scan of the
+/// ports still in use replaces the heap: it finds the same share and the
+/// same saturated ports each round (the heap's top, once settled, is the
+/// smallest share now), so the same rates to the bit, without the heap's
+/// stale entries.
 pub fn max_min_rates(flows: &[FlowDemand], capacity_bps: &[f64]) -> Vec<f64> {
     let mut rates = Vec::new();
     MaxMin::default().rates(flows, capacity_bps, &mut rates);
     rates
 }
 
+/// A level touching at most this many ports is water-filled by scanning
+/// them (below this, a scan costs less than the heap's upkeep; measured
+/// in docs/performance.md, "Flow backend against the packet backend").
+pub const SCAN_PORTS: usize = 256;
+
 /// [`max_min_rates`] with its working buffers kept between calls (a
 /// backend reallocates thousands of times over the same ports): the same
 /// rounds in the same order, so the same rates to the bit.
-#[derive(Default)]
 pub struct MaxMin {
+    /// Levels touching at most this many ports are scanned, not heaped.
+    pub scan_ports: usize,
+    live: Vec<u32>,
     residual: Vec<f64>,
     count: Vec<u32>,
     frozen: Vec<bool>,
@@ -104,6 +116,30 @@ pub struct MaxMin {
     heap: Vec<Key>,
 }
 
+impl Default for MaxMin {
+    fn default() -> MaxMin {
+        MaxMin {
+            scan_ports: SCAN_PORTS,
+            live: Vec::new(),
+            residual: Vec::new(),
+            count: Vec::new(),
+            frozen: Vec::new(),
+            start: Vec::new(),
+            fill: Vec::new(),
+            latest: Vec::new(),
+            list: Vec::new(),
+            dirty: Vec::new(),
+            is_dirty: Vec::new(),
+            touched: Vec::new(),
+            saturated: Vec::new(),
+            freezing: Vec::new(),
+            order: Vec::new(),
+            caps: Vec::new(),
+            heap: Vec::new(),
+        }
+    }
+}
+
 impl MaxMin {
     /// The rates in a new vector.
     pub fn rates_vec(&mut self, flows: &[FlowDemand], capacity_bps: &[f64]) -> Vec<f64> {
@@ -119,6 +155,8 @@ impl MaxMin {
         rates.clear();
         rates.resize(flows.len(), 0.0);
         let MaxMin {
+            scan_ports,
+            live,
             residual,
             count,
             frozen,
@@ -178,13 +216,19 @@ impl MaxMin {
                     fill[p] += 1;
                 }
             }
+            let scan = touched.len() <= *scan_ports;
+            live.clear();
             let mut keys = std::mem::take(heap_buf);
             keys.clear();
-            keys.extend(touched.iter().map(|&p| {
-                let k = share_of(residual, count, p as usize);
-                latest[p as usize] = k;
-                Key::new(k, p)
-            }));
+            if scan {
+                live.extend_from_slice(touched);
+            } else {
+                keys.extend(touched.iter().map(|&p| {
+                    let k = share_of(residual, count, p as usize);
+                    latest[p as usize] = k;
+                    Key::new(k, p)
+                }));
+            }
             let mut heap = BinaryHeap::from(keys);
             caps.clear();
             caps.extend(
@@ -226,6 +270,16 @@ impl MaxMin {
             };
             while left > 0 {
                 let mut share = f64::INFINITY;
+                if scan {
+                    live.retain(|&p| count[p as usize] > 0);
+                    for &p in live.iter() {
+                        let k = share_of(residual, count, p as usize);
+                        latest[p as usize] = k;
+                        if k.total_cmp(&share).is_lt() {
+                            share = k;
+                        }
+                    }
+                }
                 while let Some(top) = settle_top(&mut heap, latest, residual, count) {
                     if let Some(k) = top {
                         share = k;
@@ -244,6 +298,13 @@ impl MaxMin {
                 let tol = share * 1e-12 + 1e-9;
                 // Every port saturated at this share, then the flows crossing them.
                 saturated.clear();
+                if scan {
+                    saturated.extend(
+                        live.iter()
+                            .copied()
+                            .filter(|&p| latest[p as usize] <= share + tol),
+                    );
+                }
                 while let Some(top) = settle_top(&mut heap, latest, residual, count) {
                     let Some(k) = top else { continue };
                     if k > share + tol {
