@@ -222,6 +222,9 @@ impl MaxMin {
             keys.clear();
             if scan {
                 live.extend_from_slice(touched);
+                for &p in touched.iter() {
+                    latest[p as usize] = share_of(residual, count, p as usize);
+                }
             } else {
                 keys.extend(touched.iter().map(|&p| {
                     let k = share_of(residual, count, p as usize);
@@ -273,8 +276,7 @@ impl MaxMin {
                 if scan {
                     live.retain(|&p| count[p as usize] > 0);
                     for &p in live.iter() {
-                        let k = share_of(residual, count, p as usize);
-                        latest[p as usize] = k;
+                        let k = latest[p as usize];
                         if k.total_cmp(&share).is_lt() {
                             share = k;
                         }
@@ -340,13 +342,16 @@ impl MaxMin {
                         }
                     }
                 }
-                // Rounding could lower a share: push such a port at once.
+                // Scanning: the shares of the ports left now. Heaped:
+                // rounding could lower a share: push such a port at once.
                 for &p in dirty.iter() {
                     let p = p as usize;
                     is_dirty[p] = false;
                     if count[p] > 0 {
                         let now = share_of(residual, count, p);
-                        if now < latest[p] {
+                        if scan {
+                            latest[p] = now;
+                        } else if now < latest[p] {
                             latest[p] = now;
                             heap.push(Key::new(now, p as u32));
                         }

@@ -73,8 +73,8 @@ impl FluidFlow {
             None => self.remaining_bits,
         }
     }
-    fn waiting(&self) -> bool {
-        self.ss.as_ref().is_some_and(|s| s.waiting)
+    fn cap_bps(&self) -> f64 {
+        self.ss.as_ref().map_or(f64::INFINITY, |s| s.cap_bps)
     }
 }
 
@@ -108,13 +108,13 @@ pub struct FlowNet {
     /// Per (source, destination, class): when a persistent connection's last
     /// message drained and its window then (`None`: out of slow start).
     conns: HashMap<(u32, u32, u8), (u64, Option<f64>)>,
-    /// Indices of the flows being allocated (not waiting out a round), reused.
+    /// Indices of the flows being allocated (every active flow), reused.
     sending: Vec<u32>,
     /// The window-unlimited flows changed since the queues were estimated.
     long_changed: bool,
-    /// The set of flows being allocated (or a route, class or capacity)
-    /// changed since the last allocation: without aggregation trees, the
-    /// rates are otherwise those of the last allocation.
+    /// A flow, a route, a class, a rate cap or a capacity changed since the
+    /// last allocation: without aggregation trees, the rates are otherwise
+    /// those of the last allocation.
     sending_changed: bool,
     standing: Vec<(u32, u32)>,
     maxmin: MaxMin,
@@ -247,8 +247,7 @@ impl FlowNet {
     /// aggregation trees: the rates after the flows').
     fn allocate(&mut self) {
         self.sending.clear();
-        self.sending
-            .extend((0..self.active.len() as u32).filter(|&i| !self.active[i as usize].waiting()));
+        self.sending.extend(0..self.active.len() as u32);
         if self.agg.is_some() {
             // Ordinary flows leaving each host's NIC, for the aggregation
             // trees' share of their workers' NICs.
@@ -265,7 +264,10 @@ impl FlowNet {
             .iter()
             .map(|&i| {
                 let f = &self.active[i as usize];
-                FlowDemand::new(f.class, &f.route)
+                FlowDemand {
+                    cap_bps: f.cap_bps(),
+                    ..FlowDemand::new(f.class, &f.route)
+                }
             })
             .collect();
         if let Some(a) = &self.agg {
@@ -293,7 +295,8 @@ impl FlowNet {
             .active
             .iter()
             .filter_map(|f| match &f.ss {
-                Some(ss) if ss.waiting => Some(ss.round_end_ps.saturating_sub(now)),
+                // Its window drains by the round's end at the latest.
+                Some(ss) if ss.paced() => Some(ss.round_end_ps.saturating_sub(now)),
                 _ if f.rate_bps > 0.0 => {
                     Some((f.drainable_bits() / f.rate_bps * PS_PER_S as f64).ceil() as u64)
                 }
@@ -501,25 +504,19 @@ impl FlowNet {
                 continue;
             }
             match f.ss {
-                Some(ss) if ss.waiting && ss.round_end_ps <= now => {
-                    // The next round: the window doubled (one segment per ACK).
-                    let rtt = self.rtt_ps(i);
-                    self.active[i].ss = Some(SlowStart::round(2.0 * ss.window_bits, now, rtt));
-                    self.sending_changed = true;
-                }
-                Some(ss) if !ss.waiting && ss.left_bits <= eps => {
-                    // Drained within its RTT: wait for the ACKs; still
-                    // sending when they came back: ACK-clocked from now on.
-                    self.active[i].ss = if now < ss.round_end_ps {
-                        self.sending_changed = true;
-                        Some(SlowStart {
-                            waiting: true,
-                            ..ss
-                        })
+                Some(ss) if ss.paced() && ss.round_end_ps <= now => {
+                    // The round's RTT is over. Its window sent: the next
+                    // round, the window doubled (one segment per ACK);
+                    // still sending it: ACK-clocked from now on.
+                    self.active[i].ss = if ss.left_bits <= eps + ss.window_bits * 1e-9 {
+                        let rtt = self.rtt_ps(i);
+                        let rest = self.active[i].remaining_bits;
+                        Some(SlowStart::round(2.0 * ss.window_bits, now, rtt, rest))
                     } else {
                         self.long_changed = true;
                         None
                     };
+                    self.sending_changed = true;
                 }
                 _ => {}
             }
@@ -588,7 +585,7 @@ impl Backend for FlowNet {
                 let rtt = f.base_rtt_ps
                     + self.path_wait_ps(&f.route, class, (NONE, NONE), 0.0)
                     + self.path_wait_ps(&f.rev, class, (NONE, NONE), 0.0);
-                SlowStart::round(w, ctx.now, rtt)
+                SlowStart::round(w, ctx.now, rtt, f.remaining_bits)
             });
         }
         self.long_changed |= f.ss.is_none();

@@ -11,6 +11,15 @@
 //!   ACK, RFC 5681 §3.1, as the packet backend's TCP). A round whose window
 //!   is still draining when its RTT is over is ACK-clocked from then on:
 //!   the flow leaves slow start and is an ordinary fluid flow until it ends.
+//! - **Paced rounds.** A round that does not end the flow (the rest is more
+//!   than its window) is allocated as a flow capped at `W_k / RTT_k`
+//!   (max-min with a cap, [`super::maxmin`]) rather than at its full share
+//!   and then idle: it still sends `W_k` by the end of its RTT when its share
+//!   allows (and is ACK-clocked from then on when not), so its own rounds
+//!   take the same time, but the others see its mean rate over the round
+//!   instead of a burst and a gap, and a round costs one reallocation
+//!   instead of two. The last round (the rest fits the window) drains at
+//!   the flow's full share, as before.
 //! - **RTT of a round:** over the forward ports, propagation plus one full
 //!   segment's serialization plus the port's queueing estimate; over the
 //!   reverse ports, propagation plus one ACK's (84 bytes) serialization plus
@@ -159,19 +168,32 @@ pub struct SlowStart {
     pub left_bits: f64,
     /// When this round's RTT is over.
     pub round_end_ps: u64,
-    /// The window is drained: out of the allocation until `round_end_ps`.
-    pub waiting: bool,
+    /// The round's window over its RTT: the flow's rate cap in a round
+    /// that does not end the flow (paced rounds, module docs);
+    /// `f64::INFINITY` in its last round (the rest fits the window).
+    pub cap_bps: f64,
 }
 
 impl SlowStart {
-    /// A round of `window_bits` starting at `now` with round trip `rtt_ps`.
-    pub fn round(window_bits: f64, now: u64, rtt_ps: f64) -> SlowStart {
+    /// A round of `window_bits` starting at `now` with round trip `rtt_ps`,
+    /// for a flow with `remaining_bits` still to send.
+    pub fn round(window_bits: f64, now: u64, rtt_ps: f64, remaining_bits: f64) -> SlowStart {
+        let rtt = rtt_ps.ceil() as u64;
         SlowStart {
             window_bits,
             left_bits: window_bits,
-            round_end_ps: now + rtt_ps.ceil() as u64,
-            waiting: false,
+            round_end_ps: now + rtt,
+            cap_bps: if remaining_bits > window_bits && rtt > 0 {
+                window_bits / (rtt as f64 / 1e12)
+            } else {
+                f64::INFINITY
+            },
         }
+    }
+
+    /// Not its last round: it sends at most its window over the round's RTT.
+    pub fn paced(&self) -> bool {
+        self.cap_bps < f64::INFINITY
     }
 }
 
