@@ -24,8 +24,8 @@ use crate::time::PS_PER_S;
 use maxmin::{FlowDemand, MaxMin};
 use std::collections::HashMap;
 use tcp::{
-    full_and_ack_wire, ser_ps, FlowModel, FlowView, Holder, QueueEstimate, ShortFlowSpec,
-    SlowStart, NONE,
+    full_and_ack_wire, regrown_queue_bytes, ser_ps, FlowModel, FlowView, Holder, QueueEstimate,
+    ShortFlowSpec, SlowStart, NONE,
 };
 
 /// This backend's events (encoded in the engine's opaque [`NetEv`]).
@@ -61,6 +61,9 @@ struct FluidFlow {
     /// growth of that sum.
     moved_port: u32,
     moved_base_bits: f64,
+    /// When its window was last cut while it holds a queue at a port
+    /// without congestion signals (tcp::regrown_queue_bytes), if it was.
+    regrow_from_ps: Option<u64>,
     persistent: bool,
 }
 
@@ -139,6 +142,16 @@ pub fn message_wire_bytes(size_bytes: u64, mss_bytes: u32) -> u64 {
 /// full one ahead of it), as in the topology's ideal FCT.
 fn largest_packet_wire(size_bytes: u64, mss_bytes: u32) -> f64 {
     wire_bytes(size_bytes.min(mss_bytes as u64) as u32) as f64
+}
+
+/// Wire bytes others sent across flow `f`'s tied port since it held it
+/// (`bits_sent`: every port's).
+fn moved_bytes(bits_sent: &[f64], f: &FluidFlow) -> f64 {
+    if f.tied == NONE {
+        0.0
+    } else {
+        (bits_sent[f.tied as usize] + f.remaining_bits - f.moved_base_bits) / 8.0
+    }
 }
 
 impl FlowNet {
@@ -223,7 +236,7 @@ impl FlowNet {
                 self.queue_area[p] += q * dt_ps;
             }
             if self.queues.any() {
-                self.fill_queues();
+                self.fill_queues(now);
             }
         }
         self.last_ps = now;
@@ -324,6 +337,16 @@ impl FlowNet {
         let long: Vec<usize> = (0..self.active.len())
             .filter(|&i| self.active[i].ss.is_none())
             .collect();
+        // Which of them had their window cut at a tied port (its queue full).
+        let cut: Vec<bool> = long
+            .iter()
+            .map(|&i| {
+                let f = &self.active[i];
+                f.tied != NONE
+                    && moved_bytes(&self.bits_sent, f)
+                        >= self.queues.share_bytes(&self.short, f.tied, f.class)
+            })
+            .collect();
         let mut demands: Vec<FlowDemand> = long
             .iter()
             .map(|&i| FlowDemand::new(self.active[i].class, &self.active[i].route))
@@ -362,19 +385,30 @@ impl FlowNet {
                 (f.standing, f.tied) = (NONE, NONE);
             }
         }
-        for (&i, &(s, d)) in long.iter().zip(&self.standing) {
+        let now = self.last_ps;
+        for ((&i, &(s, d)), &cut) in long.iter().zip(&self.standing).zip(&cut) {
             let f = &mut self.active[i];
+            // Its window was set by congestion signals at the port it held
+            // (or at its tied port, now left); now held at a port without
+            // any, it rebuilds its queue there from empty.
+            let signals =
+                |p: u32| p != NONE && self.short.ports[p as usize].signals(self.short.ecn_capable);
+            if s == NONE || signals(s) {
+                f.regrow_from_ps = None;
+            } else if (signals(f.standing) && f.standing != s) || (cut && d != f.tied) {
+                f.regrow_from_ps = Some(now);
+            }
             (f.standing, f.tied) = (s, d);
             if d != NONE && d != f.moved_port {
                 f.moved_port = d;
                 f.moved_base_bits = self.bits_sent[d as usize] + f.remaining_bits;
             }
         }
-        self.fill_queues();
+        self.fill_queues(now);
     }
 
-    /// The standing queues now, from what their holders still have to send.
-    fn fill_queues(&mut self) {
+    /// The standing queues at `now`, from what their holders still have to send.
+    fn fill_queues(&mut self, now: u64) {
         self.queues.fill(
             &self.short,
             &self.capacity_bps,
@@ -386,12 +420,15 @@ impl FlowNet {
                     tied: f.tied,
                     class: f.class,
                     left_bytes: f.remaining_bits / 8.0,
-                    moved_bytes: if f.tied == NONE {
-                        0.0
-                    } else {
-                        (self.bits_sent[f.tied as usize] + f.remaining_bits - f.moved_base_bits)
-                            / 8.0
-                    },
+                    moved_bytes: moved_bytes(&self.bits_sent, f),
+                    regrown_bytes: f.regrow_from_ps.map_or(f64::INFINITY, |t0| {
+                        regrown_queue_bytes(
+                            (now - t0) as f64,
+                            f.base_rtt_ps,
+                            self.capacity_bps[f.standing as usize],
+                            self.full_wire,
+                        )
+                    }),
                 }),
         );
     }
@@ -567,6 +604,7 @@ impl Backend for FlowNet {
             tied: NONE,
             moved_port: NONE,
             moved_base_bits: 0.0,
+            regrow_from_ps: None,
             persistent,
         };
         if self.short.model == FlowModel::Tcp {

@@ -72,6 +72,12 @@ pub struct PortQueue {
 }
 
 impl PortQueue {
+    /// Whether a flow bottlenecked here gets congestion signals (marks it
+    /// reacts to, or losses) that set its window.
+    pub fn signals(&self, ecn_capable: bool) -> bool {
+        (ecn_capable && self.mark_bytes.is_some()) || self.limit_bytes.is_some()
+    }
+
     /// A queue that neither drops nor marks (a host NIC without `[host_queue]`).
     pub fn unlimited() -> PortQueue {
         PortQueue {
@@ -143,6 +149,24 @@ pub fn standing_queue_bytes(
         (_, _, Some(l)) => sawtooth_mean_bytes(l, (bdp_bytes + l) / 2.0),
         (_, _, None) => n_f * tsq_wire_bytes,
     }
+}
+
+/// The queue (wire bytes) a window-unlimited flow has rebuilt at a port
+/// that neither marks nor drops, `t_ps` after its window was cut (by
+/// congestion signals at a port it has left as its bottleneck, or at a
+/// tied port): in congestion avoidance the window grows one segment per
+/// round trip (RFC 5681 §3.1; DCTCP's growth between marks, Alizadeh et
+/// al., SIGCOMM'10, §3.3), and every byte of window above the path's pipe
+/// waits in that queue, so with `q` queued the round trip is
+/// `base_rtt_ps + q / C` and `dq/dt = pkt / (base + q / C)`; from an empty
+/// queue, `base q + q² / (2C) = pkt t`:
+/// `q(t) = C (sqrt(base² + 2 pkt t / C) - base)`, C in bytes per ps.
+pub fn regrown_queue_bytes(t_ps: f64, base_rtt_ps: f64, rate_bps: f64, pkt_bytes: f64) -> f64 {
+    if rate_bps <= 0.0 {
+        return 0.0;
+    }
+    let c = rate_bps / 8e12;
+    c * ((base_rtt_ps * base_rtt_ps + 2.0 * pkt_bytes * t_ps / c).sqrt() - base_rtt_ps)
 }
 
 /// Picoseconds to serialize `bytes` at `rate_bps` (0 when the port is down).
@@ -251,6 +275,9 @@ pub struct Holder {
     pub left_bytes: f64,
     /// Wire bytes others sent across `tied` since it held it.
     pub moved_bytes: f64,
+    /// The most it has rebuilt of its queue at `port` since its window was
+    /// last cut ([`regrown_queue_bytes`]; infinite: never cut there).
+    pub regrown_bytes: f64,
 }
 
 /// One ordinary flow as the estimate sees it.
@@ -312,6 +339,11 @@ impl QueueEstimate {
         let k = slot(spec, port, class);
         let own = own_bytes.min(self.moved_bytes[k]);
         (self.queue_ps[k] - ser_ps(own, capacity_bps)).max(0.0)
+    }
+
+    /// A holder's share of the standing queue at `port` (wire bytes).
+    pub fn share_bytes(&self, spec: &ShortFlowSpec, port: u32, class: u8) -> f64 {
+        self.share_bytes[slot(spec, port, class)]
     }
 
     /// Whether any flow holds a standing queue.
@@ -423,7 +455,7 @@ impl QueueEstimate {
         }
         for h in holders {
             let left = h.left_bytes.max(0.0);
-            let first = self.share_bytes[slot(spec, h.port, h.class)];
+            let first = self.share_bytes[slot(spec, h.port, h.class)].min(h.regrown_bytes);
             let at_first = if h.tied == NONE {
                 first.min(left)
             } else {
