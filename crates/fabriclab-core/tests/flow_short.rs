@@ -167,3 +167,67 @@ fn bytes_others_send_into_a_long_flows_tied_port_stay_queued_there() {
     let expect = 2.0 * s() + s() + 2.0 * D as f64 + ser(20.0 * 1538.0);
     assert!((got - expect).abs() <= 4.0, "{got} vs {expect}");
 }
+
+/// The standing queue a port reports (its mean over the run, wire bytes).
+fn mean_queue(spec: &Value, from: &str, to: &str) -> f64 {
+    let mut sim = build_from_json(&spec.to_string()).unwrap();
+    sim.run_until(u64::MAX).unwrap();
+    let l = fabriclab_core::results::link_columns(&sim);
+    (0..l.from.len())
+        .find(|&i| l.from[i] == from && l.to[i] == to)
+        .map(|i| l.mean_queue_bytes[i])
+        .unwrap()
+}
+
+#[test]
+fn the_time_averaged_queue_of_n_long_dctcp_flows_is_the_sawtooth_mean() {
+    // N equal flows h0..h(N-1) -> hN, 100 MB each, started together: they
+    // share the switch's port to hN (ECN at K = 65 packets) at C / N each
+    // and end together, out of slow start but for their first round trips
+    // (well under 0.5 % of the run). The port's mean queue is DCTCP's
+    // sawtooth mean (Alizadeh et al. 2010, eqs. 8-9): Qmax = K + N packets,
+    // A = 1/2 sqrt(2 N (BDP + K)) packets, mean Qmax - A / 2.
+    for n in [2usize, 4] {
+        let flows: Vec<Value> = (0..n)
+            .map(|i| json!({"src": i, "dst": n, "size_bytes": 100_000_000u64, "start_ps": 0, "class": 0}))
+            .collect();
+        let got = mean_queue(&spec(n + 1, "tcp", "dctcp", json!(flows)), "s0", &format!("h{n}"));
+        let (pkt, nf) = (1538.0, n as f64);
+        let k = K_PACKETS as f64 * pkt;
+        let bdp = RATE * rtt() / 8e12;
+        let a = 0.5 * (2.0 * nf * (bdp + k) * pkt).sqrt();
+        let expect = k + nf * pkt - a / 2.0;
+        assert!((got / expect - 1.0).abs() < 0.005, "N = {n}: {got} vs {expect}");
+    }
+}
+
+#[test]
+fn a_nic_queue_regrows_one_segment_per_round_trip_after_a_window_cut() {
+    // h0 -> h2 (100 MB) and h1 -> h2 (12 MB) share the switch's DCTCP port
+    // to h2 at 5 Gbit/s each: the first flow's window is set by marks there.
+    // When the second drains, the first is alone at line rate, bottlenecked
+    // at its NIC (no marks, no limit): in congestion avoidance its window,
+    // and so its NIC queue, grows one segment per round trip, the round
+    // trip growing with that queue: base q + q^2 / (2C) = pkt t
+    // (tcp::regrown_queue_bytes), far below the TSQ queue 1 ms later.
+    // A 1-packet flow h0 -> h3 at 21 ms shares the NIC and waits that queue.
+    let t_c = 21_000_000_000u64;
+    let flows = json!([
+        {"src": 0, "dst": 2, "size_bytes": 100_000_000u64, "start_ps": 0, "class": 0},
+        {"src": 1, "dst": 2, "size_bytes": 12_000_000u64, "start_ps": 0, "class": 0},
+        {"src": 0, "dst": 3, "size_bytes": 1460, "start_ps": t_c, "class": 0},
+    ]);
+    let f = fcts(&spec(4, "tcp", "dctcp", flows));
+    // The second flow's last bit left its NIC when its last packet, stored
+    // and forwarded once more, had two propagations left (it waits no queue
+    // but its own).
+    let t_b = f[1] - 2.0 * D as f64 - s();
+    // The probe drains at half the NIC; the queue is read then.
+    let t = t_c as f64 + 2.0 * s() - t_b;
+    assert!(t > 0.5e9 && t < 2e9, "the second flow ended at {t_b} ps");
+    let (base, c, pkt) = (rtt(), RATE / 8e12, 1538.0);
+    let q = c * ((base * base + 2.0 * pkt * t / c).sqrt() - base);
+    assert!(q < 131072.0 * 1538.0 / 1460.0 / 2.0);
+    let expect = 2.0 * s() + s() + 2.0 * D as f64 + ser(q);
+    assert!((f[2] - expect).abs() <= 4.0, "{} vs {expect}", f[2]);
+}

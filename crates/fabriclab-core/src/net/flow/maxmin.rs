@@ -76,167 +76,293 @@ impl Key {
 /// (their share was above the round's), so a port is pushed again when its
 /// stale entry comes to the top (or at once, should rounding ever lower
 /// it). A round thus costs what changed in it, not every active flow.
+/// When a level touches few ports ([`SCAN_PORTS`]), a plain scan of the
+/// ports still in use replaces the heap: it finds the same share and the
+/// same saturated ports each round (the heap's top, once settled, is the
+/// smallest share now), so the same rates to the bit, without the heap's
+/// stale entries.
 pub fn max_min_rates(flows: &[FlowDemand], capacity_bps: &[f64]) -> Vec<f64> {
-    use std::collections::BinaryHeap;
-    let np = capacity_bps.len();
-    let mut rates = vec![0.0; flows.len()];
-    let mut residual: Vec<f64> = capacity_bps.to_vec();
-    let mut count = vec![0u32; np];
-    let mut frozen = vec![false; flows.len()];
-    // The flows of a level crossing each port: list[start[p]..start[p] + fill[p]].
-    let mut start = vec![0u32; np];
-    let mut fill = vec![0u32; np];
-    // The key of each port's latest heap entry (never above its share).
-    let mut latest = vec![0f64; np];
-    let mut list: Vec<u32> = Vec::new();
-    let (mut dirty, mut is_dirty): (Vec<u32>, Vec<bool>) = (Vec::new(), vec![false; np]);
-    let mut touched: Vec<u32> = Vec::new();
-    let (mut saturated, mut freezing): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
-    let share_of =
-        |residual: &[f64], count: &[u32], p: usize| residual[p].max(0.0) / count[p] as f64;
-    let mut order: Vec<u32> = (0..flows.len() as u32).collect();
-    order.sort_by_key(|&i| flows[i as usize].level());
-    for group in order.chunk_by(|&a, &b| flows[a as usize].level() == flows[b as usize].level()) {
-        touched.clear();
-        for &i in group {
-            for &p in flows[i as usize].ports {
-                if count[p as usize] == 0 {
-                    touched.push(p);
-                }
-                count[p as usize] += 1;
-            }
-        }
-        let mut off = 0u32;
-        for &p in &touched {
-            start[p as usize] = off;
-            fill[p as usize] = 0;
-            off += count[p as usize];
-        }
-        list.clear();
-        list.resize(off as usize, 0);
-        for &i in group {
-            for &p in flows[i as usize].ports {
-                let p = p as usize;
-                list[(start[p] + fill[p]) as usize] = i;
-                fill[p] += 1;
-            }
-        }
-        let keys: Vec<Key> = touched
-            .iter()
-            .map(|&p| {
-                let k = share_of(&residual, &count, p as usize);
-                latest[p as usize] = k;
-                Key::new(k, p)
-            })
-            .collect();
-        let mut heap = BinaryHeap::from(keys);
-        let mut caps: Vec<u32> = group
-            .iter()
-            .copied()
-            .filter(|&i| flows[i as usize].cap_bps < f64::INFINITY)
-            .collect();
-        caps.sort_by(|&a, &b| {
-            flows[a as usize]
-                .cap_bps
-                .total_cmp(&flows[b as usize].cap_bps)
-        });
-        let mut next_cap = 0;
-        let mut left = group.len();
-        // Pops the top entry unless it holds its port's share now (then
-        // returns it); a port's stale latest entry is replaced by its share.
-        let settle_top = |heap: &mut BinaryHeap<Key>,
-                          latest: &mut [f64],
-                          residual: &[f64],
-                          count: &[u32]|
-         -> Option<Option<f64>> {
-            let k = heap.peek()?;
-            let (key, p) = (k.share(), k.port());
-            if count[p] == 0 {
-                heap.pop();
-                return Some(None);
-            }
-            let now = share_of(residual, count, p);
-            if now.to_bits() == key.to_bits() {
-                return Some(Some(now));
-            }
-            heap.pop();
-            if key.to_bits() == latest[p].to_bits() {
-                latest[p] = now;
-                heap.push(Key::new(now, p as u32));
-            }
-            Some(None)
-        };
-        while left > 0 {
-            let mut share = f64::INFINITY;
-            while let Some(top) = settle_top(&mut heap, &mut latest, &residual, &count) {
-                if let Some(k) = top {
-                    share = k;
-                    break;
-                }
-            }
-            while next_cap < caps.len() && frozen[caps[next_cap] as usize] {
-                next_cap += 1;
-            }
-            if let Some(&i) = caps.get(next_cap) {
-                share = share.min(flows[i as usize].cap_bps);
-            }
-            if share == f64::INFINITY {
-                break; // flows without ports or caps: nothing bounds them
-            }
-            let tol = share * 1e-12 + 1e-9;
-            // Every port saturated at this share, then the flows crossing them.
-            saturated.clear();
-            while let Some(top) = settle_top(&mut heap, &mut latest, &residual, &count) {
-                let Some(k) = top else { continue };
-                if k > share + tol {
-                    break;
-                }
-                let p = heap.pop().expect("the top").port() as u32;
-                saturated.push(p);
-            }
-            freezing.clear();
-            for &p in &saturated {
-                let p = p as usize;
-                freezing.extend(&list[start[p] as usize..(start[p] + fill[p]) as usize]);
-            }
-            let mut c = next_cap;
-            while c < caps.len() && flows[caps[c] as usize].cap_bps <= share + tol {
-                freezing.push(caps[c]);
-                c += 1;
-            }
-            for &i in &freezing {
-                if frozen[i as usize] {
-                    continue;
-                }
-                frozen[i as usize] = true;
-                rates[i as usize] = share;
-                left -= 1;
-                for &p in flows[i as usize].ports {
-                    residual[p as usize] -= share;
-                    count[p as usize] -= 1;
-                    if !is_dirty[p as usize] {
-                        is_dirty[p as usize] = true;
-                        dirty.push(p);
-                    }
-                }
-            }
-            // Rounding could lower a share: push such a port at once.
-            for &p in &dirty {
-                let p = p as usize;
-                is_dirty[p] = false;
-                if count[p] > 0 {
-                    let now = share_of(&residual, &count, p);
-                    if now < latest[p] {
-                        latest[p] = now;
-                        heap.push(Key::new(now, p as u32));
-                    }
-                }
-            }
-            dirty.clear();
-        }
-        for &p in &touched {
-            count[p as usize] = 0;
+    let mut rates = Vec::new();
+    MaxMin::default().rates(flows, capacity_bps, &mut rates);
+    rates
+}
+
+/// A level touching at most this many ports is water-filled by scanning
+/// them (below this, a scan costs less than the heap's upkeep; measured
+/// in docs/performance.md, "Flow backend against the packet backend").
+pub const SCAN_PORTS: usize = 256;
+
+/// [`max_min_rates`] with its working buffers kept between calls (a
+/// backend reallocates thousands of times over the same ports): the same
+/// rounds in the same order, so the same rates to the bit.
+pub struct MaxMin {
+    /// Levels touching at most this many ports are scanned, not heaped.
+    pub scan_ports: usize,
+    live: Vec<u32>,
+    residual: Vec<f64>,
+    count: Vec<u32>,
+    frozen: Vec<bool>,
+    start: Vec<u32>,
+    fill: Vec<u32>,
+    latest: Vec<f64>,
+    list: Vec<u32>,
+    dirty: Vec<u32>,
+    is_dirty: Vec<bool>,
+    touched: Vec<u32>,
+    saturated: Vec<u32>,
+    freezing: Vec<u32>,
+    order: Vec<u32>,
+    caps: Vec<u32>,
+    heap: Vec<Key>,
+}
+
+impl Default for MaxMin {
+    fn default() -> MaxMin {
+        MaxMin {
+            scan_ports: SCAN_PORTS,
+            live: Vec::new(),
+            residual: Vec::new(),
+            count: Vec::new(),
+            frozen: Vec::new(),
+            start: Vec::new(),
+            fill: Vec::new(),
+            latest: Vec::new(),
+            list: Vec::new(),
+            dirty: Vec::new(),
+            is_dirty: Vec::new(),
+            touched: Vec::new(),
+            saturated: Vec::new(),
+            freezing: Vec::new(),
+            order: Vec::new(),
+            caps: Vec::new(),
+            heap: Vec::new(),
         }
     }
-    rates
+}
+
+impl MaxMin {
+    /// The rates in a new vector.
+    pub fn rates_vec(&mut self, flows: &[FlowDemand], capacity_bps: &[f64]) -> Vec<f64> {
+        let mut rates = Vec::new();
+        self.rates(flows, capacity_bps, &mut rates);
+        rates
+    }
+
+    /// Writes the rate of every flow of `flows` to `rates` (as [`max_min_rates`]).
+    pub fn rates(&mut self, flows: &[FlowDemand], capacity_bps: &[f64], rates: &mut Vec<f64>) {
+        use std::collections::BinaryHeap;
+        let np = capacity_bps.len();
+        rates.clear();
+        rates.resize(flows.len(), 0.0);
+        let MaxMin {
+            scan_ports,
+            live,
+            residual,
+            count,
+            frozen,
+            start,
+            fill,
+            latest,
+            list,
+            dirty,
+            is_dirty,
+            touched,
+            saturated,
+            freezing,
+            order,
+            caps,
+            heap: heap_buf,
+        } = self;
+        residual.clear();
+        residual.extend_from_slice(capacity_bps);
+        count.clear();
+        count.resize(np, 0);
+        frozen.clear();
+        frozen.resize(flows.len(), false);
+        start.resize(np, 0);
+        fill.resize(np, 0);
+        latest.resize(np, 0.0);
+        is_dirty.clear();
+        is_dirty.resize(np, false);
+        dirty.clear();
+        let share_of =
+            |residual: &[f64], count: &[u32], p: usize| residual[p].max(0.0) / count[p] as f64;
+        order.clear();
+        order.extend(0..flows.len() as u32);
+        order.sort_by_key(|&i| flows[i as usize].level());
+        for group in order.chunk_by(|&a, &b| flows[a as usize].level() == flows[b as usize].level())
+        {
+            touched.clear();
+            for &i in group {
+                for &p in flows[i as usize].ports {
+                    if count[p as usize] == 0 {
+                        touched.push(p);
+                    }
+                    count[p as usize] += 1;
+                }
+            }
+            let mut off = 0u32;
+            for &p in touched.iter() {
+                start[p as usize] = off;
+                fill[p as usize] = 0;
+                off += count[p as usize];
+            }
+            list.clear();
+            list.resize(off as usize, 0);
+            for &i in group {
+                for &p in flows[i as usize].ports {
+                    let p = p as usize;
+                    list[(start[p] + fill[p]) as usize] = i;
+                    fill[p] += 1;
+                }
+            }
+            let scan = touched.len() <= *scan_ports;
+            live.clear();
+            let mut keys = std::mem::take(heap_buf);
+            keys.clear();
+            if scan {
+                live.extend_from_slice(touched);
+                for &p in touched.iter() {
+                    latest[p as usize] = share_of(residual, count, p as usize);
+                }
+            } else {
+                keys.extend(touched.iter().map(|&p| {
+                    let k = share_of(residual, count, p as usize);
+                    latest[p as usize] = k;
+                    Key::new(k, p)
+                }));
+            }
+            let mut heap = BinaryHeap::from(keys);
+            caps.clear();
+            caps.extend(
+                group
+                    .iter()
+                    .copied()
+                    .filter(|&i| flows[i as usize].cap_bps < f64::INFINITY),
+            );
+            caps.sort_by(|&a, &b| {
+                flows[a as usize]
+                    .cap_bps
+                    .total_cmp(&flows[b as usize].cap_bps)
+            });
+            let mut next_cap = 0;
+            let mut left = group.len();
+            // Pops the top entry unless it holds its port's share now (then
+            // returns it); a port's stale latest entry is replaced by its share.
+            let settle_top = |heap: &mut BinaryHeap<Key>,
+                              latest: &mut [f64],
+                              residual: &[f64],
+                              count: &[u32]|
+             -> Option<Option<f64>> {
+                let k = heap.peek()?;
+                let (key, p) = (k.share(), k.port());
+                if count[p] == 0 {
+                    heap.pop();
+                    return Some(None);
+                }
+                let now = share_of(residual, count, p);
+                if now.to_bits() == key.to_bits() {
+                    return Some(Some(now));
+                }
+                heap.pop();
+                if key.to_bits() == latest[p].to_bits() {
+                    latest[p] = now;
+                    heap.push(Key::new(now, p as u32));
+                }
+                Some(None)
+            };
+            while left > 0 {
+                let mut share = f64::INFINITY;
+                if scan {
+                    live.retain(|&p| count[p as usize] > 0);
+                    for &p in live.iter() {
+                        let k = latest[p as usize];
+                        if k.total_cmp(&share).is_lt() {
+                            share = k;
+                        }
+                    }
+                }
+                while let Some(top) = settle_top(&mut heap, latest, residual, count) {
+                    if let Some(k) = top {
+                        share = k;
+                        break;
+                    }
+                }
+                while next_cap < caps.len() && frozen[caps[next_cap] as usize] {
+                    next_cap += 1;
+                }
+                if let Some(&i) = caps.get(next_cap) {
+                    share = share.min(flows[i as usize].cap_bps);
+                }
+                if share == f64::INFINITY {
+                    break; // flows without ports or caps: nothing bounds them
+                }
+                let tol = share * 1e-12 + 1e-9;
+                // Every port saturated at this share, then the flows crossing them.
+                saturated.clear();
+                if scan {
+                    saturated.extend(
+                        live.iter()
+                            .copied()
+                            .filter(|&p| latest[p as usize] <= share + tol),
+                    );
+                }
+                while let Some(top) = settle_top(&mut heap, latest, residual, count) {
+                    let Some(k) = top else { continue };
+                    if k > share + tol {
+                        break;
+                    }
+                    let p = heap.pop().expect("the top").port() as u32;
+                    saturated.push(p);
+                }
+                freezing.clear();
+                for &p in saturated.iter() {
+                    let p = p as usize;
+                    freezing
+                        .extend_from_slice(&list[start[p] as usize..(start[p] + fill[p]) as usize]);
+                }
+                let mut c = next_cap;
+                while c < caps.len() && flows[caps[c] as usize].cap_bps <= share + tol {
+                    freezing.push(caps[c]);
+                    c += 1;
+                }
+                for &i in freezing.iter() {
+                    if frozen[i as usize] {
+                        continue;
+                    }
+                    frozen[i as usize] = true;
+                    rates[i as usize] = share;
+                    left -= 1;
+                    for &p in flows[i as usize].ports {
+                        residual[p as usize] -= share;
+                        count[p as usize] -= 1;
+                        if !is_dirty[p as usize] {
+                            is_dirty[p as usize] = true;
+                            dirty.push(p);
+                        }
+                    }
+                }
+                // Scanning: the shares of the ports left now. Heaped:
+                // rounding could lower a share: push such a port at once.
+                for &p in dirty.iter() {
+                    let p = p as usize;
+                    is_dirty[p] = false;
+                    if count[p] > 0 {
+                        let now = share_of(residual, count, p);
+                        if scan {
+                            latest[p] = now;
+                        } else if now < latest[p] {
+                            latest[p] = now;
+                            heap.push(Key::new(now, p as u32));
+                        }
+                    }
+                }
+                dirty.clear();
+            }
+            for &p in touched.iter() {
+                count[p as usize] = 0;
+            }
+            *heap_buf = heap.into_vec();
+        }
+    }
 }

@@ -21,11 +21,11 @@ use crate::fabric::aggregation::AggregationSpec;
 use crate::fabric::frame::wire_bytes;
 use crate::fabric::topology::Topology;
 use crate::time::PS_PER_S;
-use maxmin::{max_min_rates, FlowDemand};
+use maxmin::{FlowDemand, MaxMin};
 use std::collections::HashMap;
 use tcp::{
-    full_and_ack_wire, ser_ps, FlowModel, FlowView, Holder, QueueEstimate, ShortFlowSpec,
-    SlowStart, NONE,
+    full_and_ack_wire, regrown_queue_bytes, ser_ps, FlowModel, FlowView, Holder, QueueEstimate,
+    ShortFlowSpec, SlowStart, NONE,
 };
 
 /// This backend's events (encoded in the engine's opaque [`NetEv`]).
@@ -61,6 +61,9 @@ struct FluidFlow {
     /// growth of that sum.
     moved_port: u32,
     moved_base_bits: f64,
+    /// When its window was last cut while it holds a queue at a port
+    /// without congestion signals (tcp::regrown_queue_bytes), if it was.
+    regrow_from_ps: Option<u64>,
     persistent: bool,
 }
 
@@ -73,8 +76,8 @@ impl FluidFlow {
             None => self.remaining_bits,
         }
     }
-    fn waiting(&self) -> bool {
-        self.ss.as_ref().is_some_and(|s| s.waiting)
+    fn cap_bps(&self) -> f64 {
+        self.ss.as_ref().map_or(f64::INFINITY, |s| s.cap_bps)
     }
 }
 
@@ -108,11 +111,17 @@ pub struct FlowNet {
     /// Per (source, destination, class): when a persistent connection's last
     /// message drained and its window then (`None`: out of slow start).
     conns: HashMap<(u32, u32, u8), (u64, Option<f64>)>,
-    /// Indices of the flows being allocated (not waiting out a round), reused.
+    /// Indices of the flows being allocated (every active flow), reused.
     sending: Vec<u32>,
     /// The window-unlimited flows changed since the queues were estimated.
     long_changed: bool,
+    /// A flow, a route, a class, a rate cap or a capacity changed since the
+    /// last allocation: without aggregation trees, the rates are otherwise
+    /// those of the last allocation.
+    sending_changed: bool,
     standing: Vec<(u32, u32)>,
+    maxmin: MaxMin,
+    rates: Vec<f64>,
 }
 
 /// Wire bytes of a message cut into MSS-sized segments.
@@ -133,6 +142,16 @@ pub fn message_wire_bytes(size_bytes: u64, mss_bytes: u32) -> u64 {
 /// full one ahead of it), as in the topology's ideal FCT.
 fn largest_packet_wire(size_bytes: u64, mss_bytes: u32) -> f64 {
     wire_bytes(size_bytes.min(mss_bytes as u64) as u32) as f64
+}
+
+/// Wire bytes others sent across flow `f`'s tied port since it held it
+/// (`bits_sent`: every port's).
+fn moved_bytes(bits_sent: &[f64], f: &FluidFlow) -> f64 {
+    if f.tied == NONE {
+        0.0
+    } else {
+        (bits_sent[f.tied as usize] + f.remaining_bits - f.moved_base_bits) / 8.0
+    }
 }
 
 impl FlowNet {
@@ -166,7 +185,10 @@ impl FlowNet {
             conns: HashMap::new(),
             sending: Vec::new(),
             long_changed: false,
+            sending_changed: false,
             standing: Vec::new(),
+            maxmin: MaxMin::default(),
+            rates: Vec::new(),
             capacity_bps: topo.ports.iter().map(|p| p.rate_bps as f64).collect(),
             rate_bps: topo.ports.iter().map(|p| p.rate_bps as f64).collect(),
             delay_ps: topo.ports.iter().map(|p| p.delay_ps).collect(),
@@ -214,16 +236,31 @@ impl FlowNet {
                 self.queue_area[p] += q * dt_ps;
             }
             if self.queues.any() {
-                self.fill_queues();
+                self.fill_queues(now);
             }
         }
         self.last_ps = now;
     }
 
     fn reallocate(&mut self, ctx: &mut Ctx) {
+        if self.sending_changed || self.agg.is_some() {
+            self.sending_changed = false;
+            self.allocate();
+        }
+        if self.short.model == FlowModel::Tcp && (self.long_changed || self.agg.is_some()) {
+            self.estimate_queues();
+        }
+        if let Some(a) = &mut self.agg {
+            a.set_rates(&self.rates[self.sending.len()..]);
+        }
+        self.schedule_next(ctx);
+    }
+
+    /// The max-min rates of the flows not waiting out a round (and of the
+    /// aggregation trees: the rates after the flows').
+    fn allocate(&mut self) {
         self.sending.clear();
-        self.sending
-            .extend((0..self.active.len() as u32).filter(|&i| !self.active[i as usize].waiting()));
+        self.sending.extend(0..self.active.len() as u32);
         if self.agg.is_some() {
             // Ordinary flows leaving each host's NIC, for the aggregation
             // trees' share of their workers' NICs.
@@ -240,27 +277,29 @@ impl FlowNet {
             .iter()
             .map(|&i| {
                 let f = &self.active[i as usize];
-                FlowDemand::new(f.class, &f.route)
+                FlowDemand {
+                    cap_bps: f.cap_bps(),
+                    ..FlowDemand::new(f.class, &f.route)
+                }
             })
             .collect();
         if let Some(a) = &self.agg {
             a.demands(&mut demands, &self.nic_flows, &self.capacity_bps);
         }
-        let rates = max_min_rates(&demands, &self.capacity_bps);
-        let n = self.sending.len();
+        self.maxmin
+            .rates(&demands, &self.capacity_bps, &mut self.rates);
         drop(demands);
         for f in &mut self.active {
             f.rate_bps = 0.0;
         }
         for (k, &i) in self.sending.iter().enumerate() {
-            self.active[i as usize].rate_bps = rates[k];
+            self.active[i as usize].rate_bps = self.rates[k];
         }
-        if self.short.model == FlowModel::Tcp && (self.long_changed || self.agg.is_some()) {
-            self.estimate_queues();
-        }
-        if let Some(a) = &mut self.agg {
-            a.set_rates(&rates[n..]);
-        }
+    }
+
+    /// Schedules the next event: a flow's window or message drained, a
+    /// round's RTT over, or an aggregation tree's drain.
+    fn schedule_next(&mut self, ctx: &mut Ctx) {
         if let Some(k) = self.pending.take() {
             ctx.cancel(k);
         }
@@ -269,7 +308,8 @@ impl FlowNet {
             .active
             .iter()
             .filter_map(|f| match &f.ss {
-                Some(ss) if ss.waiting => Some(ss.round_end_ps.saturating_sub(now)),
+                // Its window drains by the round's end at the latest.
+                Some(ss) if ss.paced() => Some(ss.round_end_ps.saturating_sub(now)),
                 _ if f.rate_bps > 0.0 => {
                     Some((f.drainable_bits() / f.rate_bps * PS_PER_S as f64).ceil() as u64)
                 }
@@ -297,6 +337,16 @@ impl FlowNet {
         let long: Vec<usize> = (0..self.active.len())
             .filter(|&i| self.active[i].ss.is_none())
             .collect();
+        // Which of them had their window cut at a tied port (its queue full).
+        let cut: Vec<bool> = long
+            .iter()
+            .map(|&i| {
+                let f = &self.active[i];
+                f.tied != NONE
+                    && moved_bytes(&self.bits_sent, f)
+                        >= self.queues.share_bytes(&self.short, f.tied, f.class)
+            })
+            .collect();
         let mut demands: Vec<FlowDemand> = long
             .iter()
             .map(|&i| FlowDemand::new(self.active[i].class, &self.active[i].route))
@@ -304,7 +354,7 @@ impl FlowNet {
         if let Some(a) = &self.agg {
             a.demands(&mut demands, &self.nic_flows, &self.capacity_bps);
         }
-        let rates = max_min_rates(&demands, &self.capacity_bps);
+        let rates = self.maxmin.rates_vec(&demands, &self.capacity_bps);
         let views: Vec<FlowView> = long
             .iter()
             .zip(&rates)
@@ -335,19 +385,30 @@ impl FlowNet {
                 (f.standing, f.tied) = (NONE, NONE);
             }
         }
-        for (&i, &(s, d)) in long.iter().zip(&self.standing) {
+        let now = self.last_ps;
+        for ((&i, &(s, d)), &cut) in long.iter().zip(&self.standing).zip(&cut) {
             let f = &mut self.active[i];
+            // Its window was set by congestion signals at the port it held
+            // (or at its tied port, now left); now held at a port without
+            // any, it rebuilds its queue there from empty.
+            let signals =
+                |p: u32| p != NONE && self.short.ports[p as usize].signals(self.short.ecn_capable);
+            if s == NONE || signals(s) {
+                f.regrow_from_ps = None;
+            } else if (signals(f.standing) && f.standing != s) || (cut && d != f.tied) {
+                f.regrow_from_ps = Some(now);
+            }
             (f.standing, f.tied) = (s, d);
             if d != NONE && d != f.moved_port {
                 f.moved_port = d;
                 f.moved_base_bits = self.bits_sent[d as usize] + f.remaining_bits;
             }
         }
-        self.fill_queues();
+        self.fill_queues(now);
     }
 
-    /// The standing queues now, from what their holders still have to send.
-    fn fill_queues(&mut self) {
+    /// The standing queues at `now`, from what their holders still have to send.
+    fn fill_queues(&mut self, now: u64) {
         self.queues.fill(
             &self.short,
             &self.capacity_bps,
@@ -359,12 +420,15 @@ impl FlowNet {
                     tied: f.tied,
                     class: f.class,
                     left_bytes: f.remaining_bits / 8.0,
-                    moved_bytes: if f.tied == NONE {
-                        0.0
-                    } else {
-                        (self.bits_sent[f.tied as usize] + f.remaining_bits - f.moved_base_bits)
-                            / 8.0
-                    },
+                    moved_bytes: moved_bytes(&self.bits_sent, f),
+                    regrown_bytes: f.regrow_from_ps.map_or(f64::INFINITY, |t0| {
+                        regrown_queue_bytes(
+                            (now - t0) as f64,
+                            f.base_rtt_ps,
+                            self.capacity_bps[f.standing as usize],
+                            self.full_wire,
+                        )
+                    }),
                 }),
         );
     }
@@ -465,6 +529,7 @@ impl FlowNet {
                 }
                 let f = self.active.remove(i);
                 self.long_changed |= f.ss.is_none();
+                self.sending_changed = true;
                 self.delivering.insert(f.msg, f.size_bytes);
                 ctx.schedule(
                     now + f.delay_ps + f.pipe_ps + wait,
@@ -476,23 +541,19 @@ impl FlowNet {
                 continue;
             }
             match f.ss {
-                Some(ss) if ss.waiting && ss.round_end_ps <= now => {
-                    // The next round: the window doubled (one segment per ACK).
-                    let rtt = self.rtt_ps(i);
-                    self.active[i].ss = Some(SlowStart::round(2.0 * ss.window_bits, now, rtt));
-                }
-                Some(ss) if !ss.waiting && ss.left_bits <= eps => {
-                    // Drained within its RTT: wait for the ACKs; still
-                    // sending when they came back: ACK-clocked from now on.
-                    self.active[i].ss = if now < ss.round_end_ps {
-                        Some(SlowStart {
-                            waiting: true,
-                            ..ss
-                        })
+                Some(ss) if ss.paced() && ss.round_end_ps <= now => {
+                    // The round's RTT is over. Its window sent: the next
+                    // round, the window doubled (one segment per ACK);
+                    // still sending it: ACK-clocked from now on.
+                    self.active[i].ss = if ss.left_bits <= eps + ss.window_bits * 1e-9 {
+                        let rtt = self.rtt_ps(i);
+                        let rest = self.active[i].remaining_bits;
+                        Some(SlowStart::round(2.0 * ss.window_bits, now, rtt, rest))
                     } else {
                         self.long_changed = true;
                         None
                     };
+                    self.sending_changed = true;
                 }
                 _ => {}
             }
@@ -543,6 +604,7 @@ impl Backend for FlowNet {
             tied: NONE,
             moved_port: NONE,
             moved_base_bits: 0.0,
+            regrow_from_ps: None,
             persistent,
         };
         if self.short.model == FlowModel::Tcp {
@@ -561,10 +623,11 @@ impl Backend for FlowNet {
                 let rtt = f.base_rtt_ps
                     + self.path_wait_ps(&f.route, class, (NONE, NONE), 0.0)
                     + self.path_wait_ps(&f.rev, class, (NONE, NONE), 0.0);
-                SlowStart::round(w, ctx.now, rtt)
+                SlowStart::round(w, ctx.now, rtt, f.remaining_bits)
             });
         }
         self.long_changed |= f.ss.is_none();
+        self.sending_changed = true;
         self.active.push(f);
         self.reallocate(ctx);
     }
@@ -577,6 +640,7 @@ impl Backend for FlowNet {
             self.advance(ctx.now);
             self.active[k].class = class;
             self.long_changed = true;
+            self.sending_changed = true;
             self.reallocate(ctx);
         }
         true
@@ -648,6 +712,7 @@ impl Backend for FlowNet {
             }
         }
         self.long_changed = true;
+        self.sending_changed = true;
         self.reallocate(ctx);
     }
 
@@ -670,6 +735,7 @@ impl Backend for FlowNet {
         f.route = fwd.into_boxed_slice();
         f.rev = rev.into_boxed_slice();
         self.long_changed = true;
+        self.sending_changed = true;
         self.reallocate(ctx);
         true
     }

@@ -11,6 +11,15 @@
 //!   ACK, RFC 5681 §3.1, as the packet backend's TCP). A round whose window
 //!   is still draining when its RTT is over is ACK-clocked from then on:
 //!   the flow leaves slow start and is an ordinary fluid flow until it ends.
+//! - **Paced rounds.** A round that does not end the flow (the rest is more
+//!   than its window) is allocated as a flow capped at `W_k / RTT_k`
+//!   (max-min with a cap, [`super::maxmin`]) rather than at its full share
+//!   and then idle: it still sends `W_k` by the end of its RTT when its share
+//!   allows (and is ACK-clocked from then on when not), so its own rounds
+//!   take the same time, but the others see its mean rate over the round
+//!   instead of a burst and a gap, and a round costs one reallocation
+//!   instead of two. The last round (the rest fits the window) drains at
+//!   the flow's full share, as before.
 //! - **RTT of a round:** over the forward ports, propagation plus one full
 //!   segment's serialization plus the port's queueing estimate; over the
 //!   reverse ports, propagation plus one ACK's (84 bytes) serialization plus
@@ -63,6 +72,12 @@ pub struct PortQueue {
 }
 
 impl PortQueue {
+    /// Whether a flow bottlenecked here gets congestion signals (marks it
+    /// reacts to, or losses) that set its window.
+    pub fn signals(&self, ecn_capable: bool) -> bool {
+        (ecn_capable && self.mark_bytes.is_some()) || self.limit_bytes.is_some()
+    }
+
     /// A queue that neither drops nor marks (a host NIC without `[host_queue]`).
     pub fn unlimited() -> PortQueue {
         PortQueue {
@@ -136,6 +151,24 @@ pub fn standing_queue_bytes(
     }
 }
 
+/// The queue (wire bytes) a window-unlimited flow has rebuilt at a port
+/// that neither marks nor drops, `t_ps` after its window was cut (by
+/// congestion signals at a port it has left as its bottleneck, or at a
+/// tied port): in congestion avoidance the window grows one segment per
+/// round trip (RFC 5681 §3.1; DCTCP's growth between marks, Alizadeh et
+/// al., SIGCOMM'10, §3.3), and every byte of window above the path's pipe
+/// waits in that queue, so with `q` queued the round trip is
+/// `base_rtt_ps + q / C` and `dq/dt = pkt / (base + q / C)`; from an empty
+/// queue, `base q + q² / (2C) = pkt t`:
+/// `q(t) = C (sqrt(base² + 2 pkt t / C) - base)`, C in bytes per ps.
+pub fn regrown_queue_bytes(t_ps: f64, base_rtt_ps: f64, rate_bps: f64, pkt_bytes: f64) -> f64 {
+    if rate_bps <= 0.0 {
+        return 0.0;
+    }
+    let c = rate_bps / 8e12;
+    c * ((base_rtt_ps * base_rtt_ps + 2.0 * pkt_bytes * t_ps / c).sqrt() - base_rtt_ps)
+}
+
 /// Picoseconds to serialize `bytes` at `rate_bps` (0 when the port is down).
 pub fn ser_ps(bytes: f64, rate_bps: f64) -> f64 {
     if rate_bps > 0.0 {
@@ -159,19 +192,32 @@ pub struct SlowStart {
     pub left_bits: f64,
     /// When this round's RTT is over.
     pub round_end_ps: u64,
-    /// The window is drained: out of the allocation until `round_end_ps`.
-    pub waiting: bool,
+    /// The round's window over its RTT: the flow's rate cap in a round
+    /// that does not end the flow (paced rounds, module docs);
+    /// `f64::INFINITY` in its last round (the rest fits the window).
+    pub cap_bps: f64,
 }
 
 impl SlowStart {
-    /// A round of `window_bits` starting at `now` with round trip `rtt_ps`.
-    pub fn round(window_bits: f64, now: u64, rtt_ps: f64) -> SlowStart {
+    /// A round of `window_bits` starting at `now` with round trip `rtt_ps`,
+    /// for a flow with `remaining_bits` still to send.
+    pub fn round(window_bits: f64, now: u64, rtt_ps: f64, remaining_bits: f64) -> SlowStart {
+        let rtt = rtt_ps.ceil() as u64;
         SlowStart {
             window_bits,
             left_bits: window_bits,
-            round_end_ps: now + rtt_ps.ceil() as u64,
-            waiting: false,
+            round_end_ps: now + rtt,
+            cap_bps: if remaining_bits > window_bits && rtt > 0 {
+                window_bits / (rtt as f64 / 1e12)
+            } else {
+                f64::INFINITY
+            },
         }
+    }
+
+    /// Not its last round: it sends at most its window over the round's RTT.
+    pub fn paced(&self) -> bool {
+        self.cap_bps < f64::INFINITY
     }
 }
 
@@ -229,6 +275,9 @@ pub struct Holder {
     pub left_bytes: f64,
     /// Wire bytes others sent across `tied` since it held it.
     pub moved_bytes: f64,
+    /// The most it has rebuilt of its queue at `port` since its window was
+    /// last cut ([`regrown_queue_bytes`]; infinite: never cut there).
+    pub regrown_bytes: f64,
 }
 
 /// One ordinary flow as the estimate sees it.
@@ -290,6 +339,11 @@ impl QueueEstimate {
         let k = slot(spec, port, class);
         let own = own_bytes.min(self.moved_bytes[k]);
         (self.queue_ps[k] - ser_ps(own, capacity_bps)).max(0.0)
+    }
+
+    /// A holder's share of the standing queue at `port` (wire bytes).
+    pub fn share_bytes(&self, spec: &ShortFlowSpec, port: u32, class: u8) -> f64 {
+        self.share_bytes[slot(spec, port, class)]
     }
 
     /// Whether any flow holds a standing queue.
@@ -401,7 +455,7 @@ impl QueueEstimate {
         }
         for h in holders {
             let left = h.left_bytes.max(0.0);
-            let first = self.share_bytes[slot(spec, h.port, h.class)];
+            let first = self.share_bytes[slot(spec, h.port, h.class)].min(h.regrown_bytes);
             let at_first = if h.tied == NONE {
                 first.min(left)
             } else {
