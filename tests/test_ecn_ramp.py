@@ -39,6 +39,29 @@ def test_an_override_replaces_the_marking_it_would_inherit():
     assert q["ecn_threshold_packets"] is None and q["ecn_kmax_bytes"] == 80_000
 
 
+def test_an_override_switches_inherited_marking_off_with_off():
+    # docs/scenario.md: any threshold can be switched off with "off"; an override's
+    # own marking, "off" included, replaces the ramp it would inherit.
+    s = star_scenario(queue=dict(RAMP), queue_overrides=[
+        {"node": "s0", "ecn_threshold_packets": "off", "ecn_threshold_bytes": "off"}])
+    q = s.to_core()["queue_overrides"][0]["queue"]
+    assert q["ecn_pmax"] is None and q["ecn_kmin_bytes"] is None
+    assert q["ecn_threshold_packets"] is None and q["ecn_threshold_bytes"] is None
+    # A ramp switched off in [queue] keeps the default step.
+    assert star_scenario(queue={"ecn_kmin_bytes": "off"}).to_core()["queue"]["ecn_threshold_packets"] == 65
+
+
+def test_the_flow_backends_tcp_model_refuses_a_ramp(tmp_path):
+    # Its standing-queue model reads step thresholds only: a ramp would read as "never marks".
+    toml = ('backend = "flow"\n[topology]\nkind = "star"\nhosts = 2\n[queue]\n'
+            'ecn_kmin_bytes = "20KB"\necn_kmax_bytes = "80KB"\necn_pmax = 0.2\n')
+    (tmp_path / "s.toml").write_text(toml)
+    r = run_cli("validate", str(tmp_path / "s.toml"))
+    assert r.returncode == 2 and "queue.ecn_kmin_bytes" in r.stderr and "packet backend only" in r.stderr, r.stderr
+    (tmp_path / "f.toml").write_text(toml.replace('backend = "flow"', 'backend = "flow"\nflow_model = "fluid"'))
+    assert run_cli("validate", str(tmp_path / "f.toml")).returncode == 0
+
+
 @pytest.mark.parametrize("queue, field, word", [
     ({"ecn_kmin_bytes": "20KB", "ecn_kmax_bytes": "80KB"}, "ecn_pmax", "all of"),
     ({**RAMP, "ecn_kmax_bytes": "20KB"}, "ecn_kmax_bytes", "exceed"),

@@ -89,12 +89,12 @@ class QueueConfig(_Strict):
     @classmethod
     def _ramp_without_default_step(cls, data):
         # With a ramp, the step's default (65 packets) does not apply; a step given as well marks too.
-        if isinstance(data, dict) and any(data.get(k) is not None for k in RAMP_FIELDS):
+        if isinstance(data, dict) and any(_off_is_none(data.get(k)) is not None for k in RAMP_FIELDS):
             data = {"ecn_threshold_packets": None, **data}
         return data
 
     _off = field_validator(
-        "limit_bytes", "limit_packets", "ecn_threshold_bytes", "ecn_threshold_packets", mode="before"
+        "limit_bytes", "limit_packets", "ecn_threshold_bytes", "ecn_threshold_packets", *RAMP_FIELDS, mode="before"
     )(_off_is_none)
 
     @model_validator(mode="after")

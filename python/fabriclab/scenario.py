@@ -292,10 +292,10 @@ class Scenario(_Strict):
         for i, o in enumerate(self.queue_overrides):
             merged = {k: getattr(self.queue, k) for k in QUEUE_FIELDS}
             own = {k: getattr(o, k) for k in o.model_fields_set if k in QUEUE_FIELDS}
-            # Its own marking (a step or a ramp) replaces the one it would inherit.
-            if any(own.get(k) is not None for k in ("ecn_threshold_packets", "ecn_threshold_bytes")):
+            # Its own marking (a step or a ramp, "off" included) replaces the one it would inherit.
+            if any(k in own for k in ("ecn_threshold_packets", "ecn_threshold_bytes")):
                 merged.update(dict.fromkeys(RAMP_FIELDS))
-            if any(own.get(k) is not None for k in RAMP_FIELDS):
+            if any(k in own for k in RAMP_FIELDS):
                 merged.update(dict.fromkeys(("ecn_threshold_packets", "ecn_threshold_bytes")))
             merged.update(own)
             try:
@@ -312,6 +312,21 @@ class Scenario(_Strict):
                 raise ValueError(f"collectives[{i}].name: {c.name!r} is already the name of collectives[{seen[c.name]}]; "
                                  f"give each collective its own name")
             seen[c.name] = i
+        return self
+
+    @model_validator(mode="after")
+    def _ramp_needs_packets(self):
+        # The flow backend's tcp model reads step thresholds only (docs/architecture.md): a RED
+        # ramp there would silently mean "never marks". Refused rather than misread.
+        if self.backend != "flow" or self.flow_model != "tcp":
+            return self
+        queues = [("queue", self.queue), ("host_queue", self.host_queue)]
+        queues += [(f"queue_overrides[{i}]", o) for i, o in enumerate(self.queue_overrides)]
+        for name, q in queues:
+            if q is not None and q.ecn_kmin_bytes is not None:
+                raise ValueError(f"{name}.ecn_kmin_bytes: a RED marking ramp is modelled by the packet backend only "
+                                 f"(the flow backend's tcp model reads ecn_threshold_packets/_bytes); use "
+                                 f'backend = "packet", a step threshold, or flow_model = "fluid"')
         return self
 
     @model_validator(mode="after")

@@ -1,6 +1,6 @@
 use fabriclab_core::fabric::frame::wire_bytes;
 use fabriclab_core::net::packet::header::{Packet, FLAG_CE, FLAG_ECT};
-use fabriclab_core::net::packet::qdisc::{Enqueued, Qdisc};
+use fabriclab_core::net::packet::qdisc::{port_marking_seed, Enqueued, Qdisc};
 use fabriclab_core::net::packet::{Discipline, QueueSpec};
 
 fn spec(discipline: Discipline, limit_packets: Option<u64>, ecn_packets: Option<u64>) -> QueueSpec {
@@ -243,4 +243,33 @@ fn fq_limits_and_marks_the_band_as_a_whole() {
         ]
     );
     assert_eq!(q.bytes(), 3 * 1538);
+}
+
+/// The inverse of SplitMix64's odd step modulo 2^64 (Newton's iteration).
+fn inverse_mod_2_64(a: u64) -> u64 {
+    let mut x = a; // correct to 3 bits for odd a
+    for _ in 0..5 {
+        x = x.wrapping_mul(2u64.wrapping_sub(a.wrapping_mul(x)));
+    }
+    x
+}
+
+#[test]
+fn ports_draw_from_streams_far_apart() {
+    // Port p's stream is state_p + k * GAMMA for k = 0, 1, ...: two ports share
+    // draws (shifted by d) exactly when state_a - state_b = d * GAMMA mod 2^64.
+    // For seeds 0..8 and 256 ports, no pair may be within 10^9 draws of another.
+    const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+    let inv = inverse_mod_2_64(GAMMA);
+    assert_eq!(GAMMA.wrapping_mul(inv), 1);
+    for seed in 0..8u64 {
+        let states: Vec<u64> = (0..256).map(|p| port_marking_seed(seed, p)).collect();
+        for a in 0..states.len() {
+            for b in 0..a {
+                let d = states[a].wrapping_sub(states[b]).wrapping_mul(inv);
+                let distance = d.min(d.wrapping_neg());
+                assert!(distance > 1_000_000_000, "seed {seed}: ports {a} and {b} are {distance} draws apart");
+            }
+        }
+    }
 }

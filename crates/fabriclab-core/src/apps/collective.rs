@@ -69,6 +69,8 @@ struct Sent {
     rank: u32,
     step: u32,
     qp: Option<(usize, usize)>,
+    /// The QP's path epoch when the message went out.
+    epoch: u32,
     bytes: u64,
     at_ps: u64,
 }
@@ -241,9 +243,7 @@ impl CollectiveApp {
         };
         match api.send(&m) {
             Ok(id) => {
-                if let Some((g, q)) = qp {
-                    self.groups[g].sent(q, bytes);
-                }
+                let epoch = qp.map_or(0, |(g, q)| self.groups[g].sent(q, bytes));
                 let at_ps = api.now();
                 self.msgs.insert(
                     id,
@@ -251,6 +251,7 @@ impl CollectiveApp {
                         rank: r,
                         step: i,
                         qp,
+                        epoch,
                         bytes,
                         at_ps,
                     },
@@ -431,7 +432,7 @@ impl App for CollectiveApp {
         };
         let (r, i) = (sent.rank, sent.step);
         if let Some((g, q)) = sent.qp {
-            self.groups[g].completed(q, sent.bytes, api.now() - sent.at_ps);
+            self.groups[g].completed(q, sent.bytes, api.now() - sent.at_ps, sent.epoch);
             self.dispatch(api, g);
             let left = self.parts_left.get_mut(&(r, i)).expect("a send over QPs");
             *left -= 1;

@@ -67,6 +67,9 @@ pub struct Qp {
     /// Its route when the collective started (egress ports).
     pub route: Option<Vec<u32>>,
     pub retired: bool,
+    /// How many times the QP was moved to a new path: a message sent before
+    /// the latest move says nothing about the new path's completion time.
+    pub path_epoch: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -94,6 +97,7 @@ impl QpGroup {
                     bytes: 0,
                     route: None,
                     retired: false,
+                    path_epoch: 0,
                 })
                 .collect(),
             waiting: VecDeque::new(),
@@ -122,20 +126,28 @@ impl QpGroup {
         qp.route = route;
         qp.retired = false;
         qp.recent_ps_per_kib = None;
+        qp.path_epoch += 1;
     }
 
-    /// A message of `bytes` went out on QP `q`.
-    pub fn sent(&mut self, q: usize, bytes: u64) {
+    /// A message of `bytes` went out on QP `q`; returns the QP's path epoch,
+    /// to be given back to [`QpGroup::completed`].
+    pub fn sent(&mut self, q: usize, bytes: u64) -> u32 {
         let qp = &mut self.qps[q];
         qp.outstanding += 1;
         qp.messages += 1;
         qp.bytes += bytes;
+        qp.path_epoch
     }
 
-    /// A message of `bytes` on QP `q` completed after `elapsed_ps`.
-    pub fn completed(&mut self, q: usize, bytes: u64, elapsed_ps: u64) {
+    /// A message of `bytes` sent on QP `q` in path epoch `epoch` completed
+    /// after `elapsed_ps`. It frees its slot; it is a sample of the QP's
+    /// completion time only if the QP has not moved since it was sent.
+    pub fn completed(&mut self, q: usize, bytes: u64, elapsed_ps: u64, epoch: u32) {
         let qp = &mut self.qps[q];
         qp.outstanding -= 1;
+        if epoch != qp.path_epoch {
+            return;
+        }
         let sample = (elapsed_ps as u128 * 1024 / bytes.max(1) as u128) as u64;
         qp.recent_ps_per_kib = Some(match qp.recent_ps_per_kib {
             None => sample,
@@ -178,8 +190,8 @@ mod tests {
         let mut g = group(3);
         // Measured: QP 1 at 100 ps/KiB, QP 0 at 300, QP 2 at 200.
         for (q, t) in [(0, 300), (1, 100), (2, 200)] {
-            g.sent(q, 1024);
-            g.completed(q, 1024, t);
+            let e = g.sent(q, 1024);
+            g.completed(q, 1024, t, e);
         }
         assert_eq!(g.pick(1), Some(1));
         g.sent(1, 1024);
@@ -205,27 +217,41 @@ mod tests {
     fn a_repathed_qp_is_back_in_service_and_counts_as_fastest() {
         let mut g = group(2);
         for (q, t) in [(0, 300), (1, 100)] {
-            g.sent(q, 1024);
-            g.completed(q, 1024, t);
+            let e = g.sent(q, 1024);
+            g.completed(q, 1024, t, e);
         }
         g.qps[1].retired = true;
         assert_eq!(g.pick(4), Some(0)); // the only QP in service
         g.repath(1, 6001, Some(vec![7, 8]));
         assert_eq!(g.qps[1].src_port, 6001);
         assert_eq!(g.pick(4), Some(1)); // unmeasured: 0 ps per KiB beats 300
-        g.sent(1, 2048);
-        g.completed(1, 2048, 1000); // first sample on the new path: 500 ps per KiB
+        let e = g.sent(1, 2048);
+        g.completed(1, 2048, 1000, e); // first sample on the new path: 500 ps per KiB
         assert_eq!(g.qps[1].recent_ps_per_kib, Some(500));
         assert_eq!(g.pick(4), Some(0)); // 300 < 500
     }
 
     #[test]
+    fn a_message_sent_before_a_repath_frees_its_slot_but_is_no_sample() {
+        let mut g = group(2);
+        let old = g.sent(1, 1024); // out on the old path
+        g.repath(1, 6001, None);
+        let new = g.sent(1, 1024); // out on the new path
+        g.completed(1, 1024, 90_000, old); // late: it crossed the failure
+        assert_eq!(g.qps[1].outstanding, 1);
+        assert_eq!(g.qps[1].recent_ps_per_kib, None); // still unmeasured
+        g.completed(1, 1024, 400, new);
+        assert_eq!(g.qps[1].outstanding, 0);
+        assert_eq!(g.qps[1].recent_ps_per_kib, Some(400));
+    }
+
+    #[test]
     fn average_weights_newest_by_a_quarter() {
         let mut g = group(1);
-        g.sent(0, 2048);
-        g.completed(0, 2048, 800); // 400 ps per KiB
-        g.sent(0, 1024);
-        g.completed(0, 1024, 800); // 800 ps per KiB: (3 * 400 + 800) / 4 = 500
+        let e = g.sent(0, 2048);
+        g.completed(0, 2048, 800, e); // 400 ps per KiB
+        let e = g.sent(0, 1024);
+        g.completed(0, 1024, 800, e); // 800 ps per KiB: (3 * 400 + 800) / 4 = 500
         assert_eq!(g.qps[0].recent_ps_per_kib, Some(500));
     }
 }

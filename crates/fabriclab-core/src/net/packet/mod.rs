@@ -136,7 +136,7 @@ impl PacketNet {
                     (None, false, _) => Qdisc::new(&queues.switch),
                 };
                 // Each port its own marking stream, a function of the seed.
-                qdisc.seed_marking(seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                qdisc.seed_marking(qdisc::port_marking_seed(seed, i));
                 Port::new(host_port, p.from, p.to, p.rate_bps, p.delay_ps, qdisc)
             })
             .collect();

@@ -8,6 +8,7 @@
 
 use super::header::{Packet, FLAG_CE, FLAG_ECT};
 use crate::engine::BandSample;
+use crate::fabric::topology::mix64;
 use serde::Deserialize;
 use std::collections::{HashMap, VecDeque};
 
@@ -205,13 +206,18 @@ impl EcnRamp {
 
     /// SplitMix64's next output as a uniform in [0, 1) (53 bits).
     fn uniform(&mut self) -> f64 {
+        let z = mix64(self.state);
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
         (z >> 11) as f64 / (1u64 << 53) as f64
     }
+}
+
+/// The starting state of port `port`'s marking stream in a run seeded `seed`:
+/// a pseudo-random point of SplitMix64's sequence per (seed, port). (XOR-ing
+/// the seed with multiples of SplitMix's own step, as first written, put
+/// ports on one stream a few draws apart.)
+pub fn port_marking_seed(seed: u64, port: usize) -> u64 {
+    mix64(seed ^ mix64(port as u64 + 1))
 }
 
 /// A queue discipline for the egress ports of one node (`to: None`) or of
