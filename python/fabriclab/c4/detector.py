@@ -19,8 +19,9 @@ Thresholds are relative to the job's own rhythm (docs/c4.md):
   max(log RATE_MIN, the connection's worst
   healthy op x ABOVE_WORST, SIGMAS x its robust spread). Each op's suspect
   links are those the most high channels cross; an alarm needs a common
-  suspect in PERSIST consecutive ops, or in two ops with a stall above
-  STRONG. The matrix pattern
+  suspect in PERSIST consecutive ops, in two ops with a stall above
+  STRONG, or in two consecutive ops when every connection (FULL_MIN at
+  least) through the link is high. The matrix pattern
   (matrix.py) names the suspect: a host for a row and column through one
   rank, the source's or destination's host for a row or column, a fabric
   link for points (the links all slow connections cross and no healthy one
