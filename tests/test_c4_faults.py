@@ -227,9 +227,11 @@ RING4 = ["h0", "h1", "h2", "h3"]
 STEPS = 4
 
 
-def hand_ring(ops, dead_from=None):
+def hand_ring(ops, dead_from=None, slow_from=None, slow_host="h3", factor=3):
     """ccl rows and routes of ``ops`` ring ops; from op ``dead_from`` on,
-    spine1 is no longer used (its link to leaf0 is down and routed around)."""
+    spine1 is no longer used (its link to leaf0 is down and routed around);
+    from op ``slow_from`` on, every message to or from ``slow_host`` takes
+    ``factor`` x 100 us (its link degraded)."""
     import pandas as pd
 
     from fabriclab.c4.detector import JobView
@@ -241,7 +243,9 @@ def hand_ring(ops, dead_from=None):
         for r in range(4):
             v = (r + 1) % 4
             for st in range(STEPS):
-                a, e = t0 + st * 100_000, t0 + (st + 1) * 100_000
+                slow = slow_from is not None and k >= slow_from and slow_host in (RING4[r], RING4[v])
+                a = t0 + st * 100_000
+                e = a + (factor if slow else 1) * 100_000
                 common = {"op_id": k, "algorithm": "ring", "step": st, "bytes": 125_000, "post_mono_ns": t0}
                 rows.append(dict(common, rank=r, peer=v, kind="send", send_start_mono_ns=a, send_end_mono_ns=e,
                                  recv_arrival_mono_ns=None, recv_done_mono_ns=None))
@@ -281,3 +285,27 @@ def test_one_empty_op_is_not_enough_for_a_link_of_four_messages():
     # Dead from op 11 of 12: one empty op, mu k = 4 < 8.
     ccl, view = hand_ring(12, dead_from=11)
     assert diagnose(ccl, view, 10**15) is None
+
+
+def test_a_link_whose_every_connection_is_slow_is_named_after_two_ops():
+    from fabriclab.c4.detector import FULL_MIN, PERSIST, RATE_MIN
+
+    # h3's link slowed 3x from op 10 of 12: its two connections (h2 -> h3,
+    # h3 -> h0) send 4 messages of 300 us, 100 us apart, busy 600 us for
+    # 500 kB against 400 us: ratio 1.5 > RATE_MIN. h3-leaf1 is the only link
+    # both cross, and every connection through it is high (2 >= FULL_MIN):
+    # confirmed in ops 10 and 11, where PERSIST (3) ops would need op 12.
+    assert (FULL_MIN, PERSIST) == (2, 3) and 600 / 400 > RATE_MIN
+    ccl, view = hand_ring(12, slow_from=10)
+    alarm = diagnose(ccl, view, 10**15)
+    assert alarm is not None and alarm.syndrome == "comm_slow" and alarm.op == 11
+    # Rank 3's row (h3 -> h0) and column (h2 -> h3): its host.
+    assert (alarm.component_kind, alarm.component, alarm.pattern) == ("host", "h3", "host")
+    # Op 11's last completion: its last slow message, 300 + 300 us in.
+    assert alarm.time_ps == (11 * 10_000_000 + 600_000) * 1000
+
+
+def test_one_op_with_a_slow_link_is_not_enough():
+    ccl, view = hand_ring(12, slow_from=11)
+    assert diagnose(ccl, view, 10**15) is None
+

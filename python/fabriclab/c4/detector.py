@@ -19,8 +19,9 @@ Thresholds are relative to the job's own rhythm (docs/c4.md):
   max(log RATE_MIN, the connection's worst
   healthy op x ABOVE_WORST, SIGMAS x its robust spread). Each op's suspect
   links are those the most high channels cross; an alarm needs a common
-  suspect in PERSIST consecutive ops, or in two ops with a stall above
-  STRONG. The matrix pattern
+  suspect in PERSIST consecutive ops, in two ops with a stall above
+  STRONG, or in two consecutive ops when every connection (FULL_MIN at
+  least) through the link is high. The matrix pattern
   (matrix.py) names the suspect: a host for a row and column through one
   rank, the source's or destination's host for a row or column, a fabric
   link for points (the links all slow connections cross and no healthy one
@@ -53,6 +54,8 @@ ABOVE_WORST = 1.1
 STRONG = 3.0
 # Ops in a row a connection must be high (unless above STRONG).
 PERSIST = 3
+# Connections a link must carry, all high, to count as confirmed in two ops.
+FULL_MIN = 2
 SIGMAS = 5.0
 LATE_MIN = 0.04
 VANISH_MIN = 8
@@ -119,6 +122,7 @@ class Master:
         self.late_hist: list[float] = []
         self.prev_links: list = []  # suspect links of the last ops
         self.strong_links: list = []  # suspect links of the last ops with stalls
+        self.full_links: list = []  # per op: links every connection through which was high
         self.bias_hist: list = []  # per op: link -> [sum, count] of its messages' route bias
         self.prev_late: set = set()
         self.link_hist: dict = {}  # link -> the job's messages on it per op
@@ -255,6 +259,7 @@ class Master:
                     strong.add(k)
         suspects = self._suspect_links(high, paths)
         self.prev_links = (self.prev_links + [suspects])[-PERSIST:]
+        self.full_links = (self.full_links + [self._full_links(high, paths)])[-2:]
         self.bias_hist = (self.bias_hist + [self._route_bias(op_id, send)])[-PERSIST:]
         self._learn_conn(rates, high)
         if self.alarms:
@@ -266,6 +271,9 @@ class Master:
             links, slow = set.intersection(*self.strong_links), strong or high
         elif len(self.prev_links) == PERSIST and set.intersection(*self.prev_links):
             links, slow = set.intersection(*self.prev_links), high
+        elif len(self.full_links) == 2 and set.intersection(*self.full_links):
+            # Every connection through a link high in two ops in a row.
+            links, slow = set.intersection(*self.full_links), high
         else:
             return
         n = len(self.v.hosts)
@@ -292,6 +300,23 @@ class Master:
             return set()
         top = max(count.values())
         return {lk for lk, c in count.items() if c == top}
+
+    @staticmethod
+    def _full_links(high, paths) -> set:
+        """Links crossed by at least ``FULL_MIN`` connections, every one of
+        them high. A degraded link slows every connection that crosses it;
+        in a big job many connections share each fabric link and the
+        tenants' bursts make a few of them high anywhere, so the most-high
+        count (:meth:`_suspect_links`) needs ``PERSIST`` ops, which a job
+        near its end may not have; a link whose connections are all high is
+        the same evidence at full strength and needs two."""
+        tot: dict = {}
+        hit: dict = {}
+        for k, p in paths.items():
+            for lk in set(p):
+                tot[lk] = tot.get(lk, 0) + 1
+                hit[lk] = hit.get(lk, 0) + (k in high)
+        return {lk for lk, n in tot.items() if n >= FULL_MIN and hit[lk] == n}
 
     def _route_bias(self, op_id, send) -> dict:
         """Per link: the sum and count of the log ratios of the op's
