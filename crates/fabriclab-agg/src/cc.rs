@@ -90,7 +90,7 @@ impl TreeWindow {
             self.marked = 0;
             self.window_end = self.next_vid;
         }
-        let may_cut = self.cwr_end.map_or(true, |e| self.una > e);
+        let may_cut = self.cwr_end.is_none_or(|e| self.una > e);
         if ce && may_cut {
             self.cwnd = (self.cwnd * (1.0 - self.alpha / 2.0)).max(1.0);
             self.ssthresh = self.cwnd;

@@ -142,7 +142,7 @@ impl<E: Copy> EventQueue<E> {
     pub fn schedule_reserved(&mut self, time_ps: u64, key: EventKey, event: E) {
         let k = (time_ps as u128) << 64 | key.0 as u128;
         debug_assert!(
-            self.current.map_or(true, |c| k > c),
+            self.current.is_none_or(|c| k > c),
             "scheduling in a place already passed"
         );
         self.push(Entry { key: k, event });

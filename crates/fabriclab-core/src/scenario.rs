@@ -194,12 +194,12 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
             ));
         }
         match e.action {
-            LinkAction::Rate if e.rate_bps.map_or(true, |r| r == 0) => {
+            LinkAction::Rate if e.rate_bps.is_none_or(|r| r == 0) => {
                 return Err(format!(
                     "link_events[{i}].rate_bps: a positive rate is needed"
                 ))
             }
-            LinkAction::Loss if e.loss.map_or(true, |x| !(0.0..=1.0).contains(&x)) => {
+            LinkAction::Loss if e.loss.is_none_or(|x| !(0.0..=1.0).contains(&x)) => {
                 return Err(format!(
                     "link_events[{i}].loss: a probability within [0, 1] is needed"
                 ))
@@ -247,7 +247,7 @@ fn flow_port_queues(topo: &Topology, f: &FabricSpec, mss_bytes: u32) -> Vec<Port
                 .queue_overrides
                 .iter()
                 .rev()
-                .find(|o| o.from == p.from && o.to.map_or(true, |t| t == p.to));
+                .find(|o| o.from == p.from && o.to.is_none_or(|t| t == p.to));
             let spec = match (over, host_port, &f.host_queue) {
                 (Some(o), _, _) => &o.queue,
                 (None, true, Some(h)) => h,

@@ -72,7 +72,7 @@ fn agg_encode<'py>(
             }
         };
     }
-    if vector.len() % 4 != 0 || vector.len() / 4 > u16::MAX as usize {
+    if !vector.len().is_multiple_of(4) || vector.len() / 4 > u16::MAX as usize {
         return Err(PyValueError::new_err(format!(
             "vector: {} bytes is not a whole number of at most 65535 float32s",
             vector.len()

@@ -55,7 +55,7 @@ impl Table {
         debug_assert!(
             self.columns
                 .first()
-                .map_or(true, |(_, f)| f.len() == c.len()),
+                .is_none_or(|(_, f)| f.len() == c.len()),
             "ragged table {}",
             self.name
         );

@@ -128,7 +128,7 @@ impl CongestionControl for Dctcp {
         if ack.in_recovery {
             return;
         }
-        let may_cut = self.cwr_end.map_or(true, |e| ack.snd_una > e);
+        let may_cut = self.cwr_end.is_none_or(|e| ack.snd_una > e);
         if ack.ece && may_cut {
             st.cwnd_bytes = (st.cwnd_bytes * (1.0 - self.alpha / 2.0)).max(2.0 * st.mss_bytes);
             st.ssthresh_bytes = st.cwnd_bytes;

@@ -321,7 +321,7 @@ impl TcpSender {
             if self.in_recovery {
                 self.st.cwnd_bytes += self.st.mss_bytes; // RFC 6582 §3.2 step 4
             } else if self.dupacks == self.dupack_threshold
-                && self.recover.map_or(true, |r| self.snd_una > r)
+                && self.recover.is_none_or(|r| self.snd_una > r)
             {
                 let flight = self.flight();
                 self.st.ssthresh_bytes = self.cc.ssthresh_after_loss(&self.st, flight);

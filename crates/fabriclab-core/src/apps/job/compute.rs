@@ -91,7 +91,7 @@ impl TrainingJob {
                 .spec
                 .checkpoint
                 .as_ref()
-                .is_some_and(|c| it % c.every_iterations == 0)
+                .is_some_and(|c| it.is_multiple_of(c.every_iterations))
     }
 
     pub(super) fn compute_done(&mut self, api: &mut Api, w: usize) {

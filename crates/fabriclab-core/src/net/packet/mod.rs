@@ -128,7 +128,7 @@ impl PacketNet {
                     .overrides
                     .iter()
                     .rev()
-                    .find(|o| o.from == p.from && o.to.map_or(true, |t| t == p.to));
+                    .find(|o| o.from == p.from && o.to.is_none_or(|t| t == p.to));
                 let mut qdisc = match (over, host_port, &queues.host) {
                     (Some(o), _, _) => Qdisc::new(&o.queue),
                     (None, true, Some(h)) => Qdisc::new(h),
@@ -208,7 +208,7 @@ impl PacketNet {
     /// Returns false for a stale event (its packet was lost when the link went down).
     fn on_wire_head(&mut self, ctx: &mut Ctx, port: u32) -> bool {
         let p = &mut self.ports[port as usize];
-        if p.wire.front().map_or(true, |&(t, _)| t != ctx.now) {
+        if p.wire.front().is_none_or(|&(t, _)| t != ctx.now) {
             return false;
         }
         let (_, mut pkt) = p.wire.pop_front().expect("checked");
@@ -340,7 +340,7 @@ impl PacketNet {
         // the connection's armed time is stale and ignored when it fires
         // (cheaper than cancelling it in the heap on every ACK).
         if let Some(t) = conn.sender.poll_at() {
-            if conn.timer.map_or(true, |t0| t < t0) {
+            if conn.timer.is_none_or(|t0| t < t0) {
                 conn.timer = Some(t);
                 ctx.schedule(
                     t,

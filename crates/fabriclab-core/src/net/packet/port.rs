@@ -484,7 +484,7 @@ impl PacketNet {
         if p.paused & (1 << c) == 0
             || p.pause_times
                 .as_ref()
-                .map_or(true, |t| t.end_ps[c] != ctx.now)
+                .is_none_or(|t| t.end_ps[c] != ctx.now)
         {
             return false; // resumed by XON, or extended by a refresh
         }

@@ -186,7 +186,7 @@ impl PacketNet {
     fn arm_logic(&mut self, ctx: &mut Ctx, i: u32) {
         if let Some(t) = self.logics.list[i as usize].poll_at() {
             let t = t.max(ctx.now);
-            if self.logics.timer[i as usize].map_or(true, |t0| t < t0) {
+            if self.logics.timer[i as usize].is_none_or(|t0| t < t0) {
                 self.logics.timer[i as usize] = Some(t);
                 ctx.schedule(
                     t,
