@@ -4,24 +4,13 @@
 //! paced sender.
 
 use fabriclab_core::transport::dcqcn::{CnpPacer, DcqcnParams, DcqcnRp};
-use fabriclab_core::transport::{Dcqcn, Segment, SenderConfig, TcpSender};
+use fabriclab_core::transport::{Dcqcn, Segment, TcpSender};
+
+mod common;
+use common::sender_cfg;
 
 const US: u64 = 1_000_000;
 const LINE: f64 = 100e9;
-
-/// A sender of full 1460-byte segments (1538 bytes on the wire), 1 s RTOs.
-fn sender_cfg() -> SenderConfig {
-    SenderConfig {
-        mss_bytes: 1460,
-        init_cwnd_packets: 10,
-        min_rto_ps: 1_000_000_000,
-        initial_rto_ps: 1_000_000_000,
-        max_rto_ps: 1_000_000_000_000,
-        dupack_threshold: 3,
-        handshake: false,
-        wire_overhead_bytes: 78,
-    }
-}
 
 fn close(a: f64, b: f64) {
     assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{a} != {b}");

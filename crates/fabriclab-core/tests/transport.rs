@@ -1,30 +1,14 @@
 use fabriclab_core::transport::cc::{AckInfo, CcState, CongestionControl};
 use fabriclab_core::transport::{Dctcp, NewReno, Segment, SenderConfig, TcpReceiver, TcpSender};
 
+mod common;
+use common::{poll, sender_cfg};
+
 const MSS: u64 = 1460;
-
-fn cfg() -> SenderConfig {
-    SenderConfig {
-        mss_bytes: MSS as u32,
-        init_cwnd_packets: 10,
-        min_rto_ps: 1_000_000_000,
-        initial_rto_ps: 1_000_000_000,
-        max_rto_ps: 1_000_000_000_000,
-        dupack_threshold: 3,
-        handshake: false,
-        wire_overhead_bytes: 78,
-    }
-}
-
-fn poll(s: &mut TcpSender, now: u64) -> Vec<Segment> {
-    let mut v = vec![];
-    s.poll(now, u64::MAX, &mut |seg| v.push(seg));
-    v
-}
 
 #[test]
 fn initial_window_then_slow_start_doubles_per_round() {
-    let mut s = TcpSender::new(1_000 * MSS, &cfg(), Box::new(NewReno));
+    let mut s = TcpSender::new(1_000 * MSS, &sender_cfg(), Box::new(NewReno));
     let mut round = poll(&mut s, 0);
     let mut sizes = vec![round.len()];
     let mut now = 0;
@@ -43,7 +27,7 @@ fn initial_window_then_slow_start_doubles_per_round() {
 
 #[test]
 fn three_dupacks_retransmit_and_halve() {
-    let mut s = TcpSender::new(100 * MSS, &cfg(), Box::new(NewReno));
+    let mut s = TcpSender::new(100 * MSS, &sender_cfg(), Box::new(NewReno));
     let segs = poll(&mut s, 0);
     assert_eq!(segs.len(), 10);
     // Segment 0 is lost; segments 1..=3 produce three duplicate ACKs of 0.
@@ -71,7 +55,7 @@ fn three_dupacks_retransmit_and_halve() {
 
 #[test]
 fn timeout_collapses_window_and_resends_from_una() {
-    let mut s = TcpSender::new(20 * MSS, &cfg(), Box::new(NewReno));
+    let mut s = TcpSender::new(20 * MSS, &sender_cfg(), Box::new(NewReno));
     poll(&mut s, 0);
     let rto_at = s.poll_at().unwrap();
     assert_eq!(rto_at, 1_000_000_000);
@@ -159,7 +143,7 @@ fn receiver_reassembles_out_of_order() {
 fn handshake_cfg() -> SenderConfig {
     SenderConfig {
         handshake: true,
-        ..cfg()
+        ..sender_cfg()
     }
 }
 

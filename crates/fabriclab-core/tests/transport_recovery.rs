@@ -3,30 +3,14 @@
 //! only (RFC 6582 §3.2 step 5), a repeated timeout keeps ssthresh (RFC 5681
 //! §3.1), and an ACK of new data ends the timer's back-off (ns-3's NewAck).
 
-use fabriclab_core::transport::{NewReno, Segment, SenderConfig, TcpSender};
+use fabriclab_core::transport::{NewReno, TcpSender};
+
+mod common;
+use common::{poll, sender_cfg};
 
 const MSS: u64 = 1460;
-/// Minimum and initial RTO of these tests: 1 ms.
+/// Minimum and initial RTO of these tests (common::sender_cfg): 1 ms.
 const RTO: u64 = 1_000_000_000;
-
-fn cfg() -> SenderConfig {
-    SenderConfig {
-        mss_bytes: MSS as u32,
-        init_cwnd_packets: 10,
-        min_rto_ps: RTO,
-        initial_rto_ps: RTO,
-        max_rto_ps: 1_000 * RTO,
-        dupack_threshold: 3,
-        handshake: false,
-        wire_overhead_bytes: 78,
-    }
-}
-
-fn poll(s: &mut TcpSender, now: u64) -> Vec<Segment> {
-    let mut v = vec![];
-    s.poll(now, u64::MAX, &mut |seg| v.push(seg));
-    v
-}
 
 fn ssthresh(s: &TcpSender) -> f64 {
     s.window_state(0).ssthresh_bytes
@@ -36,7 +20,7 @@ fn ssthresh(s: &TcpSender) -> f64 {
 fn only_the_first_partial_ack_restarts_the_retransmission_timer() {
     // Ten segments out at t = 0; segments 0, 2 and 4 are lost, so the
     // receiver answers 1 and 3 with duplicate ACKs of 0, and 5..9 likewise.
-    let mut s = TcpSender::new(100 * MSS, &cfg(), Box::new(NewReno));
+    let mut s = TcpSender::new(100 * MSS, &sender_cfg(), Box::new(NewReno));
     assert_eq!(poll(&mut s, 0).len(), 10);
     for _ in 0..3 {
         s.on_ack(10, 0, false);
@@ -61,7 +45,7 @@ fn only_the_first_partial_ack_restarts_the_retransmission_timer() {
 
 #[test]
 fn a_repeated_timeout_keeps_ssthresh_and_a_later_one_lowers_it_again() {
-    let mut s = TcpSender::new(100 * MSS, &cfg(), Box::new(NewReno));
+    let mut s = TcpSender::new(100 * MSS, &sender_cfg(), Box::new(NewReno));
     assert_eq!(poll(&mut s, 0).len(), 10);
     // First timeout at RTO: ssthresh = flight / 2 = 5 MSS, cwnd 1 MSS, timer doubled.
     let segs = poll(&mut s, RTO);
@@ -91,7 +75,7 @@ fn a_repeated_timeout_keeps_ssthresh_and_a_later_one_lowers_it_again() {
 
 #[test]
 fn an_ack_of_new_data_ends_the_timer_back_off() {
-    let mut s = TcpSender::new(100 * MSS, &cfg(), Box::new(NewReno));
+    let mut s = TcpSender::new(100 * MSS, &sender_cfg(), Box::new(NewReno));
     poll(&mut s, 0);
     // Two timeouts: RTO, then 2 RTO later; the timer now runs 4 RTO.
     poll(&mut s, RTO);
