@@ -191,13 +191,20 @@ fn the_time_averaged_queue_of_n_long_dctcp_flows_is_the_sawtooth_mean() {
         let flows: Vec<Value> = (0..n)
             .map(|i| json!({"src": i, "dst": n, "size_bytes": 100_000_000u64, "start_ps": 0, "class": 0}))
             .collect();
-        let got = mean_queue(&spec(n + 1, "tcp", "dctcp", json!(flows)), "s0", &format!("h{n}"));
+        let got = mean_queue(
+            &spec(n + 1, "tcp", "dctcp", json!(flows)),
+            "s0",
+            &format!("h{n}"),
+        );
         let (pkt, nf) = (1538.0, n as f64);
         let k = K_PACKETS as f64 * pkt;
         let bdp = RATE * rtt() / 8e12;
         let a = 0.5 * (2.0 * nf * (bdp + k) * pkt).sqrt();
         let expect = k + nf * pkt - a / 2.0;
-        assert!((got / expect - 1.0).abs() < 0.005, "N = {n}: {got} vs {expect}");
+        assert!(
+            (got / expect - 1.0).abs() < 0.005,
+            "N = {n}: {got} vs {expect}"
+        );
     }
 }
 

@@ -268,7 +268,10 @@ fn ports_draw_from_streams_far_apart() {
             for b in 0..a {
                 let d = states[a].wrapping_sub(states[b]).wrapping_mul(inv);
                 let distance = d.min(d.wrapping_neg());
-                assert!(distance > 1_000_000_000, "seed {seed}: ports {a} and {b} are {distance} draws apart");
+                assert!(
+                    distance > 1_000_000_000,
+                    "seed {seed}: ports {a} and {b} are {distance} draws apart"
+                );
             }
         }
     }

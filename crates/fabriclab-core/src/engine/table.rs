@@ -53,9 +53,7 @@ impl Table {
     }
     pub fn col(mut self, name: &str, c: Column) -> Table {
         debug_assert!(
-            self.columns
-                .first()
-                .is_none_or(|(_, f)| f.len() == c.len()),
+            self.columns.first().is_none_or(|(_, f)| f.len() == c.len()),
             "ragged table {}",
             self.name
         );
