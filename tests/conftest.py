@@ -52,3 +52,32 @@ def why_no_box() -> str | None:
     except FileNotFoundError:
         return "needs iproute2's ip"
     return None if r.returncode == 0 else "ip netns does not work here"
+
+
+def c4p_two_server_testbed(spines: int):
+    """A hand-sized C4P fabric: two servers of one GPU (nodes 0, 1 = hosts 0, 1)
+    and one two-port NIC each, four leaves (nodes 2..5), ``spines`` spines
+    (nodes 6..), every leaf to every spine at 100 Gbit/s, the first NIC on
+    leaves 0 and 1, the second on leaves 2 and 3 (100 Gbit/s each port), the
+    GPU to its NIC at 200 Gbit/s; 1 us links."""
+    from fabriclab.c4p import testbed as tb
+
+    t = tb.Testbed()
+    gpus = [t.add_node(f"s{s}.gpu0", "host", 0) for s in range(2)]
+    t.leaves = [t.add_node(f"leaf{i}", "switch", 3) for i in range(4)]
+    t.spines = [t.add_node(f"spine{i}", "switch", 4) for i in range(spines)]
+    for lf in t.leaves:
+        for sp in t.spines:
+            t.add_link(lf, sp, 100 * 10**9, 1_000_000)
+    for s, g in enumerate(gpus):
+        nic = t.add_node(f"s{s}.nic0", "switch", 2)  # nodes 6 + spines and 7 + spines
+        t.add_link(g, nic, 200 * 10**9, 1_000_000)
+        left, right = t.leaves[2 * s], t.leaves[2 * s + 1]
+        t.add_link(nic, left, 100 * 10**9, 1_000_000)
+        t.add_link(nic, right, 100 * 10**9, 1_000_000)
+        t.ports[nic] = (left, right)
+        t.nic[(s, 0)] = nic
+        t.gpus.append(g)
+        t.servers.append([s])
+        t.group.append(s)
+    return t

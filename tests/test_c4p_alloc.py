@@ -12,30 +12,14 @@ from fabriclab.c4p.master import Master, ecmp_src_ports, side_of
 from fabriclab.c4p import testbed as tb
 from fabriclab.c4p.testbed import Router
 
+from conftest import c4p_two_server_testbed
+
 SEED = 7
 M64 = 2**64 - 1
 
 
 def small_fabric() -> tb.Testbed:
-    t = tb.Testbed()
-    gpus = [t.add_node(f"s{s}.gpu0", "host", 0) for s in range(2)]  # node 0, 1 = hosts 0, 1
-    t.leaves = [t.add_node(f"leaf{i}", "switch", 3) for i in range(4)]  # nodes 2..5
-    t.spines = [t.add_node(f"spine{i}", "switch", 4) for i in range(2)]  # nodes 6, 7
-    for lf in t.leaves:
-        for sp in t.spines:
-            t.add_link(lf, sp, 100 * 10**9, 1_000_000)
-    for s, g in enumerate(gpus):
-        nic = t.add_node(f"s{s}.nic0", "switch", 2)  # nodes 8, 9
-        t.add_link(g, nic, 200 * 10**9, 1_000_000)
-        left, right = t.leaves[2 * s], t.leaves[2 * s + 1]
-        t.add_link(nic, left, 100 * 10**9, 1_000_000)
-        t.add_link(nic, right, 100 * 10**9, 1_000_000)
-        t.ports[nic] = (left, right)
-        t.nic[(s, 0)] = nic
-        t.gpus.append(g)
-        t.servers.append([s])
-        t.group.append(s)
-    return t
+    return c4p_two_server_testbed(spines=2)
 
 
 def mix64(z: int) -> int:
