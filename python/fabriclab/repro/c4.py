@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import random
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -15,6 +14,7 @@ import pandas as pd
 from ..c4.baselines import outlier, watchdog
 from ..c4.detector import diagnose, job_view
 from ..c4.faults import SYNDROME, link_name
+from . import map_runs
 
 HOSTS_PER_LEAF, SPINES, RATE = 4, 2, 10_000_000_000
 KINDS = ("crash", "hang", "compute_slow", "link_rate", "link_loss", "link_down_host", "link_down_spine",
@@ -24,6 +24,26 @@ MS = 10**9
 
 
 SEED_BASE = 1000
+
+
+def leaf_spine_job(name: str, seed: int, leaves: int, hosts: list[int], compute_ps: int, iterations: int,
+                   **job) -> dict:
+    """The C4 benchmarks' cluster and job (docs/c4.md): ``leaves`` leaves of
+    HOSTS_PER_LEAF hosts under SPINES spines, 10 Gbit/s host links and fabric
+    links of twice that (oversubscription 0.5), and one job named ``train`` on
+    ``hosts``: a 2 MB model in 4 layers, 2 % compute jitter, ending the run;
+    ``job`` adds or replaces job fields."""
+    return {"name": name, "seed": seed,
+            "topology": {"kind": "leaf_spine", "leaves": leaves, "hosts_per_leaf": HOSTS_PER_LEAF, "spines": SPINES,
+                         "link_rate_bps": RATE, "oversubscription": 0.5},
+            "routing": {"convergence_ps": MS},
+            # RDMA keeps its rate between iterations: an RTO above the compute
+            # gap keeps TCP from slow-starting every op (RFC 5681 restart after idle).
+            "transport": {"min_rto_ps": 10 * MS, "initial_rto_ps": 10 * MS},
+            "jobs": [{"name": "train", "workers": hosts, "profile": "resnet50", "layers": 4, "model_bytes": 2_000_000,
+                      "compute_ps": compute_ps, "fusion_bytes": 8_000_000, "iterations": iterations, "jitter": 0.02,
+                      "end_run": True, **job}],
+            "outputs": {"flows": False, "links": False}}
 
 
 def scenario(i: int, quick: bool = False, seed_base: int = SEED_BASE) -> tuple[dict, dict]:
@@ -45,17 +65,9 @@ def scenario(i: int, quick: bool = False, seed_base: int = SEED_BASE) -> tuple[d
     at_ps = int(rng.uniform(7, 9) * est_ps * 1.5)
     iterations = 16
     stop_ps = at_ps + 2 * 10**12
-    s = {"name": f"c4-{i}", "seed": seed_base - SEED_BASE + i + 1, "stop_ps": stop_ps,
-         "topology": {"kind": "leaf_spine", "leaves": leaves, "hosts_per_leaf": HOSTS_PER_LEAF, "spines": SPINES,
-                      "link_rate_bps": RATE, "oversubscription": 0.5},
-         "routing": {"convergence_ps": MS},
-         # RDMA keeps its rate between iterations: an RTO above the compute
-         # gap keeps TCP from slow-starting every op (RFC 5681 restart after idle).
-         "transport": {"min_rto_ps": 10 * MS, "initial_rto_ps": 10 * MS},
-         "jobs": [{"name": "train", "workers": hosts, "profile": "resnet50", "layers": 4, "model_bytes": 2_000_000,
-                   "compute_ps": 4 * MS, "fusion_bytes": 8_000_000, "iterations": iterations, "jitter": 0.02,
-                   "allreduce": "ring" if algo == "ring" else "tree", "end_run": True}],
-         "outputs": {"flows": False, "links": False}}
+    s = leaf_spine_job(f"c4-{i}", seed_base - SEED_BASE + i + 1, leaves, hosts, 4 * MS, iterations,
+                       allreduce="ring" if algo == "ring" else "tree")
+    s["stop_ps"] = stop_ps
     if background:
         # Other tenants: the hosts the job does not use, sharing the fabric's
         # links with it (a job's servers are its own, as in C4's clusters).
@@ -235,11 +247,7 @@ def run(out_dir: Path, quick: bool = False, scenarios: int | None = None, worker
     count = scenarios or (10 if quick else 200)
     t0 = time.perf_counter()
     args = [(i, quick, seed_base) for i in range(count)]
-    if workers > 1:
-        with ProcessPoolExecutor(workers) as ex:
-            res = list(ex.map(run_one, args))
-    else:
-        res = [run_one(a) for a in args]
+    res = map_runs(run_one, args, workers)
     df = pd.DataFrame(res)
     df.to_parquet(out_dir / "runs.parquet")
     table = pd.concat([score(df, d) for d in ("c4d", "watchdog", "outlier")])

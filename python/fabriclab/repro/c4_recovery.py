@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import random
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from .. import downtime as dt
+from . import map_runs
+from .c4 import HOSTS_PER_LEAF, leaf_spine_job
 
 MS, S = 10**9, 10**12
 KINDS = ("crash", "hang", "compute_slow", "link_down_host")
-HOSTS_PER_LEAF, RATE = 4, 10_000_000_000
 ITERATIONS, CHECKPOINT_EVERY = 40, 10
 # The paper's checkpoints: "approximately every 10 iterations" (section 2),
 # in memory (Gemini); the write is taken as a blocking pause of half an
@@ -52,20 +52,14 @@ def scenario(i: int, quick: bool, detector: str) -> tuple[dict, dict]:
     else:
         h = hosts[rank]
         f.update(kind="link_down", link=[f"h{h}", f"leaf{h // HOSTS_PER_LEAF}"])
-    s = {"name": f"c4-recovery-{i}-{detector}", "seed": 100 + i,
-         "topology": {"kind": "leaf_spine", "leaves": leaves, "hosts_per_leaf": HOSTS_PER_LEAF, "spines": 2,
-                      "link_rate_bps": RATE, "oversubscription": 0.5},
-         "routing": {"convergence_ps": MS},
-         # As in the diagnosis benchmark: an RTO above the compute gap (docs/c4.md).
-         "transport": {"min_rto_ps": 10 * MS, "initial_rto_ps": 10 * MS},
-         "jobs": [{"name": "train", "workers": hosts, "profile": "resnet50", "layers": 4, "model_bytes": 2_000_000,
-                   "compute_ps": COMPUTE_PS, "fusion_bytes": 8_000_000, "iterations": ITERATIONS, "jitter": 0.02,
-                   "end_run": True, "checkpoint_iterations": CHECKPOINT_EVERY, "checkpoint_ps": CHECKPOINT_PS}],
-         "faults": [f],
-         "outputs": {"flows": False, "links": False, "messages": detector == "c4d"},
-         "recovery": {"detector": detector, "isolation_ps": int((practice.auto_isolation_s or 0) * S),
-                      "manual_diagnosis_ps": int(kinds[TABLE1_KIND[kind]].manual_diagnosis_s * S),
-                      "reinit_ps": int(practice.reinit_s * S)}}
+    # The diagnosis benchmark's cluster and job, with checkpoints.
+    s = leaf_spine_job(f"c4-recovery-{i}-{detector}", 100 + i, leaves, hosts, COMPUTE_PS, ITERATIONS,
+                       checkpoint_iterations=CHECKPOINT_EVERY, checkpoint_ps=CHECKPOINT_PS)
+    s["faults"] = [f]
+    s["outputs"]["messages"] = detector == "c4d"
+    s["recovery"] = {"detector": detector, "isolation_ps": int((practice.auto_isolation_s or 0) * S),
+                     "manual_diagnosis_ps": int(kinds[TABLE1_KIND[kind]].manual_diagnosis_s * S),
+                     "reinit_ps": int(practice.reinit_s * S)}
     f["at_ps"] = at_ps = int(x * iteration_ps(s)) + int(x) // CHECKPOINT_EVERY * CHECKPOINT_PS
     return s, {"scenario": i, "detector": detector, "kind": kind, "ranks": n, "fault_ps": at_ps}
 
@@ -140,11 +134,7 @@ def run(out_dir: Path, quick: bool = False, workers: int = 2) -> dict:
     count = len(KINDS) if quick else 3 * len(KINDS)
     t0 = time.perf_counter()
     args = [(i, quick, d) for i in range(count) for d in ("c4d", "watchdog")]
-    if workers > 1:
-        with ProcessPoolExecutor(workers) as ex:
-            rows = list(ex.map(run_one, args))
-    else:
-        rows = [run_one(a) for a in args]
+    rows = map_runs(run_one, args, workers)
     df = pd.DataFrame(rows)
     df.to_csv(out_dir / "runs.csv", index=False)
     table = []
