@@ -5,6 +5,7 @@ imports typer; rich only when something is printed."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -35,8 +36,30 @@ def load(path: Optional[Path]) -> Scenario:
     return Scenario.default() if path is None else Scenario.load(path)
 
 
+# Variables OpenBLAS reads for its thread count, in its order of precedence.
+BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def default_blas_threads(environ=os.environ) -> bool:
+    """Asks OpenBLAS for one thread unless the user chose a count: sets
+    OPENBLAS_NUM_THREADS=1 when none of BLAS_THREAD_VARS is set; returns
+    whether it did. numpy's OpenBLAS (scipy-openblas) starts a thread per
+    core, up to its MAX_THREADS of 64, when numpy is imported, and a run
+    never calls BLAS: on this 2-core box that start costs about 0.03 s of
+    CPU per run (docs/performance.md, "Fourth pass"); more cores, more
+    threads. OpenBLAS reads the variable once, when it is loaded, so this
+    must run before numpy is first imported. Only `fabriclab run` calls it:
+    a library user's process and the other commands (planners, sweeps)
+    keep OpenBLAS's own default."""
+    if any(v in environ for v in BLAS_THREAD_VARS):
+        return False
+    environ["OPENBLAS_NUM_THREADS"] = "1"
+    return True
+
+
 def run(scenario: Optional[Path], out_dir: Path, force: bool, seed: Optional[int], backend: Optional[str],
         quiet: bool, memory_limit: Optional[str]) -> None:
+    default_blas_threads()  # before anything imports numpy
     from .engine import simulate
     from .results import OutputFolder
 
