@@ -36,8 +36,8 @@
 //!
 //! The reaction point is a [`SharedRp`]: the messages of one RoCE queue
 //! pair (QP) hold the same one, so the rate, alpha and timers carry from
-//! one message to the next, as a NIC keeps them per QP (Zhu et al. run the
-//! RP and NP per flow, which on their NICs is a QP; the HPCC repository
+//! one message to the next, as a NIC keeps them per QP (Zhu et al. define
+//! the RP and NP per flow, and a RoCE flow is a QP; the HPCC repository
 //! keeps `m_rate` and the `mlx` state in its `RdmaQueuePair`). A message
 //! of its own QP holds a reaction point nobody else does.
 
