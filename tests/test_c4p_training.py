@@ -38,8 +38,11 @@ def test_c4p_rail_groups_run_near_the_bonded_ports_bound_and_ecmp_not_faster():
 
 def test_reproduce_c4p_fig10_quick(cli, tmp_path):
     """Figure 10's quick run from the CLI: per-port CNPs never exceed the
-    fabric's ECN marks (a CNP answers a marked packet), and C4P's paths
-    never lose to ECMP's."""
+    fabric's ECN marks (a CNP answers a marked packet), nor what the
+    receivers' pacers allow: a sender NIC has one connection to the other
+    server, of 2 QPs, and each QP's receiver sends at most one CNP per
+    50 us, so at most 2 (run / 50 us + 1) per port, however many messages
+    the QPs carry. C4P's paths never lose to ECMP's."""
     import json
 
     import pandas as pd
@@ -51,5 +54,6 @@ def test_reproduce_c4p_fig10_quick(cli, tmp_path):
     cnps = pd.read_csv(out / "fig10_cnps.csv")
     for mode in ("ecmp", "c4p"):
         assert cnps[cnps["mode"] == mode].cnps.sum() <= s[mode]["ecn_marks"]
+        assert cnps[cnps["mode"] == mode].cnps.max() <= 2 * (s[mode]["run_ps"] // 50_000_000 + 1)
     assert s["c4p"]["busbw_min_GBps"] >= s["ecmp"]["busbw_min_GBps"]
     assert (out / "fig10.png").exists() and "c4p-job0" in (out / "fig10_nccl_tests.txt").read_text()

@@ -212,13 +212,27 @@ def _port_spread(pdf):
     return pd.DataFrame(rows)
 
 
-def dcqcn_network(t) -> dict:
+def hpcc_run_py_dcqcn(port_gbps: int) -> dict:
+    """DCQCN's settings in the ns-3 HPCC repository's experiments
+    (`simulation/run.py`, `--cc dcqcn`): g = 1/256, alpha every 1 us, decrease
+    checks every 4 us, increase timer 300 us, one fast-recovery step,
+    R_AI = 5 and R_HAI = 50 Mbit/s per 25 Gbit/s of NIC bandwidth, minimum
+    1 Gbit/s. The CNP spacing stays the paper's N = 50 us per QP."""
+    return {"g": 1 / 256, "alpha_interval_ps": 1_000_000, "decrease_interval_ps": 4_000_000,
+            "increase_interval_ps": 300_000_000, "fast_recovery_steps": 1,
+            "rate_ai_bps": 5_000_000 * port_gbps // 25, "rate_hai_bps": 50_000_000 * port_gbps // 25,
+            "min_rate_bps": 1_000_000_000, "clamp_target": False, "cnp_interval_ps": 50_000_000}
+
+
+def dcqcn_network(t, dcqcn: dict | None = None) -> dict:
     """Packet backend, DCQCN over a lossless class (PFC), RED's ramp at the
     fabric switches scaled with the port rate as the ns-3 HPCC repository
     does (Kmin 4 KB and Kmax 16 KB per Gbit/s, Pmax 0.2); the NICs and the
     NVSwitches, which are switches in this model, do not mark. PFC's XOFF,
     1 MB per ingress port, sits above the uplinks' Kmin share, so ECN acts
-    before PFC, as DCQCN requires (Zhu et al., section 4)."""
+    before PFC, as DCQCN requires (Zhu et al., section 4). DCQCN's
+    parameters: `dcqcn` (the fields of `[transport.dcqcn]`), by default the
+    HPCC repository's experiment settings for the NICs' 200 Gbit/s ports."""
     def ramp(gbps):
         return {"ecn_kmin_bytes": 4000 * gbps, "ecn_kmax_bytes": 16000 * gbps, "ecn_pmax": 0.2}
 
@@ -230,7 +244,8 @@ def dcqcn_network(t) -> dict:
         overrides.append({"node": t.name(lf), **ramp(port_gbps)})
         overrides += [{"node": t.name(lf), "to": t.name(sp), **ramp(up)} for sp in t.spines]
     overrides += [{"node": t.name(sp), **ramp(up)} for sp in t.spines]
-    return {"backend": "packet", "transport": {"cc": "dcqcn", "mss_bytes": ROCE_MSS_BYTES},
+    dcqcn = hpcc_run_py_dcqcn(port_gbps) if dcqcn is None else dcqcn
+    return {"backend": "packet", "transport": {"cc": "dcqcn", "mss_bytes": ROCE_MSS_BYTES, "dcqcn": dcqcn},
             "pfc": {"classes": [0], "xoff_bytes": "1MB", "xon_bytes": "500KB"},
             "queue": {"limit_packets": "off", "ecn_threshold_packets": "off"}, "queue_overrides": overrides}
 

@@ -256,6 +256,7 @@ impl Api<'_> {
             fwd,
             rev,
             aggregate: m.aggregate,
+            src_port: m.src_port,
         };
         let (mut ctx, backend) = self.net_ctx();
         backend.send(&mut ctx, send);

@@ -198,4 +198,8 @@ pub struct BackendSend {
     /// An in-network aggregation contribution of this aggregation job
     /// (`fwd` is then the worker's uplink; nothing has a destination).
     pub aggregate: Option<u16>,
+    /// The source port its app named ([`super::Message::src_port`]); the
+    /// packet backend's DCQCN puts the messages naming one between the same
+    /// hosts in one class on one queue pair.
+    pub src_port: Option<u16>,
 }

@@ -33,8 +33,16 @@
 //! at the receiver: the paper's notification point; 0 flags every ACK of a
 //! marked packet, as the HPCC repository does). The paper's byte counter
 //! is not modelled: the increase timer alone drives recovery, as there.
+//!
+//! The reaction point is a [`SharedRp`]: the messages of one RoCE queue
+//! pair (QP) hold the same one, so the rate, alpha and timers carry from
+//! one message to the next, as a NIC keeps them per QP (Zhu et al. define
+//! the RP and NP per flow, and a RoCE flow is a QP; the HPCC repository
+//! keeps `m_rate` and the `mlx` state in its `RdmaQueuePair`). A message
+//! of its own QP holds a reaction point nobody else does.
 
 use super::cc::{AckInfo, CcState, CongestionControl};
+use std::sync::{Arc, Mutex};
 
 /// DCQCN's parameters. Defaults: the ns-3 HPCC repository's (`RdmaHw`):
 /// g = 1/16, alpha every 55 us, decrease checks every 4 us, increase timer
@@ -269,17 +277,30 @@ impl CnpPacer {
     }
 }
 
+/// A reaction point shared by the messages of one queue pair.
+pub type SharedRp = Arc<Mutex<DcqcnRp>>;
+
 /// DCQCN as the transport's congestion control: a paced sender without a window.
 #[derive(Debug)]
 pub struct Dcqcn {
-    pub rp: DcqcnRp,
+    rp: SharedRp,
 }
 
 impl Dcqcn {
+    /// A message on a queue pair of its own, starting at line rate.
     pub fn new(line_bps: f64, p: DcqcnParams) -> Dcqcn {
-        Dcqcn {
-            rp: DcqcnRp::new(line_bps, p),
-        }
+        Dcqcn::on_qp(Arc::new(Mutex::new(DcqcnRp::new(line_bps, p))))
+    }
+
+    /// A message of the queue pair whose reaction point is `rp`.
+    pub fn on_qp(rp: SharedRp) -> Dcqcn {
+        Dcqcn { rp }
+    }
+
+    fn rp(&self) -> std::sync::MutexGuard<'_, DcqcnRp> {
+        self.rp
+            .lock()
+            .expect("a reaction point is never left mid-update")
     }
 }
 
@@ -299,16 +320,17 @@ impl CongestionControl for Dcqcn {
         f64::INFINITY
     }
     fn alpha(&self) -> Option<f64> {
-        Some(self.rp.alpha())
+        Some(self.rp().alpha())
     }
     fn on_feedback(&mut self, now: u64, ece: bool) {
         if ece {
-            self.rp.on_cnp(now);
+            self.rp().on_cnp(now);
         }
     }
     fn pacing_rate_bps(&mut self, now: u64) -> Option<f64> {
-        self.rp.advance(now);
-        Some(self.rp.rate_bps())
+        let mut rp = self.rp();
+        rp.advance(now);
+        Some(rp.rate_bps())
     }
     fn windowless(&self) -> bool {
         true

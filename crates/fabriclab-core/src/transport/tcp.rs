@@ -208,6 +208,19 @@ impl TcpSender {
     pub fn snd_una(&self) -> u64 {
         self.snd_una
     }
+    /// Whether every byte of the message has been sent at least once.
+    pub fn all_sent(&self) -> bool {
+        self.high_tx >= self.size
+    }
+    /// When a paced sender may send its next new segment.
+    pub fn next_send_ps(&self) -> u64 {
+        self.next_send_ps
+    }
+    /// Continues the pacing of the message before it on the same queue
+    /// pair: its first new segment goes no earlier than `next_send_ps`.
+    pub fn pace_from(&mut self, next_send_ps: u64) {
+        self.next_send_ps = next_send_ps;
+    }
     fn flight(&self) -> u64 {
         self.snd_nxt - self.snd_una
     }

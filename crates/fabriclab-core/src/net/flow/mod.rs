@@ -577,6 +577,7 @@ impl Backend for FlowNet {
             notify_packets,
             aggregate,
             persistent,
+            src_port: _,
         } = send;
         self.advance(ctx.now);
         if let Some(job) = aggregate {

@@ -14,6 +14,7 @@ pub mod logic;
 pub mod pfc;
 mod port;
 pub mod qdisc;
+mod qp;
 
 pub use buffer::SwitchBufferSpec;
 pub use logic::SwitchLogicSpec;
@@ -70,6 +71,8 @@ struct Conn {
     pair: (u32, u32, u8),
     persistent: bool,
     notify_packets: bool,
+    /// Its DCQCN queue pair when it is one of several messages of one.
+    qp: Option<u32>,
 }
 
 pub struct PacketNet {
@@ -95,6 +98,8 @@ pub struct PacketNet {
     agg: Option<agg_host::AggHosts>,
     /// The vectors of aggregation packets, in functional runs.
     vectors: Option<agg_values::VectorSlab>,
+    /// DCQCN's queue pairs of messages that name their source port.
+    qps: qp::Qps,
 }
 
 /// Queue disciplines of every port: switch ports' default, host NIC ports'
@@ -178,6 +183,12 @@ impl PacketNet {
             port_ends: topo.ports.iter().map(|p| (p.from, p.to)).collect(),
             pfc: pfc.map(|spec| PfcState::new(spec, n)),
             loss_rng: ChaCha8Rng::seed_from_u64(seed),
+            qps: qp::Qps::new(
+                transport
+                    .dcqcn
+                    .as_ref()
+                    .map_or_else(DcqcnParams::default, |d| d.params()),
+            ),
         })
     }
 
@@ -194,10 +205,7 @@ impl PacketNet {
     }
 
     fn dcqcn_params(&self) -> DcqcnParams {
-        self.transport
-            .dcqcn
-            .as_ref()
-            .map_or_else(DcqcnParams::default, |d| d.params())
+        self.qps.params()
     }
 
     /// Live connections (messages not yet fully acknowledged).
@@ -284,14 +292,17 @@ impl PacketNet {
         }
         // One ACK per data segment, echoing its CE mark (RFC 8257 §3.2 with
         // per-packet acknowledgments).
-        let ece = if conn
-            .receiver
-            .echo_congestion(ctx.now, pkt.flags & FLAG_CE != 0)
-        {
-            FLAG_ECE
-        } else {
-            0
+        let marked = pkt.flags & FLAG_CE != 0;
+        let cnp = match conn.qp {
+            // The queue pair's notification point paces its CNPs.
+            Some(q) => {
+                let cnp = self.qps.cnp(q, ctx.now, marked);
+                conn.receiver.cnps += cnp as u64;
+                cnp
+            }
+            None => conn.receiver.echo_congestion(ctx.now, marked),
         };
+        let ece = if cnp { FLAG_ECE } else { 0 };
         if conn.receiver.is_complete() && !conn.delivered {
             conn.delivered = true;
             ctx.completions.push(Completion {
@@ -352,6 +363,10 @@ impl PacketNet {
             }
         }
         let finished = conn.sender.is_done();
+        let qp_done = conn
+            .qp
+            .filter(|_| conn.sender.all_sent())
+            .map(|q| (q, conn.sender.next_send_ps()));
         for s in segs.drain(..) {
             let syn = if s.syn { FLAG_SYN } else { 0 };
             let mut pkt = Packet::tcp(id, s.seq, s.len, wire_bytes(s.len), class, ect | syn);
@@ -367,6 +382,9 @@ impl PacketNet {
                     .insert(conn.pair, conn.sender.window_state(ctx.now));
             }
             self.live_conns -= 1;
+        }
+        if let Some((q, next_send_ps)) = qp_done {
+            self.qp_sent_all(ctx, q, id, next_send_ps);
         }
     }
 
@@ -393,6 +411,7 @@ impl Backend for PacketNet {
             fwd,
             rev,
             aggregate,
+            src_port,
         } = send;
         if let Some(job) = aggregate {
             let host = self.port_ends[fwd[0] as usize].0;
@@ -403,16 +422,27 @@ impl Backend for PacketNet {
             self.conns.resize_with(msg as usize + 1, || None);
         }
         let line_bps = self.ports[fwd[0] as usize].rate_bps;
-        let mut sender = TcpSender::new(size_bytes, &self.sender_cfg, self.make_cc(line_bps));
-        let mut receiver = TcpReceiver::new(size_bytes);
-        if self.transport.cc == CcKind::Dcqcn {
-            receiver = receiver.with_cnp_interval(self.dcqcn_params().cnp_interval_ps);
-        }
         let pair = (
             self.port_ends[fwd[0] as usize].0,
             self.port_ends[*fwd.last().expect("route") as usize].1,
             class,
         );
+        let posted = src_port
+            .filter(|_| self.transport.cc == CcKind::Dcqcn)
+            .map(|port| {
+                self.qps
+                    .post((pair.0, pair.1, port, class), msg, line_bps as f64)
+            });
+        let (mut sender, mut receiver) = match &posted {
+            Some(p) => qp::message_ends(p, size_bytes, &self.sender_cfg),
+            None => (
+                TcpSender::new(size_bytes, &self.sender_cfg, self.make_cc(line_bps)),
+                TcpReceiver::new(size_bytes),
+            ),
+        };
+        if self.transport.cc == CcKind::Dcqcn && posted.is_none() {
+            receiver = receiver.with_cnp_interval(self.dcqcn_params().cnp_interval_ps);
+        }
         let persistent = persistent || self.transport.persistent_connections;
         if persistent {
             if let Some(w) = self.windows.get(&pair) {
@@ -432,9 +462,13 @@ impl Backend for PacketNet {
             pair,
             persistent,
             notify_packets,
+            qp: posted.as_ref().map(|p| p.qp),
         }));
         self.live_conns += 1;
-        self.poll_conn(ctx, msg);
+        // A message queued behind others on its queue pair waits its turn.
+        if posted.is_none_or(|p| p.start_from_ps.is_some()) {
+            self.poll_conn(ctx, msg);
+        }
     }
 
     fn set_class(&mut self, _ctx: &mut Ctx, msg: u32, class: u8) -> bool {
