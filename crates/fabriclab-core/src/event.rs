@@ -275,20 +275,36 @@ impl<E: Copy> EventQueue<E> {
     }
 
     /// Removes and returns the earliest pending event if it is at or before
-    /// `until_ps` (one look at the front instead of a peek and a pop).
+    /// `until_ps` (one look at the front instead of a peek and a pop). The
+    /// array's entry is read field by field: an `Option<Entry>` merged from
+    /// the array's and the heap's pops went through the stack (a store
+    /// forwarding stall on every event).
     #[inline]
     pub fn pop_until(&mut self, until_ps: u64) -> Option<(u64, E)> {
         self.skip_cancelled();
-        let front = match (self.near.last(), self.heap.peek()) {
-            (Some(a), Some(b)) => a.key().min(b.key()),
-            (Some(a), None) => a.key(),
-            (None, Some(b)) => b.key(),
+        let near_front = match (self.near.last(), self.heap.peek()) {
+            (Some(a), Some(b)) => a.key() < b.key(),
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
             (None, None) => return None,
         };
-        if (front >> 64) as u64 > until_ps {
+        let (time_ps, seq, event) = if near_front {
+            let a = self.near.last().expect("checked");
+            (a.time_ps, a.seq, a.event)
+        } else {
+            let b = self.heap.peek().expect("checked");
+            (b.time_ps, b.seq, b.event)
+        };
+        if time_ps > until_ps {
             return None;
         }
-        self.pop()
+        if near_front {
+            self.near.pop();
+        } else {
+            self.heap.pop();
+        }
+        self.current = Some((time_ps as u128) << 64 | seq as u128);
+        Some((time_ps, event))
     }
 
     /// Number of pending events, cancelled ones not yet skipped included.
