@@ -1,4 +1,4 @@
-//! The event queue, keyed by `(time_ps, sequence)` packed in one u128 so
+//! The event queue, keyed by `(time_ps, sequence)` compared as one u128 so
 //! that ordering two events is one integer comparison (issue 13).
 //!
 //! The earliest events are kept in a short sorted array (`near`, latest
