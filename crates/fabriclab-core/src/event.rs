@@ -1,4 +1,4 @@
-//! The event queue, keyed by `(time_ps, sequence)` packed in one u128 so
+//! The event queue, keyed by `(time_ps, sequence)` compared as one u128 so
 //! that ordering two events is one integer comparison (issue 13).
 //!
 //! The earliest events are kept in a short sorted array (`near`, latest
@@ -34,24 +34,29 @@ use std::collections::{BinaryHeap, HashSet};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct EventKey(u64);
 
+/// One pending event: 24 bytes for an 8-byte payload (the engine's packed
+/// events), where a u128 key made it 32 (u128 is 16-byte aligned). The two
+/// halves of the key are compared as one u128, which the compiler does
+/// with one compare and one subtract-with-borrow.
 #[derive(Clone, Copy)]
 struct Entry<E> {
-    /// `time_ps << 64 | sequence`: one integer comparison orders by time,
-    /// then by scheduling order.
-    key: u128,
+    time_ps: u64,
+    seq: u64,
     event: E,
 }
 
 impl<E> Entry<E> {
-    #[inline]
-    fn time_ps(&self) -> u64 {
-        (self.key >> 64) as u64
+    /// `time_ps << 64 | sequence`: one integer comparison orders by time,
+    /// then by scheduling order.
+    #[inline(always)]
+    fn key(&self) -> u128 {
+        (self.time_ps as u128) << 64 | self.seq as u128
     }
 }
 
 impl<E> PartialEq for Entry<E> {
     fn eq(&self, other: &Self) -> bool {
-        self.key == other.key
+        self.key() == other.key()
     }
 }
 impl<E> Eq for Entry<E> {}
@@ -62,18 +67,18 @@ impl<E> PartialOrd for Entry<E> {
     // What the heap's sift loops call: one u128 comparison each.
     #[inline]
     fn lt(&self, other: &Self) -> bool {
-        other.key < self.key
+        other.key() < self.key()
     }
     #[inline]
     fn le(&self, other: &Self) -> bool {
-        other.key <= self.key
+        other.key() <= self.key()
     }
 }
 impl<E> Ord for Entry<E> {
     // Reversed so that std's max-heap pops the earliest (time, seq) first.
     #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
-        other.key.cmp(&self.key)
+        other.key().cmp(&self.key())
     }
 }
 
@@ -140,26 +145,34 @@ impl<E: Copy> EventQueue<E> {
     /// Schedules `event` at `time_ps` with a key from [`reserve`](Self::reserve),
     /// in the place it reserved; that place must not be passed yet.
     pub fn schedule_reserved(&mut self, time_ps: u64, key: EventKey, event: E) {
-        let k = (time_ps as u128) << 64 | key.0 as u128;
         debug_assert!(
-            self.current.is_none_or(|c| k > c),
+            self.current
+                .is_none_or(|c| ((time_ps as u128) << 64 | key.0 as u128) > c),
             "scheduling in a place already passed"
         );
-        self.push(Entry { key: k, event });
+        self.push(time_ps, key.0, event);
     }
 
     /// Puts an entry in the array if it lands within `NEAR_SCAN` places of
-    /// its end, else in the heap.
+    /// its end, else in the heap. The entry's parts come in registers: an
+    /// entry built on the caller's stack and read back whole stalled on
+    /// store forwarding (a third of this function's time in a profile).
     #[inline]
-    fn push(&mut self, e: Entry<E>) {
+    fn push(&mut self, time_ps: u64, seq: u64, event: E) {
+        let e = Entry {
+            time_ps,
+            seq,
+            event,
+        };
+        let key = e.key();
         let n = self.near.len();
-        if n > NEAR_SCAN && self.near[n - 1 - NEAR_SCAN].key < e.key {
+        if n > NEAR_SCAN && self.near[n - 1 - NEAR_SCAN].key() < key {
             // More than NEAR_SCAN earlier events: far in the order.
             self.heap.push(e);
             return;
         }
         if n == NEAR_CAP {
-            if self.near[0].key < e.key {
+            if self.near[0].key() < key {
                 // Later than everything in a full array.
                 self.heap.push(e);
                 return;
@@ -172,21 +185,26 @@ impl<E: Copy> EventQueue<E> {
         // place, and write the new entry in the place left (by hand:
         // Vec::insert's memmove call took 8 % of a profile at these sizes).
         self.near.push(e);
-        let mut i = self.near.len() - 1;
-        while i > 0 && self.near[i - 1].key < e.key {
-            self.near[i] = self.near[i - 1];
+        let near = self.near.as_mut_slice();
+        let mut i = near.len() - 1;
+        while i > 0 {
+            let prev = near[i - 1];
+            if prev.key() >= key {
+                break;
+            }
+            near[i] = prev;
             i -= 1;
         }
-        self.near[i] = e;
+        near[i] = e;
     }
 
     /// The key of the earliest pending entry, cancelled ones included.
     #[inline]
     fn front_key(&self) -> Option<u128> {
         match (self.near.last(), self.heap.peek()) {
-            (Some(a), Some(b)) => Some(a.key.min(b.key)),
-            (Some(a), None) => Some(a.key),
-            (None, b) => b.map(|b| b.key),
+            (Some(a), Some(b)) => Some(a.key().min(b.key())),
+            (Some(a), None) => Some(a.key()),
+            (None, b) => b.map(|b| b.key()),
         }
     }
 
@@ -194,7 +212,7 @@ impl<E: Copy> EventQueue<E> {
     #[inline]
     fn pop_front(&mut self) -> Option<Entry<E>> {
         match (self.near.last(), self.heap.peek()) {
-            (Some(a), Some(b)) if b.key < a.key => self.heap.pop(),
+            (Some(a), Some(b)) if b.key() < a.key() => self.heap.pop(),
             (Some(_), _) => self.near.pop(),
             (None, _) => self.heap.pop(),
         }
@@ -216,10 +234,7 @@ impl<E: Copy> EventQueue<E> {
     pub fn schedule(&mut self, time_ps: u64, event: E) -> EventKey {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.push(Entry {
-            key: (time_ps as u128) << 64 | seq as u128,
-            event,
-        });
+        self.push(time_ps, seq, event);
         EventKey(seq)
     }
 
@@ -255,8 +270,41 @@ impl<E: Copy> EventQueue<E> {
     pub fn pop(&mut self) -> Option<(u64, E)> {
         self.skip_cancelled();
         let e = self.pop_front()?;
-        self.current = Some(e.key);
-        Some((e.time_ps(), e.event))
+        self.current = Some(e.key());
+        Some((e.time_ps, e.event))
+    }
+
+    /// Removes and returns the earliest pending event if it is at or before
+    /// `until_ps` (one look at the front instead of a peek and a pop). The
+    /// array's entry is read field by field: an `Option<Entry>` merged from
+    /// the array's and the heap's pops went through the stack (a store
+    /// forwarding stall on every event).
+    #[inline]
+    pub fn pop_until(&mut self, until_ps: u64) -> Option<(u64, E)> {
+        self.skip_cancelled();
+        let near_front = match (self.near.last(), self.heap.peek()) {
+            (Some(a), Some(b)) => a.key() < b.key(),
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return None,
+        };
+        let (time_ps, seq, event) = if near_front {
+            let a = self.near.last().expect("checked");
+            (a.time_ps, a.seq, a.event)
+        } else {
+            let b = self.heap.peek().expect("checked");
+            (b.time_ps, b.seq, b.event)
+        };
+        if time_ps > until_ps {
+            return None;
+        }
+        if near_front {
+            self.near.pop();
+        } else {
+            self.heap.pop();
+        }
+        self.current = Some((time_ps as u128) << 64 | seq as u128);
+        Some((time_ps, event))
     }
 
     /// Number of pending events, cancelled ones not yet skipped included.

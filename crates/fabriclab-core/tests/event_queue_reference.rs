@@ -1,8 +1,9 @@
 //! The event queue against a reference: std's BinaryHeap keyed on
 //! (time, sequence number), with a set of cancelled sequence numbers
 //! skipped when they reach the top. Random operation sequences (seeded,
-//! so reproducible) mix ties, times far apart, cancels, peeks and events
-//! scheduled before the last popped time; every pop and peek must agree.
+//! so reproducible) mix ties, times far apart, cancels, peeks, pops bounded
+//! by a time (`pop_until`) and events scheduled before the last popped
+//! time; every pop and peek must agree.
 
 use fabriclab_core::event::{EventKey, EventQueue};
 use rand::{Rng, SeedableRng};
@@ -80,6 +81,26 @@ fn run(seed: u64, ops: usize, spread: u64) {
                 r.peek_time(),
                 "seed {seed} step {step}: peek"
             ),
+            65..=79 => {
+                // A pop bounded by a time: at the bound, below the next
+                // event, beyond everything, or anywhere ahead.
+                let limit = match rng.gen_range(0..4) {
+                    0 => u64::MAX,
+                    1 => now,
+                    _ => now + rng.gen_range(0..=2 * spread),
+                };
+                let want = if r.peek_time().is_some_and(|t| t <= limit) {
+                    r.pop()
+                } else {
+                    None
+                };
+                let got = q.pop_until(limit);
+                assert_eq!(got, want, "seed {seed} step {step}: pop_until({limit})");
+                if let Some((t, ev)) = got {
+                    now = t;
+                    popped.insert(ev);
+                }
+            }
             _ => {
                 let got = q.pop();
                 assert_eq!(got, r.pop(), "seed {seed} step {step}: pop");

@@ -8,7 +8,7 @@
 use super::net::{Backend, BackendSend, Ctx};
 use super::probe::Probe;
 use super::table::Table;
-use super::Ev;
+use super::{AppTimers, Ev, PackedEv};
 use crate::event::EventQueue;
 use crate::fabric::topology::{FiveTuple, Topology};
 
@@ -140,7 +140,8 @@ pub trait App: Send + Sync {
 pub struct Api<'a> {
     pub(super) now: u64,
     pub(super) app: u16,
-    pub(super) queue: &'a mut EventQueue<Ev>,
+    pub(super) queue: &'a mut EventQueue<PackedEv>,
+    pub(super) timers: &'a mut AppTimers,
     pub(super) backend: &'a mut dyn Backend,
     pub(super) topo: &'a Topology,
     pub(super) msgs: &'a mut Vec<MsgRecord>,
@@ -322,12 +323,8 @@ impl Api<'_> {
 
     /// Calls this app's `on_timer(token)` at `at_ps` (not before now).
     pub fn schedule(&mut self, at_ps: u64, token: u64) {
-        self.queue.schedule(
-            at_ps.max(self.now),
-            Ev::App {
-                app: self.app,
-                token,
-            },
-        );
+        let slot = self.timers.add(self.app, token);
+        self.queue
+            .schedule(at_ps.max(self.now), Ev::App(slot).pack());
     }
 }

@@ -23,18 +23,86 @@ use api::NetOut;
 
 /// Every event of a simulation: a backend's own, an application's timer, or
 /// the engine's queue sampler.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ev {
     Net(NetEv),
-    App {
-        app: u16,
-        token: u64,
-    },
+    /// An application's timer: its app and token are in slot `i` of
+    /// [`AppTimers`] (kept apart so that every event packs into a u64).
+    App(u32),
     Sample,
     /// Timed link event `i` of the scenario happens.
     Link(u32),
     /// Routing converges on the link state after event `i`.
     Converge(u32),
+}
+
+/// An [`Ev`] packed in one u64, as the event queue holds it (issue 13,
+/// fourth pass: 24-byte queue entries, built in registers): the variant in
+/// bits 0-7, a backend event's kind in bits 8-15, the index in bits 32-63.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PackedEv(u64);
+
+const EV_NET: u64 = 0;
+const EV_APP: u64 = 1;
+const EV_SAMPLE: u64 = 2;
+const EV_LINK: u64 = 3;
+const EV_CONVERGE: u64 = 4;
+
+impl Ev {
+    #[inline(always)]
+    pub(crate) fn pack(self) -> PackedEv {
+        PackedEv(match self {
+            Ev::Net(n) => EV_NET | (n.kind as u64) << 8 | (n.id as u64) << 32,
+            Ev::App(i) => EV_APP | (i as u64) << 32,
+            Ev::Sample => EV_SAMPLE,
+            Ev::Link(i) => EV_LINK | (i as u64) << 32,
+            Ev::Converge(i) => EV_CONVERGE | (i as u64) << 32,
+        })
+    }
+}
+
+impl PackedEv {
+    #[inline(always)]
+    pub(crate) fn unpack(self) -> Ev {
+        let id = (self.0 >> 32) as u32;
+        match self.0 & 0xff {
+            EV_NET => Ev::Net(NetEv {
+                kind: (self.0 >> 8) as u8,
+                id,
+            }),
+            EV_APP => Ev::App(id),
+            EV_SAMPLE => Ev::Sample,
+            EV_LINK => Ev::Link(id),
+            _ => Ev::Converge(id),
+        }
+    }
+}
+
+/// Pending application timers (app, token), by slot; a slot is free again
+/// once its event fires (app timers are never cancelled).
+#[derive(Debug, Default)]
+pub(crate) struct AppTimers {
+    slots: Vec<(u16, u64)>,
+    free: Vec<u32>,
+}
+
+impl AppTimers {
+    pub(crate) fn add(&mut self, app: u16, token: u64) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = (app, token);
+                i
+            }
+            None => {
+                self.slots.push((app, token));
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+    fn take(&mut self, i: u32) -> (u16, u64) {
+        self.free.push(i);
+        self.slots[i as usize]
+    }
 }
 
 /// Queue samples kept by the engine's sampler: one row per band whose queue
@@ -53,7 +121,8 @@ pub struct Samples {
 
 pub struct Simulation {
     now: u64,
-    queue: EventQueue<Ev>,
+    queue: EventQueue<PackedEv>,
+    timers: AppTimers,
     topo: Topology,
     backend: Box<dyn Backend>,
     apps: Vec<Box<dyn App>>,
@@ -104,6 +173,7 @@ impl Simulation {
         Simulation {
             now: 0,
             queue: EventQueue::new(),
+            timers: AppTimers::default(),
             topo,
             backend,
             apps: Vec::new(),
@@ -227,6 +297,7 @@ impl Simulation {
             now: self.now,
             app,
             queue: &mut self.queue,
+            timers: &mut self.timers,
             backend: self.backend.as_mut(),
             topo: &self.topo,
             msgs: &mut self.msgs,
@@ -249,10 +320,10 @@ impl Simulation {
             self.with_app(i as u16, |a, api| a.start(api));
         }
         if let Some(dt) = self.sample_every_ps {
-            self.queue.schedule(dt, Ev::Sample);
+            self.queue.schedule(dt, Ev::Sample.pack());
         }
         for (i, e) in self.link_events.iter().enumerate() {
-            self.queue.schedule(e.at_ps, Ev::Link(i as u32));
+            self.queue.schedule(e.at_ps, Ev::Link(i as u32).pack());
         }
     }
 
@@ -283,7 +354,7 @@ impl Simulation {
         backend.link_change(&mut ctx, e.link, change);
         if matches!(e.action, LinkAction::Down | LinkAction::Up) {
             let at = self.now + self.convergence_ps;
-            self.queue.schedule(at, Ev::Converge(i));
+            self.queue.schedule(at, Ev::Converge(i).pack());
         }
     }
 
@@ -405,7 +476,7 @@ impl Simulation {
         self.last_classes = classes;
         if !self.queue.is_empty() {
             let dt = self.sample_every_ps.expect("sampling on");
-            self.queue.schedule(self.now + dt, Ev::Sample);
+            self.queue.schedule(self.now + dt, Ev::Sample.pack());
         }
     }
 
@@ -425,16 +496,11 @@ impl Simulation {
         if let Some(e) = &self.error {
             return Err(e.clone());
         }
-        while let Some(t) = self.queue.peek_time() {
-            if t > until_ps {
-                self.now = self.now.max(until_ps);
-                self.settle(Position::after(until_ps));
-                return Ok(true);
-            }
-            let (t, ev) = self.queue.pop().expect("peeked");
+        while let Some((t, ev)) = self.queue.pop_until(until_ps) {
             self.now = t;
-            let effective = match ev {
-                Ev::App { app, token } => {
+            let effective = match ev.unpack() {
+                Ev::App(slot) => {
+                    let (app, token) = self.timers.take(slot);
                     self.with_app(app, |a, api| a.on_timer(api, token));
                     true
                 }
@@ -478,7 +544,58 @@ impl Simulation {
                 return Ok(false);
             }
         }
+        if self.queue.peek_time().is_some() {
+            // The next event is later than `until_ps`.
+            self.now = self.now.max(until_ps);
+            self.settle(Position::after(until_ps));
+            return Ok(true);
+        }
         self.settle(Position::after(self.now));
         Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every variant survives packing, at the edges of its fields.
+    #[test]
+    fn events_pack_and_unpack() {
+        let evs = [
+            Ev::Net(NetEv { kind: 0, id: 0 }),
+            Ev::Net(NetEv {
+                kind: 255,
+                id: u32::MAX,
+            }),
+            Ev::Net(NetEv {
+                kind: 6,
+                id: 1 << 31,
+            }),
+            Ev::App(0),
+            Ev::App(u32::MAX),
+            Ev::Sample,
+            Ev::Link(7),
+            Ev::Link(u32::MAX),
+            Ev::Converge(0),
+            Ev::Converge(u32::MAX),
+        ];
+        for ev in evs {
+            assert_eq!(ev.pack().unpack(), ev);
+        }
+    }
+
+    /// A fired timer's slot is reused; pending ones keep their app and token.
+    #[test]
+    fn app_timer_slots() {
+        let mut t = AppTimers::default();
+        let a = t.add(1, 10);
+        let b = t.add(2, u64::MAX);
+        assert_ne!(a, b);
+        assert_eq!(t.take(a), (1, 10));
+        let c = t.add(3, 30);
+        assert_eq!(c, a);
+        assert_eq!(t.take(b), (2, u64::MAX));
+        assert_eq!(t.take(c), (3, 30));
     }
 }

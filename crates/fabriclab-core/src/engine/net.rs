@@ -4,7 +4,7 @@
 //! of packets, queues or transports.
 
 use super::probe::{PortEvent, Probe};
-use super::Ev;
+use super::{Ev, PackedEv};
 use crate::event::{EventKey, EventQueue, Position};
 use crate::fabric::topology::Topology;
 
@@ -79,7 +79,7 @@ pub struct BandSample {
 /// The engine's services to a backend handling an event or a send.
 pub struct Ctx<'a> {
     pub now: u64,
-    pub(super) queue: &'a mut EventQueue<Ev>,
+    pub(super) queue: &'a mut EventQueue<PackedEv>,
     pub completions: &'a mut Vec<Completion>,
     pub arrivals: &'a mut Vec<Arrival>,
     pub(super) probes: &'a mut [Box<dyn Probe>],
@@ -92,7 +92,7 @@ impl Ctx<'_> {
     /// Schedules one of the backend's own events at `at_ps`.
     #[inline]
     pub fn schedule(&mut self, at_ps: u64, ev: NetEv) -> EventKey {
-        self.queue.schedule(at_ps, Ev::Net(ev))
+        self.queue.schedule(at_ps, Ev::Net(ev).pack())
     }
     /// Reserves the place of an event the backend may not need to schedule
     /// (see [`EventQueue::reserve`]).
@@ -103,7 +103,7 @@ impl Ctx<'_> {
     /// Schedules an event in the place `key` reserved, at `at_ps`.
     #[inline]
     pub fn schedule_reserved(&mut self, at_ps: u64, key: EventKey, ev: NetEv) {
-        self.queue.schedule_reserved(at_ps, key, Ev::Net(ev))
+        self.queue.schedule_reserved(at_ps, key, Ev::Net(ev).pack())
     }
     /// Whether an event at `at_ps` with `key` would have happened by now.
     #[inline]
