@@ -124,6 +124,8 @@ pub struct MaxMin {
     /// the flows that are new or changed.
     now_of: Vec<u32>,
     pending: Vec<u32>,
+    /// Flows whose cap alone changed, with their past cap.
+    recapped: Vec<(u32, f64)>,
 }
 
 /// No round, or no flow.
@@ -188,6 +190,7 @@ impl Default for MaxMin {
             round_of: Vec::new(),
             now_of: Vec::new(),
             pending: Vec::new(),
+            recapped: Vec::new(),
         }
     }
 }
@@ -253,6 +256,7 @@ impl MaxMin {
         self.now_of.clear();
         self.now_of.resize(past.flows.len(), NONE);
         self.pending.clear();
+        self.recapped.clear();
         let mut limit = NONE;
         let mut j = 0;
         for (i, (f, &key)) in flows.iter().zip(keys).enumerate() {
@@ -268,11 +272,13 @@ impl MaxMin {
                     let ports = &past.ports[pf.ports.0 as usize..pf.ports.1 as usize];
                     // Element by element: routes are a few ports long.
                     if pf.level == f.level()
-                        && pf.cap_bps.to_bits() == f.cap_bps.to_bits()
                         && ports.len() == f.ports.len()
                         && ports.iter().zip(f.ports).all(|(a, b)| a == b)
                     {
                         self.now_of[j] = i as u32;
+                        if pf.cap_bps.to_bits() != f.cap_bps.to_bits() {
+                            self.recapped.push((i as u32, pf.cap_bps));
+                        }
                     } else {
                         limit = limit.min(pf.round);
                         self.pending.push(i as u32);
@@ -324,6 +330,7 @@ impl MaxMin {
             round_of,
             now_of,
             pending,
+            recapped,
         } = self;
         residual.clear();
         residual.extend_from_slice(capacity_bps);
@@ -372,7 +379,14 @@ impl MaxMin {
                                     .iter()
                                     .any(|&p| share_of(residual, count, p as usize) <= share + tol))
                     };
-                    if pending.iter().any(|&i| joins(i)) {
+                    // A flow whose cap alone changed: the round is the same
+                    // while neither cap is reached in it (it froze at a port).
+                    let recap = |&(i, was): &(u32, f64)| {
+                        flows[i as usize].level() == at
+                            && !frozen[i as usize]
+                            && (was <= share + tol || flows[i as usize].cap_bps <= share + tol)
+                    };
+                    if pending.iter().any(|&i| joins(i)) || recapped.iter().any(recap) {
                         break;
                     }
                     let end = past.rounds.get(q + 1).map_or(past.froze.len(), |r| r.first as usize);
