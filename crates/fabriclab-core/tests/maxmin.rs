@@ -267,10 +267,16 @@ fn keyed_allocations_replaying_past_rounds_equal_plain_progressive_filling() {
         x ^= x << 17;
         x % n
     };
-    for case in 0..40 {
+    for case in 0..60 {
         let mut scanned = MaxMin::default();
         let mut heaped = MaxMin::default();
         heaped.scan_ports = 0;
+        // Replaying from the first flow on (and, every other case, from
+        // the default size on).
+        if case % 2 == 0 {
+            scanned.replay_flows = 0;
+            heaped.replay_flows = 0;
+        }
         let mut out = Vec::new();
         let nports = 2 + rnd(30) as usize;
         let mut caps: Vec<f64> = (0..nports)

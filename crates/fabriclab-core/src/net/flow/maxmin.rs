@@ -92,12 +92,21 @@ pub fn max_min_rates(flows: &[FlowDemand], capacity_bps: &[f64]) -> Vec<f64> {
 /// in docs/performance.md, "Flow backend against the packet backend").
 pub const SCAN_PORTS: usize = 256;
 
+/// Keyed calls with fewer flows than this water-fill them whole: below it,
+/// matching the flows to the last call's and keeping the log cost more
+/// than the rounds replayed save (instruction counts in
+/// docs/performance.md, "Flow backend against the packet backend": 8 flows
+/// a call on the default star, 20 on the 30 % leaf-spine, 58 at 60 %).
+pub const REPLAY_FLOWS: usize = 16;
+
 /// [`max_min_rates`] with its working buffers kept between calls (a
 /// backend reallocates thousands of times over the same ports): the same
 /// rounds in the same order, so the same rates to the bit.
 pub struct MaxMin {
     /// Levels touching at most this many ports are scanned, not heaped.
     pub scan_ports: usize,
+    /// Keyed calls with fewer flows than this are water-filled whole.
+    pub replay_flows: usize,
     live: Vec<u32>,
     residual: Vec<f64>,
     count: Vec<u32>,
@@ -168,6 +177,7 @@ impl Default for MaxMin {
     fn default() -> MaxMin {
         MaxMin {
             scan_ports: SCAN_PORTS,
+            replay_flows: REPLAY_FLOWS,
             live: Vec::new(),
             residual: Vec::new(),
             count: Vec::new(),
@@ -230,7 +240,11 @@ impl MaxMin {
         rates: &mut Vec<f64>,
     ) {
         assert_eq!(flows.len(), keys.len(), "one key per flow");
-        self.solve(flows, Some(keys), capacity_bps, rates);
+        if flows.len() < self.replay_flows {
+            self.rates(flows, capacity_bps, rates);
+        } else {
+            self.solve(flows, Some(keys), capacity_bps, rates);
+        }
     }
 
     /// Matches `flows` to the last keyed call's: the flows new or changed
@@ -308,6 +322,7 @@ impl MaxMin {
         rates.resize(flows.len(), 0.0);
         let MaxMin {
             scan_ports,
+            replay_flows: _,
             live,
             residual,
             count,
@@ -344,10 +359,14 @@ impl MaxMin {
         is_dirty.clear();
         is_dirty.resize(np, false);
         dirty.clear();
+        // Keyed: this call's rounds are logged for the next one.
+        let log = keys.is_some();
         rounds.clear();
         froze.clear();
         round_of.clear();
-        round_of.resize(flows.len(), NONE);
+        if log {
+            round_of.resize(flows.len(), NONE);
+        }
         let share_of =
             |residual: &[f64], count: &[u32], p: usize| residual[p].max(0.0) / count[p] as f64;
         order.clear();
@@ -572,19 +591,23 @@ impl MaxMin {
                     freezing.push(caps[c]);
                     c += 1;
                 }
-                rounds.push(Round {
-                    level: at,
-                    share,
-                    first: froze.len() as u32,
-                });
+                if log {
+                    rounds.push(Round {
+                        level: at,
+                        share,
+                        first: froze.len() as u32,
+                    });
+                }
                 for &i in freezing.iter() {
                     if frozen[i as usize] {
                         continue;
                     }
                     frozen[i as usize] = true;
                     rates[i as usize] = share;
-                    round_of[i as usize] = (rounds.len() - 1) as u32;
-                    froze.push(i);
+                    if log {
+                        round_of[i as usize] = (rounds.len() - 1) as u32;
+                        froze.push(i);
+                    }
                     left -= 1;
                     for &p in flows[i as usize].ports {
                         residual[p as usize] -= share;
