@@ -80,7 +80,12 @@ impl Key {
 /// ports still in use replaces the heap: it finds the same share and the
 /// same saturated ports each round (the heap's top, once settled, is the
 /// smallest share now), so the same rates to the bit, without the heap's
-/// stale entries.
+/// stale entries. The scan keeps the smallest share and its port from
+/// round to round: a round's one pass drops the saturated ports and finds
+/// the smallest of the others, the ports a freeze changed update it, and
+/// only when its own port changed is it found again by a full pass (a
+/// round whose share is a cap below it needs no pass). [`MaxMin::rates_keyed`]
+/// also replays the rounds of the last call that no change touched.
 pub fn max_min_rates(flows: &[FlowDemand], capacity_bps: &[f64]) -> Vec<f64> {
     let mut rates = Vec::new();
     MaxMin::default().rates(flows, capacity_bps, &mut rates);
