@@ -286,7 +286,7 @@ fn keyed_allocations_replaying_past_rounds_equal_plain_progressive_filling() {
         let mut next_key = 0u64;
         let mut flows: Vec<F> = Vec::new();
         for step in 0..200 {
-            let mut new_flow = |rnd: &mut dyn FnMut(u64) -> u64, key: u64| F {
+            let new_flow = |rnd: &mut dyn FnMut(u64) -> u64, key: u64| F {
                 key,
                 class: rnd(classes) as u8,
                 ahead: rnd(6) == 0,
