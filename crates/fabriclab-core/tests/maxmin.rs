@@ -317,7 +317,10 @@ fn keyed_allocations_replaying_past_rounds_equal_plain_progressive_filling() {
                 5 if !flows.is_empty() => {
                     let k = rnd(flows.len() as u64) as usize;
                     let f = new_flow(&mut rnd, flows[k].key);
-                    flows[k] = F { cap: flows[k].cap, ..f };
+                    flows[k] = F {
+                        cap: flows[k].cap,
+                        ..f
+                    };
                 }
                 6 if rnd(4) == 0 => {
                     let p = rnd(nports as u64) as usize;
@@ -339,7 +342,10 @@ fn keyed_allocations_replaying_past_rounds_equal_plain_progressive_filling() {
             for (way, m) in [("scanned", &mut scanned), ("heaped", &mut heaped)] {
                 m.rates_keyed(&demands, &keys, &caps, &mut out);
                 let same = out.len() == want.len()
-                    && out.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits());
+                    && out
+                        .iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
                 assert!(same, "case {case} step {step}, {way}: {out:?} != {want:?}");
             }
         }

@@ -413,7 +413,10 @@ impl MaxMin {
                     if pending.iter().any(|&i| joins(i)) || recapped.iter().any(recap) {
                         break;
                     }
-                    let end = past.rounds.get(q + 1).map_or(past.froze.len(), |r| r.first as usize);
+                    let end = past
+                        .rounds
+                        .get(q + 1)
+                        .map_or(past.froze.len(), |r| r.first as usize);
                     rounds.push(Round {
                         level: at,
                         share,
@@ -485,9 +488,12 @@ impl MaxMin {
             }
             let mut heap = BinaryHeap::from(heap_keys);
             caps.clear();
-            caps.extend(group.iter().copied().filter(|&i| {
-                flows[i as usize].cap_bps < f64::INFINITY && !frozen[i as usize]
-            }));
+            caps.extend(
+                group
+                    .iter()
+                    .copied()
+                    .filter(|&i| flows[i as usize].cap_bps < f64::INFINITY && !frozen[i as usize]),
+            );
             caps.sort_by(|&a, &b| {
                 flows[a as usize]
                     .cap_bps

@@ -297,8 +297,11 @@ impl FlowNet {
                 .rates(&demands, &self.capacity_bps, &mut self.rates);
         } else {
             self.keys.clear();
-            self.keys
-                .extend(self.sending.iter().map(|&i| self.active[i as usize].msg as u64));
+            self.keys.extend(
+                self.sending
+                    .iter()
+                    .map(|&i| self.active[i as usize].msg as u64),
+            );
             self.maxmin
                 .rates_keyed(&demands, &self.keys, &self.capacity_bps, &mut self.rates);
         }
