@@ -245,3 +245,109 @@ fn the_allocator_equals_plain_progressive_filling_bit_for_bit() {
         }
     }
 }
+
+/// Keyed allocations replay the rounds of the last call that a change does
+/// not touch: over random sequences of changes (a flow added, ended, its
+/// cap, route or class changed, a capacity changed, nothing changed), both
+/// ways (scanned, heaped) give plain progressive filling's rates, bit for
+/// bit, at every step.
+#[test]
+fn keyed_allocations_replaying_past_rounds_equal_plain_progressive_filling() {
+    struct F {
+        key: u64,
+        class: u8,
+        ahead: bool,
+        ports: Vec<u32>,
+        cap: f64,
+    }
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut rnd = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    for case in 0..60 {
+        let mut scanned = MaxMin::default();
+        let mut heaped = MaxMin::default();
+        heaped.scan_ports = 0;
+        // Replaying from the first flow on (and, every other case, from
+        // the default size on).
+        if case % 2 == 0 {
+            scanned.replay_flows = 0;
+            heaped.replay_flows = 0;
+        }
+        let mut out = Vec::new();
+        let nports = 2 + rnd(30) as usize;
+        let mut caps: Vec<f64> = (0..nports)
+            .map(|_| [10e9, 40e9, 1e9 + rnd(1000) as f64 * 7e6][rnd(3) as usize])
+            .collect();
+        let classes = 1 + rnd(3);
+        let mut next_key = 0u64;
+        let mut flows: Vec<F> = Vec::new();
+        for step in 0..200 {
+            let new_flow = |rnd: &mut dyn FnMut(u64) -> u64, key: u64| F {
+                key,
+                class: rnd(classes) as u8,
+                ahead: rnd(6) == 0,
+                ports: (0..1 + rnd(5)).map(|_| rnd(nports as u64) as u32).collect(),
+                cap: if rnd(2) == 0 {
+                    1e8 + rnd(100) as f64 * 1e8
+                } else {
+                    f64::INFINITY
+                },
+            };
+            match rnd(8) {
+                0..=2 => {
+                    next_key += 1 + rnd(3);
+                    flows.push(new_flow(&mut rnd, next_key));
+                }
+                3 if !flows.is_empty() => {
+                    let k = rnd(flows.len() as u64) as usize;
+                    flows.remove(k);
+                }
+                4 if !flows.is_empty() => {
+                    let k = rnd(flows.len() as u64) as usize;
+                    flows[k].cap = if rnd(3) == 0 {
+                        f64::INFINITY
+                    } else {
+                        1e8 + rnd(100) as f64 * 1e8
+                    };
+                }
+                5 if !flows.is_empty() => {
+                    let k = rnd(flows.len() as u64) as usize;
+                    let f = new_flow(&mut rnd, flows[k].key);
+                    flows[k] = F {
+                        cap: flows[k].cap,
+                        ..f
+                    };
+                }
+                6 if rnd(4) == 0 => {
+                    let p = rnd(nports as u64) as usize;
+                    caps[p] = [0.0, 10e9, 25e9][rnd(3) as usize];
+                }
+                _ => {}
+            }
+            let demands: Vec<FlowDemand> = flows
+                .iter()
+                .map(|f| FlowDemand {
+                    class: f.class,
+                    ports: &f.ports,
+                    ahead: f.ahead,
+                    cap_bps: f.cap,
+                })
+                .collect();
+            let keys: Vec<u64> = flows.iter().map(|f| f.key).collect();
+            let want = reference(&demands, &caps);
+            for (way, m) in [("scanned", &mut scanned), ("heaped", &mut heaped)] {
+                m.rates_keyed(&demands, &keys, &caps, &mut out);
+                let same = out.len() == want.len()
+                    && out
+                        .iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "case {case} step {step}, {way}: {out:?} != {want:?}");
+            }
+        }
+    }
+}

@@ -80,7 +80,12 @@ impl Key {
 /// ports still in use replaces the heap: it finds the same share and the
 /// same saturated ports each round (the heap's top, once settled, is the
 /// smallest share now), so the same rates to the bit, without the heap's
-/// stale entries.
+/// stale entries. The scan keeps the smallest share and its port from
+/// round to round: a round's one pass drops the saturated ports and finds
+/// the smallest of the others, the ports a freeze changed update it, and
+/// only when its own port changed is it found again by a full pass (a
+/// round whose share is a cap below it needs no pass). [`MaxMin::rates_keyed`]
+/// also replays the rounds of the last call that no change touched.
 pub fn max_min_rates(flows: &[FlowDemand], capacity_bps: &[f64]) -> Vec<f64> {
     let mut rates = Vec::new();
     MaxMin::default().rates(flows, capacity_bps, &mut rates);
@@ -92,12 +97,21 @@ pub fn max_min_rates(flows: &[FlowDemand], capacity_bps: &[f64]) -> Vec<f64> {
 /// in docs/performance.md, "Flow backend against the packet backend").
 pub const SCAN_PORTS: usize = 256;
 
+/// Keyed calls with fewer flows than this water-fill them whole: below it,
+/// matching the flows to the last call's and keeping the log cost more
+/// than the rounds replayed save (instruction counts in
+/// docs/performance.md, "Flow backend against the packet backend": 8 flows
+/// a call on the default star, 20 on the 30 % leaf-spine, 58 at 60 %).
+pub const REPLAY_FLOWS: usize = 16;
+
 /// [`max_min_rates`] with its working buffers kept between calls (a
 /// backend reallocates thousands of times over the same ports): the same
 /// rounds in the same order, so the same rates to the bit.
 pub struct MaxMin {
     /// Levels touching at most this many ports are scanned, not heaped.
     pub scan_ports: usize,
+    /// Keyed calls with fewer flows than this are water-filled whole.
+    pub replay_flows: usize,
     live: Vec<u32>,
     residual: Vec<f64>,
     count: Vec<u32>,
@@ -114,12 +128,61 @@ pub struct MaxMin {
     order: Vec<u32>,
     caps: Vec<u32>,
     heap: Vec<Key>,
+    /// The last keyed allocation, for [`MaxMin::rates_keyed`] to replay.
+    past: Past,
+    /// The log being written: rounds, the flows each froze, each flow's round.
+    rounds: Vec<Round>,
+    froze: Vec<u32>,
+    round_of: Vec<u32>,
+    /// Replay: each past flow's index now ([`NONE`]: gone or changed), and
+    /// the flows that are new or changed.
+    now_of: Vec<u32>,
+    pending: Vec<u32>,
+    /// Flows whose cap alone changed, with their past cap.
+    recapped: Vec<(u32, f64)>,
+}
+
+/// No round, or no flow.
+const NONE: u32 = u32::MAX;
+
+/// One round of a level's water-filling: its share, and where its frozen
+/// flows start in the log's list.
+#[derive(Clone, Copy)]
+struct Round {
+    level: u16,
+    share: f64,
+    first: u32,
+}
+
+/// One flow of the last keyed allocation.
+#[derive(Clone, Copy)]
+struct PastFlow {
+    key: u64,
+    level: u16,
+    cap_bps: f64,
+    /// Its ports in [`Past::ports`].
+    ports: (u32, u32),
+    /// The round it froze in ([`NONE`]: never).
+    round: u32,
+}
+
+/// The last keyed allocation: its capacities, flows, rounds and the flows
+/// each round froze (indices into `flows`).
+#[derive(Default)]
+struct Past {
+    valid: bool,
+    capacity_bps: Vec<f64>,
+    flows: Vec<PastFlow>,
+    ports: Vec<u32>,
+    rounds: Vec<Round>,
+    froze: Vec<u32>,
 }
 
 impl Default for MaxMin {
     fn default() -> MaxMin {
         MaxMin {
             scan_ports: SCAN_PORTS,
+            replay_flows: REPLAY_FLOWS,
             live: Vec::new(),
             residual: Vec::new(),
             count: Vec::new(),
@@ -136,6 +199,13 @@ impl Default for MaxMin {
             order: Vec::new(),
             caps: Vec::new(),
             heap: Vec::new(),
+            past: Past::default(),
+            rounds: Vec::new(),
+            froze: Vec::new(),
+            round_of: Vec::new(),
+            now_of: Vec::new(),
+            pending: Vec::new(),
+            recapped: Vec::new(),
         }
     }
 }
@@ -150,12 +220,114 @@ impl MaxMin {
 
     /// Writes the rate of every flow of `flows` to `rates` (as [`max_min_rates`]).
     pub fn rates(&mut self, flows: &[FlowDemand], capacity_bps: &[f64], rates: &mut Vec<f64>) {
+        self.past.valid = false;
+        self.solve(flows, None, capacity_bps, rates);
+    }
+
+    /// [`MaxMin::rates`] for flows named by `keys` (one per flow, strictly
+    /// increasing, a flow keeping its key from call to call): the rounds of
+    /// the last keyed call that no change touches are replayed, not
+    /// searched. A round is replayed while every flow gone or changed since
+    /// froze after it, and every flow new or changed would not freeze in it
+    /// (each of its ports' shares, counting it, and its cap above the
+    /// round's share and tolerance): then the round's share is the same
+    /// smallest share, it saturates the same ports and reaches the same caps,
+    /// so it freezes the same flows at the same share. The first round that
+    /// fails the test, and every later one, is water-filled as in
+    /// [`MaxMin::rates`] from the replayed state: the same rounds, the same
+    /// rates to the bit. Keys out of order, or capacities changed, replay
+    /// nothing.
+    pub fn rates_keyed(
+        &mut self,
+        flows: &[FlowDemand],
+        keys: &[u64],
+        capacity_bps: &[f64],
+        rates: &mut Vec<f64>,
+    ) {
+        assert_eq!(flows.len(), keys.len(), "one key per flow");
+        if flows.len() < self.replay_flows {
+            self.rates(flows, capacity_bps, rates);
+        } else {
+            self.solve(flows, Some(keys), capacity_bps, rates);
+        }
+    }
+
+    /// Matches `flows` to the last keyed call's: the flows new or changed
+    /// (`pending`), each unchanged past flow's index now (`now_of`), and
+    /// the first round that froze a flow gone or changed (the replay stops
+    /// there). `None`: nothing can be replayed.
+    fn plan_replay(
+        &mut self,
+        flows: &[FlowDemand],
+        keys: &[u64],
+        capacity_bps: &[f64],
+    ) -> Option<u32> {
+        let past = &self.past;
+        let same_capacity = past.capacity_bps.len() == capacity_bps.len()
+            && past
+                .capacity_bps
+                .iter()
+                .zip(capacity_bps)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+        if !past.valid || !same_capacity {
+            return None;
+        }
+        self.now_of.clear();
+        self.now_of.resize(past.flows.len(), NONE);
+        self.pending.clear();
+        self.recapped.clear();
+        let mut limit = NONE;
+        let mut j = 0;
+        for (i, (f, &key)) in flows.iter().zip(keys).enumerate() {
+            if i > 0 && keys[i - 1] >= key {
+                return None;
+            }
+            while j < past.flows.len() && past.flows[j].key < key {
+                limit = limit.min(past.flows[j].round); // gone
+                j += 1;
+            }
+            match past.flows.get(j) {
+                Some(pf) if pf.key == key => {
+                    let ports = &past.ports[pf.ports.0 as usize..pf.ports.1 as usize];
+                    // Element by element: routes are a few ports long.
+                    if pf.level == f.level()
+                        && ports.len() == f.ports.len()
+                        && ports.iter().zip(f.ports).all(|(a, b)| a == b)
+                    {
+                        self.now_of[j] = i as u32;
+                        if pf.cap_bps.to_bits() != f.cap_bps.to_bits() {
+                            self.recapped.push((i as u32, pf.cap_bps));
+                        }
+                    } else {
+                        limit = limit.min(pf.round);
+                        self.pending.push(i as u32);
+                    }
+                    j += 1;
+                }
+                _ => self.pending.push(i as u32),
+            }
+        }
+        for pf in &past.flows[j..] {
+            limit = limit.min(pf.round);
+        }
+        Some(limit)
+    }
+
+    fn solve(
+        &mut self,
+        flows: &[FlowDemand],
+        keys: Option<&[u64]>,
+        capacity_bps: &[f64],
+        rates: &mut Vec<f64>,
+    ) {
         use std::collections::BinaryHeap;
+        let mut replay = keys.and_then(|k| self.plan_replay(flows, k, capacity_bps));
         let np = capacity_bps.len();
         rates.clear();
         rates.resize(flows.len(), 0.0);
         let MaxMin {
             scan_ports,
+            replay_flows: _,
             live,
             residual,
             count,
@@ -172,6 +344,13 @@ impl MaxMin {
             order,
             caps,
             heap: heap_buf,
+            past,
+            rounds,
+            froze,
+            round_of,
+            now_of,
+            pending,
+            recapped,
         } = self;
         residual.clear();
         residual.extend_from_slice(capacity_bps);
@@ -185,13 +364,23 @@ impl MaxMin {
         is_dirty.clear();
         is_dirty.resize(np, false);
         dirty.clear();
+        // Keyed: this call's rounds are logged for the next one.
+        let log = keys.is_some();
+        rounds.clear();
+        froze.clear();
+        round_of.clear();
+        if log {
+            round_of.resize(flows.len(), NONE);
+        }
         let share_of =
             |residual: &[f64], count: &[u32], p: usize| residual[p].max(0.0) / count[p] as f64;
         order.clear();
         order.extend(0..flows.len() as u32);
         order.sort_by_key(|&i| flows[i as usize].level());
+        let mut q = 0; // the next past round to replay
         for group in order.chunk_by(|&a, &b| flows[a as usize].level() == flows[b as usize].level())
         {
+            let at = flows[group[0] as usize].level();
             touched.clear();
             for &i in group {
                 for &p in flows[i as usize].ports {
@@ -200,6 +389,62 @@ impl MaxMin {
                     }
                     count[p as usize] += 1;
                 }
+            }
+            let mut left = group.len();
+            if let Some(limit) = replay {
+                while q < limit as usize && q < past.rounds.len() && past.rounds[q].level == at {
+                    let share = past.rounds[q].share;
+                    let tol = share * 1e-12 + 1e-9;
+                    let joins = |i: u32| {
+                        let f = &flows[i as usize];
+                        f.level() == at
+                            && (f.cap_bps <= share + tol
+                                || f.ports
+                                    .iter()
+                                    .any(|&p| share_of(residual, count, p as usize) <= share + tol))
+                    };
+                    // A flow whose cap alone changed: the round is the same
+                    // while neither cap is reached in it (it froze at a port).
+                    let recap = |&(i, was): &(u32, f64)| {
+                        flows[i as usize].level() == at
+                            && !frozen[i as usize]
+                            && (was <= share + tol || flows[i as usize].cap_bps <= share + tol)
+                    };
+                    if pending.iter().any(|&i| joins(i)) || recapped.iter().any(recap) {
+                        break;
+                    }
+                    let end = past
+                        .rounds
+                        .get(q + 1)
+                        .map_or(past.froze.len(), |r| r.first as usize);
+                    rounds.push(Round {
+                        level: at,
+                        share,
+                        first: froze.len() as u32,
+                    });
+                    for &j in &past.froze[past.rounds[q].first as usize..end] {
+                        let i = now_of[j as usize] as usize;
+                        frozen[i] = true;
+                        rates[i] = share;
+                        round_of[i] = (rounds.len() - 1) as u32;
+                        froze.push(i as u32);
+                        left -= 1;
+                        for &p in flows[i].ports {
+                            residual[p as usize] -= share;
+                            count[p as usize] -= 1;
+                        }
+                    }
+                    q += 1;
+                }
+                if left > 0 {
+                    replay = None; // water-filled from here on
+                }
+            }
+            if left == 0 {
+                for &p in touched.iter() {
+                    count[p as usize] = 0;
+                }
+                continue;
             }
             let mut off = 0u32;
             for &p in touched.iter() {
@@ -210,6 +455,9 @@ impl MaxMin {
             list.clear();
             list.resize(off as usize, 0);
             for &i in group {
+                if frozen[i as usize] {
+                    continue;
+                }
                 for &p in flows[i as usize].ports {
                     let p = p as usize;
                     list[(start[p] + fill[p]) as usize] = i;
@@ -218,27 +466,33 @@ impl MaxMin {
             }
             let scan = touched.len() <= *scan_ports;
             live.clear();
-            let mut keys = std::mem::take(heap_buf);
-            keys.clear();
+            let mut heap_keys = std::mem::take(heap_buf);
+            heap_keys.clear();
             if scan {
-                live.extend_from_slice(touched);
-                for &p in touched.iter() {
+                live.extend(touched.iter().copied().filter(|&p| count[p as usize] > 0));
+                for &p in live.iter() {
                     latest[p as usize] = share_of(residual, count, p as usize);
                 }
             } else {
-                keys.extend(touched.iter().map(|&p| {
-                    let k = share_of(residual, count, p as usize);
-                    latest[p as usize] = k;
-                    Key::new(k, p)
-                }));
+                heap_keys.extend(
+                    touched
+                        .iter()
+                        .copied()
+                        .filter(|&p| count[p as usize] > 0)
+                        .map(|p| {
+                            let k = share_of(residual, count, p as usize);
+                            latest[p as usize] = k;
+                            Key::new(k, p)
+                        }),
+                );
             }
-            let mut heap = BinaryHeap::from(keys);
+            let mut heap = BinaryHeap::from(heap_keys);
             caps.clear();
             caps.extend(
                 group
                     .iter()
                     .copied()
-                    .filter(|&i| flows[i as usize].cap_bps < f64::INFINITY),
+                    .filter(|&i| flows[i as usize].cap_bps < f64::INFINITY && !frozen[i as usize]),
             );
             caps.sort_by(|&a, &b| {
                 flows[a as usize]
@@ -246,7 +500,6 @@ impl MaxMin {
                     .total_cmp(&flows[b as usize].cap_bps)
             });
             let mut next_cap = 0;
-            let mut left = group.len();
             // Pops the top entry unless it holds its port's share now (then
             // returns it); a port's stale latest entry is replaced by its share.
             let settle_top = |heap: &mut BinaryHeap<Key>,
@@ -271,16 +524,25 @@ impl MaxMin {
                 }
                 Some(None)
             };
+            // Scanning: the smallest share of the ports in use and its port
+            // (`low`), kept from round to round while its port is untouched.
+            let mut low = (f64::INFINITY, usize::MAX);
+            let mut low_known = false;
             while left > 0 {
                 let mut share = f64::INFINITY;
                 if scan {
-                    live.retain(|&p| count[p as usize] > 0);
-                    for &p in live.iter() {
-                        let k = latest[p as usize];
-                        if k.total_cmp(&share).is_lt() {
-                            share = k;
+                    if !low_known {
+                        live.retain(|&p| count[p as usize] > 0);
+                        low = (f64::INFINITY, usize::MAX);
+                        for &p in live.iter() {
+                            let k = latest[p as usize];
+                            if k.total_cmp(&low.0).is_lt() {
+                                low = (k, p as usize);
+                            }
                         }
+                        low_known = true;
                     }
+                    share = low.0;
                 }
                 while let Some(top) = settle_top(&mut heap, latest, residual, count) {
                     if let Some(k) = top {
@@ -300,12 +562,26 @@ impl MaxMin {
                 let tol = share * 1e-12 + 1e-9;
                 // Every port saturated at this share, then the flows crossing them.
                 saturated.clear();
-                if scan {
-                    saturated.extend(
-                        live.iter()
-                            .copied()
-                            .filter(|&p| latest[p as usize] <= share + tol),
-                    );
+                if scan && low.0 <= share + tol {
+                    // One pass: the saturated ports leave the ports in use
+                    // (every flow crossing them freezes), the smallest share
+                    // of the others is kept.
+                    low = (f64::INFINITY, usize::MAX);
+                    let (count, latest): (&[u32], &[f64]) = (count, latest);
+                    live.retain(|&p| {
+                        let k = latest[p as usize];
+                        if count[p as usize] == 0 {
+                            false
+                        } else if k <= share + tol {
+                            saturated.push(p);
+                            false
+                        } else {
+                            if k.total_cmp(&low.0).is_lt() {
+                                low = (k, p as usize);
+                            }
+                            true
+                        }
+                    });
                 }
                 while let Some(top) = settle_top(&mut heap, latest, residual, count) {
                     let Some(k) = top else { continue };
@@ -326,12 +602,23 @@ impl MaxMin {
                     freezing.push(caps[c]);
                     c += 1;
                 }
+                if log {
+                    rounds.push(Round {
+                        level: at,
+                        share,
+                        first: froze.len() as u32,
+                    });
+                }
                 for &i in freezing.iter() {
                     if frozen[i as usize] {
                         continue;
                     }
                     frozen[i as usize] = true;
                     rates[i as usize] = share;
+                    if log {
+                        round_of[i as usize] = (rounds.len() - 1) as u32;
+                        froze.push(i);
+                    }
                     left -= 1;
                     for &p in flows[i as usize].ports {
                         residual[p as usize] -= share;
@@ -347,10 +634,16 @@ impl MaxMin {
                 for &p in dirty.iter() {
                     let p = p as usize;
                     is_dirty[p] = false;
+                    if scan && p == low.1 {
+                        low_known = false; // the smallest share moved: a full scan
+                    }
                     if count[p] > 0 {
                         let now = share_of(residual, count, p);
                         if scan {
                             latest[p] = now;
+                            if now.total_cmp(&low.0).is_lt() {
+                                low = (now, p);
+                            }
                         } else if now < latest[p] {
                             latest[p] = now;
                             heap.push(Key::new(now, p as u32));
@@ -364,5 +657,28 @@ impl MaxMin {
             }
             *heap_buf = heap.into_vec();
         }
+        let Some(keys) = keys else { return };
+        // This call's log, for the next keyed call.
+        past.valid = keys.windows(2).all(|w| w[0] < w[1]);
+        if !past.valid {
+            return;
+        }
+        past.capacity_bps.clear();
+        past.capacity_bps.extend_from_slice(capacity_bps);
+        past.flows.clear();
+        past.ports.clear();
+        for (i, f) in flows.iter().enumerate() {
+            let from = past.ports.len() as u32;
+            past.ports.extend_from_slice(f.ports);
+            past.flows.push(PastFlow {
+                key: keys[i],
+                level: f.level(),
+                cap_bps: f.cap_bps,
+                ports: (from, past.ports.len() as u32),
+                round: round_of[i],
+            });
+        }
+        std::mem::swap(&mut past.rounds, rounds);
+        std::mem::swap(&mut past.froze, froze);
     }
 }

@@ -120,8 +120,14 @@ pub struct FlowNet {
     /// those of the last allocation.
     sending_changed: bool,
     standing: Vec<(u32, u32)>,
+    /// The allocator of every flow, and the one of the window-unlimited
+    /// flows alone (the queue estimate): each replays its own last call.
     maxmin: MaxMin,
+    maxmin_long: MaxMin,
     rates: Vec<f64>,
+    /// Message ids of the flows allocated: their keys to the allocator
+    /// (increasing: flows are kept in the order they started).
+    keys: Vec<u64>,
 }
 
 /// Wire bytes of a message cut into MSS-sized segments.
@@ -188,7 +194,9 @@ impl FlowNet {
             sending_changed: false,
             standing: Vec::new(),
             maxmin: MaxMin::default(),
+            maxmin_long: MaxMin::default(),
             rates: Vec::new(),
+            keys: Vec::new(),
             capacity_bps: topo.ports.iter().map(|p| p.rate_bps as f64).collect(),
             rate_bps: topo.ports.iter().map(|p| p.rate_bps as f64).collect(),
             delay_ps: topo.ports.iter().map(|p| p.delay_ps).collect(),
@@ -285,9 +293,18 @@ impl FlowNet {
             .collect();
         if let Some(a) = &self.agg {
             a.demands(&mut demands, &self.nic_flows, &self.capacity_bps);
+            self.maxmin
+                .rates(&demands, &self.capacity_bps, &mut self.rates);
+        } else {
+            self.keys.clear();
+            self.keys.extend(
+                self.sending
+                    .iter()
+                    .map(|&i| self.active[i as usize].msg as u64),
+            );
+            self.maxmin
+                .rates_keyed(&demands, &self.keys, &self.capacity_bps, &mut self.rates);
         }
-        self.maxmin
-            .rates(&demands, &self.capacity_bps, &mut self.rates);
         drop(demands);
         for f in &mut self.active {
             f.rate_bps = 0.0;
@@ -351,10 +368,18 @@ impl FlowNet {
             .iter()
             .map(|&i| FlowDemand::new(self.active[i].class, &self.active[i].route))
             .collect();
+        let mut rates = Vec::new();
         if let Some(a) = &self.agg {
             a.demands(&mut demands, &self.nic_flows, &self.capacity_bps);
+            self.maxmin_long
+                .rates(&demands, &self.capacity_bps, &mut rates);
+        } else {
+            self.keys.clear();
+            self.keys
+                .extend(long.iter().map(|&i| self.active[i].msg as u64));
+            self.maxmin_long
+                .rates_keyed(&demands, &self.keys, &self.capacity_bps, &mut rates);
         }
-        let rates = self.maxmin.rates_vec(&demands, &self.capacity_bps);
         let views: Vec<FlowView> = long
             .iter()
             .zip(&rates)
