@@ -97,20 +97,20 @@ def simulate(scenario: Scenario, progress: bool = False,
         if bar is not None:
             bar.stop()
     wall = time.perf_counter() - wall0
-    return _collect(scenario, sim, wall)
+    return collect_results(scenario, sim, wall)
 
 
 def _prefetch_results() -> None:
     """Imports numpy, pyarrow and the results module on a thread while the
     core simulates with the GIL released (issue 13: about a fifth of a short
-    run's process time, now overlapped). `_collect`'s own import waits for
+    run's process time, now overlapped). `collect_results`'s own import waits for
     it, or repeats it and raises if it failed."""
     import threading
 
     def load():
         try:
             from . import results  # noqa: F401
-        except Exception:  # noqa: BLE001 - _collect's import reports it
+        except Exception:  # noqa: BLE001 - collect_results's import reports it
             pass
 
     threading.Thread(target=load, name="fabriclab-prefetch", daemon=True).start()
@@ -129,7 +129,10 @@ def _start_bar(target_ps: int):
     return bar, task
 
 
-def _collect(scenario: Scenario, sim: Simulator, wall_s: float) -> Results:
+def collect_results(scenario: Scenario, sim: Simulator, wall_s: float) -> Results:
+    """The results of ``sim``, a finished simulation of ``scenario`` that
+    took ``wall_s`` of wall time: its tables and summary (also used by the
+    C4 recovery runner, which stitches segments of one job together)."""
     # numpy, pandas and pyarrow only once there are results (validate needs none of them).
     # No pandas: the summary reads the Arrow columns through numpy (issue 13).
     import numpy as np

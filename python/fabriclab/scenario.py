@@ -445,7 +445,8 @@ class Scenario(_Strict):
         n = len(self.flows)
         return f"flows[{i}]" if i < n else f"flows_csv row {i - n + 1}"
 
-    def _explicit_flows(self, t: topo.TopologyData) -> list[FlowConfig]:
+    def explicit_flows(self, t: topo.TopologyData) -> list[FlowConfig]:
+        """The scenario's own flows: ``flows`` and those of ``flows_csv``."""
         flows = list(self.flows)
         if self.flows_csv:
             text = read_text(self._resolve_path(self.flows_csv), "flows_csv", "flows CSV file")
@@ -505,7 +506,7 @@ class Scenario(_Strict):
         flows = []
         # Host indices in range and src != dst are the core's checks (build_flows); build_simulator
         # names the flow as the user wrote it ([[flows]] or a flows_csv row).
-        for i, f in enumerate(self._explicit_flows(t)):
+        for i, f in enumerate(self.explicit_flows(t)):
             path = None
             if f.path is not None:
                 path = []
@@ -515,7 +516,7 @@ class Scenario(_Strict):
                     path.append(hop)
             flows.append({"src": f.src, "dst": f.dst, "size_bytes": f.size_bytes,
                           "start_ps": f.start_ps, "class": f.class_, "path": path})
-        jobs = [self._job_core(i, j, t) for i, j in enumerate(self.jobs)]
+        jobs = [self.job_core(i, j, t) for i, j in enumerate(self.jobs)]
         if self.recovery is not None:
             spare_hosts(self, t, jobs[0]["workers"])  # refuses a pool that cannot be had
         collectives = [self._collective_core(i, c, t) for i, c in enumerate(self.collectives)]
@@ -633,7 +634,8 @@ class Scenario(_Strict):
         except ScenarioError as e:
             raise ScenarioError(f"collectives[{i}].{e}") from None
 
-    def _job_core(self, i: int, j: "JobConfig", t: topo.TopologyData) -> dict:
+    def job_core(self, i: int, j: "JobConfig", t: topo.TopologyData) -> dict:
+        """Job ``i`` as the core reads it (its profile built, hosts resolved)."""
         from .profiles import ProfileError, build_profile
 
         nh = len(t.hosts)

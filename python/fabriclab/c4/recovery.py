@@ -175,7 +175,7 @@ def simulate(scenario: "Scenario", memory_limit=None, detector: Detector | None 
     from .recovery_config import spare_hosts
 
     t = s.build_topology()
-    core_job = s._job_core(0, s.jobs[0], t)
+    core_job = s.job_core(0, s.jobs[0], t)
     workers = list(core_job["workers"])
     names = [n["name"] for n in t.nodes]
     host_name = [names[node] for node in t.hosts]
@@ -324,7 +324,7 @@ def _segment_scenario(s: "Scenario", st: _State, k: int, t) -> "Scenario":
         if dur > 0:
             traffic.append({**tr, "start_ps": start, "duration_ps": dur})
     d["traffic"] = traffic
-    flows = [f.model_dump(by_alias=True, exclude_none=True) for f in s._explicit_flows(t)]
+    flows = [f.model_dump(by_alias=True, exclude_none=True) for f in s.explicit_flows(t)]
     d.pop("flows_csv", None)
     d["flows"] = [{**f, "start_ps": f["start_ps"] - g} for f in flows if f["start_ps"] >= g]
     kept = [(x, _segment_fault(x, st, g)) for x in st.faults]
@@ -437,7 +437,7 @@ def _run_segment(seg: "Scenario", detect: Detector, hosts: list, check_ps: int, 
     nothing happens any more. An alarm at or after the job's last iteration
     end (C4D's times are whole ns: within that ns too) finds a job already
     done; one after ``stop_ps`` comes too late."""
-    from ..engine import _collect, resolve_and_build
+    from ..engine import collect_results, resolve_and_build
 
     sim, _ = resolve_and_build(seg, memory_limit)
     job = seg.jobs[0]
@@ -470,7 +470,7 @@ def _run_segment(seg: "Scenario", detect: Detector, hosts: list, check_ps: int, 
         finished = False
     cut = seg if finished else seg.replace(stop_ps=max(now, 1))
     cut._base_dir = seg._base_dir
-    res = _collect(cut, sim, time.perf_counter() - wall0)
+    res = collect_results(cut, sim, time.perf_counter() - wall0)
     return _Segment(seg, res, alarm, now, finished, stopped, _crossed_links(msgs, job.name))
 
 
