@@ -1,0 +1,133 @@
+"""Probe evidence for C4D: a light, periodic probe schedule over a job's host
+links and the fabric's leaf-spine links, and the rule that reads its results
+around an alarm to choose the faulty link (docs/c4.md, "C4D + probes").
+
+C4 runs C4D beside C4P's path prober (section 3.2: a master probes
+leaf-spine-leaf paths and leaves faulty links out). Here the probes are
+small explicit flows (``[[flows]]``, each pinned to a path by ``path``) in
+the job's class, every ``period_ps``:
+
+- inside every leaf that holds a rank, a ring over the leaf's hosts
+  (host k sends to host k + 1 of the same leaf through the leaf): every
+  host link of the leaf is on two probes, and no fabric link is;
+- across the fabric, a ring over all leaves through each spine (leaf L's
+  first host to leaf L + 1's first host, through spine S): every
+  leaf-spine link is on two probes.
+
+A probe and its acknowledgements cross each link of its path in both
+directions. Reading them (:func:`localise`): per probed path, over a window
+before the alarm, a probe is *lost* if it has not completed by the alarm
+(``LOST_PS`` after it started), *stalled* if it took ``STALL_PS`` or more
+(a retransmission timeout), and the path is *slower* if its fastest probe in
+the window took more than ``RISE`` x its fastest before the window. A path
+with any of these is bad. The fastest probe of the last ``RECENT_PERIODS``
+job periods sees an idle path (the job computes for about half of each
+iteration, and that window holds one such gap), so its time is the path's
+serialisation and propagation alone and rises only when a link's rate
+falls. Boolean tomography: a link is scored by the share of its probes
+that are bad, then by their number; the link on which every probe is bad
+and that explains the most bad probes is named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+PROBE_BYTES = 4_000  # three frames of 1,500 bytes
+LOST_PS = 1_000_000_000  # 1 ms: a probe not back by then is counted lost
+STALL_PS = 1_000_000_000  # a probe that took 1 ms or more was stalled (RTO 10 ms)
+RISE = 1.05  # the fastest probe of a path 5 % slower than before: a slower link
+WINDOW_PERIODS = 4.0  # the window before the alarm for lost and stalled probes, in job periods
+RECENT_PERIODS = 1.5  # the window of the fastest probe: it holds one compute gap of the job
+APP = "flows"  # messages.parquet's app label of explicit flows
+
+
+def probe_flows(leaves: int, hosts_per_leaf: int, spines: int, job_hosts: list[int], period_ps: int,
+                start_ps: int, end_ps: int) -> list[dict]:
+    """The probe schedule as ``[[flows]]`` entries (module docstring)."""
+    rounds = []
+    for L in sorted({h // hosts_per_leaf for h in job_hosts}):
+        for k in range(hosts_per_leaf):
+            a, b = L * hosts_per_leaf + k, L * hosts_per_leaf + (k + 1) % hosts_per_leaf
+            rounds.append((a, b, [f"h{a}", f"leaf{L}", f"h{b}"]))
+    for L in range(leaves):
+        M = (L + 1) % leaves
+        if M == L:
+            break
+        a, b = L * hosts_per_leaf, M * hosts_per_leaf
+        for S in range(spines):
+            rounds.append((a, b, [f"h{a}", f"leaf{L}", f"spine{S}", f"leaf{M}", f"h{b}"]))
+    return [{"src": a, "dst": b, "size_bytes": PROBE_BYTES, "start_ps": t, "path": p}
+            for t in range(start_ps, end_ps, period_ps) for a, b, p in rounds]
+
+
+def probe_load(flows: list[dict], period_ps: int, rate_bps: int) -> float:
+    """The busiest link direction's probe load as a share of ``rate_bps``
+    (payload bytes of one period; the ACKs add about 3 %)."""
+    if not flows:
+        return 0.0
+    per_round: dict = {}
+    t0 = flows[0]["start_ps"]
+    for f in flows:
+        if f["start_ps"] != t0:
+            break
+        for a, b in zip(f["path"], f["path"][1:]):
+            per_round[(a, b)] = per_round.get((a, b), 0) + f["size_bytes"]
+    return max(per_round.values()) * 8 * 10**12 / period_ps / rate_bps
+
+
+@dataclass
+class Verdict:
+    link: str
+    bad: int  # bad probed paths through it
+    paths: int  # probed paths through it
+    explained: float  # share of all bad paths it is on
+
+
+def _links(path: str) -> list[str]:
+    nodes = [x for x in str(path).split() if x != ">"]
+    return ["-".join(sorted(ab)) for ab in zip(nodes, nodes[1:])]
+
+
+def path_states(probes: pd.DataFrame, alarm_ps: int, period_ps: float) -> pd.DataFrame:
+    """Per probed path: bad or not at ``alarm_ps`` (module docstring), from
+    the probes' rows of messages.parquet, using only what had happened by
+    then."""
+    p = probes
+    start, end = p["start_ps"].to_numpy(float), p["end_ps"].to_numpy(float)
+    done = ~np.isnan(end) & (end <= alarm_ps)
+    w0 = alarm_ps - WINDOW_PERIODS * period_ps
+    r0 = alarm_ps - RECENT_PERIODS * period_ps
+    inwin = (start >= w0) & (start <= alarm_ps - LOST_PS)
+    before = done & (end < w0)
+    fct = end - start
+    df = pd.DataFrame({"path": p["path"].to_numpy(), "lost": inwin & ~done, "stall": inwin & done & (fct >= STALL_PS),
+                       "fct_win": np.where((start >= r0) & done, fct, np.inf),
+                       "fct_before": np.where(before, fct, np.inf)})
+    g = df.groupby("path").agg(lost=("lost", "sum"), stall=("stall", "sum"), win=("fct_win", "min"),
+                               base=("fct_before", "min"))
+    slower = np.isfinite(g["win"]) & np.isfinite(g["base"]) & (g["win"] > RISE * g["base"])
+    g["bad"] = (g["lost"] > 0) | (g["stall"] > 0) | slower
+    return g
+
+
+def localise(probes: pd.DataFrame, alarm_ps: int, period_ps: float) -> Verdict | None:
+    """The link the probes blame at ``alarm_ps``, or None when no probed path is bad."""
+    if probes.empty or not period_ps:
+        return None
+    g = path_states(probes, alarm_ps, period_ps)
+    nbad = int(g["bad"].sum())
+    if nbad == 0:
+        return None
+    count: dict = {}
+    for path, bad in zip(g.index, g["bad"]):
+        for lk in _links(path):
+            c = count.setdefault(lk, [0, 0])
+            c[0] += int(bad)
+            c[1] += 1
+    # Every probe through it bad, then the most bad probes explained, then the name.
+    lk, (b, n) = max(count.items(), key=lambda kv: (kv[1][0] / kv[1][1], kv[1][0], kv[0]))
+    return Verdict(lk, b, n, b / nbad)
