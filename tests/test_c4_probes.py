@@ -133,3 +133,30 @@ def test_with_probes_renames_communication_alarms_only(syndrome, kind, component
     assert got.component == expected and got.syndrome == syndrome and got.time_ps == ALARM
     assert with_probes(a, results()).component == component
     assert with_probes(None, results()) is None
+
+
+def test_lost_probes_outrank_slower_ones():
+    # leaf0-spine0 loses its probes; the traffic moved over leaf0-spine1
+    # slows that link's probes: the lost ones name the link.
+    r = results(through("leaf0-spine0"), lost=True)
+    slow = results(through("leaf0-spine1"), slower=1.5)
+    moved = r.path.isin(through("leaf0-spine1"))
+    r.loc[moved, "end_ps"] = slow.loc[moved, "end_ps"]
+    assert localise(r, ALARM, PERIOD_JOB).link == "leaf0-spine0"
+
+
+def test_a_lossy_link_need_not_stall_every_probe():
+    # A lossy h4-leaf1 stalls four of its six probes: those through spine0
+    # and the two inside leaf1. leaf1-spine0 has both its probes bad but
+    # explains only two of the four; h4-leaf1 explains all four.
+    bad = [p for p in through("h4-leaf1") if "spine1" not in p]
+    assert len(bad) == 4
+    v = localise(results(bad, stall=True), ALARM, PERIOD_JOB)
+    assert (v.link, v.bad, v.paths) == ("h4-leaf1", 4, 6)
+
+
+def test_bad_probes_no_single_link_explains_name_nothing():
+    # h1 -> h2 inside leaf0 and h6 -> h7 inside leaf1 share no link.
+    bad = [p for p in PATHS if p in ("h1 > leaf0 > h2", "h6 > leaf1 > h7")]
+    assert len(bad) == 2
+    assert localise(results(bad, lost=True), ALARM, PERIOD_JOB) is None

@@ -24,9 +24,15 @@ with any of these is bad. The fastest probe of the last ``RECENT_PERIODS``
 job periods sees an idle path (the job computes for about half of each
 iteration, and that window holds one such gap), so its time is the path's
 serialisation and propagation alone and rises only when a link's rate
-falls. Boolean tomography: a link is scored by the share of its probes
-that are bad, then by their number; the link on which every probe is bad
-and that explains the most bad probes is named.
+falls. Boolean tomography: of the links that lie on every bad path (one
+link explains them all), the one with the largest share of bad probes is
+named; when no link lies on every bad path, the probes name nothing. A
+lossy link need not stall every probe through it (a 0.5 % loss stalls a
+probe of three frames and their acknowledgements about one time in
+thirty), so a bad share below one is allowed. Lost and stalled probes
+are read first, and slower ones only when no probe was lost or stalled: a
+path can queue behind traffic that the fault moved onto it (a dead link's
+flows rerouted over its twin), but only a faulty link loses probes.
 """
 
 from __future__ import annotations
@@ -84,7 +90,6 @@ class Verdict:
     link: str
     bad: int  # bad probed paths through it
     paths: int  # probed paths through it
-    explained: float  # share of all bad paths it is on
 
 
 def _links(path: str) -> list[str]:
@@ -110,7 +115,8 @@ def path_states(probes: pd.DataFrame, alarm_ps: int, period_ps: float) -> pd.Dat
     g = df.groupby("path").agg(lost=("lost", "sum"), stall=("stall", "sum"), win=("fct_win", "min"),
                                base=("fct_before", "min"))
     slower = np.isfinite(g["win"]) & np.isfinite(g["base"]) & (g["win"] > RISE * g["base"])
-    g["bad"] = (g["lost"] > 0) | (g["stall"] > 0) | slower
+    g["hard"] = (g["lost"] > 0) | (g["stall"] > 0)
+    g["bad"] = g["hard"] | slower
     return g
 
 
@@ -119,15 +125,22 @@ def localise(probes: pd.DataFrame, alarm_ps: int, period_ps: float) -> Verdict |
     if probes.empty or not period_ps:
         return None
     g = path_states(probes, alarm_ps, period_ps)
-    nbad = int(g["bad"].sum())
+    # Lost or stalled probes first: a slower path may only queue behind
+    # traffic that the fault moved (a dead link's flows on its twin).
+    bad = g["hard"] if g["hard"].any() else g["bad"]
+    nbad = int(bad.sum())
     if nbad == 0:
         return None
     count: dict = {}
-    for path, bad in zip(g.index, g["bad"]):
+    for path, bad in zip(g.index, bad):
         for lk in _links(path):
             c = count.setdefault(lk, [0, 0])
             c[0] += int(bad)
             c[1] += 1
-    # Every probe through it bad, then the most bad probes explained, then the name.
-    lk, (b, n) = max(count.items(), key=lambda kv: (kv[1][0] / kv[1][1], kv[1][0], kv[0]))
-    return Verdict(lk, b, n, b / nbad)
+    # The links that explain every bad probe; of them, the one whose probes
+    # are bad the most often (the most specific), then the name.
+    full = [(lk, b, n) for lk, (b, n) in count.items() if b == nbad]
+    if not full:
+        return None
+    lk, b, n = max(full, key=lambda x: (x[1] / x[2], x[0]))
+    return Verdict(lk, b, n)
