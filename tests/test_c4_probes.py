@@ -30,25 +30,27 @@ def links_of(path):
     return {"-".join(sorted(ab)) for ab in zip(nodes, nodes[1:])}
 
 
-def test_schedule_covers_each_host_link_of_the_job_leaves_and_each_leaf_spine_link_twice():
-    # Per period: a ring of 4 inside leaf0 and leaf1, and a ring of the
-    # 3 leaves through each of 2 spines: 8 + 6 probes.
-    assert len(FLOWS) == 20 * 14 and len(PATHS) == 14
+def test_schedule_covers_each_host_link_of_the_job_and_each_leaf_spine_link_twice():
+    # Per period: a ring of 3 inside leaf0 (h1 and two more: h0, h2) and
+    # leaf1 (h5 with h4, h6), and a ring of the 3 leaves through each of 2
+    # spines (probers h1, h5 and leaf2's first host h8): 3 + 3 + 6 probes.
+    assert len(FLOWS) == 20 * 12 and len(PATHS) == 12
     counts = {}
     for p in PATHS:
         for lk in links_of(p):
             counts[lk] = counts.get(lk, 0) + 1
-    for h in range(8):
-        assert counts[f"h{h}-leaf{h // 4}"] == 2 + (4 if h % 4 == 0 else 0)  # a leaf's first host also probes the fabric
+    for h in (0, 1, 2, 4, 5, 6):
+        assert counts[f"h{h}-leaf{h // 4}"] == 2 + (4 if h in (1, 5) else 0)  # a prober also probes the fabric
+    assert counts["h8-leaf2"] == 4
     for L in range(3):
         for S in range(2):
             assert counts[f"leaf{L}-spine{S}"] == 2
-    assert not any(f"h{h}-leaf2" in counts for h in (9, 10, 11))  # leaf2 has no rank
+    assert not any(f"h{h}-leaf{h // 4}" in counts for h in (3, 7, 9, 10, 11))
     assert {f["size_bytes"] for f in FLOWS} == {PROBE_BYTES}
 
 
 def test_probe_load_by_hand():
-    # h0 -> leaf0 carries h0's probe to h1 and its two probes to leaf1:
+    # h1 -> leaf0 carries h1's probe to h2 and its two probes to leaf1:
     # 3 x 4,000 bytes per 2 ms = 48 Mbit/s, 0.48 % of 10 Gbit/s.
     assert math.isclose(probe_load(FLOWS, PERIOD, 10**10), 3 * PROBE_BYTES * 8 / 2e-3 / 1e10)
 
@@ -84,10 +86,10 @@ def test_nothing_bad_names_nothing():
 
 
 def test_a_host_link_whose_probes_are_lost():
-    # h5-leaf1 is on h4 -> h5 and h5 -> h6; h6-leaf1 also on h6 -> h7 (good),
-    # h4-leaf1 also on h7 -> h4 and four fabric probes (good).
-    v = localise(results(through("h5-leaf1"), lost=True), ALARM, PERIOD_JOB)
-    assert (v.link, v.bad, v.paths) == ("h5-leaf1", 2, 2)
+    # h4-leaf1 is on h4 -> h5 and h6 -> h4; h6-leaf1 also on h5 -> h6 (good),
+    # h5-leaf1 also on h5 -> h6 and four fabric probes (good).
+    v = localise(results(through("h4-leaf1"), lost=True), ALARM, PERIOD_JOB)
+    assert (v.link, v.bad, v.paths) == ("h4-leaf1", 2, 2)
 
 
 def test_a_leaf_spine_link_whose_probes_stall():
@@ -98,19 +100,19 @@ def test_a_leaf_spine_link_whose_probes_stall():
 
 
 def test_a_dead_prober_link_explains_more_than_its_uplinks():
-    # h4-leaf1 is on all six probes through it; leaf1-spine0 and
+    # h5-leaf1 is on all six probes through it; leaf1-spine0 and
     # leaf1-spine1 on two each, all of them bad too: the host link explains all.
-    v = localise(results(through("h4-leaf1"), lost=True), ALARM, PERIOD_JOB)
-    assert (v.link, v.bad, v.paths) == ("h4-leaf1", 6, 6)
+    v = localise(results(through("h5-leaf1"), lost=True), ALARM, PERIOD_JOB)
+    assert (v.link, v.bad, v.paths) == ("h5-leaf1", 6, 6)
 
 
 def test_a_slower_link_by_its_fastest_probe():
     # The last 1.5 job periods (6 ms) hold probes at 35, 37 and 39 ms, one
     # of them without queueing: its time is BASE_PS x 1.2.
-    v = localise(results(through("h5-leaf1"), slower=1.2), ALARM, PERIOD_JOB)
-    assert v.link == "h5-leaf1"
+    v = localise(results(through("h6-leaf1"), slower=1.2), ALARM, PERIOD_JOB)
+    assert v.link == "h6-leaf1"
     # 4 % slower is within RISE (5 %): not evidence.
-    assert localise(results(through("h5-leaf1"), slower=1.04, jitter=False), ALARM, PERIOD_JOB) is None
+    assert localise(results(through("h6-leaf1"), slower=1.04, jitter=False), ALARM, PERIOD_JOB) is None
 
 
 def test_only_what_happened_by_the_alarm_counts():
@@ -146,17 +148,17 @@ def test_lost_probes_outrank_slower_ones():
 
 
 def test_a_lossy_link_need_not_stall_every_probe():
-    # A lossy h4-leaf1 stalls four of its six probes: those through spine0
+    # A lossy h5-leaf1 stalls four of its six probes: those through spine0
     # and the two inside leaf1. leaf1-spine0 has both its probes bad but
-    # explains only two of the four; h4-leaf1 explains all four.
-    bad = [p for p in through("h4-leaf1") if "spine1" not in p]
+    # explains only two of the four; h5-leaf1 explains all four.
+    bad = [p for p in through("h5-leaf1") if "spine1" not in p]
     assert len(bad) == 4
     v = localise(results(bad, stall=True), ALARM, PERIOD_JOB)
-    assert (v.link, v.bad, v.paths) == ("h4-leaf1", 4, 6)
+    assert (v.link, v.bad, v.paths) == ("h5-leaf1", 4, 6)
 
 
 def test_bad_probes_no_single_link_explains_name_nothing():
-    # h1 -> h2 inside leaf0 and h6 -> h7 inside leaf1 share no link.
-    bad = [p for p in PATHS if p in ("h1 > leaf0 > h2", "h6 > leaf1 > h7")]
+    # h1 -> h2 inside leaf0 and h6 -> h4 inside leaf1 share no link.
+    bad = [p for p in PATHS if p in ("h1 > leaf0 > h2", "h6 > leaf1 > h4")]
     assert len(bad) == 2
     assert localise(results(bad, lost=True), ALARM, PERIOD_JOB) is None

@@ -7,12 +7,18 @@ leaf-spine-leaf paths and leaves faulty links out). Here the probes are
 small explicit flows (``[[flows]]``, each pinned to a path by ``path``) in
 the job's class, every ``period_ps``:
 
-- inside every leaf that holds a rank, a ring over the leaf's hosts
-  (host k sends to host k + 1 of the same leaf through the leaf): every
-  host link of the leaf is on two probes, and no fabric link is;
+- inside every leaf that holds a rank, a ring over the leaf's ranks' hosts
+  (each sends to the next through the leaf), with other hosts of the leaf
+  added up to ``RING_MIN``: every host link of the job is on two probes,
+  and no fabric link is;
 - across the fabric, a ring over all leaves through each spine (leaf L's
-  first host to leaf L + 1's first host, through spine S): every
-  leaf-spine link is on two probes.
+  prober to leaf L + 1's prober through spine S; a leaf's prober is its
+  lowest rank's host, or its first host): every leaf-spine link is on two
+  probes.
+
+Probers are the job's hosts where possible: other tenants' hosts queue
+the probes behind their own traffic, while the job's hosts are idle while
+the job computes.
 
 A probe and its acknowledgements cross each link of its path in both
 directions. Reading them (:func:`localise`): per probed path, over a window
@@ -48,6 +54,7 @@ STALL_PS = 1_000_000_000  # a probe that took 1 ms or more was stalled (RTO 10 m
 RISE = 1.05  # the fastest probe of a path 5 % slower than before: a slower link
 WINDOW_PERIODS = 4.0  # the window before the alarm for lost and stalled probes, in job periods
 RECENT_PERIODS = 1.5  # the window of the fastest probe: it holds one compute gap of the job
+RING_MIN = 3  # hosts in a leaf's ring: with two, both links are on both probes
 APP = "flows"  # messages.parquet's app label of explicit flows
 
 
@@ -55,15 +62,22 @@ def probe_flows(leaves: int, hosts_per_leaf: int, spines: int, job_hosts: list[i
                 start_ps: int, end_ps: int) -> list[dict]:
     """The probe schedule as ``[[flows]]`` entries (module docstring)."""
     rounds = []
-    for L in sorted({h // hosts_per_leaf for h in job_hosts}):
-        for k in range(hosts_per_leaf):
-            a, b = L * hosts_per_leaf + k, L * hosts_per_leaf + (k + 1) % hosts_per_leaf
-            rounds.append((a, b, [f"h{a}", f"leaf{L}", f"h{b}"]))
+    job = set(job_hosts)
+    for L in sorted({h // hosts_per_leaf for h in job}):
+        on_leaf = range(L * hosts_per_leaf, (L + 1) * hosts_per_leaf)
+        ring = [h for h in on_leaf if h in job]
+        ring = sorted(ring + [h for h in on_leaf if h not in job][:max(0, RING_MIN - len(ring))])
+        for a, b in zip(ring, ring[1:] + ring[:1]):
+            if a != b:
+                rounds.append((a, b, [f"h{a}", f"leaf{L}", f"h{b}"]))
+    prober = {}
+    for h in sorted(job, reverse=True):
+        prober[h // hosts_per_leaf] = h
     for L in range(leaves):
         M = (L + 1) % leaves
         if M == L:
             break
-        a, b = L * hosts_per_leaf, M * hosts_per_leaf
+        a, b = prober.get(L, L * hosts_per_leaf), prober.get(M, M * hosts_per_leaf)
         for S in range(spines):
             rounds.append((a, b, [f"h{a}", f"leaf{L}", f"spine{S}", f"leaf{M}", f"h{b}"]))
     return [{"src": a, "dst": b, "size_bytes": PROBE_BYTES, "start_ps": t, "path": p}
