@@ -162,3 +162,15 @@ def test_bad_probes_no_single_link_explains_name_nothing():
     bad = [p for p in PATHS if p in ("h1 > leaf0 > h2", "h6 > leaf1 > h4")]
     assert len(bad) == 2
     assert localise(results(bad, lost=True), ALARM, PERIOD_JOB) is None
+
+
+def test_only_the_job_links_are_named():
+    # h2 -> h0 crosses two links no rank uses (h0 and h2 only close leaf0's
+    # ring): its loss is not read; h5-leaf1's loss is. The job's links: its
+    # ranks' (h1, h5) and the fabric's.
+    job = {"h1-leaf0", "h5-leaf1"} | {f"leaf{L}-spine{S}" for L in range(3) for S in range(2)}
+    lost = results(["h2 > leaf0 > h0"], lost=True)
+    assert localise(lost, ALARM, PERIOD_JOB).link in ("h0-leaf0", "h2-leaf0")
+    assert localise(lost, ALARM, PERIOD_JOB, job) is None
+    assert localise(results(through("h5-leaf1") + ["h2 > leaf0 > h0"], lost=True), ALARM, PERIOD_JOB,
+                    job).link == "h5-leaf1"

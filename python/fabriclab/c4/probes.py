@@ -134,11 +134,17 @@ def path_states(probes: pd.DataFrame, alarm_ps: int, period_ps: float) -> pd.Dat
     return g
 
 
-def localise(probes: pd.DataFrame, alarm_ps: int, period_ps: float) -> Verdict | None:
-    """The link the probes blame at ``alarm_ps``, or None when no probed path is bad."""
+def localise(probes: pd.DataFrame, alarm_ps: int, period_ps: float, job_links: set | None = None) -> Verdict | None:
+    """The link the probes blame at ``alarm_ps``, or None when no probed
+    path is bad or no link explains every bad one. With ``job_links`` (the
+    links the job's messages crossed), only those can be named, and probes
+    that cross none of them are not read (a tenant's host link, probed to
+    close a leaf's ring, cannot slow the job)."""
     if probes.empty or not period_ps:
         return None
     g = path_states(probes, alarm_ps, period_ps)
+    if job_links is not None:
+        g = g[[any(lk in job_links for lk in _links(p)) for p in g.index]]
     # Lost or stalled probes first: a slower path may only queue behind
     # traffic that the fault moved (a dead link's flows on its twin).
     bad = g["hard"] if g["hard"].any() else g["bad"]
@@ -153,7 +159,7 @@ def localise(probes: pd.DataFrame, alarm_ps: int, period_ps: float) -> Verdict |
             c[1] += 1
     # The links that explain every bad probe; of them, the one whose probes
     # are bad the most often (the most specific), then the name.
-    full = [(lk, b, n) for lk, (b, n) in count.items() if b == nbad]
+    full = [(lk, b, n) for lk, (b, n) in count.items() if b == nbad and (job_links is None or lk in job_links)]
     if not full:
         return None
     lk, b, n = max(full, key=lambda x: (x[1] / x[2], x[0]))

@@ -170,7 +170,7 @@ def evaluate(s: dict, label: dict, sim: dict) -> dict:
     view = job_view("train", [f"h{h}" for h in label["hosts"]], msgs)
     stop = s["stop_ps"]
     c4 = diagnose(ccl, view, stop)
-    c4p = with_probes(c4, sim["probes"])
+    c4p = with_probes(c4, sim["probes"], {lk for links in view.paths.values() for lk in links})
     wd = watchdog(ccl, stop)
     ol = outlier(jobs, "train")
     it = jobs[jobs.iteration >= 1].iteration_time_ps.median()
@@ -191,12 +191,13 @@ def evaluate(s: dict, label: dict, sim: dict) -> dict:
     return out
 
 
-def with_probes(a: Alarm | None, probes: pd.DataFrame) -> Alarm | None:
+def with_probes(a: Alarm | None, probes: pd.DataFrame, job_links: set | None = None) -> Alarm | None:
     """C4D + probes: a communication alarm's component chosen by the probes'
-    evidence around it (c4/probes.py); other alarms as C4D raised them."""
+    evidence around it among the links the job crossed (c4/probes.py);
+    other alarms, and alarms the probes do not explain, as C4D raised them."""
     if a is None or a.syndrome not in ("comm_slow", "comm_hang"):
         return a
-    v = localise(probes, a.time_ps, a.period_ps)
+    v = localise(probes, a.time_ps, a.period_ps, job_links)
     if v is None:
         return a
     return replace(a, component_kind="link", component=v.link, pattern=f"{a.pattern}; probes")
