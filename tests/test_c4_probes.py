@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fabriclab.c4.detector import Alarm
+from fabriclab.c4.detector import Alarm, JobView
 from fabriclab.c4.probes import LOST_PS, PROBE_BYTES, localise, probe_flows, probe_load
 from fabriclab.repro.c4 import with_probes
 
@@ -124,17 +124,38 @@ def test_only_what_happened_by_the_alarm_counts():
     assert localise(bad, 31 * MS + LOST_PS, PERIOD_JOB).link == "h5-leaf1"
 
 
+# The job of h1 and h5: its messages cross their host links and both spines.
+VIEW = JobView("train", ["h1", "h5"],
+               {(0, 0, 0): ["h1-leaf0", "leaf0-spine0", "leaf1-spine0", "h5-leaf1"],
+                (0, 1, 0): ["h5-leaf1", "leaf1-spine1", "leaf0-spine1", "h1-leaf0"]},
+               {"h1": {"h1-leaf0"}, "h5": {"h5-leaf1"}})
+
+
 @pytest.mark.parametrize("syndrome,kind,component,expected", [
     ("comm_slow", "link", "leaf1-spine1", "h5-leaf1"),
-    ("comm_hang", "host", "h4", "h5-leaf1"),
+    ("comm_hang", "host", "h1", "h5-leaf1"),
     ("noncomm_slow", "rank", "train:3", "train:3"),  # not a communication alarm: unchanged
 ])
 def test_with_probes_renames_communication_alarms_only(syndrome, kind, component, expected):
+    # All six probes through h5-leaf1 lost: leaf1-spine1 and h1-leaf0 lie
+    # on two of them, h5-leaf1 on all.
     a = Alarm(ALARM, syndrome, kind, component, 7, period_ps=PERIOD_JOB)
-    got = with_probes(a, results(through("h5-leaf1"), lost=True))
+    got = with_probes(a, results(through("h5-leaf1"), lost=True), VIEW)
     assert got.component == expected and got.syndrome == syndrome and got.time_ps == ALARM
-    assert with_probes(a, results()).component == component
-    assert with_probes(None, results()) is None
+    assert with_probes(a, results(), VIEW).component == component
+    assert with_probes(None, results(), VIEW) is None
+
+
+def test_the_telemetry_answer_stands_when_it_explains_the_probes_too():
+    # Two stalled probes, both through h5 and spine0: leaf1-spine0 (both of
+    # its probes bad) and h5-leaf1 (two of six) each explain them.
+    r = results([p for p in through("h5-leaf1") if "spine0" in p], stall=True)
+    assert localise(r, ALARM, PERIOD_JOB).link == "leaf1-spine0"
+    assert localise(r, ALARM, PERIOD_JOB, prior={"h5-leaf1"}).link == "h5-leaf1"
+    a = Alarm(ALARM, "comm_slow", "host", "h5", 7, period_ps=PERIOD_JOB)
+    assert with_probes(a, r, VIEW).component == "h5"
+    b = Alarm(ALARM, "comm_slow", "link", "leaf0-spine1", 7, period_ps=PERIOD_JOB)
+    assert with_probes(b, r, VIEW).component == "leaf1-spine0"
 
 
 def test_lost_probes_outrank_slower_ones():

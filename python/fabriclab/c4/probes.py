@@ -32,7 +32,9 @@ iteration, and that window holds one such gap), so its time is the path's
 serialisation and propagation alone and rises only when a link's rate
 falls. Boolean tomography: of the links that lie on every bad path (one
 link explains them all), the one with the largest share of bad probes is
-named; when no link lies on every bad path, the probes name nothing. A
+named, unless the telemetry's own answer lies on every bad path too (with
+few bad probes, several links can); when no link lies on every bad path,
+the probes name nothing. A
 lossy link need not stall every probe through it (a 0.5 % loss stalls a
 probe of three frames and their acknowledgements about one time in
 thirty), so a bad share below one is allowed. Lost and stalled probes
@@ -134,12 +136,14 @@ def path_states(probes: pd.DataFrame, alarm_ps: int, period_ps: float) -> pd.Dat
     return g
 
 
-def localise(probes: pd.DataFrame, alarm_ps: int, period_ps: float, job_links: set | None = None) -> Verdict | None:
+def localise(probes: pd.DataFrame, alarm_ps: int, period_ps: float, job_links: set | None = None,
+             prior: set = frozenset()) -> Verdict | None:
     """The link the probes blame at ``alarm_ps``, or None when no probed
     path is bad or no link explains every bad one. With ``job_links`` (the
     links the job's messages crossed), only those can be named, and probes
     that cross none of them are not read (a tenant's host link, probed to
-    close a leaf's ring, cannot slow the job)."""
+    close a leaf's ring, cannot slow the job). A link of ``prior`` (the
+    telemetry's answer) that explains every bad probe is kept."""
     if probes.empty or not period_ps:
         return None
     g = path_states(probes, alarm_ps, period_ps)
@@ -157,10 +161,10 @@ def localise(probes: pd.DataFrame, alarm_ps: int, period_ps: float, job_links: s
             c = count.setdefault(lk, [0, 0])
             c[0] += int(bad)
             c[1] += 1
-    # The links that explain every bad probe; of them, the one whose probes
-    # are bad the most often (the most specific), then the name.
+    # The links that explain every bad probe; of them, the telemetry's, else
+    # the one whose probes are bad the most often (the most specific).
     full = [(lk, b, n) for lk, (b, n) in count.items() if b == nbad and (job_links is None or lk in job_links)]
     if not full:
         return None
-    lk, b, n = max(full, key=lambda x: (x[1] / x[2], x[0]))
+    lk, b, n = max(full, key=lambda x: (x[0] in prior, x[1] / x[2], x[0]))
     return Verdict(lk, b, n)

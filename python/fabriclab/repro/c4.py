@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..c4.baselines import outlier, watchdog
-from ..c4.detector import Alarm, diagnose, job_view
+from ..c4.detector import Alarm, JobView, diagnose, job_view
 from ..c4.faults import SYNDROME, link_name
 from ..c4.probes import APP as PROBE_APP
 from ..c4.probes import localise, probe_flows, probe_load
@@ -170,7 +170,7 @@ def evaluate(s: dict, label: dict, sim: dict) -> dict:
     view = job_view("train", [f"h{h}" for h in label["hosts"]], msgs)
     stop = s["stop_ps"]
     c4 = diagnose(ccl, view, stop)
-    c4p = with_probes(c4, sim["probes"], {lk for links in view.paths.values() for lk in links})
+    c4p = with_probes(c4, sim["probes"], view)
     wd = watchdog(ccl, stop)
     ol = outlier(jobs, "train")
     it = jobs[jobs.iteration >= 1].iteration_time_ps.median()
@@ -191,14 +191,17 @@ def evaluate(s: dict, label: dict, sim: dict) -> dict:
     return out
 
 
-def with_probes(a: Alarm | None, probes: pd.DataFrame, job_links: set | None = None) -> Alarm | None:
+def with_probes(a: Alarm | None, probes: pd.DataFrame, view: JobView) -> Alarm | None:
     """C4D + probes: a communication alarm's component chosen by the probes'
     evidence around it among the links the job crossed (c4/probes.py);
-    other alarms, and alarms the probes do not explain, as C4D raised them."""
+    other alarms, alarms the probes do not explain and alarms whose own
+    link explains the probes too, as C4D raised them."""
     if a is None or a.syndrome not in ("comm_slow", "comm_hang"):
         return a
-    v = localise(probes, a.time_ps, a.period_ps, job_links)
-    if v is None:
+    job_links = {lk for links in view.paths.values() for lk in links}
+    own = set(view.host_links.get(a.component, ())) | {a.component}
+    v = localise(probes, a.time_ps, a.period_ps, job_links, own)
+    if v is None or v.link in own:
         return a
     return replace(a, component_kind="link", component=v.link, pattern=f"{a.pattern}; probes")
 
