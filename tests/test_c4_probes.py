@@ -18,11 +18,11 @@ from fabriclab.repro.c4 import with_probes
 MS = 10**9
 PERIOD = 2 * MS
 # Three leaves of four hosts, two spines; the job on h1 (leaf0) and h5 (leaf1).
-FLOWS = probe_flows(3, 4, 2, [1, 5], PERIOD, MS, 41 * MS)
+FLOWS = probe_flows(3, 4, 2, [1, 5], PERIOD, MS, 61 * MS)
 PATHS = sorted({" > ".join(f["path"]) for f in FLOWS})
 BASE_PS = 10_000_000  # every probe's time on an idle path, 10 us
-ALARM = 40 * MS
-PERIOD_JOB = 4 * MS  # the job's period: the window is 16 ms
+ALARM = 60 * MS
+PERIOD_JOB = 4 * MS  # the job's period: the window is 16 ms + LOST_PS (1 ms)
 
 
 def links_of(path):
@@ -34,7 +34,7 @@ def test_schedule_covers_each_host_link_of_the_job_and_each_leaf_spine_link_twic
     # Per period: a ring of 3 inside leaf0 (h1 and two more: h0, h2) and
     # leaf1 (h5 with h4, h6), and a ring of the 3 leaves through each of 2
     # spines (probers h1, h5 and leaf2's first host h8): 3 + 3 + 6 probes.
-    assert len(FLOWS) == 20 * 12 and len(PATHS) == 12
+    assert len(FLOWS) == 30 * 12 and len(PATHS) == 12
     counts = {}
     for p in PATHS:
         for lk in links_of(p):
@@ -55,10 +55,10 @@ def test_probe_load_by_hand():
     assert math.isclose(probe_load(FLOWS, PERIOD, 10**10), 3 * PROBE_BYTES * 8 / 2e-3 / 1e10)
 
 
-def results(bad_paths=(), lost=False, stall=False, slower=1.0, jitter=True):
+def results(bad_paths=(), lost=False, stall=False, slower=1.0, jitter=True, until=None):
     """Probe results: every probe BASE_PS (plus queueing on some), except on
     ``bad_paths`` from 31 ms on (inside the window before ALARM; probes
-    start at odd milliseconds)."""
+    start at odd milliseconds), until ``until``."""
     rows = []
     rng = np.random.default_rng(1)
     for f in FLOWS:
@@ -66,7 +66,7 @@ def results(bad_paths=(), lost=False, stall=False, slower=1.0, jitter=True):
         t = f["start_ps"]
         fct = BASE_PS * (1 + (rng.uniform(0, 3) if jitter and (t // PERIOD) % 2 else 0))  # half the probes queue
         end = t + fct
-        if p in bad_paths and t >= 31 * MS:
+        if p in bad_paths and t >= 31 * MS and (until is None or t < until):
             if lost:
                 end = np.nan
             elif stall:
@@ -95,7 +95,7 @@ def test_a_host_link_whose_probes_are_lost():
 def test_a_leaf_spine_link_whose_probes_stall():
     # leaf1-spine0 is on leaf0 -> leaf1 and leaf1 -> leaf2 through spine0;
     # leaf0-spine0 and leaf2-spine0 each also carry a good probe.
-    v = localise(results(through("leaf1-spine0"), stall=True), ALARM, PERIOD_JOB)
+    v = localise(results(through("leaf1-spine0"), stall=True, until=47 * MS), ALARM, PERIOD_JOB)
     assert (v.link, v.bad, v.paths) == ("leaf1-spine0", 2, 2)
 
 
@@ -107,7 +107,7 @@ def test_a_dead_prober_link_explains_more_than_its_uplinks():
 
 
 def test_a_slower_link_by_its_fastest_probe():
-    # The last 1.5 job periods (6 ms) hold probes at 35, 37 and 39 ms, one
+    # The last 1.5 job periods (6 ms) hold probes at 55, 57 and 59 ms, one
     # of them without queueing: its time is BASE_PS x 1.2.
     v = localise(results(through("h6-leaf1"), slower=1.2), ALARM, PERIOD_JOB)
     assert v.link == "h6-leaf1"
@@ -149,7 +149,8 @@ def test_with_probes_renames_communication_alarms_only(syndrome, kind, component
 def test_the_telemetry_answer_stands_when_it_explains_the_probes_too():
     # Two stalled probes, both through h5 and spine0: leaf1-spine0 (both of
     # its probes bad) and h5-leaf1 (two of six) each explain them.
-    r = results([p for p in through("h5-leaf1") if "spine0" in p], stall=True)
+    # (Until 47 ms: every stalled probe is back by the alarm.)
+    r = results([p for p in through("h5-leaf1") if "spine0" in p], stall=True, until=47 * MS)
     assert localise(r, ALARM, PERIOD_JOB).link == "leaf1-spine0"
     assert localise(r, ALARM, PERIOD_JOB, prior={"h5-leaf1"}).link == "h5-leaf1"
     a = Alarm(ALARM, "comm_slow", "host", "h5", 7, period_ps=PERIOD_JOB)
@@ -174,7 +175,7 @@ def test_a_lossy_link_need_not_stall_every_probe():
     # explains only two of the four; h5-leaf1 explains all four.
     bad = [p for p in through("h5-leaf1") if "spine1" not in p]
     assert len(bad) == 4
-    v = localise(results(bad, stall=True), ALARM, PERIOD_JOB)
+    v = localise(results(bad, stall=True, until=47 * MS), ALARM, PERIOD_JOB)
     assert (v.link, v.bad, v.paths) == ("h5-leaf1", 4, 6)
 
 
@@ -195,3 +196,12 @@ def test_only_the_job_links_are_named():
     assert localise(lost, ALARM, PERIOD_JOB, job) is None
     assert localise(results(through("h5-leaf1") + ["h2 > leaf0 > h0"], lost=True), ALARM, PERIOD_JOB,
                     job).link == "h5-leaf1"
+
+
+def test_lost_probes_name_the_most_specific_link_whatever_the_telemetry_said():
+    # leaf1-spine0 down: its two probes lost; h5-leaf1 lies on both too (two
+    # of six), but a down h5-leaf1 would have lost all six.
+    r = results(through("leaf1-spine0"), lost=True)
+    assert localise(r, ALARM, PERIOD_JOB, prior={"h5-leaf1"}).link == "leaf1-spine0"
+    a = Alarm(ALARM, "comm_hang", "host", "h5", 7, period_ps=PERIOD_JOB)
+    assert with_probes(a, r, VIEW).component == "leaf1-spine0"

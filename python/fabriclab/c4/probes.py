@@ -22,24 +22,27 @@ the job computes.
 
 A probe and its acknowledgements cross each link of its path in both
 directions. Reading them (:func:`localise`): per probed path, over a window
-before the alarm, a probe is *lost* if it has not completed by the alarm
-(``LOST_PS`` after it started), *stalled* if it took ``STALL_PS`` or more
-(a retransmission timeout), and the path is *slower* if its fastest probe in
-the window took more than ``RISE`` x its fastest before the window. A path
+of ``WINDOW_PERIODS`` job periods plus ``LOST_PS`` before the alarm, a probe
+is *lost* if it is not back ``LOST_PS`` after it started (by the alarm),
+*stalled* if it came back after ``STALL_PS`` or more (a retransmission
+timeout), and the path is *slower* if its fastest probe of the last
+``RECENT_PERIODS`` took more than ``RISE`` x its fastest before the window. A path
 with any of these is bad. The fastest probe of the last ``RECENT_PERIODS``
 job periods sees an idle path (the job computes for about half of each
 iteration, and that window holds one such gap), so its time is the path's
 serialisation and propagation alone and rises only when a link's rate
 falls. Boolean tomography: of the links that lie on every bad path (one
 link explains them all), the one with the largest share of bad probes is
-named, unless the telemetry's own answer lies on every bad path too (with
-few bad probes, several links can); when no link lies on every bad path,
-the probes name nothing. A
-lossy link need not stall every probe through it (a 0.5 % loss stalls a
-probe of three frames and their acknowledgements about one time in
-thirty), so a bad share below one is allowed. Lost and stalled probes
-are read first, and slower ones only when no probe was lost or stalled: a
-path can queue behind traffic that the fault moved onto it (a dead link's
+named, unless the telemetry's own answer lies on every bad path too (a
+lossy link stalls a random few of its probes, and few bad probes can be
+explained by several links); a down link loses every probe that crosses
+it while it is down, so lost probes name the most specific link whatever
+the telemetry said. When no link lies on every bad path, the probes name
+nothing. A lossy link need not stall every probe through it (a 0.5 %
+loss stalls a probe of three frames and their acknowledgements about one
+time in thirty), so a bad share below one is allowed. Lost probes are
+read first, then stalled ones, and slower ones only when none was lost or
+stalled: a path can queue behind traffic that the fault moved onto it (a dead link's
 flows rerouted over its twin), but only a faulty link loses probes.
 """
 
@@ -51,7 +54,7 @@ import numpy as np
 import pandas as pd
 
 PROBE_BYTES = 4_000  # three frames of 1,500 bytes
-LOST_PS = 1_000_000_000  # 1 ms: a probe not back by then is counted lost
+LOST_PS = 1_000_000_000  # 1 ms: a probe not back by then is counted lost (a stall under way counts too)
 STALL_PS = 1_000_000_000  # a probe that took 1 ms or more was stalled (RTO 10 ms)
 RISE = 1.05  # the fastest probe of a path 5 % slower than before: a slower link
 WINDOW_PERIODS = 4.0  # the window before the alarm for lost and stalled probes, in job periods
@@ -120,12 +123,12 @@ def path_states(probes: pd.DataFrame, alarm_ps: int, period_ps: float) -> pd.Dat
     p = probes
     start, end = p["start_ps"].to_numpy(float), p["end_ps"].to_numpy(float)
     done = ~np.isnan(end) & (end <= alarm_ps)
-    w0 = alarm_ps - WINDOW_PERIODS * period_ps
+    w0 = alarm_ps - WINDOW_PERIODS * period_ps - LOST_PS
     r0 = alarm_ps - RECENT_PERIODS * period_ps
     inwin = (start >= w0) & (start <= alarm_ps - LOST_PS)
     before = done & (end < w0)
     fct = end - start
-    df = pd.DataFrame({"path": p["path"].to_numpy(), "lost": inwin & ~done, "stall": inwin & done & (fct >= STALL_PS),
+    df = pd.DataFrame({"path": p["path"].to_numpy(), "lost": inwin & ~done, "stall": (start >= w0) & done & (fct >= STALL_PS),
                        "fct_win": np.where((start >= r0) & done, fct, np.inf),
                        "fct_before": np.where(before, fct, np.inf)})
     g = df.groupby("path").agg(lost=("lost", "sum"), stall=("stall", "sum"), win=("fct_win", "min"),
@@ -149,9 +152,16 @@ def localise(probes: pd.DataFrame, alarm_ps: int, period_ps: float, job_links: s
     g = path_states(probes, alarm_ps, period_ps)
     if job_links is not None:
         g = g[[any(lk in job_links for lk in _links(p)) for p in g.index]]
-    # Lost or stalled probes first: a slower path may only queue behind
-    # traffic that the fault moved (a dead link's flows on its twin).
-    bad = g["hard"] if g["hard"].any() else g["bad"]
+    # Lost probes first, then stalled ones, then slower ones: a slower path
+    # may only queue behind traffic that the fault moved (a dead link's
+    # flows on its twin). A down link loses every probe that crosses it
+    # while it is down (the rounds go out together), so for lost probes the
+    # most specific link is named whatever the telemetry said.
+    lost = g["lost"] > 0
+    if lost.any():
+        bad, prior = lost, frozenset()
+    else:
+        bad = g["hard"] if g["hard"].any() else g["bad"]
     nbad = int(bad.sum())
     if nbad == 0:
         return None
