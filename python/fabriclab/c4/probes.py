@@ -128,7 +128,8 @@ def path_states(probes: pd.DataFrame, alarm_ps: int, period_ps: float) -> pd.Dat
     inwin = (start >= w0) & (start <= alarm_ps - LOST_PS)
     before = done & (end < w0)
     fct = end - start
-    df = pd.DataFrame({"path": p["path"].to_numpy(), "lost": inwin & ~done, "stall": (start >= w0) & done & (fct >= STALL_PS),
+    df = pd.DataFrame({"path": p["path"].to_numpy(), "lost": inwin & ~done,
+                       "stall": (start >= w0) & done & (fct >= STALL_PS),
                        "fct_win": np.where((start >= r0) & done, fct, np.inf),
                        "fct_before": np.where(before, fct, np.inf)})
     g = df.groupby("path").agg(lost=("lost", "sum"), stall=("stall", "sum"), win=("fct_win", "min"),

@@ -161,7 +161,8 @@ def simulate_one(i: int, quick: bool, seed_base: int) -> tuple[dict, dict, dict]
     effective = True
     if label["component"] and "-" in label["component"]:  # a link
         effective = _observable(s, r.messages, label)
-    return s, label, {"ccl": r.ccl, "messages": r.messages, "probes": r.messages[r.messages.app == PROBE_APP], "jobs": r.jobs, "effective": effective, "wall_s": wall}
+    return s, label, {"ccl": r.ccl, "messages": r.messages, "probes": r.messages[r.messages.app == PROBE_APP],
+                      "jobs": r.jobs, "effective": effective, "wall_s": wall}
 
 
 def evaluate(s: dict, label: dict, sim: dict) -> dict:
