@@ -1,6 +1,7 @@
 """``fabriclab reproduce c4-diagnosis``: C4D's detection and diagnosis
-(C4 section 3.1) on seeded scenarios with one labelled fault or none,
-against two baselines (docs/c4.md)."""
+(C4 section 3.1) on seeded scenarios with one labelled fault or none, alone
+and with the probes' evidence (C4D + probes, c4/probes.py), against two
+baselines (docs/c4.md)."""
 
 from __future__ import annotations
 
