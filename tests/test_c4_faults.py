@@ -172,7 +172,7 @@ def test_reproduce_c4_diagnosis_quick(cli, tmp_path):
     assert runs.kind.iloc[0] == "none" and (runs.kind.iloc[1:] != "none").all()
     # The watchdog names no component, so it never diagnoses.
     assert not runs.watchdog_correct.any()
-    assert {"c4d", "watchdog", "outlier"} == {x["detector"] for x in s["scores"]}
+    assert {"c4d", "c4d_probes", "watchdog", "outlier"} == {x["detector"] for x in s["scores"]}
 
 
 def test_job_telemetry_rows_match_their_messages_and_the_join_is_the_backward_end():

@@ -71,6 +71,7 @@ class Alarm:
     op: int
     pattern: str = ""
     suspects: list = field(default_factory=list)
+    period_ps: float | None = None  # the job's period when the alarm was raised
 
 
 @dataclass
@@ -495,4 +496,7 @@ def diagnose(ccl: pd.DataFrame, view: JobView, run_end_ps: int) -> Alarm | None:
         if m.alarms:
             break
     m.finish(run_end_ps)
-    return m.alarms[0] if m.alarms else None
+    if not m.alarms:
+        return None
+    m.alarms[0].period_ps = m.period
+    return m.alarms[0]

@@ -1,19 +1,23 @@
 """``fabriclab reproduce c4-diagnosis``: C4D's detection and diagnosis
-(C4 section 3.1) on seeded scenarios with one labelled fault or none,
-against two baselines (docs/c4.md)."""
+(C4 section 3.1) on seeded scenarios with one labelled fault or none, alone
+and with the probes' evidence (C4D + probes, c4/probes.py), against two
+baselines (docs/c4.md)."""
 
 from __future__ import annotations
 
 import math
 import random
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
 from ..c4.baselines import outlier, watchdog
-from ..c4.detector import diagnose, job_view
+from ..c4.detector import Alarm, JobView, diagnose, job_view
 from ..c4.faults import SYNDROME, link_name
+from ..c4.probes import APP as PROBE_APP
+from ..c4.probes import localise, probe_flows, probe_load
 from . import map_runs
 
 HOSTS_PER_LEAF, SPINES, RATE = 4, 2, 10_000_000_000
@@ -21,6 +25,9 @@ KINDS = ("crash", "hang", "compute_slow", "link_rate", "link_loss", "link_down_h
          "flapping", "pcie_slow")
 PUBLISHED = {"Minder (precision, F1, detection)": "0.904, 0.893, 3.6 s", "Greyhound (accuracy)": "> 99 %"}
 MS = 10**9
+# Probes every 2 ms (docs/c4.md, "C4D + probes"): a flapping link's down half
+# (2-10 ms) holds at least one probe round.
+PROBE_PERIOD_PS = 2 * MS
 
 
 SEED_BASE = 1000
@@ -68,6 +75,9 @@ def scenario(i: int, quick: bool = False, seed_base: int = SEED_BASE) -> tuple[d
     s = leaf_spine_job(f"c4-{i}", seed_base - SEED_BASE + i + 1, leaves, hosts, 4 * MS, iterations,
                        allreduce="ring" if algo == "ring" else "tree")
     s["stop_ps"] = stop_ps
+    # Probes until three times the fault-free estimate of the job's 16
+    # iterations (the job ends the run before).
+    s["flows"] = probe_flows(leaves, HOSTS_PER_LEAF, SPINES, hosts, PROBE_PERIOD_PS, MS, int(3 * iterations * est_ps))
     if background:
         # Other tenants: the hosts the job does not use, sharing the fabric's
         # links with it (a job's servers are its own, as in C4's clusters).
@@ -152,7 +162,8 @@ def simulate_one(i: int, quick: bool, seed_base: int) -> tuple[dict, dict, dict]
     effective = True
     if label["component"] and "-" in label["component"]:  # a link
         effective = _observable(s, r.messages, label)
-    return s, label, {"ccl": r.ccl, "messages": r.messages, "jobs": r.jobs, "effective": effective, "wall_s": wall}
+    return s, label, {"ccl": r.ccl, "messages": r.messages, "probes": r.messages[r.messages.app == PROBE_APP],
+                      "jobs": r.jobs, "effective": effective, "wall_s": wall}
 
 
 def evaluate(s: dict, label: dict, sim: dict) -> dict:
@@ -161,12 +172,13 @@ def evaluate(s: dict, label: dict, sim: dict) -> dict:
     view = job_view("train", [f"h{h}" for h in label["hosts"]], msgs)
     stop = s["stop_ps"]
     c4 = diagnose(ccl, view, stop)
+    c4p = with_probes(c4, sim["probes"], view)
     wd = watchdog(ccl, stop)
     ol = outlier(jobs, "train")
     it = jobs[jobs.iteration >= 1].iteration_time_ps.median()
     ends = jobs[jobs.job == "train"].groupby("iteration").end_ps.max()
     out = dict(label, hosts=None, effective=sim["effective"], iteration_ps=float(it), wall_s=sim["wall_s"])
-    for name, a in (("c4d", c4), ("watchdog", wd), ("outlier", ol)):
+    for name, a in (("c4d", c4), ("c4d_probes", c4p), ("watchdog", wd), ("outlier", ol)):
         out[f"{name}_time_ps"] = None if a is None else a.time_ps
         out[f"{name}_syndrome"] = None if a is None else a.syndrome
         out[f"{name}_component"] = None if a is None else a.component
@@ -179,6 +191,21 @@ def evaluate(s: dict, label: dict, sim: dict) -> dict:
         out[f"{name}_correct"] = bool(ok_time and _syndrome_ok(a.syndrome, label["expected"])
                                       and matches(label["component"], a.component))
     return out
+
+
+def with_probes(a: Alarm | None, probes: pd.DataFrame, view: JobView) -> Alarm | None:
+    """C4D + probes: a communication alarm's component chosen by the probes'
+    evidence around it among the links the job crossed (c4/probes.py);
+    other alarms, alarms the probes do not explain and alarms whose own
+    link explains the probes too, as C4D raised them."""
+    if a is None or a.syndrome not in ("comm_slow", "comm_hang"):
+        return a
+    job_links = {lk for links in view.paths.values() for lk in links}
+    own = set(view.host_links.get(a.component, ())) | {a.component}
+    v = localise(probes, a.time_ps, a.period_ps, job_links, own)
+    if v is None or v.link in own:
+        return a
+    return replace(a, component_kind="link", component=v.link, pattern=f"{a.pattern}; probes")
 
 
 def _observable(s: dict, msgs: pd.DataFrame, label: dict) -> bool:
@@ -250,13 +277,18 @@ def run(out_dir: Path, quick: bool = False, scenarios: int | None = None, worker
     res = map_runs(run_one, args, workers)
     df = pd.DataFrame(res)
     df.to_parquet(out_dir / "runs.parquet")
-    table = pd.concat([score(df, d) for d in ("c4d", "watchdog", "outlier")])
+    table = pd.concat([score(df, d) for d in ("c4d", "c4d_probes", "watchdog", "outlier")])
     table.to_csv(out_dir / "scores.csv", index=False)
     wall = time.perf_counter() - t0
-    ov = table[(table.detector == "c4d") & (table.kind == "overall")].iloc[0]
-    free = table[(table.detector == "c4d") & (table.kind.str.startswith("fault-free"))].iloc[0]
-    return {"scenarios": count, "seed_base": seed_base, "wall_s": round(wall, 1), "not_effective": int((~df.effective).sum()),
-            "c4d_overall": {"precision": ov.precision, "recall": ov.recall, "f1": ov.f1,
-                            "latency_iterations_median": ov.latency_iterations_median},
-            "c4d_false_alarm_rate": free.f1, "published_reference": PUBLISHED,
-            "scores": table.to_dict(orient="records")}
+    out = {"scenarios": count, "seed_base": seed_base, "wall_s": round(wall, 1),
+           "not_effective": int((~df.effective).sum())}
+    for det in ("c4d", "c4d_probes"):
+        ov = table[(table.detector == det) & (table.kind == "overall")].iloc[0]
+        free = table[(table.detector == det) & (table.kind.str.startswith("fault-free"))].iloc[0]
+        out[f"{det}_overall"] = {"precision": ov.precision, "recall": ov.recall, "f1": ov.f1,
+                                 "latency_iterations_median": ov.latency_iterations_median}
+        out[f"{det}_false_alarm_rate"] = free.f1
+    # The probes' share of the busiest link direction (a leaf's first host link).
+    out["probe_load_max"] = max(probe_load(scenario(i, quick, seed_base)[0]["flows"], PROBE_PERIOD_PS, RATE)
+                                for i in range(count))
+    return dict(out, published_reference=PUBLISHED, scores=table.to_dict(orient="records"))
