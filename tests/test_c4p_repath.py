@@ -120,3 +120,42 @@ def test_a_repath_of_a_missing_qp_is_refused_by_name():
 
     with pytest.raises(ValueError, match=r"qps\[0\]\.repaths: qp 2 out of range \(0\.\.2\)"):
         _pair_with_repath(repath_qp=2)
+
+
+def _pair_on_one_port(balance: str):
+    """A 2-rank ring allreduce of 2 MiB on the packet backend with DCQCN,
+    rank 0's two QPs to rank 1 on one source port (as C4P's allocator may
+    give them)."""
+    from fabriclab._core import Simulator
+    from fabriclab.collectives.rings import ring_allreduce
+    from fabriclab.collectives.run import collective_spec
+    from fabriclab.scenario import Scenario
+
+    t = fabric()
+    m = Master(t, seed=SEED, ecmp_hash_seed=SEED)
+    plan = ring_allreduce(2, 2 << 20, chunk_bytes=1 << 20, window=1)
+    spec = collective_spec(plan, t, [0, 1], name="pair")
+    port = m.allocate(0, 1, 1)[0]
+    groups = [{"rank": 0, "peer": 1, "src_ports": [port, port]},
+              {"rank": 1, "peer": 0, "src_ports": m.allocate(1, 0, 2)}]
+    spec.update({"qps": groups, "balance": balance})
+    core = Scenario.from_dict({"backend": "packet", "transport": {"cc": "dcqcn"},
+                               "routing": {"ecmp_hash_seed": SEED}}).to_core(topology_data=t)
+    core["collectives"] = [spec]
+    sim = Simulator(json.dumps(core))
+    sim.run_until(2**63)
+    return sim
+
+
+def test_two_qps_on_one_source_port_send_side_by_side():
+    # The two parts of rank 0's first send go on QPs 0 and 1, which share
+    # a source port and so a path. One QP would send them one after the
+    # other: the second's first packet would leave after the first's last
+    # and, on the same path, arrive after it. Two QPs send them at once:
+    # the second's first byte arrives before the first part has ended.
+    sim = _pair_on_one_port("split")
+    msgs = sim.messages()
+    first = [i for i, s in enumerate(msgs["src"]) if s == 0][:2]
+    a, b = sorted(first, key=lambda i: msgs["start_ps"][i])
+    assert msgs["path"][a] == msgs["path"][b]
+    assert msgs["first_byte_ps"][b] < msgs["end_ps"][a]

@@ -239,6 +239,8 @@ impl CollectiveApp {
                 .map(|p| p.iter().filter_map(Hop::node).collect()),
             persistent: self.spec.persistent_connections,
             src_port: qp.map(|(g, q)| self.groups[g].qps[q].src_port),
+            // QP q of group g: one identity per QP, whatever its source port.
+            qp: qp.map(|(g, q)| (g as u64) << 32 | q as u64),
             ..Default::default()
         };
         match api.send(&m) {

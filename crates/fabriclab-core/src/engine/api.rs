@@ -40,6 +40,10 @@ pub struct Message {
     /// The source port of its 5-tuple, which the ECMP hash reads (a RoCE
     /// connection's UDP source port); by default one derived from its id.
     pub src_port: Option<u16>,
+    /// The application's queue-pair identity, unique within the app (the
+    /// engine tells apps apart); a backend may keep per-QP state across
+    /// the messages naming one QP. None: the message is a QP of its own.
+    pub qp: Option<u64>,
 }
 
 /// What the engine remembers of every message.
@@ -257,7 +261,7 @@ impl Api<'_> {
             fwd,
             rev,
             aggregate: m.aggregate,
-            src_port: m.src_port,
+            qp: m.qp.map(|q| (self.app, q)),
         };
         let (mut ctx, backend) = self.net_ctx();
         backend.send(&mut ctx, send);

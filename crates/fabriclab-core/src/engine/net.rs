@@ -198,8 +198,8 @@ pub struct BackendSend {
     /// An in-network aggregation contribution of this aggregation job
     /// (`fwd` is then the worker's uplink; nothing has a destination).
     pub aggregate: Option<u16>,
-    /// The source port its app named ([`super::Message::src_port`]); the
-    /// packet backend's DCQCN puts the messages naming one between the same
-    /// hosts in one class on one queue pair.
-    pub src_port: Option<u16>,
+    /// The application's queue-pair identity ([`super::Message::qp`]) with
+    /// the index of the app that named it; a backend may keep per-QP state
+    /// across the messages naming one QP.
+    pub qp: Option<(u16, u64)>,
 }

@@ -34,12 +34,16 @@
 //! marked packet, as the HPCC repository does). The paper's byte counter
 //! is not modelled: the increase timer alone drives recovery, as there.
 //!
-//! The reaction point is a [`SharedRp`]: the messages of one RoCE queue
-//! pair (QP) hold the same one, so the rate, alpha and timers carry from
-//! one message to the next, as a NIC keeps them per QP (Zhu et al. define
-//! the RP and NP per flow, and a RoCE flow is a QP; the HPCC repository
-//! keeps `m_rate` and the `mlx` state in its `RdmaQueuePair`). A message
-//! of its own QP holds a reaction point nobody else does.
+//! The reaction point is a [`SharedRp`] (and the notification point a
+//! [`SharedNp`]): the messages of one RoCE queue pair (QP) hold the same
+//! one, so the rate, alpha and timers carry from one message to the next,
+//! as a NIC keeps them per QP (Zhu et al. define the RP and NP per flow,
+//! and a RoCE flow is a QP; NVIDIA's DCQCN description: a CNP names the QP
+//! whose packet was marked and the sending NIC throttles that QP's rate).
+//! The HPCC repository's simulator opens an `RdmaQueuePair` per flow at
+//! line rate (`RdmaHw::AddQueuePair`) and deletes it when the flow
+//! completes (`QpComplete`): its DCQCN state restarts per message. A
+//! message of its own QP holds a reaction point nobody else does, as there.
 
 use super::cc::{AckInfo, CcState, CongestionControl};
 use std::sync::{Arc, Mutex};
@@ -279,6 +283,9 @@ impl CnpPacer {
 
 /// A reaction point shared by the messages of one queue pair.
 pub type SharedRp = Arc<Mutex<DcqcnRp>>;
+
+/// A notification point shared by the messages of one queue pair.
+pub type SharedNp = Arc<Mutex<CnpPacer>>;
 
 /// DCQCN as the transport's congestion control: a paced sender without a window.
 #[derive(Debug)]

@@ -11,7 +11,7 @@
 //! one segment in the absence of loss.
 
 use super::cc::{AckInfo, CcState, CongestionControl};
-use super::dcqcn::CnpPacer;
+use super::dcqcn::SharedNp;
 
 /// Congestion and timer state carried from one message to the next on the
 /// same host pair and class when connections are persistent.
@@ -489,8 +489,9 @@ impl TcpSender {
 /// reassembly list.
 #[derive(Debug, Default)]
 pub struct TcpReceiver {
-    /// DCQCN's notification point: CNPs at most every this many picoseconds.
-    cnp: Option<(CnpPacer, u64)>,
+    /// DCQCN's notification point (its queue pair's, shared by the
+    /// messages of one QP): CNPs at most every this many picoseconds.
+    cnp: Option<(SharedNp, u64)>,
     /// CNPs sent (with a notification point).
     pub cnps: u64,
     size: u64,
@@ -542,8 +543,15 @@ impl TcpReceiver {
 
     /// Echoes congestion as DCQCN's notification point does: at most one
     /// CNP per `interval_ps` while marked packets arrive.
-    pub fn with_cnp_interval(mut self, interval_ps: u64) -> TcpReceiver {
-        self.cnp = Some((CnpPacer::default(), interval_ps));
+    pub fn with_cnp_interval(self, interval_ps: u64) -> TcpReceiver {
+        self.with_notification_point(SharedNp::default(), interval_ps)
+    }
+
+    /// Echoes congestion through notification point `np`, which the other
+    /// messages of its queue pair share: at most one CNP per `interval_ps`
+    /// across them.
+    pub fn with_notification_point(mut self, np: SharedNp, interval_ps: u64) -> TcpReceiver {
+        self.cnp = Some((np, interval_ps));
         self
     }
 
@@ -551,8 +559,11 @@ impl TcpReceiver {
     /// echoes congestion: every marked packet (DCTCP), or a paced CNP.
     pub fn echo_congestion(&mut self, now: u64, marked: bool) -> bool {
         match self.cnp.as_mut() {
-            Some((pacer, interval)) => {
-                let cnp = pacer.on_packet(now, marked, *interval);
+            Some((np, interval)) => {
+                let cnp = np
+                    .lock()
+                    .expect("a notification point is never left mid-update")
+                    .on_packet(now, marked, *interval);
                 self.cnps += cnp as u64;
                 cnp
             }

@@ -602,7 +602,7 @@ impl Backend for FlowNet {
             notify_packets,
             aggregate,
             persistent,
-            src_port: _,
+            qp: _,
         } = send;
         self.advance(ctx.now);
         if let Some(job) = aggregate {

@@ -183,12 +183,7 @@ impl PacketNet {
             port_ends: topo.ports.iter().map(|p| (p.from, p.to)).collect(),
             pfc: pfc.map(|spec| PfcState::new(spec, n)),
             loss_rng: ChaCha8Rng::seed_from_u64(seed),
-            qps: qp::Qps::new(
-                transport
-                    .dcqcn
-                    .as_ref()
-                    .map_or_else(DcqcnParams::default, |d| d.params()),
-            ),
+            qps: qp::Qps::default(),
         })
     }
 
@@ -205,7 +200,10 @@ impl PacketNet {
     }
 
     fn dcqcn_params(&self) -> DcqcnParams {
-        self.qps.params()
+        self.transport
+            .dcqcn
+            .as_ref()
+            .map_or_else(DcqcnParams::default, |d| d.params())
     }
 
     /// Live connections (messages not yet fully acknowledged).
@@ -292,17 +290,14 @@ impl PacketNet {
         }
         // One ACK per data segment, echoing its CE mark (RFC 8257 §3.2 with
         // per-packet acknowledgments).
-        let marked = pkt.flags & FLAG_CE != 0;
-        let cnp = match conn.qp {
-            // The queue pair's notification point paces its CNPs.
-            Some(q) => {
-                let cnp = self.qps.cnp(q, ctx.now, marked);
-                conn.receiver.cnps += cnp as u64;
-                cnp
-            }
-            None => conn.receiver.echo_congestion(ctx.now, marked),
+        let ece = if conn
+            .receiver
+            .echo_congestion(ctx.now, pkt.flags & FLAG_CE != 0)
+        {
+            FLAG_ECE
+        } else {
+            0
         };
-        let ece = if cnp { FLAG_ECE } else { 0 };
         if conn.receiver.is_complete() && !conn.delivered {
             conn.delivered = true;
             ctx.completions.push(Completion {
@@ -411,7 +406,7 @@ impl Backend for PacketNet {
             fwd,
             rev,
             aggregate,
-            src_port,
+            qp: app_qp,
         } = send;
         if let Some(job) = aggregate {
             let host = self.port_ends[fwd[0] as usize].0;
@@ -427,21 +422,22 @@ impl Backend for PacketNet {
             self.port_ends[*fwd.last().expect("route") as usize].1,
             class,
         );
-        let posted = src_port
+        let dcqcn = self.dcqcn_params();
+        let posted = app_qp
             .filter(|_| self.transport.cc == CcKind::Dcqcn)
-            .map(|port| {
+            .map(|id| {
                 self.qps
-                    .post((pair.0, pair.1, port, class), msg, line_bps as f64)
+                    .post((pair.0, pair.1, id, class), msg, line_bps as f64, dcqcn)
             });
         let (mut sender, mut receiver) = match &posted {
-            Some(p) => qp::message_ends(p, size_bytes, &self.sender_cfg),
+            Some(p) => qp::message_ends(p, size_bytes, &self.sender_cfg, dcqcn.cnp_interval_ps),
             None => (
                 TcpSender::new(size_bytes, &self.sender_cfg, self.make_cc(line_bps)),
                 TcpReceiver::new(size_bytes),
             ),
         };
         if self.transport.cc == CcKind::Dcqcn && posted.is_none() {
-            receiver = receiver.with_cnp_interval(self.dcqcn_params().cnp_interval_ps);
+            receiver = receiver.with_cnp_interval(dcqcn.cnp_interval_ps);
         }
         let persistent = persistent || self.transport.persistent_connections;
         if persistent {
@@ -474,7 +470,8 @@ impl Backend for PacketNet {
     fn set_class(&mut self, _ctx: &mut Ctx, msg: u32, class: u8) -> bool {
         // Packets already queued keep their band; the sender's later data
         // and retransmissions and the receiver's ACKs carry the new class.
-        // The connection (and the persistent window it returns to) stays.
+        // The connection (and the persistent window it returns to) stays,
+        // and so does its DCQCN queue pair, if any (see `qp`).
         match self.conns.get_mut(msg as usize) {
             Some(Some(conn)) => {
                 conn.class = class;
