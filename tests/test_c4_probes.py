@@ -89,21 +89,21 @@ def test_a_host_link_whose_probes_are_lost():
     # h4-leaf1 is on h4 -> h5 and h6 -> h4; h6-leaf1 also on h5 -> h6 (good),
     # h5-leaf1 also on h5 -> h6 and four fabric probes (good).
     v = localise(results(through("h4-leaf1"), lost=True), ALARM, PERIOD_JOB)
-    assert (v.link, v.bad, v.paths) == ("h4-leaf1", 2, 2)
+    assert (v.link, v.bad_paths, v.probed_paths) == ("h4-leaf1", 2, 2)
 
 
 def test_a_leaf_spine_link_whose_probes_stall():
     # leaf1-spine0 is on leaf0 -> leaf1 and leaf1 -> leaf2 through spine0;
     # leaf0-spine0 and leaf2-spine0 each also carry a good probe.
     v = localise(results(through("leaf1-spine0"), stall=True, until=47 * MS), ALARM, PERIOD_JOB)
-    assert (v.link, v.bad, v.paths) == ("leaf1-spine0", 2, 2)
+    assert (v.link, v.bad_paths, v.probed_paths) == ("leaf1-spine0", 2, 2)
 
 
 def test_a_dead_prober_link_explains_more_than_its_uplinks():
     # h5-leaf1 is on all six probes through it; leaf1-spine0 and
     # leaf1-spine1 on two each, all of them bad too: the host link explains all.
     v = localise(results(through("h5-leaf1"), lost=True), ALARM, PERIOD_JOB)
-    assert (v.link, v.bad, v.paths) == ("h5-leaf1", 6, 6)
+    assert (v.link, v.bad_paths, v.probed_paths) == ("h5-leaf1", 6, 6)
 
 
 def test_a_slower_link_by_its_fastest_probe():
@@ -176,7 +176,7 @@ def test_a_lossy_link_need_not_stall_every_probe():
     bad = [p for p in through("h5-leaf1") if "spine1" not in p]
     assert len(bad) == 4
     v = localise(results(bad, stall=True, until=47 * MS), ALARM, PERIOD_JOB)
-    assert (v.link, v.bad, v.paths) == ("h5-leaf1", 4, 6)
+    assert (v.link, v.bad_paths, v.probed_paths) == ("h5-leaf1", 4, 6)
 
 
 def test_bad_probes_no_single_link_explains_name_nothing():
@@ -192,7 +192,8 @@ def test_only_the_job_links_are_named():
     # ranks' (h1, h5) and the fabric's.
     job = {"h1-leaf0", "h5-leaf1"} | {f"leaf{L}-spine{S}" for L in range(3) for S in range(2)}
     lost = results(["h2 > leaf0 > h0"], lost=True)
-    assert localise(lost, ALARM, PERIOD_JOB).link in ("h0-leaf0", "h2-leaf0")
+    # Each of h2-leaf0 and h0-leaf0 lost one of its two probes: a tie names nothing.
+    assert localise(lost, ALARM, PERIOD_JOB) is None
     assert localise(lost, ALARM, PERIOD_JOB, job) is None
     assert localise(results(through("h5-leaf1") + ["h2 > leaf0 > h0"], lost=True), ALARM, PERIOD_JOB,
                     job).link == "h5-leaf1"
@@ -205,3 +206,25 @@ def test_lost_probes_name_the_most_specific_link_whatever_the_telemetry_said():
     assert localise(r, ALARM, PERIOD_JOB, prior={"h5-leaf1"}).link == "leaf1-spine0"
     a = Alarm(ALARM, "comm_hang", "host", "h5", 7, period_ps=PERIOD_JOB)
     assert with_probes(a, r, VIEW).component == "leaf1-spine0"
+
+
+def test_one_lost_probe_does_not_overrule_the_telemetry_and_a_tie_names_nothing():
+    # One probe not back 1 ms after it left: a lossy link's retransmission
+    # timeout (10 ms) looks the same as a down link for that long. h4 -> h5
+    # inside leaf1: h4-leaf1 lost one of its two probes, h5-leaf1 (leaf1's
+    # prober, also on the fabric ring) one of six. Neither lost every probe
+    # through it, so the telemetry's link stands when it explains the lost
+    # probe; without it, the most specific link is named.
+    r = results(["h4 > leaf1 > h5"], lost=True)
+    assert localise(r, ALARM, PERIOD_JOB, prior={"h5-leaf1"}).link == "h5-leaf1"
+    v = localise(r, ALARM, PERIOD_JOB)
+    assert (v.link, v.bad_paths, v.probed_paths) == ("h4-leaf1", 1, 2)
+    # h2 -> h0 inside leaf0: each of h2-leaf0 and h0-leaf0 lost one of its
+    # two probes. A tie names nothing, or the telemetry's link of the two.
+    tie = results(["h2 > leaf0 > h0"], lost=True)
+    assert localise(tie, ALARM, PERIOD_JOB) is None
+    assert localise(tie, ALARM, PERIOD_JOB, prior={"h0-leaf0"}).link == "h0-leaf0"
+    # A link that lost every probe through it is down: it overrules the
+    # telemetry's answer.
+    down = results(through("h4-leaf1"), lost=True)
+    assert localise(down, ALARM, PERIOD_JOB, prior={"h5-leaf1"}).link == "h4-leaf1"

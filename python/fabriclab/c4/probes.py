@@ -13,7 +13,7 @@ the job's class, every ``period_ps``:
   and no fabric link is;
 - across the fabric, a ring over all leaves through each spine (leaf L's
   prober to leaf L + 1's prober through spine S; a leaf's prober is its
-  lowest rank's host, or its first host): every leaf-spine link is on two
+  job host of lowest index, or its first host): every leaf-spine link is on two
   probes.
 
 Probers are the job's hosts where possible: other tenants' hosts queue
@@ -36,9 +36,11 @@ link explains them all), the one with the largest share of bad probes is
 named, unless the telemetry's own answer lies on every bad path too (a
 lossy link stalls a random few of its probes, and few bad probes can be
 explained by several links); a down link loses every probe that crosses
-it while it is down, so lost probes name the most specific link whatever
-the telemetry said. When no link lies on every bad path, the probes name
-nothing. A lossy link need not stall every probe through it (a 0.5 %
+it while it is down, so a link that lost every probe through it is named
+whatever the telemetry said (one lost probe may be a lossy link's
+retransmission timeout under way: ``LOST_PS`` is shorter than the RTO).
+When no link lies on every bad path, or two share the largest share, the
+probes name nothing. A lossy link need not stall every probe through it (a 0.5 %
 loss stalls a probe of three frames and their acknowledgements about one
 time in thirty), so a bad share below one is allowed. Lost probes are
 read first, then stalled ones, and slower ones only when none was lost or
@@ -107,8 +109,8 @@ def probe_load(flows: list[dict], period_ps: int, rate_bps: int) -> float:
 @dataclass
 class Verdict:
     link: str
-    bad: int  # bad probed paths through it
-    paths: int  # probed paths through it
+    bad_paths: int  # bad probed paths through it
+    probed_paths: int  # probed paths through it
 
 
 def _links(path: str) -> list[str]:
@@ -159,23 +161,32 @@ def localise(probes: pd.DataFrame, alarm_ps: int, period_ps: float, job_links: s
     # while it is down (the rounds go out together), so for lost probes the
     # most specific link is named whatever the telemetry said.
     lost = g["lost"] > 0
-    if lost.any():
-        bad, prior = lost, frozenset()
-    else:
-        bad = g["hard"] if g["hard"].any() else g["bad"]
+    bad = lost if lost.any() else g["hard"] if g["hard"].any() else g["bad"]
     nbad = int(bad.sum())
     if nbad == 0:
         return None
     count: dict = {}
-    for path, bad in zip(g.index, bad):
+    for path, is_bad in zip(g.index, bad):
         for lk in _links(path):
             c = count.setdefault(lk, [0, 0])
-            c[0] += int(bad)
+            c[0] += int(is_bad)
             c[1] += 1
-    # The links that explain every bad probe; of them, the telemetry's, else
-    # the one whose probes are bad the most often (the most specific).
-    full = [(lk, b, n) for lk, (b, n) in count.items() if b == nbad and (job_links is None or lk in job_links)]
+    # The links that explain every bad probe.
+    full = [Verdict(lk, b, n) for lk, (b, n) in count.items()
+            if b == nbad and (job_links is None or lk in job_links)]
     if not full:
         return None
-    lk, b, n = max(full, key=lambda x: (x[0] in prior, x[1] / x[2], x[0]))
-    return Verdict(lk, b, n)
+    # A link that lost every probe through it is down, whatever the telemetry
+    # said. A probe lost alone may be a retransmission timeout under way on a
+    # lossy link (LOST_PS is shorter than the RTO), like a stalled one.
+    share = max(v.bad_paths / v.probed_paths for v in full)
+    top = [v for v in full if v.bad_paths / v.probed_paths == share]
+    if lost.any() and share == 1 and len(top) == 1:
+        return top[0]
+    # Otherwise the telemetry's link when it explains every bad probe, else
+    # the one whose probes are bad the most often (the most specific); a tie
+    # names nothing (the telemetry's answer stands).
+    kept = [v for v in full if v.link in prior]
+    if kept:
+        return max(kept, key=lambda v: v.bad_paths / v.probed_paths)
+    return top[0] if len(top) == 1 else None
