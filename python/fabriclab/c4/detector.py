@@ -88,6 +88,13 @@ def _link(a: str, b: str) -> str:
     return "-".join(sorted((a, b)))
 
 
+def path_links(path: str) -> list[str]:
+    """The links of a messages.parquet path ("h1 > leaf0 > h2"), named as
+    the detector names them."""
+    nodes = [x for x in str(path).split() if x != ">"]
+    return [_link(a, b) for a, b in zip(nodes, nodes[1:])]
+
+
 def job_view(name: str, hosts: list[str], messages: pd.DataFrame, first_op: int = 0) -> JobView:
     m = messages[messages["app"] == name]
     tag = m["tag"].to_numpy(dtype=np.uint64)
@@ -97,7 +104,7 @@ def job_view(name: str, hosts: list[str], messages: pd.DataFrame, first_op: int 
     paths, host_links = {}, {}
     for o, st, s, p in zip(op, step, sender, m["path"]):
         nodes = [x for x in str(p).split() if x != ">"]
-        links = [_link(a, b) for a, b in zip(nodes, nodes[1:])]
+        links = path_links(p)
         paths[(int(o), int(s), int(st))] = links
         for a, b in ((nodes[0], nodes[1]), (nodes[-1], nodes[-2])):
             host_links.setdefault(a, set()).add(_link(a, b))

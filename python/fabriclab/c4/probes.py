@@ -55,6 +55,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .detector import path_links
+
 PROBE_BYTES = 4_000  # three frames of 1,500 bytes
 LOST_PS = 1_000_000_000  # 1 ms: a probe not back by then is counted lost (a stall under way counts too)
 STALL_PS = 1_000_000_000  # a probe that took 1 ms or more was stalled (RTO 10 ms)
@@ -113,11 +115,6 @@ class Verdict:
     probed_paths: int  # probed paths through it
 
 
-def _links(path: str) -> list[str]:
-    nodes = [x for x in str(path).split() if x != ">"]
-    return ["-".join(sorted(ab)) for ab in zip(nodes, nodes[1:])]
-
-
 def path_states(probes: pd.DataFrame, alarm_ps: int, period_ps: float) -> pd.DataFrame:
     """Per probed path: bad or not at ``alarm_ps`` (module docstring), from
     the probes' rows of messages.parquet, using only what had happened by
@@ -154,7 +151,7 @@ def localise(probes: pd.DataFrame, alarm_ps: int, period_ps: float, job_links: s
         return None
     g = path_states(probes, alarm_ps, period_ps)
     if job_links is not None:
-        g = g[[any(lk in job_links for lk in _links(p)) for p in g.index]]
+        g = g[[any(lk in job_links for lk in path_links(p)) for p in g.index]]
     # Lost probes first, then stalled ones, then slower ones: a slower path
     # may only queue behind traffic that the fault moved (a dead link's
     # flows on its twin). A down link loses every probe that crosses it
@@ -167,7 +164,7 @@ def localise(probes: pd.DataFrame, alarm_ps: int, period_ps: float, job_links: s
         return None
     count: dict = {}
     for path, is_bad in zip(g.index, bad):
-        for lk in _links(path):
+        for lk in path_links(path):
             c = count.setdefault(lk, [0, 0])
             c[0] += int(is_bad)
             c[1] += 1
