@@ -6,6 +6,21 @@ fn rates(flows: &[(u8, Vec<u32>)], caps: &[f64]) -> Vec<f64> {
     max_min_rates(&d, caps)
 }
 
+/// A seeded xorshift64 stream: `rnd(n)` draws from 0..n.
+fn xorshift(mut x: u64) -> impl FnMut(u64) -> u64 {
+    move |n| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    }
+}
+
+/// The same rates, bit for bit.
+fn same_bits(a: &[f64], b: &[f64]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
 fn close(a: &[f64], b: &[f64]) {
     assert_eq!(a.len(), b.len());
     for (x, y) in a.iter().zip(b) {
@@ -194,13 +209,7 @@ fn the_allocator_equals_plain_progressive_filling_bit_for_bit() {
     let mut heaped = MaxMin::default();
     heaped.scan_ports = 0;
     let mut out = Vec::new();
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut rnd = |n: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % n
-    };
+    let mut rnd = xorshift(0x9E37_79B9_7F4A_7C15);
     for case in 0..300 {
         let ports = 2 + rnd(40) as usize;
         let caps: Vec<f64> = (0..ports)
@@ -230,18 +239,13 @@ fn the_allocator_equals_plain_progressive_filling_bit_for_bit() {
             })
             .collect();
         let (got, want) = (max_min_rates(&demands, &caps), reference(&demands, &caps));
-        let same = got
-            .iter()
-            .zip(&want)
-            .all(|(a, b)| a.to_bits() == b.to_bits());
-        assert!(same, "case {case}: {got:?} != {want:?}");
+        assert!(same_bits(&got, &want), "case {case}: {got:?} != {want:?}");
         for (way, m) in [("scanned", &mut scanned), ("heaped", &mut heaped)] {
             m.rates(&demands, &caps, &mut out);
-            let same = out
-                .iter()
-                .zip(&want)
-                .all(|(a, b)| a.to_bits() == b.to_bits());
-            assert!(same, "case {case}, {way}: {out:?} != {want:?}");
+            assert!(
+                same_bits(&out, &want),
+                "case {case}, {way}: {out:?} != {want:?}"
+            );
         }
     }
 }
@@ -260,13 +264,7 @@ fn keyed_allocations_replaying_past_rounds_equal_plain_progressive_filling() {
         ports: Vec<u32>,
         cap: f64,
     }
-    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
-    let mut rnd = |n: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % n
-    };
+    let mut rnd = xorshift(0x2545_F491_4F6C_DD1D);
     for case in 0..60 {
         let mut scanned = MaxMin::default();
         let mut heaped = MaxMin::default();
@@ -341,12 +339,10 @@ fn keyed_allocations_replaying_past_rounds_equal_plain_progressive_filling() {
             let want = reference(&demands, &caps);
             for (way, m) in [("scanned", &mut scanned), ("heaped", &mut heaped)] {
                 m.rates_keyed(&demands, &keys, &caps, &mut out);
-                let same = out.len() == want.len()
-                    && out
-                        .iter()
-                        .zip(&want)
-                        .all(|(a, b)| a.to_bits() == b.to_bits());
-                assert!(same, "case {case} step {step}, {way}: {out:?} != {want:?}");
+                assert!(
+                    same_bits(&out, &want),
+                    "case {case} step {step}, {way}: {out:?} != {want:?}"
+                );
             }
         }
     }
