@@ -429,16 +429,17 @@ impl Backend for PacketNet {
                 self.qps
                     .post((pair.0, pair.1, id, class), msg, line_bps as f64, dcqcn)
             });
-        let (mut sender, mut receiver) = match &posted {
+        let (mut sender, receiver) = match &posted {
             Some(p) => qp::message_ends(p, size_bytes, &self.sender_cfg, dcqcn.cnp_interval_ps),
-            None => (
-                TcpSender::new(size_bytes, &self.sender_cfg, self.make_cc(line_bps)),
-                TcpReceiver::new(size_bytes),
-            ),
+            None => {
+                let receiver = TcpReceiver::new(size_bytes);
+                let sender = TcpSender::new(size_bytes, &self.sender_cfg, self.make_cc(line_bps));
+                match self.transport.cc {
+                    CcKind::Dcqcn => (sender, receiver.with_cnp_interval(dcqcn.cnp_interval_ps)),
+                    _ => (sender, receiver),
+                }
+            }
         };
-        if self.transport.cc == CcKind::Dcqcn && posted.is_none() {
-            receiver = receiver.with_cnp_interval(dcqcn.cnp_interval_ps);
-        }
         let persistent = persistent || self.transport.persistent_connections;
         if persistent {
             if let Some(w) = self.windows.get(&pair) {
