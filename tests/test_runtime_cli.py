@@ -50,6 +50,8 @@ def test_launch_errors_name_the_option(cli):
     assert r.returncode == 2 and "error: CMD: cannot run" in r.stderr
     r = cli("runtime", "bench", "--op", "broadcast", "--algo", "direct", "-n", "2")
     assert r.returncode == 2 and "error: --algo: direct supports allreduce only" in r.stderr
+    r = cli("runtime", "probe", "-n", "2", "--repeats", "0")
+    assert r.returncode == 2 and "error: --repeats: must be within 1..100, got 0" in r.stderr
 
 
 def test_bench_table_busbw_is_the_formula_on_the_printed_time(cli, tmp_path):

@@ -79,3 +79,38 @@ def test_bad_op_and_root():
         plan_from_probe(matrix(), "allgather", 100)
     with pytest.raises(RuntimeInputError, match="^root:"):
         plan_from_probe(matrix(), "broadcast", 100, root=4)
+
+
+class ScriptedComm:
+    """Rank 0 of 2 on a fake clock: each ping op takes 1 ms, the bulk ops take the scripted times."""
+
+    world_size, rank = 2, 0
+
+    def __init__(self, clock, bulk_s):
+        self.clock, self.bulk_s = clock, list(bulk_s)
+
+    def run_plan(self, text, buf):
+        d = json.loads(text)
+        ping = d["ranks"][d["root"]][0]["bytes"] == 8  # the sender's first step: 8 bytes (ping) or a 1 MiB piece
+        self.clock[0] += 1e-3 if ping else self.bulk_s.pop(0)
+
+    def barrier(self):
+        pass
+
+    def allreduce(self, a):
+        pass
+
+
+def test_bandwidth_is_the_fastest_of_the_repeats(monkeypatch):
+    import fabriclab.runtime.probe as probe
+
+    clock = [0.0]
+    monkeypatch.setattr(probe.time, "perf_counter", lambda: clock[0])
+    nbytes = 1 << 20
+    # pair 0 -> 1: three transfers of 0.5, 0.101, 0.3 s; pair 1 -> 0 is rank 1's row (not ours)
+    m = probe.measure(ScriptedComm(clock, [0.5, 0.101, 0.3, 0.2, 0.2, 0.2]), nbytes, pings=3, repeats=3)
+    assert m.repeats == 3 and m.rtt_s[0][1] == pytest.approx(1e-3)
+    assert m.bw_bps[0][1] == pytest.approx(8 * nbytes / (0.101 - 1e-3))
+    with pytest.raises(RuntimeInputError, match=r"^repeats: must be an integer within 1\.\.100, got 0"):
+        probe.measure(ScriptedComm(clock, []), nbytes, repeats=0)
+    assert Measurements.from_dict({"n": 1, "bw_bps": [[0]], "rtt_s": [[0]]}).repeats == 1  # files from before repeats

@@ -85,6 +85,8 @@ def register(app: typer.Typer) -> None:
                                               "cluster-in-a-box (docs/cluster.md); else local processes."),
         nbytes: str = typer.Option("4M", "--bytes", help="Bytes of each one-way bandwidth probe (K, M suffixes)."),
         pings: int = typer.Option(10, "--pings", help="8-byte ping-pongs per pair (the median is the RTT)."),
+        repeats: int = typer.Option(3, "--repeats", help="Bandwidth probes per pair (the fastest is kept: "
+                                    "CPU contention only ever slows a transfer)."),
         root: int = typer.Option(0, "--root", help="Root of the broadcast trees."),
         out: Optional[Path] = typer.Option(None, "--json", help="Also write measurements and trees to this file."),
         master_port: Optional[int] = typer.Option(None, "--master-port", help="Rank 0's port; a free one if omitted."),
@@ -104,7 +106,7 @@ def register(app: typer.Typer) -> None:
             raise RuntimeInputError(f"--json: cannot write {out} (a folder, or its folder does not exist)")
         size = parse_size(nbytes, "--bytes")
         try:
-            res = run_probe(n, cluster, size, pings, root, master_port, model=model)
+            res = run_probe(n, cluster, size, pings, root, master_port, model=model, repeats=repeats)
         except RuntimeFailure as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(1) from None

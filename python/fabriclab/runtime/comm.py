@@ -205,9 +205,10 @@ class Communicator:
                 self._probe_plans.pop(next(iter(self._probe_plans)))
         return text
 
-    def probe(self, nbytes: int = 4 << 20, pings: int = 10, model: str = "nic"):
+    def probe(self, nbytes: int = 4 << 20, pings: int = 10, model: str = "nic", repeats: int = 3):
         """Blink's start-up probe (a collective: every rank calls it): measures every
-        ordered pair's bandwidth and latency over this communicator's connections;
+        ordered pair's bandwidth (the fastest of ``repeats`` transfers) and latency over
+        this communicator's connections;
         afterwards ``algo="trees"`` plans broadcast, reduce and allreduce with TreeGen
         on the measured graph (``model`` "nic" or "pairs", docs/runtime.md). Returns the
         :class:`~fabriclab.runtime.probe.Measurements`."""
@@ -215,7 +216,7 @@ class Communicator:
 
         if model not in MODELS:
             raise RuntimeInputError(f"model: must be one of {', '.join(MODELS)}, got {model!r}")
-        self.measurements, self._probe_model = measure(self, nbytes, pings), model
+        self.measurements, self._probe_model = measure(self, nbytes, pings, repeats), model
         self._probe_plans.clear()
         return self.measurements
 

@@ -18,9 +18,12 @@ share uplinks on a leaf-spine). For the pair i -> j:
 - latency: ``pings`` ops of one 8-byte ping i -> j and pong j -> i; i times
   each op, the median is the round-trip time (rtt) as a collective step
   sees it (thread hand-offs included), latency = rtt / 2;
-- bandwidth: one op in which i sends ``nbytes`` in 1 MiB messages and j
-  answers 8 bytes once all have arrived; i times it (T), and
-  bw = 8 nbytes / (T - rtt).
+- bandwidth: ``repeats`` ops in which i sends ``nbytes`` in 1 MiB messages
+  and j answers 8 bytes once all have arrived; i times each (T), and
+  bw = 8 nbytes / (min T - rtt). The fastest op, not the mean: CPU
+  contention, scheduling and timer slack only ever lengthen a transfer (on a
+  shared machine one op in a few loses 10 % or more to them), so the
+  fastest is the estimate nearest the path's own rate.
 
 Every rank fills its row (as sender); a sum-allreduce of the matrices gives
 every rank the same measurements, so every rank plans the same trees.
@@ -47,10 +50,11 @@ class Measurements:
     rtt_s: list[list[float]]  # [i][j]: median round trip i -> j -> i as seen by i
     nbytes: int
     pings: int
+    repeats: int = 1  # bulk transfers per pair; bw_bps is the fastest
 
     def to_dict(self) -> dict:
         return {"n": self.n, "bw_bps": self.bw_bps, "rtt_s": self.rtt_s, "nbytes": self.nbytes, "pings": self.pings,
-                "schedule": "sequential"}
+                "repeats": self.repeats, "schedule": "sequential"}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Measurements":
@@ -66,7 +70,7 @@ class Measurements:
                     if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v == float("inf"):
                         raise RuntimeInputError(f"{key}[{i}][{j}]: must be a finite number >= 0, got {v!r}")
         return cls(n, [[float(v) for v in r] for r in d["bw_bps"]], [[float(v) for v in r] for r in d["rtt_s"]],
-                   int(d.get("nbytes", 0)), int(d.get("pings", 0)))
+                   int(d.get("nbytes", 0)), int(d.get("pings", 0)), int(d.get("repeats", 1)))
 
 
 # ---------------------------------------------------------------- probe plans
@@ -95,15 +99,18 @@ def bulk_plan(n: int, i: int, j: int, nbytes: int) -> str:
     return _plan(n, nbytes + PING_BYTES, i, {i: si, j: sj})
 
 
-def measure(comm, nbytes: int = 4 << 20, pings: int = 10) -> Measurements:
+def measure(comm, nbytes: int = 4 << 20, pings: int = 10, repeats: int = 3) -> Measurements:
     """Every rank calls this at once (a collective). Sequential schedule: one
-    ordered pair at a time, a barrier between pairs."""
+    ordered pair at a time, a barrier between pairs; each pair's bandwidth is
+    the fastest of ``repeats`` bulk transfers (the module's docstring says why)."""
     import numpy as np
 
     if isinstance(nbytes, bool) or not isinstance(nbytes, int) or not PING_BYTES <= nbytes <= 1 << 30:
         raise RuntimeInputError(f"nbytes: must be an integer within 8..1G, got {nbytes!r}")
     if isinstance(pings, bool) or not isinstance(pings, int) or not 1 <= pings <= 10_000:
         raise RuntimeInputError(f"pings: must be an integer within 1..10000, got {pings!r}")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= 100:
+        raise RuntimeInputError(f"repeats: must be an integer within 1..100, got {repeats!r}")
     nbytes -= nbytes % 4
     n, me = comm.world_size, comm.rank
     buf = np.zeros((nbytes + PING_BYTES) // 4, np.int32)
@@ -120,9 +127,11 @@ def measure(comm, nbytes: int = 4 << 20, pings: int = 10) -> Measurements:
                 t0 = time.perf_counter()
                 comm.run_plan(pp, buf)
                 times.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            comm.run_plan(bp, buf)
-            t = time.perf_counter() - t0
+            t = float("inf")
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                comm.run_plan(bp, buf)
+                t = min(t, time.perf_counter() - t0)
             if me == i:
                 r = statistics.median(times)
                 rtt[i, j] = r
@@ -130,7 +139,7 @@ def measure(comm, nbytes: int = 4 << 20, pings: int = 10) -> Measurements:
             comm.barrier()
     comm.allreduce(bw)
     comm.allreduce(rtt)
-    return Measurements(n, bw.tolist(), rtt.tolist(), nbytes, pings)
+    return Measurements(n, bw.tolist(), rtt.tolist(), nbytes, pings, repeats)
 
 
 # ---------------------------------------------------------------- planning
@@ -278,7 +287,7 @@ def worker(spec: dict, out: str) -> None:
     from .comm import Communicator
 
     c = Communicator.from_env()
-    m = measure(c, spec["nbytes"], spec["pings"])
+    m = measure(c, spec["nbytes"], spec["pings"], spec["repeats"])
     count = spec["count"]
     result = {"measurements": m.to_dict(), "model": spec["model"], "packings": {}, "allreduce_bytes": 4 * count}
     for op in ("broadcast", "allreduce"):
@@ -307,7 +316,7 @@ def worker(spec: dict, out: str) -> None:
 
 def run_probe(n: int, cluster: str | None = None, nbytes: int = 4 << 20, pings: int = 10, root: int = 0,
               master_port: int | None = None, count: int = 1 << 20, chunk_bytes: int = 256 << 10,
-              model: str = "nic") -> dict:
+              model: str = "nic", repeats: int = 3) -> dict:
     import sys
     import tempfile
     from pathlib import Path
@@ -321,12 +330,14 @@ def run_probe(n: int, cluster: str | None = None, nbytes: int = 4 << 20, pings: 
         raise RuntimeInputError(f"--bytes: must be within 8..1G, got {nbytes}")
     if not 1 <= pings <= 10_000:
         raise RuntimeInputError(f"--pings: must be within 1..10000, got {pings}")
+    if not 1 <= repeats <= 100:
+        raise RuntimeInputError(f"--repeats: must be within 1..100, got {repeats}")
     if not 0 <= root < n:
         raise RuntimeInputError(f"--root: must be a rank within 0..{n - 1}, got {root}")
     if model not in MODELS:
         raise RuntimeInputError(f"--model: must be 'nic' (hosts behind a switch) or 'pairs' (dedicated links), "
                                 f"got {model!r}")
-    spec = {"nbytes": nbytes, "pings": pings, "root": root, "count": count, "chunk_bytes": chunk_bytes,
+    spec = {"nbytes": nbytes, "pings": pings, "repeats": repeats, "root": root, "count": count, "chunk_bytes": chunk_bytes,
             "model": model}
     with tempfile.TemporaryDirectory(prefix="fabriclab-probe-") as d:
         out = str(Path(d, "probe.json"))
