@@ -212,7 +212,10 @@ fn random_runs_at_the_wheel_scales_agree_with_the_reference() {
     // Gaps of up to one bucket (2^16 ps), a quarter of the wheel's reach,
     // the whole reach (2^22 ps = 64 buckets) and twice it: events land on
     // the wheel, beyond it and in full buckets, and the cursor wraps around.
-    for (i, spread) in [1u64 << 16, 1 << 20, 1 << 22, 1 << 23].into_iter().enumerate() {
+    for (i, spread) in [1u64 << 16, 1 << 20, 1 << 22, 1 << 23]
+        .into_iter()
+        .enumerate()
+    {
         for seed in 0..50 {
             run(2_000 + 100 * i as u64 + seed, 3_000, spread);
         }
@@ -224,11 +227,27 @@ fn a_full_bucket_overflows_in_order() {
     // Seven events within one 65.5 ns bucket (four fit), scheduled out of
     // order and with ties: they leave by time, ties first in, first out.
     let mut q = EventQueue::new();
-    for (t, ev) in [(40, 'a'), (10, 'b'), (40, 'c'), (30, 'd'), (10, 'e'), (20, 'f'), (5, 'g')] {
+    for (t, ev) in [
+        (40, 'a'),
+        (10, 'b'),
+        (40, 'c'),
+        (30, 'd'),
+        (10, 'e'),
+        (20, 'f'),
+        (5, 'g'),
+    ] {
         q.schedule(t, ev);
     }
     let got: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
-    let want = [(5, 'g'), (10, 'b'), (10, 'e'), (20, 'f'), (30, 'd'), (40, 'a'), (40, 'c')];
+    let want = [
+        (5, 'g'),
+        (10, 'b'),
+        (10, 'e'),
+        (20, 'f'),
+        (30, 'd'),
+        (40, 'a'),
+        (40, 'c'),
+    ];
     assert_eq!(got, want);
 }
 
