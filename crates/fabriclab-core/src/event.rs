@@ -1,17 +1,21 @@
 //! The event queue, keyed by `(time_ps, sequence)` compared as one u128 so
 //! that ordering two events is one integer comparison (issue 13).
 //!
-//! The earliest events are kept in a short sorted array (`near`, latest
-//! first): a pop takes its last entry, without the binary heap's five-level
-//! sift-down, and a new event is placed by walking back from the earliest,
-//! moving each entry it passes up by one place. On the packet backend's
-//! queue (about 30 pending events) a new event passes 0-4 of them (an ACK's
-//! or a frame's serialization ahead, 28 % of them) or 10-25 (a wire
-//! arrival). Events that would pass more than `NEAR_SCAN`, or that are later
-//! than everything in a full array, go to a binary heap (`heap`); a full
-//! array hands its latest entry to the heap. A pop takes the smaller of the
-//! two fronts, so the order is exactly that of one heap (docs/performance.md,
-//! "Third pass"; a radix heap was slower on these small queues).
+//! Near events sit on a timing wheel (as in a calendar queue, or nexosim's
+//! and the Linux kernel's timer wheels): 64 buckets of 65.5 ns each, so the
+//! wheel reaches 4.19 us past the bucket of the last popped event; a u64
+//! marks the non-empty buckets. A bucket is one cache line of four 16-byte
+//! slots sorted by key, latest first; a slot's key packs the time's low 16
+//! bits above the sequence number, the bucket giving the rest of the time.
+//! A new event takes its place among its bucket's entries without a branch
+//! on keys (it finds 0.48 there on average on the packet backend's queue,
+//! where it passed 12.7 in the sorted array that came before:
+//! docs/performance.md, "Fifth pass"). A pop
+//! takes the earliest entry of the first non-empty bucket from the cursor
+//! (a rotate and a trailing-zero count). Events beyond the wheel's reach,
+//! before the cursor's bucket, or in a full bucket go to a binary heap; a
+//! pop takes the earlier of the two fronts, so events leave in exactly the
+//! order of one heap on `(time_ps, sequence)`.
 //!
 //! Events at equal times leave in the order they were scheduled (first in,
 //! first out), which makes every run reproducible. Scheduling returns an
@@ -99,34 +103,70 @@ impl Position {
     }
 }
 
-/// Most events kept in the sorted array; the rest go to the heap.
-const NEAR_CAP: usize = 64;
-/// How many earlier events a new one may walk past into the array.
-const NEAR_SCAN: usize = 32;
+/// A wheel bucket spans `2^WHEEL_SHIFT` ps (65.5 ns).
+const WHEEL_SHIFT: u32 = 16;
+/// Buckets on the wheel: it covers 64 x 65.5 ns = 4.19 us from the bucket
+/// of the last popped event (one u64 marks the non-empty ones).
+const BUCKETS: usize = 64;
+/// Entries a bucket holds; more go to the heap. Four 16-byte slots fill
+/// one cache line.
+const SLOTS: usize = 4;
+/// A slot's key holds the time's low `WHEEL_SHIFT` bits above a sequence
+/// number below 2^48 (the bucket gives the rest of the time); an event
+/// with a larger sequence number goes to the heap.
+const SEQ_BITS: u32 = 64 - WHEEL_SHIFT;
+
+/// One wheel bucket: entries sorted by key, latest first.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Bucket<E> {
+    /// `(time_ps % 2^WHEEL_SHIFT) << SEQ_BITS | seq` and the event.
+    slots: [(u64, E); SLOTS],
+}
 
 /// A priority queue of timed events with FIFO tie-break and cancel keys.
 pub struct EventQueue<E> {
-    /// Pending events sorted by key, latest first (the earliest is last).
-    near: Vec<Entry<E>>,
-    /// Every other pending event.
+    /// Near events by bucket `(time_ps >> WHEEL_SHIFT) % BUCKETS`, each
+    /// bucket sorted by key, latest first (its earliest is its last).
+    wheel: [Bucket<E>; BUCKETS],
+    lens: [u8; BUCKETS],
+    /// Bit `b` set when bucket `b` holds an entry.
+    bits: u64,
+    /// Absolute bucket number (`time_ps >> WHEEL_SHIFT`) of the last popped
+    /// event: every entry on the wheel has its bucket number in
+    /// `cursor..cursor + BUCKETS`, so scanning the buckets from `cursor`
+    /// meets them in time order.
+    cursor: u64,
+    /// Every other pending event: far ahead, before the cursor's bucket, or
+    /// in a full bucket.
     heap: BinaryHeap<Entry<E>>,
+    /// The time of the heap's earliest entry (`u64::MAX` if none): a wheel
+    /// entry earlier than it comes first without a look into the heap.
+    heap_front_ps: u64,
     next_seq: u64,
     cancelled: HashSet<u64>,
     /// The place of the last popped event (none before the first).
     current: Option<u128>,
 }
 
-impl<E: Copy> Default for EventQueue<E> {
+impl<E: Copy + Default> Default for EventQueue<E> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<E: Copy> EventQueue<E> {
+impl<E: Copy + Default> EventQueue<E> {
     pub fn new() -> Self {
+        let empty = Bucket {
+            slots: [(0, E::default()); SLOTS],
+        };
         EventQueue {
-            near: Vec::with_capacity(NEAR_CAP),
+            wheel: [empty; BUCKETS],
+            lens: [0; BUCKETS],
+            bits: 0,
+            cursor: 0,
             heap: BinaryHeap::with_capacity(1024),
+            heap_front_ps: u64::MAX,
             next_seq: 0,
             cancelled: HashSet::new(),
             current: None,
@@ -153,10 +193,10 @@ impl<E: Copy> EventQueue<E> {
         self.push(time_ps, key.0, event);
     }
 
-    /// Puts an entry in the array if it lands within `NEAR_SCAN` places of
-    /// its end, else in the heap. The entry's parts come in registers: an
-    /// entry built on the caller's stack and read back whole stalled on
-    /// store forwarding (a third of this function's time in a profile).
+    /// Puts an entry in its wheel bucket, sorted in by key, or in the heap
+    /// if its bucket is out of the wheel's reach or full. The entry's parts
+    /// come in registers: an entry built on the caller's stack and read back
+    /// whole stalled on store forwarding (fourth pass).
     #[inline]
     fn push(&mut self, time_ps: u64, seq: u64, event: E) {
         let e = Entry {
@@ -164,57 +204,123 @@ impl<E: Copy> EventQueue<E> {
             seq,
             event,
         };
-        let key = e.key();
-        let n = self.near.len();
-        if n > NEAR_SCAN && self.near[n - 1 - NEAR_SCAN].key() < key {
-            // More than NEAR_SCAN earlier events: far in the order.
-            self.heap.push(e);
-            return;
-        }
-        if n == NEAR_CAP {
-            if self.near[0].key() < key {
-                // Later than everything in a full array.
-                self.heap.push(e);
+        let bucket = time_ps >> WHEEL_SHIFT;
+        if bucket.wrapping_sub(self.cursor) < BUCKETS as u64 && seq >> SEQ_BITS == 0 {
+            let b = bucket as usize % BUCKETS;
+            let n = self.lens[b] as usize;
+            if n < SLOTS {
+                // Its place: after the `at` later entries. Every slot is
+                // rewritten without a branch on the keys (a walk's exit was
+                // mispredicted most of the time: 0-3 entries passed, each
+                // about as likely); slots past the new length get garbage.
+                let key = time_ps << SEQ_BITS | seq;
+                let old = self.wheel[b].slots;
+                let at = (0..SLOTS)
+                    .map(|i| ((i < n) & (old[i].0 > key)) as usize)
+                    .sum::<usize>();
+                let slots = &mut self.wheel[b].slots;
+                for i in 1..SLOTS {
+                    let moved = old[i - (i > at) as usize];
+                    slots[i] = if i == at { (key, event) } else { moved };
+                }
+                if at == 0 {
+                    slots[0] = (key, event);
+                }
+                self.lens[b] = n as u8 + 1;
+                self.bits |= 1 << b;
                 return;
             }
-            // Full: its latest entry moves to the heap.
-            let latest = self.near.remove(0);
-            self.heap.push(latest);
         }
-        // Walk back from the earliest, moving each earlier entry up by one
-        // place, and write the new entry in the place left (by hand:
-        // Vec::insert's memmove call took 8 % of a profile at these sizes).
-        self.near.push(e);
-        let near = self.near.as_mut_slice();
-        let mut i = near.len() - 1;
-        while i > 0 {
-            let prev = near[i - 1];
-            if prev.key() >= key {
-                break;
-            }
-            near[i] = prev;
-            i -= 1;
+        self.heap.push(e);
+        self.heap_front_ps = self.heap_front_ps.min(time_ps);
+    }
+
+    /// Removes the heap's earliest entry.
+    #[inline]
+    fn heap_pop(&mut self) -> Option<Entry<E>> {
+        let e = self.heap.pop();
+        self.heap_front_ps = self.heap.peek().map_or(u64::MAX, |h| h.time_ps);
+        e
+    }
+
+    /// The number (`time_ps >> WHEEL_SHIFT`) of the first non-empty bucket
+    /// from the cursor on: it holds the wheel's earliest entry.
+    #[inline(always)]
+    fn wheel_front(&self) -> Option<u64> {
+        if self.bits == 0 {
+            return None;
         }
-        near[i] = e;
+        let ahead = self.bits.rotate_right(self.cursor as u32 % BUCKETS as u32);
+        Some(self.cursor + ahead.trailing_zeros() as u64)
+    }
+
+    /// The earliest entry of bucket number `bucket` (not empty), its time
+    /// rebuilt from that number.
+    #[inline(always)]
+    fn wheel_entry(&self, bucket: u64) -> Entry<E> {
+        let b = bucket as usize % BUCKETS;
+        let (key, event) = self.wheel[b].slots[self.lens[b] as usize - 1];
+        Entry {
+            time_ps: bucket << WHEEL_SHIFT | key >> SEQ_BITS,
+            seq: key & ((1 << SEQ_BITS) - 1),
+            event,
+        }
+    }
+
+    /// Whether a wheel entry comes before the heap's earliest.
+    #[inline(always)]
+    fn before_heap(&self, w: &Entry<E>) -> bool {
+        w.time_ps < self.heap_front_ps || self.heap.peek().is_none_or(|h| w.key() < h.key())
+    }
+
+    /// Whether the earliest pending entry is on the wheel (in the bucket
+    /// numbered so) rather than in the heap; `None` when the queue is empty.
+    #[inline(always)]
+    fn front(&self) -> Option<Option<u64>> {
+        match self.wheel_front() {
+            Some(bucket) if self.before_heap(&self.wheel_entry(bucket)) => Some(Some(bucket)),
+            Some(_) => Some(None),
+            None if self.heap.is_empty() => None,
+            None => Some(None),
+        }
+    }
+
+    /// Removes the earliest entry of bucket number `bucket` and moves the
+    /// cursor there (every wheel entry is at or after it).
+    #[inline(always)]
+    fn wheel_remove(&mut self, bucket: u64) {
+        let b = bucket as usize % BUCKETS;
+        self.lens[b] -= 1;
+        // Without a branch: whether a bucket empties is hard to predict.
+        self.bits &= !(((self.lens[b] == 0) as u64) << b);
+        self.cursor = bucket;
     }
 
     /// The key of the earliest pending entry, cancelled ones included.
     #[inline]
     fn front_key(&self) -> Option<u128> {
-        match (self.near.last(), self.heap.peek()) {
-            (Some(a), Some(b)) => Some(a.key().min(b.key())),
-            (Some(a), None) => Some(a.key()),
-            (None, b) => b.map(|b| b.key()),
+        match self.front()? {
+            Some(b) => Some(self.wheel_entry(b).key()),
+            None => self.heap.peek().map(|h| h.key()),
         }
     }
 
-    /// Removes the earliest pending entry, cancelled ones included.
+    /// Removes the earliest pending entry, cancelled ones included, and
+    /// moves the cursor to its bucket (the cursor never goes back: an entry
+    /// from the heap may be earlier than the cursor's bucket).
     #[inline]
     fn pop_front(&mut self) -> Option<Entry<E>> {
-        match (self.near.last(), self.heap.peek()) {
-            (Some(a), Some(b)) if b.key() < a.key() => self.heap.pop(),
-            (Some(_), _) => self.near.pop(),
-            (None, _) => self.heap.pop(),
+        match self.front()? {
+            Some(bucket) => {
+                let e = self.wheel_entry(bucket);
+                self.wheel_remove(bucket);
+                Some(e)
+            }
+            None => {
+                let e = self.heap_pop().expect("a front");
+                self.cursor = self.cursor.max(e.time_ps >> WHEEL_SHIFT);
+                Some(e)
+            }
         }
     }
 
@@ -247,10 +353,16 @@ impl<E: Copy> EventQueue<E> {
         }
     }
 
+    #[inline(always)]
     fn skip_cancelled(&mut self) {
-        if self.cancelled.is_empty() {
-            return;
+        if !self.cancelled.is_empty() {
+            self.skip_cancelled_entries();
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn skip_cancelled_entries(&mut self) {
         while let Some(key) = self.front_key() {
             if self.cancelled.remove(&(key as u64)) {
                 self.pop_front();
@@ -276,40 +388,36 @@ impl<E: Copy> EventQueue<E> {
 
     /// Removes and returns the earliest pending event if it is at or before
     /// `until_ps` (one look at the front instead of a peek and a pop). The
-    /// array's entry is read field by field: an `Option<Entry>` merged from
-    /// the array's and the heap's pops went through the stack (a store
-    /// forwarding stall on every event).
+    /// entry is read field by field where it lies: an `Option<Entry>` went
+    /// through the stack (a store forwarding stall on every event).
     #[inline]
     pub fn pop_until(&mut self, until_ps: u64) -> Option<(u64, E)> {
         self.skip_cancelled();
-        let near_front = match (self.near.last(), self.heap.peek()) {
-            (Some(a), Some(b)) => a.key() < b.key(),
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (None, None) => return None,
-        };
-        let (time_ps, seq, event) = if near_front {
-            let a = self.near.last().expect("checked");
-            (a.time_ps, a.seq, a.event)
-        } else {
-            let b = self.heap.peek().expect("checked");
-            (b.time_ps, b.seq, b.event)
-        };
+        if let Some(bucket) = self.wheel_front() {
+            let w = self.wheel_entry(bucket);
+            if self.before_heap(&w) {
+                if w.time_ps > until_ps {
+                    return None;
+                }
+                self.wheel_remove(bucket);
+                self.current = Some(w.key());
+                return Some((w.time_ps, w.event));
+            }
+        }
+        let h = self.heap.peek()?;
+        let (time_ps, seq, event) = (h.time_ps, h.seq, h.event);
         if time_ps > until_ps {
             return None;
         }
-        if near_front {
-            self.near.pop();
-        } else {
-            self.heap.pop();
-        }
+        self.heap_pop();
+        self.cursor = self.cursor.max(time_ps >> WHEEL_SHIFT);
         self.current = Some((time_ps as u128) << 64 | seq as u128);
         Some((time_ps, event))
     }
 
     /// Number of pending events, cancelled ones not yet skipped included.
     pub fn len(&self) -> usize {
-        self.near.len() + self.heap.len()
+        self.lens.iter().map(|&n| n as usize).sum::<usize>() + self.heap.len()
     }
 
     pub fn is_empty(&mut self) -> bool {

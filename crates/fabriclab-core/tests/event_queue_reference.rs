@@ -206,3 +206,76 @@ fn more_events_than_the_near_array_holds_leave_in_time_then_fifo_order() {
     want.extend((0..150).map(|i| (2_000 + i, 150 + i)));
     assert_eq!(got, want);
 }
+
+#[test]
+fn random_runs_at_the_wheel_scales_agree_with_the_reference() {
+    // Gaps of up to one bucket (2^16 ps), a quarter of the wheel's reach,
+    // the whole reach (2^22 ps = 64 buckets) and twice it: events land on
+    // the wheel, beyond it and in full buckets, and the cursor wraps around.
+    for (i, spread) in [1u64 << 16, 1 << 20, 1 << 22, 1 << 23]
+        .into_iter()
+        .enumerate()
+    {
+        for seed in 0..50 {
+            run(2_000 + 100 * i as u64 + seed, 3_000, spread);
+        }
+    }
+}
+
+#[test]
+fn a_full_bucket_overflows_in_order() {
+    // Seven events within one 65.5 ns bucket (four fit), scheduled out of
+    // order and with ties: they leave by time, ties first in, first out.
+    let mut q = EventQueue::new();
+    for (t, ev) in [
+        (40, 'a'),
+        (10, 'b'),
+        (40, 'c'),
+        (30, 'd'),
+        (10, 'e'),
+        (20, 'f'),
+        (5, 'g'),
+    ] {
+        q.schedule(t, ev);
+    }
+    let got: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+    let want = [
+        (5, 'g'),
+        (10, 'b'),
+        (10, 'e'),
+        (20, 'f'),
+        (30, 'd'),
+        (40, 'a'),
+        (40, 'c'),
+    ];
+    assert_eq!(got, want);
+}
+
+#[test]
+fn events_at_the_edge_of_the_wheel_and_before_its_cursor_leave_in_order() {
+    const B: u64 = 1 << 16; // one bucket
+    let mut q = EventQueue::new();
+    q.schedule(10 * B + 5, 0u32);
+    assert_eq!(q.pop(), Some((10 * B + 5, 0)));
+    // The cursor is at bucket 10: bucket 73 is the last in reach, 74 the
+    // first beyond it; bucket 9 and an earlier time in bucket 10 are behind
+    // the last pop.
+    q.schedule(74 * B, 1);
+    q.schedule(73 * B + B - 1, 2);
+    q.schedule(74 * B, 3);
+    q.schedule(9 * B + 7, 4);
+    q.schedule(10 * B + 1, 5);
+    q.schedule(73 * B + B - 1, 6);
+    q.schedule(3, 7);
+    let got: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+    let want = [
+        (3, 7),
+        (9 * B + 7, 4),
+        (10 * B + 1, 5),
+        (73 * B + B - 1, 2),
+        (73 * B + B - 1, 6),
+        (74 * B, 1),
+        (74 * B, 3),
+    ];
+    assert_eq!(got, want);
+}

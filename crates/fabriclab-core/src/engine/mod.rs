@@ -39,7 +39,7 @@ pub enum Ev {
 /// An [`Ev`] packed in one u64, as the event queue holds it (issue 13,
 /// fourth pass: 24-byte queue entries, built in registers): the variant in
 /// bits 0-7, a backend event's kind in bits 8-15, the index in bits 32-63.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct PackedEv(u64);
 
 const EV_NET: u64 = 0;
