@@ -42,7 +42,10 @@ retransmission timeout under way: ``LOST_PS`` is shorter than the RTO).
 When no link lies on every bad path, or two share the largest share, the
 probes name nothing. A lossy link need not stall every probe through it (a 0.5 %
 loss stalls a probe of three frames and their acknowledgements about one
-time in thirty), so a bad share below one is allowed. Lost probes are
+time in thirty), so a bad share below one is allowed for lost and stalled
+probes; a lower rate slows every probe through the link, so for slower
+probes alone only links whose every probe is slower are candidates (a link
+on a good path is good). Lost probes are
 read first, then stalled ones, and slower ones only when none was lost or
 stalled: a path can queue behind traffic that the fault moved onto it (a dead link's
 flows rerouted over its twin), but only a faulty link loses probes.
@@ -158,7 +161,8 @@ def localise(probes: pd.DataFrame, alarm_ps: int, period_ps: float, job_links: s
     # while it is down (the rounds go out together), so for lost probes the
     # most specific link is named whatever the telemetry said.
     lost = g["lost"] > 0
-    bad = lost if lost.any() else g["hard"] if g["hard"].any() else g["bad"]
+    hard = lost.any() or g["hard"].any()
+    bad = lost if lost.any() else g["hard"] if hard else g["bad"]
     nbad = int(bad.sum())
     if nbad == 0:
         return None
@@ -169,8 +173,13 @@ def localise(probes: pd.DataFrame, alarm_ps: int, period_ps: float, job_links: s
             c[0] += int(is_bad)
             c[1] += 1
     # The links that explain every bad probe.
+    # Slower probes alone: a link's lower rate slows every probe through it
+    # (its fastest probe is serialisation and propagation), so a link on a
+    # good path is good (Duffield's rule) and only links whose every probe is
+    # slower can explain them; lost and stalled probes may come from a lossy
+    # link that stalls a random few of its probes.
     full = [Verdict(lk, b, n) for lk, (b, n) in count.items()
-            if b == nbad and (job_links is None or lk in job_links)]
+            if b == nbad and (job_links is None or lk in job_links) and (hard or b == n)]
     if not full:
         return None
     # A link that lost every probe through it is down, whatever the telemetry
