@@ -142,6 +142,30 @@ def path_states(probes: pd.DataFrame, alarm_ps: int, period_ps: float) -> pd.Dat
     return g
 
 
+def blame(probes: pd.DataFrame, time_ps: int, period_ps: float, job_links: set) -> str | None:
+    """The link the probes alone blame at ``time_ps``: of the links the job
+    crossed, the only one whose every probed path is bad and that lies on
+    every bad path (lost probes read first, then stalled ones, then slower
+    ones, as in :func:`localise`); None when no link or several do."""
+    if probes.empty or not period_ps:
+        return None
+    g = path_states(probes, time_ps, period_ps)
+    g = g[[any(lk in job_links for lk in path_links(p)) for p in g.index]]
+    lost = g["lost"] > 0
+    bad = lost if lost.any() else g["hard"] if g["hard"].any() else g["bad"]
+    nbad = int(bad.sum())
+    if nbad == 0:
+        return None
+    count: dict = {}
+    for path, is_bad in zip(g.index, bad):
+        for lk in path_links(path):
+            c = count.setdefault(lk, [0, 0])
+            c[0] += int(is_bad)
+            c[1] += 1
+    full = [lk for lk, (b, n) in count.items() if b == n == nbad and lk in job_links]
+    return full[0] if len(full) == 1 else None
+
+
 def localise(probes: pd.DataFrame, alarm_ps: int, period_ps: float, job_links: set | None = None,
              prior: set = frozenset()) -> Verdict | None:
     """The link the probes blame at ``alarm_ps``, or None when no probed
