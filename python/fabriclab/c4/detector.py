@@ -35,6 +35,9 @@ Thresholds are relative to the job's own rhythm (docs/c4.md):
   (sender's first post - receiver's first post). A rank is a straggler
   when its lateness exceeds max(LATE_MIN x period, SIGMAS x robust spread
   of all lateness seen) in two consecutive ops, or STRONG_LATE x period once.
+- With a prober (C4D + probes): communication slow on the link the probes
+  blame when every connection through it ran slower than its healthy
+  median, in two consecutive ops (:meth:`Master._probed_slow`).
 """
 
 from __future__ import annotations
