@@ -228,3 +228,20 @@ def test_one_lost_probe_does_not_overrule_the_telemetry_and_a_tie_names_nothing(
     # telemetry's answer.
     down = results(through("h4-leaf1"), lost=True)
     assert localise(down, ALARM, PERIOD_JOB, prior={"h5-leaf1"}).link == "h4-leaf1"
+
+
+def test_slower_probes_are_not_blamed_on_a_link_that_also_has_good_ones():
+    # leaf1-spine0 at a lower rate slows both its probes (h1 -> h5 and
+    # h5 -> h8 through spine0); a third probe, h4 -> h5 inside leaf1, queues
+    # behind the job's traffic. h5-leaf1 lies on all three slower paths but
+    # also on three good ones (h5 -> h6 and both through spine1): a lower
+    # rate would have slowed those too, so it is not the answer; no link with
+    # only slower probes explains all three, and the telemetry's link stands.
+    slower = through("leaf1-spine0") + ["h4 > leaf1 > h5"]
+    assert len(slower) == 3
+    r = results(slower, slower=1.2)
+    assert localise(r, ALARM, PERIOD_JOB) is None
+    a = Alarm(ALARM, "comm_slow", "link", "leaf1-spine0", 7, period_ps=PERIOD_JOB)
+    assert with_probes(a, r, VIEW).component == "leaf1-spine0"
+    # Without the queued probe, leaf1-spine0's two slower probes name it.
+    assert localise(results(through("leaf1-spine0"), slower=1.2), ALARM, PERIOD_JOB).link == "leaf1-spine0"

@@ -35,6 +35,9 @@ Thresholds are relative to the job's own rhythm (docs/c4.md):
   (sender's first post - receiver's first post). A rank is a straggler
   when its lateness exceeds max(LATE_MIN x period, SIGMAS x robust spread
   of all lateness seen) in two consecutive ops, or STRONG_LATE x period once.
+- With a prober (C4D + probes): communication slow on the link the probes
+  blame when every connection through it ran slower than its healthy
+  median, in two consecutive ops (:meth:`Master._probed_slow`).
 """
 
 from __future__ import annotations
@@ -121,8 +124,14 @@ def _robust_sd(x) -> float:
 class Master:
     """Feed ops in order with :meth:`op`; then :meth:`finish` at the run's end."""
 
-    def __init__(self, view: JobView):
+    def __init__(self, view: JobView, prober=None):
         self.v = view
+        # prober(time_ps, period_ps) -> the link the probes blame by then, or
+        # None (C4P's path probing beside C4D; None: the telemetry alone).
+        self.prober = prober
+        self.probe_hist: list = []  # per op: the probes' link, when the job's connections through it slowed
+        self.op_ratio: dict = {}  # the last op's delay matrix: connection -> log ratio to its history
+        self.op_paths: dict = {}  # connection -> its links, now and while healthy
         self.alarms: list[Alarm] = []
         self.ends: list[int] = []  # completion times of healthy ops
         self.conn_hist: dict = {}  # (s, d) -> list of time per byte (healthy ops)
@@ -168,6 +177,8 @@ class Master:
             self._noncomm_slow(op_id, self._lateness(send, recv), end)
             self._vanished(op_id, counts, end)
             self._comm_slow(op_id, send, end)
+            if self.prober is not None:
+                self._probed_slow(op_id, end)
         else:
             self._learn_conn(self._channels(op_id, send), set())
             self._learn_late(self._lateness(send, recv), set())
@@ -265,6 +276,7 @@ class Master:
                 high.add(k)
                 if lr > np.log(STRONG):
                     strong.add(k)
+        self.op_ratio, self.op_paths = ratio, paths
         suspects = self._suspect_links(high, paths)
         self.prev_links = (self.prev_links + [suspects])[-PERSIST:]
         self.full_links = (self.full_links + [self._full_links(high, paths)])[-2:]
@@ -296,6 +308,22 @@ class Master:
                 / max(1, sum(b[lk][1] for b in self.bias_hist if lk in b)) for lk in links}
         kind, comp, pattern = self._locate(pats, links, ratio, paths, bias)
         self.alarm(Alarm(end, "comm_slow", kind, comp, op_id, pattern, sorted(slow)))
+
+    def _probed_slow(self, op_id, end):
+        """Communication slow raised by the probes (C4P, section 3.2, beside
+        C4D): the probes blame one link (every probe through it bad and it on
+        every bad probe, :func:`c4.probes.blame`) and every connection of the
+        job through it ran slower than its own healthy median in the op (the
+        link slows the job, if below the delay matrix's threshold); both in
+        two consecutive ops. By chance, each connection is above its median
+        half the time: all n of them in two ops, 4^-n, on top of the probes'
+        evidence, which no fault-free op of the development runs showed."""
+        link = self.prober(end, self.period)
+        through = [lr for k, lr in self.op_ratio.items() if link in self.op_paths.get(k, ())]
+        ok = link if through and min(through) > 0 else None
+        self.probe_hist = (self.probe_hist + [ok])[-2:]
+        if len(self.probe_hist) == 2 and ok is not None and self.probe_hist[0] == ok:
+            self.alarm(Alarm(end, "comm_slow", "link", ok, op_id, "probes", []))
 
     @staticmethod
     def _suspect_links(high, paths) -> set:
@@ -492,10 +520,11 @@ class Master:
         return int(rows.groupby("rank")[cols].max().max(axis=1).idxmin())
 
 
-def diagnose(ccl: pd.DataFrame, view: JobView, run_end_ps: int) -> Alarm | None:
+def diagnose(ccl: pd.DataFrame, view: JobView, run_end_ps: int, prober=None) -> Alarm | None:
     """Feeds the job's ops to a master in the order of their first event and
-    returns its first alarm (C4D stops the job at its first diagnosis)."""
-    m = Master(view)
+    returns its first alarm (C4D stops the job at its first diagnosis);
+    ``prober`` as for :class:`Master`."""
+    m = Master(view, prober)
     for op_id, rows in sorted(ccl.groupby("op_id"), key=lambda kv: kv[1]["post_mono_ns"].min()):
         if m.stuck is not None:
             break

@@ -42,7 +42,10 @@ retransmission timeout under way: ``LOST_PS`` is shorter than the RTO).
 When no link lies on every bad path, or two share the largest share, the
 probes name nothing. A lossy link need not stall every probe through it (a 0.5 %
 loss stalls a probe of three frames and their acknowledgements about one
-time in thirty), so a bad share below one is allowed. Lost probes are
+time in thirty), so a bad share below one is allowed for lost and stalled
+probes; a lower rate slows every probe through the link, so for slower
+probes alone only links whose every probe is slower are candidates (a link
+on a good path is good). Lost probes are
 read first, then stalled ones, and slower ones only when none was lost or
 stalled: a path can queue behind traffic that the fault moved onto it (a dead link's
 flows rerouted over its twin), but only a faulty link loses probes.
@@ -139,6 +142,30 @@ def path_states(probes: pd.DataFrame, alarm_ps: int, period_ps: float) -> pd.Dat
     return g
 
 
+def blame(probes: pd.DataFrame, time_ps: int, period_ps: float, job_links: set) -> str | None:
+    """The link the probes alone blame at ``time_ps``: of the links the job
+    crossed, the only one whose every probed path is bad and that lies on
+    every bad path (lost probes read first, then stalled ones, then slower
+    ones, as in :func:`localise`); None when no link or several do."""
+    if probes.empty or not period_ps:
+        return None
+    g = path_states(probes, time_ps, period_ps)
+    g = g[[any(lk in job_links for lk in path_links(p)) for p in g.index]]
+    lost = g["lost"] > 0
+    bad = lost if lost.any() else g["hard"] if g["hard"].any() else g["bad"]
+    nbad = int(bad.sum())
+    if nbad == 0:
+        return None
+    count: dict = {}
+    for path, is_bad in zip(g.index, bad):
+        for lk in path_links(path):
+            c = count.setdefault(lk, [0, 0])
+            c[0] += int(is_bad)
+            c[1] += 1
+    full = [lk for lk, (b, n) in count.items() if b == n == nbad and lk in job_links]
+    return full[0] if len(full) == 1 else None
+
+
 def localise(probes: pd.DataFrame, alarm_ps: int, period_ps: float, job_links: set | None = None,
              prior: set = frozenset()) -> Verdict | None:
     """The link the probes blame at ``alarm_ps``, or None when no probed
@@ -158,7 +185,8 @@ def localise(probes: pd.DataFrame, alarm_ps: int, period_ps: float, job_links: s
     # while it is down (the rounds go out together), so for lost probes the
     # most specific link is named whatever the telemetry said.
     lost = g["lost"] > 0
-    bad = lost if lost.any() else g["hard"] if g["hard"].any() else g["bad"]
+    hard = lost.any() or g["hard"].any()
+    bad = lost if lost.any() else g["hard"] if hard else g["bad"]
     nbad = int(bad.sum())
     if nbad == 0:
         return None
@@ -169,8 +197,13 @@ def localise(probes: pd.DataFrame, alarm_ps: int, period_ps: float, job_links: s
             c[0] += int(is_bad)
             c[1] += 1
     # The links that explain every bad probe.
+    # Slower probes alone: a link's lower rate slows every probe through it
+    # (its fastest probe is serialisation and propagation), so a link on a
+    # good path is good (Duffield's rule) and only links whose every probe is
+    # slower can explain them; lost and stalled probes may come from a lossy
+    # link that stalls a random few of its probes.
     full = [Verdict(lk, b, n) for lk, (b, n) in count.items()
-            if b == nbad and (job_links is None or lk in job_links)]
+            if b == nbad and (job_links is None or lk in job_links) and (hard or b == n)]
     if not full:
         return None
     # A link that lost every probe through it is down, whatever the telemetry

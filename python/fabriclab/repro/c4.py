@@ -17,7 +17,7 @@ from ..c4.baselines import outlier, watchdog
 from ..c4.detector import Alarm, JobView, diagnose, job_view
 from ..c4.faults import SYNDROME, link_name
 from ..c4.probes import APP as PROBE_APP
-from ..c4.probes import localise, probe_flows, probe_load
+from ..c4.probes import blame, localise, probe_flows, probe_load
 from . import map_runs
 
 HOSTS_PER_LEAF, SPINES, RATE = 4, 2, 10_000_000_000
@@ -172,12 +172,14 @@ def evaluate(s: dict, label: dict, sim: dict) -> dict:
     view = job_view("train", [f"h{h}" for h in label["hosts"]], msgs)
     stop = s["stop_ps"]
     c4 = diagnose(ccl, view, stop)
-    c4p = with_probes(c4, sim["probes"], view)
+    c4p = with_probes(diagnose(ccl, view, stop, prober(sim["probes"], view)), sim["probes"], view)
     wd = watchdog(ccl, stop)
     ol = outlier(jobs, "train")
     it = jobs[jobs.iteration >= 1].iteration_time_ps.median()
     ends = jobs[jobs.job == "train"].groupby("iteration").end_ps.max()
-    out = dict(label, hosts=None, effective=sim["effective"], iteration_ps=float(it), wall_s=sim["wall_s"],
+    effective = sim["effective"] and (label["at_ps"] is None
+                                      or not finished_by(jobs, label["at_ps"], s["jobs"][0]["iterations"]))
+    out = dict(label, hosts=None, effective=effective, iteration_ps=float(it), wall_s=sim["wall_s"],
                probe_load=probe_load(s["flows"], PROBE_PERIOD_PS, RATE))
     for name, a in (("c4d", c4), ("c4d_probes", c4p), ("watchdog", wd), ("outlier", ol)):
         out[f"{name}_time_ps"] = None if a is None else a.time_ps
@@ -192,6 +194,23 @@ def evaluate(s: dict, label: dict, sim: dict) -> dict:
         out[f"{name}_correct"] = bool(ok_time and _syndrome_ok(a.syndrome, label["expected"])
                                       and matches(label["component"], a.component))
     return out
+
+
+def prober(probes: pd.DataFrame, view: JobView):
+    """The probes' verdict for the C4D master (C4D + probes): the link
+    :func:`blame` names among the links the job's messages crossed."""
+    job_links = {lk for links in view.paths.values() for lk in links}
+    return lambda t, period: blame(probes, t, period, job_links)
+
+
+def finished_by(jobs: pd.DataFrame, at_ps: int, iterations: int, job: str = "train") -> bool:
+    """Whether the job had run all its ``iterations`` by ``at_ps``: a fault
+    that begins after that cannot change it (nothing of it runs any more), so
+    it is not observable, whatever its kind. (A job a fault halted ends
+    early, before the fault's time: it did not finish.)"""
+    j = jobs[jobs.job == job]
+    last = j[j.iteration == iterations - 1]
+    return bool(len(last) and last.end_ps.max() <= at_ps)
 
 
 def with_probes(a: Alarm | None, probes: pd.DataFrame, view: JobView) -> Alarm | None:

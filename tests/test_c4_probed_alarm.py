@@ -1,0 +1,84 @@
+"""C4D + probes raising an alarm (detector.Master._probed_slow, probes.blame):
+the probes blame one link and every connection of the job through it ran
+slower than its healthy median, in two consecutive ops. Hand-built rings and
+probe results (test_c4_faults.hand_ring, test_c4_probes.results) whose
+answers follow from their construction."""
+
+from fabriclab.c4.detector import RATE_MIN, diagnose
+from fabriclab.c4.probes import blame
+from test_c4_faults import STEPS, hand_ring
+from test_c4_probes import ALARM, PERIOD_JOB, PATHS, results, through
+
+OP_PS = 10_000_000_000  # hand_ring: op k starts at k x 10 ms
+
+
+def prober_from(link, first_op, last_op=10**9):
+    """The probes blame ``link`` at the ends of ops first_op..last_op."""
+    return lambda t, period: link if first_op * OP_PS <= t < (last_op + 1) * OP_PS else None
+
+
+def test_probes_and_a_job_slowdown_below_the_matrix_threshold_raise_an_alarm():
+    # h3's link 1.1x slower from op 8: h3's two connections each send four
+    # messages 100 us apart, the last one 110 us: busy 410 us against 400,
+    # ratio 1.025, below RATE_MIN (1.3): C4D alone raises nothing.
+    assert 410 / 400 < RATE_MIN
+    ccl, view = hand_ring(12, slow_from=8, factor=1.1)
+    assert diagnose(ccl, view, 10**15) is None
+    # The probes blame h3-leaf1 from op 8 on; both connections through it
+    # (h2 -> h3, h3 -> h0) are above their median (ratio 1.025 > 1) in ops 8
+    # and 9: the alarm comes at op 9's last completion, 410 us after it began.
+    a = diagnose(ccl, view, 10**15, prober_from("h3-leaf1", 8))
+    assert (a.syndrome, a.component_kind, a.component, a.op) == ("comm_slow", "link", "h3-leaf1", 9)
+    assert a.time_ps == (9 * OP_PS // 1000 + STEPS * 100_000 + 10_000) * 1000
+
+
+def test_probes_alone_without_a_job_slowdown_raise_nothing():
+    # The same probes, but the job's connections run as before (ratio 1,
+    # not above the median): the link does not slow the job.
+    ccl, view = hand_ring(12)
+    assert diagnose(ccl, view, 10**15, prober_from("h3-leaf1", 8)) is None
+
+
+def test_probes_in_one_op_only_raise_nothing():
+    ccl, view = hand_ring(12, slow_from=8, factor=1.1)
+    assert diagnose(ccl, view, 10**15, prober_from("h3-leaf1", 8, 8)) is None
+    # Two ops, but the second blames another link: nothing either.
+    two = lambda t, period: {8: "h3-leaf1", 9: "h2-leaf1"}.get(t // OP_PS)
+    assert diagnose(ccl, view, 10**15, two) is None
+
+
+def test_blame_names_the_one_link_whose_every_probe_is_bad_and_that_explains_them_all():
+    everything = set()
+    for p in PATHS:
+        nodes = p.split(" > ")
+        everything |= {"-".join(sorted(ab)) for ab in zip(nodes, nodes[1:])}
+    # h6-leaf1 at a lower rate: its two probes (h5 -> h6, h6 -> h4) slower.
+    assert blame(results(through("h6-leaf1"), slower=1.2), ALARM, PERIOD_JOB, everything) == "h6-leaf1"
+    # h5-leaf1 down: all six of its probes lost.
+    assert blame(results(through("h5-leaf1"), lost=True), ALARM, PERIOD_JOB, everything) == "h5-leaf1"
+    # A probe queued elsewhere too (h1 -> h2 inside leaf0): h6-leaf1 no
+    # longer explains every bad probe, and nothing is blamed.
+    r = results(through("h6-leaf1") + ["h1 > leaf0 > h2"], slower=1.2)
+    assert blame(r, ALARM, PERIOD_JOB, everything) is None
+    # leaf1-spine0's two probes stalled: h5-leaf1 lies on both but has four
+    # good ones, so leaf1-spine0 alone is blamed.
+    r = results(through("leaf1-spine0"), stall=True, until=47 * 10**9)
+    assert blame(r, ALARM, PERIOD_JOB, everything) == "leaf1-spine0"
+    # Only the job's links can be blamed.
+    assert blame(results(through("h6-leaf1"), slower=1.2), ALARM, PERIOD_JOB, everything - {"h6-leaf1"}) is None
+    assert blame(results(), ALARM, PERIOD_JOB, everything) is None
+
+
+def test_a_fault_after_the_jobs_last_iteration_is_not_observable():
+    import pandas as pd
+
+    from fabriclab.repro.c4 import finished_by
+
+    # Two workers, two iterations; the last one ends at 20 ms (worker 1).
+    jobs = pd.DataFrame({"job": ["train"] * 4, "worker": [0, 1, 0, 1], "iteration": [0, 0, 1, 1],
+                         "end_ps": [10, 10, 19, 20]}).assign(end_ps=lambda d: d.end_ps * 10**9)
+    assert not finished_by(jobs, 15 * 10**9, 2) and not finished_by(jobs, 20 * 10**9 - 1, 2)
+    assert finished_by(jobs, 20 * 10**9, 2) and finished_by(jobs, 25 * 10**9, 2)
+    # A job of three iterations halted after its second by a crash at 22 ms
+    # did not finish: the crash is observable.
+    assert not finished_by(jobs, 22 * 10**9, 3)
