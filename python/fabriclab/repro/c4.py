@@ -30,7 +30,11 @@ MS = 10**9
 PROBE_PERIOD_PS = 2 * MS
 
 
-SEED_BASE = 1000
+SEED_BASE = 1000  # the anchor of the simulation seeds, and --quick's range
+# The full benchmark's default range: the blind held-out 200, run once after the
+# fourth pass's rules were frozen (docs/reproductions.md). 1000-1199, held out
+# before, shaped a rule of the third pass's review, so it is no longer blind.
+HELD_OUT_BASE = 3000
 
 
 def leaf_spine_job(name: str, seed: int, leaves: int, hosts: list[int], compute_ps: int, iterations: int,
@@ -289,7 +293,10 @@ def score(df: pd.DataFrame, det: str) -> pd.DataFrame:
 
 
 def run(out_dir: Path, quick: bool = False, scenarios: int | None = None, workers: int = 2,
-        seed_base: int = SEED_BASE) -> dict:
+        seed_base: int | None = None) -> dict:
+    """The diagnosis benchmark; ``seed_base`` None: SEED_BASE with ``quick``, else HELD_OUT_BASE."""
+    if seed_base is None:
+        seed_base = SEED_BASE if quick else HELD_OUT_BASE
     out_dir.mkdir(parents=True, exist_ok=True)
     count = scenarios or (10 if quick else 200)
     t0 = time.perf_counter()
