@@ -77,8 +77,31 @@ def test_a_fault_after_the_jobs_last_iteration_is_not_observable():
     # Two workers, two iterations; the last one ends at 20 ms (worker 1).
     jobs = pd.DataFrame({"job": ["train"] * 4, "worker": [0, 1, 0, 1], "iteration": [0, 0, 1, 1],
                          "end_ps": [10, 10, 19, 20]}).assign(end_ps=lambda d: d.end_ps * 10**9)
-    assert not finished_by(jobs, 15 * 10**9, 2) and not finished_by(jobs, 20 * 10**9 - 1, 2)
-    assert finished_by(jobs, 20 * 10**9, 2) and finished_by(jobs, 25 * 10**9, 2)
+    assert not finished_by(jobs, 15 * 10**9, 2, 2) and not finished_by(jobs, 20 * 10**9 - 1, 2, 2)
+    assert finished_by(jobs, 20 * 10**9, 2, 2) and finished_by(jobs, 25 * 10**9, 2, 2)
     # A job of three iterations halted after its second by a crash at 22 ms
     # did not finish: the crash is observable.
-    assert not finished_by(jobs, 22 * 10**9, 3)
+    assert not finished_by(jobs, 22 * 10**9, 3, 2)
+    # Worker 1 crashed before ending its last iteration (no end, or no row):
+    # the others' ends are all before the fault, but the job did not finish.
+    halted = jobs.assign(end_ps=[10 * 10**9, 10 * 10**9, 19 * 10**9, None])
+    assert not finished_by(halted, 25 * 10**9, 2, 2)
+    assert not finished_by(jobs.iloc[:3], 25 * 10**9, 2, 2)
+
+
+def test_a_fault_after_the_end_makes_a_fault_free_run():
+    """Its alarm is a false one: precision 1 right / 2 alarms; the false-alarm rate 1 of 2 such runs."""
+    import pandas as pd
+
+    from fabriclab.repro.c4 import score
+
+    cols = ["time_ps", "correct", "detected", "latency_iterations"]
+    row = lambda kind, eff, after, alarm, ok: {  # noqa: E731
+        "kind": kind, "effective": eff, "after_end": after, "at_ps": 0 if kind != "none" else None,
+        **dict(zip((f"c4d_{c}" for c in cols), (5 if alarm else None, ok, ok, 1 if ok else None)))}
+    df = pd.DataFrame([row("crash", True, False, True, True), row("crash", False, True, True, False),
+                       row("none", True, False, False, False)])
+    t = score(df, "c4d").set_index("kind")
+    assert t.loc["overall", "alarms"] == 2 and t.loc["overall", "precision"] == 0.5
+    assert t.loc["overall", "recall"] == 1.0 and t.loc["overall", "runs"] == 1
+    assert t.loc["fault-free (false-alarm rate)", "runs"] == 2 and t.loc["fault-free (false-alarm rate)", "f1"] == 0.5

@@ -313,9 +313,12 @@ class Master:
         """Communication slow raised by the probes (C4P, section 3.2, beside
         C4D): the probes blame one link (every probe through it bad and it on
         every bad probe, :func:`c4.probes.blame`) and every connection of the
-        job through it ran slower than its own healthy median in the op (the
+        job through it ran slower than its own recent median in the op (the
         link slows the job, if below the delay matrix's threshold); both in
-        two consecutive ops. By chance, each connection is above its median
+        two consecutive ops. The median is of the connection's last HISTORY
+        ops not flagged high, so a slowdown below the threshold enters it:
+        after about HISTORY / 2 slowed ops it is the slowed rate and this
+        rule can no longer fire; it must fire in the first few ops. By chance, each connection is above its median
         half the time: all n of them in two ops, 4^-n, on top of the probes'
         evidence, which no fault-free op of the development runs showed."""
         link = self.prober(end, self.period)

@@ -181,9 +181,11 @@ def evaluate(s: dict, label: dict, sim: dict) -> dict:
     ol = outlier(jobs, "train")
     it = jobs[jobs.iteration >= 1].iteration_time_ps.median()
     ends = jobs[jobs.job == "train"].groupby("iteration").end_ps.max()
-    effective = sim["effective"] and (label["at_ps"] is None
-                                      or not finished_by(jobs, label["at_ps"], s["jobs"][0]["iterations"]))
-    out = dict(label, hosts=None, effective=effective, iteration_ps=float(it), wall_s=sim["wall_s"],
+    after_end = label["at_ps"] is not None and finished_by(jobs, label["at_ps"], s["jobs"][0]["iterations"],
+                                                           len(s["jobs"][0]["workers"]))
+    effective = sim["effective"] and not after_end
+    out = dict(label, hosts=None, effective=effective, after_end=after_end, iteration_ps=float(it),
+               wall_s=sim["wall_s"],
                probe_load=probe_load(s["flows"], PROBE_PERIOD_PS, RATE))
     for name, a in (("c4d", c4), ("c4d_probes", c4p), ("watchdog", wd), ("outlier", ol)):
         out[f"{name}_time_ps"] = None if a is None else a.time_ps
@@ -207,14 +209,16 @@ def prober(probes: pd.DataFrame, view: JobView):
     return lambda t, period: blame(probes, t, period, job_links)
 
 
-def finished_by(jobs: pd.DataFrame, at_ps: int, iterations: int, job: str = "train") -> bool:
-    """Whether the job had run all its ``iterations`` by ``at_ps``: a fault
-    that begins after that cannot change it (nothing of it runs any more), so
-    it is not observable, whatever its kind. (A job a fault halted ends
-    early, before the fault's time: it did not finish.)"""
+def finished_by(jobs: pd.DataFrame, at_ps: int, iterations: int, workers: int, job: str = "train") -> bool:
+    """Whether every one of the job's ``workers`` had run all its
+    ``iterations`` by ``at_ps``: a fault that begins after that cannot change
+    the job (nothing of it runs any more), so it is not observable, whatever
+    its kind, and the run is fault-free to every detector. (A job a fault
+    halted did not finish: some worker has no end, or no row, for its last
+    iteration.)"""
     j = jobs[jobs.job == job]
     last = j[j.iteration == iterations - 1]
-    return bool(len(last) and last.end_ps.max() <= at_ps)
+    return bool(last.worker.nunique() == workers and last.end_ps.notna().all() and last.end_ps.max() <= at_ps)
 
 
 def with_probes(a: Alarm | None, probes: pd.DataFrame, view: JobView) -> Alarm | None:
@@ -267,14 +271,17 @@ def _syndrome_ok(got: str, expected: str) -> bool:
 
 
 def score(df: pd.DataFrame, det: str) -> pd.DataFrame:
-    """Precision, recall, F1 per fault kind and overall; latency; false alarms."""
+    """Precision, recall, F1 per fault kind and overall; latency; false alarms.
+    A run whose fault began after its job had finished is fault-free to every
+    detector: its alarms are false ones."""
     rows = []
     faulty = df[(df.kind != "none") & df.effective]
+    free = df[(df.kind == "none") | df.after_end]
     for kind, g in list(faulty.groupby("kind")) + [("overall", faulty)]:
         alarms = g[f"{det}_time_ps"].notna().sum()
         correct = g[f"{det}_correct"].sum()
         if kind == "overall":
-            alarms += df[(df.kind == "none")][f"{det}_time_ps"].notna().sum()
+            alarms += free[f"{det}_time_ps"].notna().sum()
         p = correct / alarms if alarms else float("nan")
         r = correct / len(g) if len(g) else float("nan")
         f1 = 2 * p * r / (p + r) if p + r > 0 else float("nan")
@@ -284,7 +291,6 @@ def score(df: pd.DataFrame, det: str) -> pd.DataFrame:
                      "precision": p, "recall": r, "f1": f1,
                      "latency_iterations_median": lat_it.median(), "latency_iterations_max": lat_it.max(),
                      "latency_s_median": lat.median() / 1e12, "latency_s_max": lat.max() / 1e12})
-    free = df[df.kind == "none"]
     rows.append({"detector": det, "kind": "fault-free (false-alarm rate)", "runs": len(free),
                  "alarms": int(free[f"{det}_time_ps"].notna().sum()),
                  "precision": float("nan"), "recall": float("nan"),
