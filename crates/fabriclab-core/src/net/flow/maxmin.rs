@@ -112,7 +112,11 @@ pub struct MaxMin {
     pub scan_ports: usize,
     /// Keyed calls with fewer flows than this are water-filled whole.
     pub replay_flows: usize,
+    /// Scanning: the ports in use, their shares (in step), and each one's
+    /// place in them.
     live: Vec<u32>,
+    live_share: Vec<f64>,
+    place: Vec<u32>,
     residual: Vec<f64>,
     count: Vec<u32>,
     frozen: Vec<bool>,
@@ -184,6 +188,8 @@ impl Default for MaxMin {
             scan_ports: SCAN_PORTS,
             replay_flows: REPLAY_FLOWS,
             live: Vec::new(),
+            live_share: Vec::new(),
+            place: Vec::new(),
             residual: Vec::new(),
             count: Vec::new(),
             frozen: Vec::new(),
@@ -329,6 +335,8 @@ impl MaxMin {
             scan_ports,
             replay_flows: _,
             live,
+            live_share,
+            place,
             residual,
             count,
             frozen,
@@ -361,6 +369,7 @@ impl MaxMin {
         start.resize(np, 0);
         fill.resize(np, 0);
         latest.resize(np, 0.0);
+        place.resize(np, 0);
         is_dirty.clear();
         is_dirty.resize(np, false);
         dirty.clear();
@@ -466,12 +475,16 @@ impl MaxMin {
             }
             let scan = touched.len() <= *scan_ports;
             live.clear();
+            live_share.clear();
             let mut heap_keys = std::mem::take(heap_buf);
             heap_keys.clear();
             if scan {
-                live.extend(touched.iter().copied().filter(|&p| count[p as usize] > 0));
-                for &p in live.iter() {
-                    latest[p as usize] = share_of(residual, count, p as usize);
+                for &p in touched.iter() {
+                    if count[p as usize] > 0 {
+                        place[p as usize] = live.len() as u32;
+                        live.push(p);
+                        live_share.push(share_of(residual, count, p as usize));
+                    }
                 }
             } else {
                 heap_keys.extend(
@@ -532,10 +545,8 @@ impl MaxMin {
                 let mut share = f64::INFINITY;
                 if scan {
                     if !low_known {
-                        live.retain(|&p| count[p as usize] > 0);
                         low = (f64::INFINITY, usize::MAX);
-                        for &p in live.iter() {
-                            let k = latest[p as usize];
+                        for (&k, &p) in live_share.iter().zip(live.iter()) {
                             if k.total_cmp(&low.0).is_lt() {
                                 low = (k, p as usize);
                             }
@@ -563,25 +574,17 @@ impl MaxMin {
                 // Every port saturated at this share, then the flows crossing them.
                 saturated.clear();
                 if scan && low.0 <= share + tol {
-                    // One pass: the saturated ports leave the ports in use
-                    // (every flow crossing them freezes), the smallest share
-                    // of the others is kept.
+                    // One pass over the shares: the saturated ports (every
+                    // flow crossing them freezes, so they leave the ports in
+                    // use below), and the smallest share of the others.
                     low = (f64::INFINITY, usize::MAX);
-                    let (count, latest): (&[u32], &[f64]) = (count, latest);
-                    live.retain(|&p| {
-                        let k = latest[p as usize];
-                        if count[p as usize] == 0 {
-                            false
-                        } else if k <= share + tol {
+                    for (&k, &p) in live_share.iter().zip(live.iter()) {
+                        if k <= share + tol {
                             saturated.push(p);
-                            false
-                        } else {
-                            if k.total_cmp(&low.0).is_lt() {
-                                low = (k, p as usize);
-                            }
-                            true
+                        } else if k.total_cmp(&low.0).is_lt() {
+                            low = (k, p as usize);
                         }
-                    });
+                    }
                 }
                 while let Some(top) = settle_top(&mut heap, latest, residual, count) {
                     let Some(k) = top else { continue };
@@ -629,7 +632,10 @@ impl MaxMin {
                         }
                     }
                 }
-                // Scanning: the shares of the ports left now. Heaped:
+                // Scanning: the shares of the ports left now, a port no
+                // flow crosses any more out of the ports in use (its place
+                // taken by the last one: the order of the ports in use
+                // changes no round's share nor its saturated ports). Heaped:
                 // rounding could lower a share: push such a port at once.
                 for &p in dirty.iter() {
                     let p = p as usize;
@@ -637,10 +643,17 @@ impl MaxMin {
                     if scan && p == low.1 {
                         low_known = false; // the smallest share moved: a full scan
                     }
-                    if count[p] > 0 {
+                    if scan && count[p] == 0 {
+                        let at = place[p] as usize;
+                        live.swap_remove(at);
+                        live_share.swap_remove(at);
+                        if let Some(&q) = live.get(at) {
+                            place[q as usize] = at as u32;
+                        }
+                    } else if count[p] > 0 {
                         let now = share_of(residual, count, p);
                         if scan {
-                            latest[p] = now;
+                            live_share[place[p] as usize] = now;
                             if now.total_cmp(&low.0).is_lt() {
                                 low = (now, p);
                             }
