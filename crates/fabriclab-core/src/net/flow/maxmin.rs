@@ -104,6 +104,14 @@ pub const SCAN_PORTS: usize = 256;
 /// a call on the default star, 20 on the 30 % leaf-spine, 58 at 60 %).
 pub const REPLAY_FLOWS: usize = 16;
 
+/// `a.total_cmp(&b).is_lt()` for shares (never NaN), one comparison in the
+/// common case: numerically below, or equal with the sign bit set where `b`'s
+/// is not (−0 before +0, as `total_cmp` orders them).
+#[inline]
+fn below(a: f64, b: f64) -> bool {
+    a < b || (a == b && a.to_bits() > b.to_bits())
+}
+
 /// [`max_min_rates`] with its working buffers kept between calls (a
 /// backend reallocates thousands of times over the same ports): the same
 /// rounds in the same order, so the same rates to the bit.
@@ -547,7 +555,7 @@ impl MaxMin {
                     if !low_known {
                         low = (f64::INFINITY, usize::MAX);
                         for (&k, &p) in live_share.iter().zip(live.iter()) {
-                            if k.total_cmp(&low.0).is_lt() {
+                            if below(k, low.0) {
                                 low = (k, p as usize);
                             }
                         }
@@ -581,7 +589,7 @@ impl MaxMin {
                     for (&k, &p) in live_share.iter().zip(live.iter()) {
                         if k <= share + tol {
                             saturated.push(p);
-                        } else if k.total_cmp(&low.0).is_lt() {
+                        } else if below(k, low.0) {
                             low = (k, p as usize);
                         }
                     }
@@ -654,7 +662,7 @@ impl MaxMin {
                         let now = share_of(residual, count, p);
                         if scan {
                             live_share[place[p] as usize] = now;
-                            if now.total_cmp(&low.0).is_lt() {
+                            if below(now, low.0) {
                                 low = (now, p);
                             }
                         } else if now < latest[p] {
