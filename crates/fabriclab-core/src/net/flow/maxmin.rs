@@ -104,14 +104,6 @@ pub const SCAN_PORTS: usize = 256;
 /// a call on the default star, 20 on the 30 % leaf-spine, 58 at 60 %).
 pub const REPLAY_FLOWS: usize = 16;
 
-/// `a.total_cmp(&b).is_lt()` for shares (never NaN), one comparison in the
-/// common case: numerically below, or equal with the sign bit set where `b`'s
-/// is not (−0 before +0, as `total_cmp` orders them).
-#[inline]
-fn below(a: f64, b: f64) -> bool {
-    a < b || (a == b && a.to_bits() > b.to_bits())
-}
-
 /// [`max_min_rates`] with its working buffers kept between calls (a
 /// backend reallocates thousands of times over the same ports): the same
 /// rounds in the same order, so the same rates to the bit.
@@ -120,11 +112,7 @@ pub struct MaxMin {
     pub scan_ports: usize,
     /// Keyed calls with fewer flows than this are water-filled whole.
     pub replay_flows: usize,
-    /// Scanning: the ports in use, their shares (in step), and each one's
-    /// place in them.
     live: Vec<u32>,
-    live_share: Vec<f64>,
-    place: Vec<u32>,
     residual: Vec<f64>,
     count: Vec<u32>,
     frozen: Vec<bool>,
@@ -196,8 +184,6 @@ impl Default for MaxMin {
             scan_ports: SCAN_PORTS,
             replay_flows: REPLAY_FLOWS,
             live: Vec::new(),
-            live_share: Vec::new(),
-            place: Vec::new(),
             residual: Vec::new(),
             count: Vec::new(),
             frozen: Vec::new(),
@@ -343,8 +329,6 @@ impl MaxMin {
             scan_ports,
             replay_flows: _,
             live,
-            live_share,
-            place,
             residual,
             count,
             frozen,
@@ -377,7 +361,6 @@ impl MaxMin {
         start.resize(np, 0);
         fill.resize(np, 0);
         latest.resize(np, 0.0);
-        place.resize(np, 0);
         is_dirty.clear();
         is_dirty.resize(np, false);
         dirty.clear();
@@ -483,16 +466,12 @@ impl MaxMin {
             }
             let scan = touched.len() <= *scan_ports;
             live.clear();
-            live_share.clear();
             let mut heap_keys = std::mem::take(heap_buf);
             heap_keys.clear();
             if scan {
-                for &p in touched.iter() {
-                    if count[p as usize] > 0 {
-                        place[p as usize] = live.len() as u32;
-                        live.push(p);
-                        live_share.push(share_of(residual, count, p as usize));
-                    }
+                live.extend(touched.iter().copied().filter(|&p| count[p as usize] > 0));
+                for &p in live.iter() {
+                    latest[p as usize] = share_of(residual, count, p as usize);
                 }
             } else {
                 heap_keys.extend(
@@ -553,9 +532,11 @@ impl MaxMin {
                 let mut share = f64::INFINITY;
                 if scan {
                     if !low_known {
+                        live.retain(|&p| count[p as usize] > 0);
                         low = (f64::INFINITY, usize::MAX);
-                        for (&k, &p) in live_share.iter().zip(live.iter()) {
-                            if below(k, low.0) {
+                        for &p in live.iter() {
+                            let k = latest[p as usize];
+                            if k.total_cmp(&low.0).is_lt() {
                                 low = (k, p as usize);
                             }
                         }
@@ -582,17 +563,25 @@ impl MaxMin {
                 // Every port saturated at this share, then the flows crossing them.
                 saturated.clear();
                 if scan && low.0 <= share + tol {
-                    // One pass over the shares: the saturated ports (every
-                    // flow crossing them freezes, so they leave the ports in
-                    // use below), and the smallest share of the others.
+                    // One pass: the saturated ports leave the ports in use
+                    // (every flow crossing them freezes), the smallest share
+                    // of the others is kept.
                     low = (f64::INFINITY, usize::MAX);
-                    for (&k, &p) in live_share.iter().zip(live.iter()) {
-                        if k <= share + tol {
+                    let (count, latest): (&[u32], &[f64]) = (count, latest);
+                    live.retain(|&p| {
+                        let k = latest[p as usize];
+                        if count[p as usize] == 0 {
+                            false
+                        } else if k <= share + tol {
                             saturated.push(p);
-                        } else if below(k, low.0) {
-                            low = (k, p as usize);
+                            false
+                        } else {
+                            if k.total_cmp(&low.0).is_lt() {
+                                low = (k, p as usize);
+                            }
+                            true
                         }
-                    }
+                    });
                 }
                 while let Some(top) = settle_top(&mut heap, latest, residual, count) {
                     let Some(k) = top else { continue };
@@ -640,10 +629,7 @@ impl MaxMin {
                         }
                     }
                 }
-                // Scanning: the shares of the ports left now, a port no
-                // flow crosses any more out of the ports in use (its place
-                // taken by the last one: the order of the ports in use
-                // changes no round's share nor its saturated ports). Heaped:
+                // Scanning: the shares of the ports left now. Heaped:
                 // rounding could lower a share: push such a port at once.
                 for &p in dirty.iter() {
                     let p = p as usize;
@@ -651,18 +637,11 @@ impl MaxMin {
                     if scan && p == low.1 {
                         low_known = false; // the smallest share moved: a full scan
                     }
-                    if scan && count[p] == 0 {
-                        let at = place[p] as usize;
-                        live.swap_remove(at);
-                        live_share.swap_remove(at);
-                        if let Some(&q) = live.get(at) {
-                            place[q as usize] = at as u32;
-                        }
-                    } else if count[p] > 0 {
+                    if count[p] > 0 {
                         let now = share_of(residual, count, p);
                         if scan {
-                            live_share[place[p] as usize] = now;
-                            if below(now, low.0) {
+                            latest[p] = now;
+                            if now.total_cmp(&low.0).is_lt() {
                                 low = (now, p);
                             }
                         } else if now < latest[p] {
