@@ -3,7 +3,8 @@
 //!
 //! Near events sit on a timing wheel (as in a calendar queue, or nexosim's
 //! and the Linux kernel's timer wheels): 64 buckets of 65.5 ns each, so the
-//! wheel reaches 4.19 us past the bucket of the last popped event; a u64
+//! wheel reaches 4.19 us past the cursor's bucket (the latest bucket of any
+//! entry popped so far, cancelled ones included); a u64
 //! marks the non-empty buckets. A bucket is one cache line of four 16-byte
 //! slots sorted by key, latest first; a slot's key packs the time's low 16
 //! bits above the sequence number, the bucket giving the rest of the time.
@@ -105,11 +106,12 @@ impl Position {
 
 /// A wheel bucket spans `2^WHEEL_SHIFT` ps (65.5 ns).
 const WHEEL_SHIFT: u32 = 16;
-/// Buckets on the wheel: it covers 64 x 65.5 ns = 4.19 us from the bucket
-/// of the last popped event (one u64 marks the non-empty ones).
+/// Buckets on the wheel: it covers 64 x 65.5 ns = 4.19 us from the
+/// cursor's bucket (one u64 marks the non-empty ones).
 const BUCKETS: usize = 64;
 /// Entries a bucket holds; more go to the heap. Four 16-byte slots fill
-/// one cache line.
+/// one cache line when the event is 8 bytes, as the engine's `PackedEv` is
+/// (a larger event makes the bucket span more lines).
 const SLOTS: usize = 4;
 /// A slot's key holds the time's low `WHEEL_SHIFT` bits above a sequence
 /// number below 2^48 (the bucket gives the rest of the time); an event
@@ -132,8 +134,9 @@ pub struct EventQueue<E> {
     lens: [u8; BUCKETS],
     /// Bit `b` set when bucket `b` holds an entry.
     bits: u64,
-    /// Absolute bucket number (`time_ps >> WHEEL_SHIFT`) of the last popped
-    /// event: every entry on the wheel has its bucket number in
+    /// Absolute bucket number (`time_ps >> WHEEL_SHIFT`): the latest bucket
+    /// of any entry popped so far, cancelled ones included; it never moves
+    /// back when a past event comes off the heap. Every entry on the wheel has its bucket number in
     /// `cursor..cursor + BUCKETS`, so scanning the buckets from `cursor`
     /// meets them in time order.
     cursor: u64,
