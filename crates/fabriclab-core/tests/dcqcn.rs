@@ -58,7 +58,7 @@ fn first_cnp_then_decrease_check_then_fast_recovery_and_increases() {
     close(rp.rate_bps(), (rate + LINE) / 2.0);
     // Alpha decayed at every tick since 120 us: 55 us apart up to 9102 us.
     let ticks = (9102 - 120) / 55;
-    close(rp.alpha(), a120 * (15.0f64 / 16.0).powi(ticks as i32));
+    close(rp.alpha(), a120 * (15.0f64 / 16.0).powi(ticks));
 }
 
 #[test]
@@ -72,7 +72,7 @@ fn a_cnp_during_recovery_clamps_the_target_to_the_current_rate() {
     rp.on_cnp(1700 * US);
     // Decrease grid: 4, 8, ... us; the first check after 1700 us is 1704 us.
     rp.advance(1704 * US);
-    let alpha = (15.0f64 / 16.0).powi((1704 / 55) as i32);
+    let alpha = (15.0f64 / 16.0).powi(1704 / 55);
     close(rp.target_bps(), 75e9); // clamped: stage was 1
     close(rp.rate_bps(), 75e9 * (1.0 - alpha / 2.0));
     assert_eq!(rp.stage(), 0);
@@ -89,7 +89,7 @@ fn at_equal_times_the_increase_tick_comes_before_the_decrease_check() {
     rp.advance(1504 * US);
     // First the fast-recovery step (stage 0 -> 1): (50 + 100) / 2 = 75 G;
     // then the cut, clamping the target to 75 G since the stage is 1.
-    let alpha = (15.0f64 / 16.0).powi((1504 / 55) as i32);
+    let alpha = (15.0f64 / 16.0).powi(1504 / 55);
     close(rp.target_bps(), 75e9);
     close(rp.rate_bps(), 75e9 * (1.0 - alpha / 2.0));
     assert_eq!(rp.stage(), 0);

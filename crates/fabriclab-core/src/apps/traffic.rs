@@ -40,7 +40,7 @@ impl Cdf {
         }
         if points
             .iter()
-            .any(|p| !(p.0 > 0.0) || !(0.0..=1.0).contains(&p.1))
+            .any(|p| p.0.is_nan() || p.0 <= 0.0 || !(0.0..=1.0).contains(&p.1))
         {
             return Err("cdf: sizes must be positive and probabilities within [0, 1]".into());
         }
@@ -260,7 +260,7 @@ fn build_poisson(v: &serde_json::Value, env: &BuildEnv) -> Result<Vec<Box<dyn Ap
     for (i, tr) in specs.into_iter().enumerate() {
         let cdf = Cdf::new(&tr.cdf).map_err(|e| format!("traffic[{i}].{e}"))?;
         // The scenario layer checks the user's range (0, 1]; a rate of zero or less would never advance time.
-        if !(tr.load > 0.0) {
+        if tr.load.is_nan() || tr.load <= 0.0 {
             return Err(format!(
                 "traffic[{i}].load: must be positive, got {}",
                 tr.load
@@ -279,7 +279,7 @@ fn build_poisson(v: &serde_json::Value, env: &BuildEnv) -> Result<Vec<Box<dyn Ap
             .iter()
             .map(|&h| env.topo.host_rate_bps(h) as f64)
             .sum();
-        let seed = mix64(env.seed ^ mix64(0x7472_6166_6669_63 + i as u64));
+        let seed = mix64(env.seed ^ mix64(0x0074_7261_6666_6963 + i as u64));
         apps.push(Box::new(PoissonTraffic::new(
             seed,
             cdf,

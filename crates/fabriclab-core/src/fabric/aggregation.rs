@@ -186,13 +186,16 @@ impl AggregationSpec {
                     if initial_packets == 0 {
                         return Err(format!("{at}.window.initial_packets: must be positive"));
                     }
-                    if !(g > 0.0 && g <= 1.0) || !(0.0..=1.0).contains(&initial_alpha) {
+                    if g <= 0.0
+                        || !(0.0..=1.0).contains(&g)
+                        || !(0.0..=1.0).contains(&initial_alpha)
+                    {
                         return Err(format!(
                             "{at}.window: g within (0, 1] and initial_alpha within [0, 1] needed"
                         ));
                     }
                 }
-                AggWindowSpec::Fixed { packets, .. } if packets == 0 => {
+                AggWindowSpec::Fixed { packets: 0, .. } => {
                     return Err(format!("{at}.window.packets: must be positive"));
                 }
                 AggWindowSpec::Fixed { .. } => {}
