@@ -21,6 +21,32 @@ fn same_bits(a: &[f64], b: &[f64]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
+/// The allocator both ways: scanning the ports in use, and with a heap
+/// (`scan_ports` 0).
+fn both_ways() -> [(&'static str, MaxMin); 2] {
+    let mut heaped = MaxMin::default();
+    heaped.scan_ports = 0;
+    [("scanned", MaxMin::default()), ("heaped", heaped)]
+}
+
+/// Each way's rates for `demands` are `want`, bit for bit.
+fn assert_both_ways(
+    ways: &mut [(&'static str, MaxMin); 2],
+    demands: &[FlowDemand],
+    caps: &[f64],
+    want: &[f64],
+    case: u32,
+) {
+    let mut out = Vec::new();
+    for (way, m) in ways.iter_mut() {
+        m.rates(demands, caps, &mut out);
+        assert!(
+            same_bits(&out, want),
+            "case {case}, {way}: {out:?} != {want:?}"
+        );
+    }
+}
+
 fn close(a: &[f64], b: &[f64]) {
     assert_eq!(a.len(), b.len());
     for (x, y) in a.iter().zip(b) {
@@ -205,10 +231,7 @@ fn reference(flows: &[FlowDemand], capacity_bps: &[f64]) -> Vec<f64> {
 /// filling, bit for bit.
 #[test]
 fn the_allocator_equals_plain_progressive_filling_bit_for_bit() {
-    let mut scanned = MaxMin::default();
-    let mut heaped = MaxMin::default();
-    heaped.scan_ports = 0;
-    let mut out = Vec::new();
+    let mut ways = both_ways();
     let mut rnd = xorshift(0x9E37_79B9_7F4A_7C15);
     for case in 0..300 {
         let ports = 2 + rnd(40) as usize;
@@ -240,13 +263,7 @@ fn the_allocator_equals_plain_progressive_filling_bit_for_bit() {
             .collect();
         let (got, want) = (max_min_rates(&demands, &caps), reference(&demands, &caps));
         assert!(same_bits(&got, &want), "case {case}: {got:?} != {want:?}");
-        for (way, m) in [("scanned", &mut scanned), ("heaped", &mut heaped)] {
-            m.rates(&demands, &caps, &mut out);
-            assert!(
-                same_bits(&out, &want),
-                "case {case}, {way}: {out:?} != {want:?}"
-            );
-        }
+        assert_both_ways(&mut ways, &demands, &caps, &want, case);
     }
 }
 
@@ -258,10 +275,7 @@ fn the_allocator_equals_plain_progressive_filling_bit_for_bit() {
 /// bit for bit.
 #[test]
 fn ports_emptied_by_caps_mid_level_keep_the_rates_bit_for_bit() {
-    let mut scanned = MaxMin::default();
-    let mut heaped = MaxMin::default();
-    heaped.scan_ports = 0;
-    let mut out = Vec::new();
+    let mut ways = both_ways();
     let mut rnd = xorshift(0xD1B5_4A32_D192_ED03);
     for case in 0..400 {
         let ports = 2 + rnd(30) as usize;
@@ -285,13 +299,7 @@ fn ports_emptied_by_caps_mid_level_keep_the_rates_bit_for_bit() {
             })
             .collect();
         let want = reference(&demands, &caps);
-        for (way, m) in [("scanned", &mut scanned), ("heaped", &mut heaped)] {
-            m.rates(&demands, &caps, &mut out);
-            assert!(
-                same_bits(&out, &want),
-                "case {case}, {way}: {out:?} != {want:?}"
-            );
-        }
+        assert_both_ways(&mut ways, &demands, &caps, &want, case);
     }
 }
 
