@@ -142,17 +142,21 @@ def path_states(probes: pd.DataFrame, alarm_ps: int, period_ps: float) -> pd.Dat
     return g
 
 
-def blame(probes: pd.DataFrame, time_ps: int, period_ps: float, job_links: set) -> str | None:
-    """The link the probes alone blame at ``time_ps``: of the links the job
-    crossed, the only one whose every probed path is bad and that lies on
-    every bad path (lost probes read first, then stalled ones, then slower
-    ones, as in :func:`localise`); None when no link or several do."""
+def _bad_paths_by_link(probes: pd.DataFrame, time_ps: int, period_ps: float, job_links: set | None):
+    """The probes' evidence at ``time_ps``: (any probe lost, any lost or
+    stalled, how many paths are bad, per link [bad paths, probed paths]),
+    reading only paths that cross ``job_links`` when given, and as bad the
+    lost ones if any, else the stalled ones if any, else the slower ones (a
+    slower path may only queue behind traffic that the fault moved: a dead
+    link's flows on its twin). None when no probed path is bad."""
     if probes.empty or not period_ps:
         return None
     g = path_states(probes, time_ps, period_ps)
-    g = g[[any(lk in job_links for lk in path_links(p)) for p in g.index]]
+    if job_links is not None:
+        g = g[[any(lk in job_links for lk in path_links(p)) for p in g.index]]
     lost = g["lost"] > 0
-    bad = lost if lost.any() else g["hard"] if g["hard"].any() else g["bad"]
+    hard = bool(g["hard"].any())
+    bad = lost if lost.any() else g["hard"] if hard else g["bad"]
     nbad = int(bad.sum())
     if nbad == 0:
         return None
@@ -162,6 +166,18 @@ def blame(probes: pd.DataFrame, time_ps: int, period_ps: float, job_links: set) 
             c = count.setdefault(lk, [0, 0])
             c[0] += int(is_bad)
             c[1] += 1
+    return bool(lost.any()), hard, nbad, count
+
+
+def blame(probes: pd.DataFrame, time_ps: int, period_ps: float, job_links: set) -> str | None:
+    """The link the probes alone blame at ``time_ps``: of the links the job
+    crossed, the only one whose every probed path is bad and that lies on
+    every bad path (lost probes read first, then stalled ones, then slower
+    ones, as in :func:`localise`); None when no link or several do."""
+    ev = _bad_paths_by_link(probes, time_ps, period_ps, job_links)
+    if ev is None:
+        return None
+    _, _, nbad, count = ev
     full = [lk for lk, (b, n) in count.items() if b == n == nbad and lk in job_links]
     return full[0] if len(full) == 1 else None
 
@@ -174,28 +190,13 @@ def localise(probes: pd.DataFrame, alarm_ps: int, period_ps: float, job_links: s
     that cross none of them are not read (a tenant's host link, probed to
     close a leaf's ring, cannot slow the job). A link of ``prior`` (the
     telemetry's answer) that explains every bad probe is kept."""
-    if probes.empty or not period_ps:
+    # A down link loses every probe that crosses it while it is down (the
+    # rounds go out together), so for lost probes the most specific link is
+    # named whatever the telemetry said.
+    ev = _bad_paths_by_link(probes, alarm_ps, period_ps, job_links)
+    if ev is None:
         return None
-    g = path_states(probes, alarm_ps, period_ps)
-    if job_links is not None:
-        g = g[[any(lk in job_links for lk in path_links(p)) for p in g.index]]
-    # Lost probes first, then stalled ones, then slower ones: a slower path
-    # may only queue behind traffic that the fault moved (a dead link's
-    # flows on its twin). A down link loses every probe that crosses it
-    # while it is down (the rounds go out together), so for lost probes the
-    # most specific link is named whatever the telemetry said.
-    lost = g["lost"] > 0
-    hard = lost.any() or g["hard"].any()
-    bad = lost if lost.any() else g["hard"] if hard else g["bad"]
-    nbad = int(bad.sum())
-    if nbad == 0:
-        return None
-    count: dict = {}
-    for path, is_bad in zip(g.index, bad):
-        for lk in path_links(path):
-            c = count.setdefault(lk, [0, 0])
-            c[0] += int(is_bad)
-            c[1] += 1
+    lost_any, hard, nbad, count = ev
     # The links that explain every bad probe.
     # Slower probes alone: a link's lower rate slows every probe through it
     # (its fastest probe is serialisation and propagation), so a link on a
@@ -211,7 +212,7 @@ def localise(probes: pd.DataFrame, alarm_ps: int, period_ps: float, job_links: s
     # lossy link (LOST_PS is shorter than the RTO), like a stalled one.
     share = max(v.bad_paths / v.probed_paths for v in full)
     top = [v for v in full if v.bad_paths / v.probed_paths == share]
-    if lost.any() and share == 1 and len(top) == 1:
+    if lost_any and share == 1 and len(top) == 1:
         return top[0]
     # Otherwise the telemetry's link when it explains every bad probe, else
     # the one whose probes are bad the most often (the most specific); a tie
