@@ -36,7 +36,7 @@ Thresholds are relative to the job's own rhythm (docs/c4.md):
   when its lateness exceeds max(LATE_MIN x period, SIGMAS x robust spread
   of all lateness seen) in two consecutive ops, or STRONG_LATE x period once.
 - With a prober (C4D + probes): communication slow on the link the probes
-  blame when every connection through it ran slower than its healthy
+  blame when every connection through it ran slower than its recent
   median, in two consecutive ops (:meth:`Master._probed_slow`).
 """
 
@@ -86,16 +86,28 @@ class JobView:
     paths: dict  # (op, sender, step) -> list of undirected link names
     host_links: dict  # host name -> its access link names
 
+    def links(self) -> set[str]:
+        """Every link the job's messages crossed."""
+        return {lk for links in self.paths.values() for lk in links}
+
 
 def _link(a: str, b: str) -> str:
     return "-".join(sorted((a, b)))
 
 
+def _nodes(path: str) -> list[str]:
+    """The nodes of a messages.parquet path ("h1 > leaf0 > h2")."""
+    return [x for x in str(path).split() if x != ">"]
+
+
+def _links(nodes: list[str]) -> list[str]:
+    return [_link(a, b) for a, b in zip(nodes, nodes[1:])]
+
+
 def path_links(path: str) -> list[str]:
     """The links of a messages.parquet path ("h1 > leaf0 > h2"), named as
     the detector names them."""
-    nodes = [x for x in str(path).split() if x != ">"]
-    return [_link(a, b) for a, b in zip(nodes, nodes[1:])]
+    return _links(_nodes(path))
 
 
 def job_view(name: str, hosts: list[str], messages: pd.DataFrame, first_op: int = 0) -> JobView:
@@ -106,8 +118,8 @@ def job_view(name: str, hosts: list[str], messages: pd.DataFrame, first_op: int 
     sender = (tag & np.uint64(0xFFFF)).astype(np.int64)
     paths, host_links = {}, {}
     for o, st, s, p in zip(op, step, sender, m["path"]):
-        nodes = [x for x in str(p).split() if x != ">"]
-        links = path_links(p)
+        nodes = _nodes(p)
+        links = _links(nodes)
         paths[(int(o), int(s), int(st))] = links
         for a, b in ((nodes[0], nodes[1]), (nodes[-1], nodes[-2])):
             host_links.setdefault(a, set()).add(_link(a, b))
@@ -318,8 +330,8 @@ class Master:
         two consecutive ops. The median is of the connection's last HISTORY
         ops not flagged high, so a slowdown below the threshold enters it:
         after about HISTORY / 2 slowed ops it is the slowed rate and this
-        rule can no longer fire; it must fire in the first few ops. By chance, each connection is above its median
-        half the time: all n of them in two ops, 4^-n, on top of the probes'
+        rule can no longer fire; it must fire in the first few ops. By
+        chance, each connection is above its median half the time: all n of them in two ops, 4^-n, on top of the probes'
         evidence, which no fault-free op of the development runs showed."""
         link = self.prober(end, self.period)
         through = [lr for k, lr in self.op_ratio.items() if link in self.op_paths.get(k, ())]

@@ -205,7 +205,7 @@ def evaluate(s: dict, label: dict, sim: dict) -> dict:
 def prober(probes: pd.DataFrame, view: JobView):
     """The probes' verdict for the C4D master (C4D + probes): the link
     :func:`blame` names among the links the job's messages crossed."""
-    job_links = {lk for links in view.paths.values() for lk in links}
+    job_links = view.links()
     return lambda t, period: blame(probes, t, period, job_links)
 
 
@@ -228,7 +228,7 @@ def with_probes(a: Alarm | None, probes: pd.DataFrame, view: JobView) -> Alarm |
     link explains the probes too, as C4D raised them."""
     if a is None or a.syndrome not in ("comm_slow", "comm_hang"):
         return a
-    job_links = {lk for links in view.paths.values() for lk in links}
+    job_links = view.links()
     own = set(view.host_links.get(a.component, ())) | {a.component}
     v = localise(probes, a.time_ps, a.period_ps, job_links, own)
     if v is None or v.link in own:
