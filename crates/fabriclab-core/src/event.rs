@@ -240,11 +240,16 @@ impl<E: Copy + Default> EventQueue<E> {
         self.heap_front_ps = self.heap_front_ps.min(time_ps);
     }
 
-    /// Removes the heap's earliest entry.
+    /// Removes the heap's earliest entry and moves the cursor up to its
+    /// bucket (never back: an entry from the heap may be earlier than the
+    /// cursor's bucket).
     #[inline]
     fn heap_pop(&mut self) -> Option<Entry<E>> {
         let e = self.heap.pop();
         self.heap_front_ps = self.heap.peek().map_or(u64::MAX, |h| h.time_ps);
+        if let Some(e) = &e {
+            self.cursor = self.cursor.max(e.time_ps >> WHEEL_SHIFT);
+        }
         e
     }
 
@@ -311,8 +316,7 @@ impl<E: Copy + Default> EventQueue<E> {
     }
 
     /// Removes the earliest pending entry, cancelled ones included, and
-    /// moves the cursor to its bucket (the cursor never goes back: an entry
-    /// from the heap may be earlier than the cursor's bucket).
+    /// moves the cursor to its bucket (never back, as in `heap_pop`).
     #[inline]
     fn pop_front(&mut self) -> Option<Entry<E>> {
         match self.front()? {
@@ -321,11 +325,7 @@ impl<E: Copy + Default> EventQueue<E> {
                 self.wheel_remove(bucket);
                 Some(e)
             }
-            None => {
-                let e = self.heap_pop().expect("a front");
-                self.cursor = self.cursor.max(e.time_ps >> WHEEL_SHIFT);
-                Some(e)
-            }
+            None => self.heap_pop(),
         }
     }
 
@@ -415,7 +415,6 @@ impl<E: Copy + Default> EventQueue<E> {
             return None;
         }
         self.heap_pop();
-        self.cursor = self.cursor.max(time_ps >> WHEEL_SHIFT);
         self.current = Some((time_ps as u128) << 64 | seq as u128);
         Some((time_ps, event))
     }
