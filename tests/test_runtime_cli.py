@@ -82,9 +82,9 @@ def test_bench_table_busbw_is_the_formula_on_the_printed_time(cli, tmp_path):
 
 def test_bench_writes_every_ranks_telemetry(cli, tmp_path):
     r = cli("runtime", "bench", "-n", "2", "--sizes", "64", "--iters", "2", "--warmup", "1",
-            "--telemetry", str(tmp_path))
+            "--telemetry", str(tmp_path / "new" / "out"))  # a folder that does not exist yet is created
     assert r.returncode == 0, r.stderr
-    t = pq.read_table(tmp_path / "ccl.parquet").to_pandas()
+    t = pq.read_table(tmp_path / "new" / "out" / "ccl.parquet").to_pandas()
     assert list(t.columns) == COLUMNS
     # ring allreduce of 16 floats on 2 ranks: per op and rank, 2 sends and 2 receives of 32 bytes (half each);
     # 4 such ops per placement: the checked run, 1 warm-up, 2 timed; out of place and in place

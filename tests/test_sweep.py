@@ -49,6 +49,7 @@ def test_bad_experiment_files(cli, tmp_path):
         "bad_value": (EXP.replace("[0.2, 0.5]", "[0.2, 1.5]"), "traffic[0].load"),
         "empty_list": (EXP.replace("[1, 2, 3]", "[]"), "non-empty list"),
         "unknown_key": ("colour = 1\n" + EXP, "unknown field"),
+        "missing_base": ('base = "nowhere.toml"\n[grid]' + EXP.split("[grid]", 1)[1], "base: no such scenario file"),
     }
     for name, (text, needle) in cases.items():
         exp = tmp_path / f"{name}.toml"

@@ -92,6 +92,9 @@ def load_experiment(path: Path, memory_limit: int | None = None) -> tuple[dict, 
         raise SweepError(f"{path}: unknown field(s) {sorted(unknown)} (allowed: base, grid)")
     base = raw.get("base")
     if isinstance(base, str):
+        if not (path.parent / base).is_file():
+            raise SweepError(f"{path}: base: no such scenario file {base!r} (a path relative to the experiment's folder, "
+                             "or an inline [base] table)")
         s = Scenario.load(path.parent / base)
     elif isinstance(base, dict):
         s = Scenario.from_dict(base, source=f"{path}: [base]")

@@ -56,8 +56,8 @@ def register(app: typer.Typer) -> None:
 
         if csv is not None and (csv.is_dir() or not (csv.parent if str(csv.parent) else Path(".")).is_dir()):
             raise RuntimeInputError(f"--csv: cannot write {csv} (a folder, or its folder does not exist)")
-        if telemetry is not None and not telemetry.is_dir():
-            raise RuntimeInputError(f"--telemetry: {telemetry} is not an existing folder")
+        if telemetry is not None and (telemetry.exists() and not telemetry.is_dir()):
+            raise RuntimeInputError(f"--telemetry: {telemetry} is a file, not a folder")
         if chunk < 1:
             raise RuntimeInputError(f"--chunk: must be a positive number of bytes, got {chunk}")
         if baseline is not None and (op != "allreduce" or telemetry is not None):
