@@ -49,6 +49,8 @@ def _check(cli, tmp_path, text, needles, extra_files=None):
     assert "Traceback" not in r.stderr + r.stdout
     for n in needles:
         assert n in r.stderr, (n, r.stderr)
+    # Schema errors and those found later (paths, files, the core's checks) alike name the file first.
+    assert r.stderr.startswith(f"error: {scen}: "), r.stderr
     assert not out.exists()
     assert not list(tmp_path.glob(".out*"))  # no temporary leftovers
     v = cli("validate", str(scen))

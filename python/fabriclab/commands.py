@@ -6,6 +6,7 @@ imports typer; rich only when something is printed."""
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -27,6 +28,19 @@ def out():
 
         _out = Console(markup=False)
     return _out
+
+
+@contextmanager
+def _named(path: Optional[Path]):
+    """Errors found after the schema (resolving the topology, paths, files
+    the scenario names, the core's checks) start with the scenario file's
+    name, as the schema's own errors do."""
+    try:
+        yield
+    except InputError as e:
+        if path is None or str(e).startswith(f"{path}"):
+            raise
+        raise InputError(f"{path}: {e}") from None
 
 
 def load(path: Optional[Path]) -> Scenario:
@@ -76,14 +90,14 @@ def run(scenario: Optional[Path], out_dir: Path, force: bool, seed: Optional[int
     if s.recovery is not None:  # detection, isolation and restarts (docs/c4-recovery.md)
         from .c4.recovery import print_summary
 
-        with OutputFolder(out_dir, force, tuple(inputs)) as folder:
+        with _named(scenario), OutputFolder(out_dir, force, tuple(inputs)) as folder:
             rec = simulate(s, memory_limit=memory_limit)
             rec.write_into(folder.staging)
         if not quiet:
             print_summary(out(), rec)
             out().print(f"results in {out_dir}")
         return
-    with OutputFolder(out_dir, force, tuple(inputs)) as folder:
+    with _named(scenario), OutputFolder(out_dir, force, tuple(inputs)) as folder:
         res = simulate(s, progress=not quiet, memory_limit=memory_limit)
         res.write_into(folder.staging)
     if not quiet:
@@ -99,7 +113,8 @@ def validate(scenario: Path, memory_limit: Optional[str]) -> None:
 
     s = load(scenario)
     # Resolved once: the memory check (before building a topology that may not fit), the topology, the core's JSON.
-    _, t = resolve_and_build(s, memory_limit)
+    with _named(scenario):
+        _, t = resolve_and_build(s, memory_limit)
     out().print(f"{scenario}: ok ({len(t.hosts)} hosts, {len(t.nodes) - len(t.hosts)} switches, "
                 f"{len(t.links)} links, backend {s.backend})")
 
