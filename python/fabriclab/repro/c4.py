@@ -44,7 +44,7 @@ HELD_OUT_BASE = 4000
 # 150 development runs (seeds 5000-5149, with probes; per (algorithm, ranks)
 # 1 to 36 runs, each within 3.5 % of the median; with and without tenants
 # within 0.7 %, so pooled). Iteration k ends at about (k + 1) x this (the
-# first iteration's offset: median 0.0-0.4 ms), so a fault at u x this, u in
+# offset, median per row: -0.4 to 0.4 ms), so a fault at u x this, u in
 # [7, 9), comes after 7 or 8 iterations whatever the job's size. The closed
 # form of the earlier passes (compute, the ring's bytes at the link rate, 20 us
 # per round, x 1.5) put big rings' faults after 12-15 and trees' after 4-6.
