@@ -1,0 +1,47 @@
+"""The diagnosis benchmark's fault timing (repro/c4.py, docs/c4.md "Fault
+timing"): the fault comes after the intended number of fault-free
+iterations. The expected count is derived from the drawn multiple u of the
+measured iteration (ITERATION_PS): iteration k ends at about (k + 1) x the
+iteration (offset under 0.5 ms, each run's iteration within 3.5 % of the
+table's), so a fault at u x the iteration, u in [7, 9), comes after
+ceil(u) - 1 iterations. The cases are chosen with u at least 0.3 from an
+integer, so that 3.5 % over 8 iterations (0.28 of one) cannot move it."""
+
+import math
+
+import pytest
+
+from fabriclab.engine import simulate
+from fabriclab.repro.c4 import ITERATION_PS, scenario
+from fabriclab.scenario import Scenario
+
+
+def iterations_before_fault(i: int) -> tuple[int, float]:
+    s, label = scenario(i, quick=True)
+    u = label["at_ps"] / ITERATION_PS[label["algorithm"]][label["ranks"]]
+    # The same run without its fault, up to the fault's time.
+    s = dict(s, stop_ps=label["at_ps"])
+    s.pop("faults")
+    jobs = simulate(Scenario.from_dict(s)).jobs
+    ends = jobs[jobs.job == "train"].groupby("iteration").end_ps.max()
+    return int((ends < label["at_ps"]).sum()), u
+
+
+# Quick scenarios (8 ranks, seeds 1000 + i): 17 a ring with u = 8.53, 11 a
+# tree with u = 7.52, 18 a ring with u = 7.37.
+@pytest.mark.parametrize("i, algorithm, expected", [(17, "ring", 8), (11, "tree", 7), (18, "ring", 7)])
+def test_the_fault_comes_after_the_intended_fault_free_iterations(i, algorithm, expected):
+    s, label = scenario(i, quick=True)
+    assert label["algorithm"] == algorithm and label["ranks"] == 8
+    done, u = iterations_before_fault(i)
+    assert min(u - math.floor(u), math.ceil(u) - u) >= 0.3
+    assert math.ceil(u) - 1 == expected
+    assert done == expected
+
+
+def test_every_fault_time_is_seven_to_nine_measured_iterations():
+    for i in range(1, 40):
+        _, label = scenario(i, seed_base=5000)
+        if label["at_ps"] is not None:
+            u = label["at_ps"] / ITERATION_PS[label["algorithm"]][label["ranks"]]
+            assert 7 <= u < 9
