@@ -133,7 +133,10 @@ def topo_show(
         out.print(f"wrote {png}")
         return
     s = _load(scenario)
-    t = s.build_topology()
+    from .limits import check_memory
+
+    est = check_memory(s)  # a topology too big for this machine is refused before it is built
+    t = est.topology if est.topology is not None else s.build_topology()
     draw_topology(t, png, title=f"{s.name}: {s.topology.kind}")
     out.print(f"wrote {png} ({len(t.hosts)} hosts, {len(t.nodes) - len(t.hosts)} switches, {len(t.links)} links)")
 
