@@ -39,7 +39,9 @@ def ring_allreduce(n: int, size_bytes: int, rings=None, chunk_bytes: int | None 
         pos = {r: p for p, r in enumerate(ring)}
         nxt = lambda r: ring[(pos[r] + 1) % n]  # noqa: E731
         prv = lambda r: ring[(pos[r] - 1) % n]  # noqa: E731
-        nchunks = max(len(chunks(*s, chunk_bytes)) for s in slices)
+        # Each slice's chunks, cut once (not once per chunk index and step).
+        slice_chunks = [chunks(*s, chunk_bytes) for s in slices]
+        nchunks = max(len(c) for c in slice_chunks)
         order = LinkOrder(window)
         for c in range(nchunks):
             # Per rank, the step that last touched (received) each slice chunk.
@@ -53,8 +55,7 @@ def ring_allreduce(n: int, size_bytes: int, rings=None, chunk_bytes: int | None 
                             out_slice, in_slice = (p - s) % n, (p - s - 1) % n
                         else:
                             out_slice, in_slice = (p + 1 - s) % n, (p - s) % n
-                        cs = chunks(*slices[out_slice], chunk_bytes)
-                        cr = chunks(*slices[in_slice], chunk_bytes)
+                        cs, cr = slice_chunks[out_slice], slice_chunks[in_slice]
                         if c < len(cs):
                             o, b = cs[c]
                             dep = last_recv[r].get(out_slice)
@@ -62,7 +63,7 @@ def ring_allreduce(n: int, size_bytes: int, rings=None, chunk_bytes: int | None 
                             i = plan.send(r, nxt(r), o, b, deps=[dep, order.dep(key)], path=_paths(paths, r, nxt(r)))
                             order.add(key, i)
                             sent[r][out_slice] = i
-                        if c < len(chunks(*slices[in_slice], chunk_bytes)):
+                        if c < len(cr):
                             o, b = cr[c]
                             deps = [last_recv[r].get(in_slice), sent[r].get(in_slice)]
                             j = plan.recv(r, prv(r), o, b, reduce=(phase == "rs"), deps=deps)
@@ -78,18 +79,19 @@ def _ring_pass(plan: Plan, ring, chunk_bytes, paths, reduce: bool, shift: int) -
     n = len(ring)
     pos = {r: p for p, r in enumerate(ring)}
     sh = shards(plan.size_bytes, n)
-    slice_of = lambda p: sh[ring[p % n]]  # noqa: E731
-    for c in range(max(len(chunks(*x, chunk_bytes)) for x in sh) if n > 1 else 0):
+    shard_chunks = [chunks(*x, chunk_bytes) for x in sh]  # cut once
+    chunks_of = lambda p: shard_chunks[ring[p % n]]  # noqa: E731
+    for c in range(max(len(x) for x in shard_chunks) if n > 1 else 0):
         last_recv = {r: {} for r in ring}
         for s in range(n - 1):
             for r in ring:
                 p = pos[r]
                 out_p, in_p = (p - s + shift) % n, (p - s - 1 + shift) % n
                 nxt, prv = ring[(p + 1) % n], ring[(p - 1) % n]
-                cs = chunks(*slice_of(out_p), chunk_bytes)
+                cs = chunks_of(out_p)
                 if c < len(cs):
                     plan.send(r, nxt, *cs[c], deps=[last_recv[r].get(out_p)], path=_paths(paths, r, nxt))
-                cr = chunks(*slice_of(in_p), chunk_bytes)
+                cr = chunks_of(in_p)
                 if c < len(cr):
                     deps = [last_recv[r].get(in_p)] if reduce else []
                     last_recv[r][in_p] = plan.recv(r, prv, *cr[c], reduce=reduce, deps=deps)
