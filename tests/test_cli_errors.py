@@ -97,6 +97,7 @@ def test_non_empty_output_refused_without_force(cli, tmp_path):
     scen.write_text(GOOD)
     r = cli("run", str(scen), "--out", str(out), "-q")
     assert r.returncode == 2 and "--force" in r.stderr
+    assert r.stderr.startswith("error: --out: "), r.stderr  # about the option, not the scenario file
     assert (out / "keep.txt").read_text() == "mine"
     r = cli("run", str(scen), "--out", str(out), "-q", "--force")
     assert r.returncode == 0, r.stderr
@@ -107,3 +108,34 @@ def test_non_empty_output_refused_without_force(cli, tmp_path):
 def test_bad_cli_option_value(cli, tmp_path):
     r = cli("run", "--backend", "warp", "--out", str(tmp_path / "o"), "-q")
     assert r.returncode == 2 and "backend" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "validate"])
+def test_option_errors_name_the_option_not_the_file(cli, tmp_path, command):
+    scen = tmp_path / "s.toml"
+    scen.write_text(GOOD)
+    extra = ("--out", str(tmp_path / "o"), "-q") if command == "run" else ()
+    r = cli(command, str(scen), *extra, "--memory-limit", "abc")
+    assert r.returncode == 2
+    assert r.stderr.startswith("error: --memory-limit: "), r.stderr
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("file_name", ["topology", "t"])
+def test_a_file_named_like_the_field_still_comes_first(cli, tmp_path, monkeypatch, file_name):
+    # The memory check names topology.hosts; the prefix must not be skipped because
+    # the message happens to begin with the file's name.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / file_name).write_text(GOOD)
+    r = cli("validate", file_name, "--memory-limit", "1KB")
+    assert r.returncode == 2
+    assert r.stderr.startswith(f"error: {file_name}: topology.hosts: "), r.stderr
+
+
+def test_topo_show_refusal_names_the_file(cli, tmp_path):
+    scen = tmp_path / "s.toml"
+    scen.write_text('[topology]\nkind = "leaf_spine"\nleaves = 1000000\nspines = 1000000\n')
+    r = cli("topo", "show", str(scen), "--out", str(tmp_path / "t.png"))
+    assert r.returncode == 2
+    assert r.stderr.startswith(f"error: {scen}: topology.leaves: "), r.stderr
+    assert not (tmp_path / "t.png").exists()

@@ -54,6 +54,17 @@ def test_launch_errors_name_the_option(cli):
     assert r.returncode == 2 and "error: --repeats: must be within 1..100, got 0" in r.stderr
 
 
+def test_bench_refuses_a_telemetry_folder_it_could_not_make_before_running(cli, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    t0 = time.monotonic()
+    r = cli("runtime", "bench", "--sizes", "1M", "--iters", "50", "-n", "2", "--telemetry", str(tmp_path / "afile" / "sub"))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("error: --telemetry: cannot make "), r.stderr
+    assert "is a file, not a folder" in r.stderr
+    assert time.monotonic() - t0 < 10  # refused up front: no rank was started
+    assert (tmp_path / "afile").read_text() == "x"
+
+
 def test_bench_table_busbw_is_the_formula_on_the_printed_time(cli, tmp_path):
     for op, n, factor in (("allreduce", 3, lambda n: 2 * (n - 1) / n), ("allgather", 2, lambda n: (n - 1) / n)):
         csv = tmp_path / f"{op}.csv"

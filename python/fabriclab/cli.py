@@ -133,10 +133,12 @@ def topo_show(
         out.print(f"wrote {png}")
         return
     s = _load(scenario)
+    from .commands import named
     from .limits import check_memory
 
-    est = check_memory(s)  # a topology too big for this machine is refused before it is built
-    t = est.topology if est.topology is not None else s.build_topology()
+    with named(scenario):  # a topology too big for this machine is refused before it is built
+        est = check_memory(s)
+        t = est.topology if est.topology is not None else s.build_topology()
     draw_topology(t, png, title=f"{s.name}: {s.topology.kind}")
     out.print(f"wrote {png} ({len(t.hosts)} hosts, {len(t.nodes) - len(t.hosts)} switches, {len(t.links)} links)")
 
@@ -205,7 +207,8 @@ def reproduce(
                                            "c4-recovery."),
     out_dir: Path = typer.Option(Path("repro-out"), "--out", help="Folder for tables and plots."),
     quick: bool = typer.Option(False, "--quick", help="A small subset that runs in seconds (for CI)."),
-    seed_base: Optional[int] = typer.Option(None, "--seed-base", min=0,
+    # At least 1000: the scenarios' simulation seeds are SEED_BASE - 1000 + i + 1, never negative.
+    seed_base: Optional[int] = typer.Option(None, "--seed-base", min=1000,
                                             help="c4-diagnosis only: scenario i draws from seed SEED_BASE + i "
                                                  "(default 4000, the blind held-out range of the fifth pass; 1000 with --quick; "
                                                  "1000 and 3000: earlier held-out ranges; 5000 and 6000: the "

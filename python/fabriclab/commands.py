@@ -31,16 +31,19 @@ def out():
 
 
 @contextmanager
-def _named(path: Optional[Path]):
+def named(path: Optional[Path]):
     """Errors found after the schema (resolving the topology, paths, files
     the scenario names, the core's checks) start with the scenario file's
-    name, as the schema's own errors do."""
+    name, as the schema's own errors do. Errors about a command-line option
+    (``--out``, ``--memory-limit``) or an environment variable name that
+    instead, and keep it first."""
     try:
         yield
     except InputError as e:
-        if path is None or str(e).startswith(f"{path}"):
+        msg = str(e)
+        if path is None or msg.startswith((f"{path}: ", "--", "FABRICLAB_")):
             raise
-        raise InputError(f"{path}: {e}") from None
+        raise InputError(f"{path}: {msg}") from None
 
 
 def load(path: Optional[Path]) -> Scenario:
@@ -90,14 +93,14 @@ def run(scenario: Optional[Path], out_dir: Path, force: bool, seed: Optional[int
     if s.recovery is not None:  # detection, isolation and restarts (docs/c4-recovery.md)
         from .c4.recovery import print_summary
 
-        with _named(scenario), OutputFolder(out_dir, force, tuple(inputs)) as folder:
+        with named(scenario), OutputFolder(out_dir, force, tuple(inputs)) as folder:
             rec = simulate(s, memory_limit=memory_limit)
             rec.write_into(folder.staging)
         if not quiet:
             print_summary(out(), rec)
             out().print(f"results in {out_dir}")
         return
-    with _named(scenario), OutputFolder(out_dir, force, tuple(inputs)) as folder:
+    with named(scenario), OutputFolder(out_dir, force, tuple(inputs)) as folder:
         res = simulate(s, progress=not quiet, memory_limit=memory_limit)
         res.write_into(folder.staging)
     if not quiet:
@@ -113,7 +116,7 @@ def validate(scenario: Path, memory_limit: Optional[str]) -> None:
 
     s = load(scenario)
     # Resolved once: the memory check (before building a topology that may not fit), the topology, the core's JSON.
-    with _named(scenario):
+    with named(scenario):
         _, t = resolve_and_build(s, memory_limit)
     out().print(f"{scenario}: ok ({len(t.hosts)} hosts, {len(t.nodes) - len(t.hosts)} switches, "
                 f"{len(t.links)} links, backend {s.backend})")

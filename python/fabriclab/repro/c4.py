@@ -47,7 +47,7 @@ HELD_OUT_BASE = 4000
 # offset, median per row: -0.4 to 0.4 ms), so a fault at u x this, u in
 # [7, 9), comes after 7 or 8 iterations whatever the job's size. The closed
 # form of the earlier passes (compute, the ring's bytes at the link rate, 20 us
-# per round, x 1.5) put big rings' faults after 12-15 and trees' after 4-6.
+# per round, x 1.5) put big rings' faults after 12-15 and trees' after 4-7.
 ITERATION_PS = {"ring": {8: 8_341 * 10**6, 16: 8_637 * 10**6, 32: 7_878 * 10**6, 64: 8_340 * 10**6,
                          128: 9_096 * 10**6},
                 "tree": {8: 12_754 * 10**6, 16: 15_600 * 10**6, 32: 19_047 * 10**6, 64: 22_258 * 10**6,

@@ -166,7 +166,8 @@ def run_bench(op: str, algo: str, sizes: str, factor: int, n: int, iters: int = 
             import pyarrow.parquet as pq
 
             tables = [pq.read_table(Path(d, f"ccl{r}.parquet")) for r in range(n)]
-            Path(telemetry_dir).mkdir(parents=True, exist_ok=True)  # created once the run succeeded, as `run --out`
+            # Made once the run succeeded (checked before it by the CLI); a ccl.parquet already there is replaced.
+            Path(telemetry_dir).mkdir(parents=True, exist_ok=True)
             pq.write_table(pa.concat_tables(tables), Path(telemetry_dir, "ccl.parquet"))
     return make_rows(op, n, per_rank)
 
