@@ -112,6 +112,9 @@ pub struct MaxMin {
     pub scan_ports: usize,
     /// Keyed calls with fewer flows than this are water-filled whole.
     pub replay_flows: usize,
+    /// Keyed calls of one level replay by affected ports (else only the
+    /// prefix of rounds no change touches).
+    pub replay_ports: bool,
     live: Vec<u32>,
     residual: Vec<f64>,
     count: Vec<u32>,
@@ -133,6 +136,7 @@ pub struct MaxMin {
     /// The log being written: rounds, the flows each froze, each flow's round.
     rounds: Vec<Round>,
     froze: Vec<u32>,
+    sat: Vec<u32>,
     round_of: Vec<u32>,
     /// Replay: each past flow's index now ([`NONE`]: gone or changed), and
     /// the flows that are new or changed.
@@ -140,6 +144,14 @@ pub struct MaxMin {
     pending: Vec<u32>,
     /// Flows whose cap alone changed, with their past cap.
     recapped: Vec<(u32, f64)>,
+    /// Replay by affected ports ([`MaxMin::replay_affected`]): each flow's
+    /// round last call, whether it is affected, its cap watched; each port
+    /// affected or not, and the affected ones.
+    prior: Vec<u32>,
+    affected: Vec<bool>,
+    watched: Vec<u32>,
+    in_a: Vec<bool>,
+    a_ports: Vec<u32>,
 }
 
 /// No round, or no flow.
@@ -152,6 +164,8 @@ struct Round {
     level: u16,
     share: f64,
     first: u32,
+    /// Where the ports it saturated start in the log's list.
+    sat: u32,
 }
 
 /// One flow of the last keyed allocation.
@@ -176,6 +190,9 @@ struct Past {
     ports: Vec<u32>,
     rounds: Vec<Round>,
     froze: Vec<u32>,
+    sat: Vec<u32>,
+    /// The level of every flow, when they were all of one.
+    level: Option<u16>,
 }
 
 impl Default for MaxMin {
@@ -183,6 +200,7 @@ impl Default for MaxMin {
         MaxMin {
             scan_ports: SCAN_PORTS,
             replay_flows: REPLAY_FLOWS,
+            replay_ports: true,
             live: Vec::new(),
             residual: Vec::new(),
             count: Vec::new(),
@@ -202,10 +220,16 @@ impl Default for MaxMin {
             past: Past::default(),
             rounds: Vec::new(),
             froze: Vec::new(),
+            sat: Vec::new(),
             round_of: Vec::new(),
             now_of: Vec::new(),
             pending: Vec::new(),
             recapped: Vec::new(),
+            prior: Vec::new(),
+            affected: Vec::new(),
+            watched: Vec::new(),
+            in_a: Vec::new(),
+            a_ports: Vec::new(),
         }
     }
 }
@@ -247,7 +271,7 @@ impl MaxMin {
         assert_eq!(flows.len(), keys.len(), "one key per flow");
         if flows.len() < self.replay_flows {
             self.rates(flows, capacity_bps, rates);
-        } else {
+        } else if !(self.replay_ports && self.replay_affected(flows, keys, capacity_bps, rates)) {
             self.solve(flows, Some(keys), capacity_bps, rates);
         }
     }
@@ -313,6 +337,278 @@ impl MaxMin {
         Some(limit)
     }
 
+    /// Progressive filling of a keyed call whose flows, now and last call,
+    /// are all of one level, replaying the last call's rounds wherever no
+    /// change reaches. A port is affected when a flow crossing it is new,
+    /// gone or changed, or froze at another share or in another round than
+    /// last call; the other ports hold last call's state at the replayed
+    /// round `q` (the same flows frozen at the same shares), so each has a
+    /// share of at least that round's share `s`, and only the ports it
+    /// saturated are within its tolerance `t`. Each round takes the smallest
+    /// of the affected ports' shares and watched caps (flows affected or
+    /// recapped), and of round `q`'s saturated ports still unaffected and
+    /// its unaffected flows' caps: if that is `s`, it is round `q` again
+    /// (with any affected port or cap within `t`); if it is below `s` with
+    /// its tolerance under `t`, a round of affected ports alone comes first;
+    /// a round `q` with nothing unaffected left and no affected share within
+    /// `t` is gone. Either way it is the round plain progressive filling
+    /// takes, so the same rates to the bit. Flows of round `q` not frozen
+    /// by it, or frozen elsewhere, become affected, and so do their ports.
+    /// A share strictly between `s` and `t` cannot be told apart: returns
+    /// false, having kept no log, and the call is water-filled by
+    /// [`MaxMin::solve`].
+    fn replay_affected(
+        &mut self,
+        flows: &[FlowDemand],
+        keys: &[u64],
+        capacity_bps: &[f64],
+        rates: &mut Vec<f64>,
+    ) -> bool {
+        let Some(level) = flows.first().map(|f| f.level()) else {
+            return false;
+        };
+        if self.past.level != Some(level) || flows.iter().any(|f| f.level() != level) {
+            return false;
+        }
+        if self.plan_replay(flows, keys, capacity_bps).is_none() {
+            return false;
+        }
+        let (np, n) = (capacity_bps.len(), flows.len());
+        let MaxMin {
+            residual,
+            count,
+            frozen,
+            start,
+            fill,
+            list,
+            saturated,
+            freezing,
+            past,
+            rounds,
+            froze,
+            sat,
+            round_of,
+            now_of,
+            pending,
+            recapped,
+            prior,
+            affected,
+            watched,
+            in_a,
+            a_ports,
+            ..
+        } = self;
+        rates.clear();
+        rates.resize(n, 0.0);
+        residual.clear();
+        residual.extend_from_slice(capacity_bps);
+        count.clear();
+        count.resize(np, 0);
+        frozen.clear();
+        frozen.resize(n, false);
+        affected.clear();
+        affected.resize(n, false);
+        prior.clear();
+        prior.resize(n, NONE);
+        in_a.clear();
+        in_a.resize(np, false);
+        a_ports.clear();
+        watched.clear();
+        rounds.clear();
+        froze.clear();
+        sat.clear();
+        round_of.clear();
+        round_of.resize(n, NONE);
+        for f in flows {
+            for &p in f.ports {
+                count[p as usize] += 1;
+            }
+        }
+        start.resize(np, 0);
+        fill.resize(np, 0);
+        let mut off = 0u32;
+        for p in 0..np {
+            start[p] = off;
+            fill[p] = 0;
+            off += count[p];
+        }
+        list.clear();
+        list.resize(off as usize, 0);
+        for (i, f) in flows.iter().enumerate() {
+            for &p in f.ports {
+                let p = p as usize;
+                list[(start[p] + fill[p]) as usize] = i as u32;
+                fill[p] += 1;
+            }
+        }
+        let mark = |p: u32, in_a: &mut [bool], a_ports: &mut Vec<u32>| {
+            if !in_a[p as usize] {
+                in_a[p as usize] = true;
+                a_ports.push(p);
+            }
+        };
+        let affect = |i: u32,
+                      affected: &mut [bool],
+                      watched: &mut Vec<u32>,
+                      in_a: &mut [bool],
+                      a_ports: &mut Vec<u32>| {
+            affected[i as usize] = true;
+            let f = &flows[i as usize];
+            if f.cap_bps < f64::INFINITY {
+                watched.push(i);
+            }
+            for &p in f.ports {
+                mark(p, in_a, a_ports);
+            }
+        };
+        for (j, pf) in past.flows.iter().enumerate() {
+            match now_of[j] {
+                NONE => {
+                    for &p in &past.ports[pf.ports.0 as usize..pf.ports.1 as usize] {
+                        mark(p, in_a, a_ports);
+                    }
+                }
+                i => prior[i as usize] = pf.round,
+            }
+        }
+        for &i in pending.iter() {
+            affect(i, affected, watched, in_a, a_ports);
+        }
+        watched.extend(recapped.iter().map(|&(i, _)| i));
+        let share_of =
+            |residual: &[f64], count: &[u32], p: usize| residual[p].max(0.0) / count[p] as f64;
+        // The smaller, as the scan orders shares.
+        let lower = |a: f64, b: f64| if b.total_cmp(&a).is_lt() { b } else { a };
+        let mut left = n;
+        let mut q = 0;
+        while left > 0 {
+            a_ports.retain(|&p| count[p as usize] > 0);
+            watched.retain(|&i| !frozen[i as usize]);
+            let mut low = f64::INFINITY;
+            for &p in a_ports.iter() {
+                low = lower(low, share_of(residual, count, p as usize));
+            }
+            for &i in watched.iter() {
+                low = lower(low, flows[i as usize].cap_bps);
+            }
+            // Round q: its frozen flows and saturated ports in the log.
+            let (s, t, fq, sq) = match past.rounds.get(q) {
+                Some(r) => {
+                    let next = past.rounds.get(q + 1);
+                    let fq = r.first as usize..next.map_or(past.froze.len(), |n| n.first as usize);
+                    let sq = r.sat as usize..next.map_or(past.sat.len(), |n| n.sat as usize);
+                    (r.share, r.share + r.share * 1e-12 + 1e-9, fq, sq)
+                }
+                None => (f64::INFINITY, f64::INFINITY, 0..0, 0..0),
+            };
+            let mut u = f64::INFINITY;
+            for &p in &past.sat[sq.clone()] {
+                if !in_a[p as usize] && count[p as usize] > 0 {
+                    u = lower(u, share_of(residual, count, p as usize));
+                }
+            }
+            // Unaffected flows of round q, not frozen yet.
+            let unaffected = |j: u32, frozen: &[bool], affected: &[bool]| {
+                let i = now_of[j as usize];
+                (i != NONE && !frozen[i as usize] && !affected[i as usize]).then_some(i)
+            };
+            for &j in &past.froze[fq.clone()] {
+                if let Some(i) = unaffected(j, frozen, affected) {
+                    if flows[i as usize].cap_bps <= t {
+                        u = lower(u, flows[i as usize].cap_bps);
+                    }
+                }
+            }
+            let share = lower(low, u);
+            if u == f64::INFINITY && low > t && q < past.rounds.len() {
+                // Round q is gone: nothing unaffected is left in it.
+                for &j in &past.froze[fq.clone()] {
+                    if let Some(i) = unaffected(j, frozen, affected) {
+                        affect(i, affected, watched, in_a, a_ports);
+                    }
+                }
+                q += 1;
+                continue;
+            }
+            if share == f64::INFINITY {
+                break; // flows without ports or caps: nothing bounds them
+            }
+            let tol = share * 1e-12 + 1e-9;
+            let again = share.to_bits() == s.to_bits();
+            if !again && share + tol > t {
+                return false;
+            }
+            saturated.clear();
+            for &p in a_ports.iter() {
+                if share_of(residual, count, p as usize) <= share + tol {
+                    saturated.push(p);
+                }
+            }
+            for &p in &past.sat[sq] {
+                if !in_a[p as usize]
+                    && count[p as usize] > 0
+                    && share_of(residual, count, p as usize) <= share + tol
+                {
+                    saturated.push(p);
+                }
+            }
+            freezing.clear();
+            for &p in saturated.iter() {
+                let p = p as usize;
+                freezing.extend_from_slice(&list[start[p] as usize..(start[p] + fill[p]) as usize]);
+            }
+            for &i in watched.iter() {
+                if flows[i as usize].cap_bps <= share + tol {
+                    freezing.push(i);
+                }
+            }
+            for &j in &past.froze[fq.clone()] {
+                if let Some(i) = unaffected(j, frozen, affected) {
+                    if flows[i as usize].cap_bps <= share + tol {
+                        freezing.push(i);
+                    }
+                }
+            }
+            let r = rounds.len() as u32;
+            rounds.push(Round {
+                level,
+                share,
+                first: froze.len() as u32,
+                sat: sat.len() as u32,
+            });
+            sat.extend_from_slice(saturated);
+            for &i in freezing.iter() {
+                if frozen[i as usize] {
+                    continue;
+                }
+                frozen[i as usize] = true;
+                rates[i as usize] = share;
+                round_of[i as usize] = r;
+                froze.push(i);
+                left -= 1;
+                for &p in flows[i as usize].ports {
+                    residual[p as usize] -= share;
+                    count[p as usize] -= 1;
+                }
+                // Frozen as last call (in round q, at its share) or affected.
+                let same = again && prior[i as usize] == q as u32;
+                if !(same || affected[i as usize]) {
+                    affect(i, affected, watched, in_a, a_ports);
+                }
+            }
+            if again {
+                for &j in &past.froze[fq] {
+                    if let Some(i) = unaffected(j, frozen, affected) {
+                        affect(i, affected, watched, in_a, a_ports);
+                    }
+                }
+                q += 1;
+            }
+        }
+        self.keep_log(flows, keys, capacity_bps);
+        true
+    }
+
     fn solve(
         &mut self,
         flows: &[FlowDemand],
@@ -328,6 +624,7 @@ impl MaxMin {
         let MaxMin {
             scan_ports,
             replay_flows: _,
+            replay_ports: _,
             live,
             residual,
             count,
@@ -347,10 +644,12 @@ impl MaxMin {
             past,
             rounds,
             froze,
+            sat,
             round_of,
             now_of,
             pending,
             recapped,
+            ..
         } = self;
         residual.clear();
         residual.extend_from_slice(capacity_bps);
@@ -368,6 +667,7 @@ impl MaxMin {
         let log = keys.is_some();
         rounds.clear();
         froze.clear();
+        sat.clear();
         round_of.clear();
         if log {
             round_of.resize(flows.len(), NONE);
@@ -417,11 +717,17 @@ impl MaxMin {
                         .rounds
                         .get(q + 1)
                         .map_or(past.froze.len(), |r| r.first as usize);
+                    let sat_end = past
+                        .rounds
+                        .get(q + 1)
+                        .map_or(past.sat.len(), |r| r.sat as usize);
                     rounds.push(Round {
                         level: at,
                         share,
                         first: froze.len() as u32,
+                        sat: sat.len() as u32,
                     });
+                    sat.extend_from_slice(&past.sat[past.rounds[q].sat as usize..sat_end]);
                     for &j in &past.froze[past.rounds[q].first as usize..end] {
                         let i = now_of[j as usize] as usize;
                         frozen[i] = true;
@@ -607,7 +913,9 @@ impl MaxMin {
                         level: at,
                         share,
                         first: froze.len() as u32,
+                        sat: sat.len() as u32,
                     });
+                    sat.extend_from_slice(saturated);
                 }
                 for &i in freezing.iter() {
                     if frozen[i as usize] {
@@ -657,8 +965,15 @@ impl MaxMin {
             }
             *heap_buf = heap.into_vec();
         }
-        let Some(keys) = keys else { return };
-        // This call's log, for the next keyed call.
+        if let Some(keys) = keys {
+            self.keep_log(flows, keys, capacity_bps);
+        }
+    }
+
+    /// This call's log (`rounds`, `froze`, `sat`, `round_of`), kept for
+    /// the next keyed call.
+    fn keep_log(&mut self, flows: &[FlowDemand], keys: &[u64], capacity_bps: &[f64]) {
+        let past = &mut self.past;
         past.valid = keys.windows(2).all(|w| w[0] < w[1]);
         if !past.valid {
             return;
@@ -667,18 +982,23 @@ impl MaxMin {
         past.capacity_bps.extend_from_slice(capacity_bps);
         past.flows.clear();
         past.ports.clear();
+        past.level = flows.first().map(|f| f.level());
         for (i, f) in flows.iter().enumerate() {
             let from = past.ports.len() as u32;
             past.ports.extend_from_slice(f.ports);
+            if past.level != Some(f.level()) {
+                past.level = None;
+            }
             past.flows.push(PastFlow {
                 key: keys[i],
                 level: f.level(),
                 cap_bps: f.cap_bps,
                 ports: (from, past.ports.len() as u32),
-                round: round_of[i],
+                round: self.round_of[i],
             });
         }
-        std::mem::swap(&mut past.rounds, rounds);
-        std::mem::swap(&mut past.froze, froze);
+        std::mem::swap(&mut past.rounds, &mut self.rounds);
+        std::mem::swap(&mut past.froze, &mut self.froze);
+        std::mem::swap(&mut past.sat, &mut self.sat);
     }
 }
