@@ -374,6 +374,21 @@ impl MaxMin {
             return false;
         }
         let (np, n) = (capacity_bps.len(), flows.len());
+        // The same flows over the same ports, caps aside.
+        let same_flows = self.pending.is_empty() && self.past.flows.len() == n;
+        if same_flows && self.caps_unreached(flows) {
+            // Every round again, freezing the same flows: last call's rates.
+            let past = &mut self.past;
+            rates.clear();
+            rates.extend(past.flows.iter().map(|pf| match pf.round {
+                NONE => 0.0,
+                r => past.rounds[r as usize].share,
+            }));
+            for &(i, _) in &self.recapped {
+                past.flows[i as usize].cap_bps = flows[i as usize].cap_bps;
+            }
+            return true;
+        }
         let MaxMin {
             residual,
             count,
@@ -381,6 +396,7 @@ impl MaxMin {
             start,
             fill,
             list,
+            latest,
             saturated,
             freezing,
             past,
@@ -412,6 +428,7 @@ impl MaxMin {
         prior.resize(n, NONE);
         in_a.clear();
         in_a.resize(np, false);
+        latest.resize(np, 0.0);
         a_ports.clear();
         watched.clear();
         rounds.clear();
@@ -486,7 +503,9 @@ impl MaxMin {
             watched.retain(|&i| !frozen[i as usize]);
             let mut low = f64::INFINITY;
             for &p in a_ports.iter() {
-                low = lower(low, share_of(residual, count, p as usize));
+                let k = share_of(residual, count, p as usize);
+                latest[p as usize] = k;
+                low = lower(low, k);
             }
             for &i in watched.iter() {
                 low = lower(low, flows[i as usize].cap_bps);
@@ -540,7 +559,7 @@ impl MaxMin {
             }
             saturated.clear();
             for &p in a_ports.iter() {
-                if share_of(residual, count, p as usize) <= share + tol {
+                if latest[p as usize] <= share + tol {
                     saturated.push(p);
                 }
             }
@@ -605,8 +624,38 @@ impl MaxMin {
                 q += 1;
             }
         }
-        self.keep_log(flows, keys, capacity_bps);
+        if same_flows {
+            let past = &mut self.past;
+            for (i, pf) in past.flows.iter_mut().enumerate() {
+                pf.cap_bps = flows[i].cap_bps;
+                pf.round = self.round_of[i];
+            }
+            std::mem::swap(&mut past.rounds, &mut self.rounds);
+            std::mem::swap(&mut past.froze, &mut self.froze);
+            std::mem::swap(&mut past.sat, &mut self.sat);
+        } else {
+            self.keep_log(flows, keys, capacity_bps);
+        }
         true
+    }
+
+    /// Whether no flow whose cap alone changed reaches its cap, old or
+    /// new, in a round of last call before it froze (then each round is
+    /// the same: its share, from the same port or cap, freezes the same
+    /// flows). The same flows as last call (`flows[i]` is its `i`th flow).
+    fn caps_unreached(&self, flows: &[FlowDemand]) -> bool {
+        let past = &self.past;
+        self.recapped.iter().all(|&(i, was)| {
+            let now = flows[i as usize].cap_bps;
+            let last = match past.flows[i as usize].round {
+                NONE => past.rounds.len(),
+                r => r as usize + 1,
+            };
+            past.rounds[..last].iter().all(|r| {
+                let t = r.share + r.share * 1e-12 + 1e-9;
+                was > t && now > t
+            })
+        })
     }
 
     fn solve(
