@@ -441,21 +441,23 @@ impl MaxMin {
                 count[p as usize] += 1;
             }
         }
+        // Each port's flows: `fill[p]` of them from `start[p]` in `list`
+        // (filled from the end of its range down).
         start.resize(np, 0);
         fill.resize(np, 0);
         let mut off = 0u32;
         for p in 0..np {
-            start[p] = off;
-            fill[p] = 0;
             off += count[p];
+            start[p] = off;
+            fill[p] = count[p];
         }
         list.clear();
         list.resize(off as usize, 0);
         for (i, f) in flows.iter().enumerate() {
             for &p in f.ports {
-                let p = p as usize;
-                list[(start[p] + fill[p]) as usize] = i as u32;
-                fill[p] += 1;
+                let at = &mut start[p as usize];
+                *at -= 1;
+                list[*at as usize] = i as u32;
             }
         }
         let mark = |p: u32, in_a: &mut [bool], a_ports: &mut Vec<u32>| {
