@@ -367,10 +367,7 @@ impl MaxMin {
         let Some(level) = flows.first().map(|f| f.level()) else {
             return false;
         };
-        if self.past.level != Some(level) || flows.iter().any(|f| f.level() != level) {
-            return false;
-        }
-        if self.plan_replay(flows, keys, capacity_bps).is_none() {
+        if self.past.level != Some(level) || !self.match_flows(flows, keys, capacity_bps, level) {
             return false;
         }
         let (np, n) = (capacity_bps.len(), flows.len());
@@ -418,29 +415,17 @@ impl MaxMin {
         rates.resize(n, 0.0);
         residual.clear();
         residual.extend_from_slice(capacity_bps);
-        count.clear();
-        count.resize(np, 0);
         frozen.clear();
         frozen.resize(n, false);
         affected.clear();
         affected.resize(n, false);
-        prior.clear();
-        prior.resize(n, NONE);
-        in_a.clear();
-        in_a.resize(np, false);
         latest.resize(np, 0.0);
-        a_ports.clear();
         watched.clear();
         rounds.clear();
         froze.clear();
         sat.clear();
         round_of.clear();
         round_of.resize(n, NONE);
-        for f in flows {
-            for &p in f.ports {
-                count[p as usize] += 1;
-            }
-        }
         // Each port's flows: `fill[p]` of them from `start[p]` in `list`
         // (filled from the end of its range down).
         start.resize(np, 0);
@@ -480,16 +465,6 @@ impl MaxMin {
                 mark(p, in_a, a_ports);
             }
         };
-        for (j, pf) in past.flows.iter().enumerate() {
-            match now_of[j] {
-                NONE => {
-                    for &p in &past.ports[pf.ports.0 as usize..pf.ports.1 as usize] {
-                        mark(p, in_a, a_ports);
-                    }
-                }
-                i => prior[i as usize] = pf.round,
-            }
-        }
         for &i in pending.iter() {
             affect(i, affected, watched, in_a, a_ports);
         }
@@ -658,6 +633,100 @@ impl MaxMin {
                 was > t && now > t
             })
         })
+    }
+
+    /// [`MaxMin::plan_replay`] for [`MaxMin::replay_affected`], in one pass
+    /// over the flows' ports: also counts each port's flows (`count`), each
+    /// unchanged flow's round last call (`prior`), and marks affected the
+    /// ports of the flows gone or changed (`in_a`, `a_ports`). False: a
+    /// flow not of `level`, keys out of order or capacities changed.
+    fn match_flows(
+        &mut self,
+        flows: &[FlowDemand],
+        keys: &[u64],
+        capacity_bps: &[f64],
+        level: u16,
+    ) -> bool {
+        let (np, n) = (capacity_bps.len(), flows.len());
+        let MaxMin {
+            count,
+            prior,
+            in_a,
+            a_ports,
+            past,
+            now_of,
+            pending,
+            recapped,
+            ..
+        } = self;
+        let same_capacity = past.capacity_bps.len() == np
+            && past
+                .capacity_bps
+                .iter()
+                .zip(capacity_bps)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+        if !past.valid || !same_capacity {
+            return false;
+        }
+        count.clear();
+        count.resize(np, 0);
+        prior.clear();
+        prior.resize(n, NONE);
+        in_a.clear();
+        in_a.resize(np, false);
+        a_ports.clear();
+        now_of.clear();
+        now_of.resize(past.flows.len(), NONE);
+        pending.clear();
+        recapped.clear();
+        let mut mark_past = |pf: &PastFlow| {
+            for &p in &past.ports[pf.ports.0 as usize..pf.ports.1 as usize] {
+                if !in_a[p as usize] {
+                    in_a[p as usize] = true;
+                    a_ports.push(p);
+                }
+            }
+        };
+        let mut j = 0;
+        for (i, (f, &key)) in flows.iter().zip(keys).enumerate() {
+            if (i > 0 && keys[i - 1] >= key) || f.level() != level {
+                return false;
+            }
+            while j < past.flows.len() && past.flows[j].key < key {
+                mark_past(&past.flows[j]); // gone
+                j += 1;
+            }
+            let pf = past.flows.get(j).filter(|pf| pf.key == key);
+            let was = pf.map_or(&[][..], |pf| {
+                &past.ports[pf.ports.0 as usize..pf.ports.1 as usize]
+            });
+            let mut same = pf.is_some() && was.len() == f.ports.len();
+            for (k, &p) in f.ports.iter().enumerate() {
+                count[p as usize] += 1;
+                same = same && was[k] == p;
+            }
+            match pf {
+                Some(pf) if same => {
+                    now_of[j] = i as u32;
+                    prior[i] = pf.round;
+                    if pf.cap_bps.to_bits() != f.cap_bps.to_bits() {
+                        recapped.push((i as u32, pf.cap_bps));
+                    }
+                }
+                Some(pf) => {
+                    mark_past(pf); // changed
+                    pending.push(i as u32);
+                }
+                None => pending.push(i as u32),
+            }
+            if pf.is_some() {
+                j += 1;
+            }
+        }
+        for pf in &past.flows[j..] {
+            mark_past(pf);
+        }
+        true
     }
 
     fn solve(
