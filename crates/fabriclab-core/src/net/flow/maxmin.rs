@@ -396,6 +396,8 @@ impl MaxMin {
             latest,
             saturated,
             freezing,
+            caps: cand,
+            live: pq,
             past,
             rounds,
             froze,
@@ -497,19 +499,23 @@ impl MaxMin {
                 }
                 None => (f64::INFINITY, f64::INFINITY, 0..0, 0..0),
             };
+            // Its saturated ports still unaffected, and their shares.
             let mut u = f64::INFINITY;
-            for &p in &past.sat[sq.clone()] {
+            pq.clear();
+            for &p in &past.sat[sq] {
                 if !in_a[p as usize] && count[p as usize] > 0 {
-                    u = lower(u, share_of(residual, count, p as usize));
+                    let k = share_of(residual, count, p as usize);
+                    latest[p as usize] = k;
+                    pq.push(p);
+                    u = lower(u, k);
                 }
             }
             // Unaffected flows of round q, not frozen yet.
-            let unaffected = |j: u32, frozen: &[bool], affected: &[bool]| {
+            cand.clear();
+            for &j in &past.froze[fq] {
                 let i = now_of[j as usize];
-                (i != NONE && !frozen[i as usize] && !affected[i as usize]).then_some(i)
-            };
-            for &j in &past.froze[fq.clone()] {
-                if let Some(i) = unaffected(j, frozen, affected) {
+                if i != NONE && !frozen[i as usize] && !affected[i as usize] {
+                    cand.push(i);
                     if flows[i as usize].cap_bps <= t {
                         u = lower(u, flows[i as usize].cap_bps);
                     }
@@ -518,10 +524,8 @@ impl MaxMin {
             let share = lower(low, u);
             if u == f64::INFINITY && low > t && q < past.rounds.len() {
                 // Round q is gone: nothing unaffected is left in it.
-                for &j in &past.froze[fq.clone()] {
-                    if let Some(i) = unaffected(j, frozen, affected) {
-                        affect(i, affected, watched, in_a, a_ports);
-                    }
+                for &i in cand.iter() {
+                    affect(i, affected, watched, in_a, a_ports);
                 }
                 q += 1;
                 continue;
@@ -540,11 +544,8 @@ impl MaxMin {
                     saturated.push(p);
                 }
             }
-            for &p in &past.sat[sq] {
-                if !in_a[p as usize]
-                    && count[p as usize] > 0
-                    && share_of(residual, count, p as usize) <= share + tol
-                {
+            for &p in pq.iter() {
+                if latest[p as usize] <= share + tol {
                     saturated.push(p);
                 }
             }
@@ -558,11 +559,9 @@ impl MaxMin {
                     freezing.push(i);
                 }
             }
-            for &j in &past.froze[fq.clone()] {
-                if let Some(i) = unaffected(j, frozen, affected) {
-                    if flows[i as usize].cap_bps <= share + tol {
-                        freezing.push(i);
-                    }
+            for &i in cand.iter() {
+                if flows[i as usize].cap_bps <= share + tol {
+                    freezing.push(i);
                 }
             }
             let r = rounds.len() as u32;
@@ -593,8 +592,8 @@ impl MaxMin {
                 }
             }
             if again {
-                for &j in &past.froze[fq] {
-                    if let Some(i) = unaffected(j, frozen, affected) {
+                for &i in cand.iter() {
+                    if !frozen[i as usize] && !affected[i as usize] {
                         affect(i, affected, watched, in_a, a_ports);
                     }
                 }
