@@ -260,7 +260,11 @@ impl MaxMin {
     /// fails the test, and every later one, is water-filled as in
     /// [`MaxMin::rates`] from the replayed state: the same rounds, the same
     /// rates to the bit. Keys out of order, or capacities changed, replay
-    /// nothing.
+    /// nothing. When every flow, now and last call, is of one level (one
+    /// class, none ahead of it), the replay goes past the first change:
+    /// every later round that no change reaches is kept too, from the ports
+    /// the changes reach round by round ([`MaxMin::replay_ports`] off: the
+    /// prefix only).
     pub fn rates_keyed(
         &mut self,
         flows: &[FlowDemand],
