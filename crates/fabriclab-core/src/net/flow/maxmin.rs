@@ -112,6 +112,9 @@ pub struct MaxMin {
     pub scan_ports: usize,
     /// Keyed calls with fewer flows than this are water-filled whole.
     pub replay_flows: usize,
+    /// Keyed calls of one level replay by affected ports (else only the
+    /// prefix of rounds no change touches).
+    pub replay_ports: bool,
     live: Vec<u32>,
     residual: Vec<f64>,
     count: Vec<u32>,
@@ -133,6 +136,7 @@ pub struct MaxMin {
     /// The log being written: rounds, the flows each froze, each flow's round.
     rounds: Vec<Round>,
     froze: Vec<u32>,
+    sat: Vec<u32>,
     round_of: Vec<u32>,
     /// Replay: each past flow's index now ([`NONE`]: gone or changed), and
     /// the flows that are new or changed.
@@ -140,6 +144,14 @@ pub struct MaxMin {
     pending: Vec<u32>,
     /// Flows whose cap alone changed, with their past cap.
     recapped: Vec<(u32, f64)>,
+    /// Replay by affected ports ([`MaxMin::replay_affected`]): each flow's
+    /// round last call, whether it is affected, its cap watched; each port
+    /// affected or not, and the affected ones.
+    prior: Vec<u32>,
+    affected: Vec<bool>,
+    watched: Vec<u32>,
+    in_a: Vec<bool>,
+    a_ports: Vec<u32>,
 }
 
 /// No round, or no flow.
@@ -152,6 +164,8 @@ struct Round {
     level: u16,
     share: f64,
     first: u32,
+    /// Where the ports it saturated start in the log's list.
+    sat: u32,
 }
 
 /// One flow of the last keyed allocation.
@@ -176,6 +190,9 @@ struct Past {
     ports: Vec<u32>,
     rounds: Vec<Round>,
     froze: Vec<u32>,
+    sat: Vec<u32>,
+    /// The level of every flow, when they were all of one.
+    level: Option<u16>,
 }
 
 impl Default for MaxMin {
@@ -183,6 +200,7 @@ impl Default for MaxMin {
         MaxMin {
             scan_ports: SCAN_PORTS,
             replay_flows: REPLAY_FLOWS,
+            replay_ports: true,
             live: Vec::new(),
             residual: Vec::new(),
             count: Vec::new(),
@@ -202,10 +220,16 @@ impl Default for MaxMin {
             past: Past::default(),
             rounds: Vec::new(),
             froze: Vec::new(),
+            sat: Vec::new(),
             round_of: Vec::new(),
             now_of: Vec::new(),
             pending: Vec::new(),
             recapped: Vec::new(),
+            prior: Vec::new(),
+            affected: Vec::new(),
+            watched: Vec::new(),
+            in_a: Vec::new(),
+            a_ports: Vec::new(),
         }
     }
 }
@@ -236,7 +260,11 @@ impl MaxMin {
     /// fails the test, and every later one, is water-filled as in
     /// [`MaxMin::rates`] from the replayed state: the same rounds, the same
     /// rates to the bit. Keys out of order, or capacities changed, replay
-    /// nothing.
+    /// nothing. When every flow, now and last call, is of one level (one
+    /// class, none ahead of it), the replay goes past the first change:
+    /// every later round that no change reaches is kept too, from the ports
+    /// the changes reach round by round ([`MaxMin::replay_ports`] off: the
+    /// prefix only).
     pub fn rates_keyed(
         &mut self,
         flows: &[FlowDemand],
@@ -247,7 +275,7 @@ impl MaxMin {
         assert_eq!(flows.len(), keys.len(), "one key per flow");
         if flows.len() < self.replay_flows {
             self.rates(flows, capacity_bps, rates);
-        } else {
+        } else if !(self.replay_ports && self.replay_affected(flows, keys, capacity_bps, rates)) {
             self.solve(flows, Some(keys), capacity_bps, rates);
         }
     }
@@ -313,6 +341,397 @@ impl MaxMin {
         Some(limit)
     }
 
+    /// Progressive filling of a keyed call whose flows, now and last call,
+    /// are all of one level, replaying the last call's rounds wherever no
+    /// change reaches. A port is affected when a flow crossing it is new,
+    /// gone or changed, or froze at another share or in another round than
+    /// last call; the other ports hold last call's state at the replayed
+    /// round `q` (the same flows frozen at the same shares), so each has a
+    /// share of at least that round's share `s`, and only the ports it
+    /// saturated are within its tolerance `t`. Each round takes the smallest
+    /// of the affected ports' shares and watched caps (flows affected or
+    /// recapped), and of round `q`'s saturated ports still unaffected and
+    /// its unaffected flows' caps: if that is `s`, it is round `q` again
+    /// (with any affected port or cap within `t`); if it is below `s` with
+    /// its tolerance under `t`, a round of affected ports alone comes first;
+    /// a round `q` with nothing unaffected left and no affected share within
+    /// `t` is gone. Either way it is the round plain progressive filling
+    /// takes, so the same rates to the bit. Flows of round `q` not frozen
+    /// by it, or frozen elsewhere, become affected, and so do their ports.
+    /// A share strictly between `s` and `t` cannot be told apart: returns
+    /// false, having kept no log, and the call is water-filled by
+    /// [`MaxMin::solve`].
+    fn replay_affected(
+        &mut self,
+        flows: &[FlowDemand],
+        keys: &[u64],
+        capacity_bps: &[f64],
+        rates: &mut Vec<f64>,
+    ) -> bool {
+        let Some(level) = flows.first().map(|f| f.level()) else {
+            return false;
+        };
+        if self.past.level != Some(level) || !self.match_flows(flows, keys, capacity_bps, level) {
+            return false;
+        }
+        let (np, n) = (capacity_bps.len(), flows.len());
+        // The same flows over the same ports, caps aside.
+        let same_flows = self.pending.is_empty() && self.past.flows.len() == n;
+        if same_flows && self.caps_unreached(flows) {
+            // Every round again, freezing the same flows: last call's rates.
+            let past = &mut self.past;
+            rates.clear();
+            rates.extend(past.flows.iter().map(|pf| match pf.round {
+                NONE => 0.0,
+                r => past.rounds[r as usize].share,
+            }));
+            for &(i, _) in &self.recapped {
+                past.flows[i as usize].cap_bps = flows[i as usize].cap_bps;
+            }
+            return true;
+        }
+        let MaxMin {
+            residual,
+            count,
+            frozen,
+            start,
+            fill,
+            list,
+            latest,
+            saturated,
+            freezing,
+            caps: cand,
+            live: pq,
+            past,
+            rounds,
+            froze,
+            sat,
+            round_of,
+            now_of,
+            pending,
+            recapped,
+            prior,
+            affected,
+            watched,
+            in_a,
+            a_ports,
+            ..
+        } = self;
+        rates.clear();
+        rates.resize(n, 0.0);
+        residual.clear();
+        residual.extend_from_slice(capacity_bps);
+        frozen.clear();
+        frozen.resize(n, false);
+        affected.clear();
+        affected.resize(n, false);
+        latest.resize(np, 0.0);
+        watched.clear();
+        rounds.clear();
+        froze.clear();
+        sat.clear();
+        round_of.clear();
+        round_of.resize(n, NONE);
+        // Each port's flows: `fill[p]` of them from `start[p]` in `list`
+        // (filled from the end of its range down).
+        start.resize(np, 0);
+        fill.resize(np, 0);
+        let mut off = 0u32;
+        for p in 0..np {
+            off += count[p];
+            start[p] = off;
+            fill[p] = count[p];
+        }
+        list.clear();
+        list.resize(off as usize, 0);
+        for (i, f) in flows.iter().enumerate() {
+            for &p in f.ports {
+                let at = &mut start[p as usize];
+                *at -= 1;
+                list[*at as usize] = i as u32;
+            }
+        }
+        let mark = |p: u32, in_a: &mut [bool], a_ports: &mut Vec<u32>| {
+            if !in_a[p as usize] {
+                in_a[p as usize] = true;
+                a_ports.push(p);
+            }
+        };
+        let affect = |i: u32,
+                      affected: &mut [bool],
+                      watched: &mut Vec<u32>,
+                      in_a: &mut [bool],
+                      a_ports: &mut Vec<u32>| {
+            affected[i as usize] = true;
+            let f = &flows[i as usize];
+            if f.cap_bps < f64::INFINITY {
+                watched.push(i);
+            }
+            for &p in f.ports {
+                mark(p, in_a, a_ports);
+            }
+        };
+        for &i in pending.iter() {
+            affect(i, affected, watched, in_a, a_ports);
+        }
+        watched.extend(recapped.iter().map(|&(i, _)| i));
+        let share_of =
+            |residual: &[f64], count: &[u32], p: usize| residual[p].max(0.0) / count[p] as f64;
+        // The smaller, as the scan orders shares.
+        let lower = |a: f64, b: f64| if b.total_cmp(&a).is_lt() { b } else { a };
+        let mut left = n;
+        let mut q = 0;
+        while left > 0 {
+            a_ports.retain(|&p| count[p as usize] > 0);
+            watched.retain(|&i| !frozen[i as usize]);
+            let mut low = f64::INFINITY;
+            for &p in a_ports.iter() {
+                let k = share_of(residual, count, p as usize);
+                latest[p as usize] = k;
+                low = lower(low, k);
+            }
+            for &i in watched.iter() {
+                low = lower(low, flows[i as usize].cap_bps);
+            }
+            // Round q: its frozen flows and saturated ports in the log.
+            let (s, t, fq, sq) = match past.rounds.get(q) {
+                Some(r) => {
+                    let next = past.rounds.get(q + 1);
+                    let fq = r.first as usize..next.map_or(past.froze.len(), |n| n.first as usize);
+                    let sq = r.sat as usize..next.map_or(past.sat.len(), |n| n.sat as usize);
+                    (r.share, r.share + r.share * 1e-12 + 1e-9, fq, sq)
+                }
+                None => (f64::INFINITY, f64::INFINITY, 0..0, 0..0),
+            };
+            // Its saturated ports still unaffected, and their shares.
+            let mut u = f64::INFINITY;
+            pq.clear();
+            for &p in &past.sat[sq] {
+                if !in_a[p as usize] && count[p as usize] > 0 {
+                    let k = share_of(residual, count, p as usize);
+                    latest[p as usize] = k;
+                    pq.push(p);
+                    u = lower(u, k);
+                }
+            }
+            // Unaffected flows of round q, not frozen yet.
+            cand.clear();
+            for &j in &past.froze[fq] {
+                let i = now_of[j as usize];
+                if i != NONE && !frozen[i as usize] && !affected[i as usize] {
+                    cand.push(i);
+                    if flows[i as usize].cap_bps <= t {
+                        u = lower(u, flows[i as usize].cap_bps);
+                    }
+                }
+            }
+            let share = lower(low, u);
+            if u == f64::INFINITY && low > t && q < past.rounds.len() {
+                // Round q is gone: nothing unaffected is left in it.
+                for &i in cand.iter() {
+                    affect(i, affected, watched, in_a, a_ports);
+                }
+                q += 1;
+                continue;
+            }
+            if share == f64::INFINITY {
+                break; // flows without ports or caps: nothing bounds them
+            }
+            let tol = share * 1e-12 + 1e-9;
+            let again = share.to_bits() == s.to_bits();
+            if !again && share + tol > t {
+                return false;
+            }
+            saturated.clear();
+            for &p in a_ports.iter() {
+                if latest[p as usize] <= share + tol {
+                    saturated.push(p);
+                }
+            }
+            for &p in pq.iter() {
+                if latest[p as usize] <= share + tol {
+                    saturated.push(p);
+                }
+            }
+            freezing.clear();
+            for &p in saturated.iter() {
+                let p = p as usize;
+                freezing.extend_from_slice(&list[start[p] as usize..(start[p] + fill[p]) as usize]);
+            }
+            for &i in watched.iter() {
+                if flows[i as usize].cap_bps <= share + tol {
+                    freezing.push(i);
+                }
+            }
+            for &i in cand.iter() {
+                if flows[i as usize].cap_bps <= share + tol {
+                    freezing.push(i);
+                }
+            }
+            let r = rounds.len() as u32;
+            rounds.push(Round {
+                level,
+                share,
+                first: froze.len() as u32,
+                sat: sat.len() as u32,
+            });
+            sat.extend_from_slice(saturated);
+            for &i in freezing.iter() {
+                if frozen[i as usize] {
+                    continue;
+                }
+                frozen[i as usize] = true;
+                rates[i as usize] = share;
+                round_of[i as usize] = r;
+                froze.push(i);
+                left -= 1;
+                for &p in flows[i as usize].ports {
+                    residual[p as usize] -= share;
+                    count[p as usize] -= 1;
+                }
+                // Frozen as last call (in round q, at its share) or affected.
+                let same = again && prior[i as usize] == q as u32;
+                if !(same || affected[i as usize]) {
+                    affect(i, affected, watched, in_a, a_ports);
+                }
+            }
+            if again {
+                for &i in cand.iter() {
+                    if !frozen[i as usize] && !affected[i as usize] {
+                        affect(i, affected, watched, in_a, a_ports);
+                    }
+                }
+                q += 1;
+            }
+        }
+        if same_flows {
+            let past = &mut self.past;
+            for (i, pf) in past.flows.iter_mut().enumerate() {
+                pf.cap_bps = flows[i].cap_bps;
+                pf.round = self.round_of[i];
+            }
+            std::mem::swap(&mut past.rounds, &mut self.rounds);
+            std::mem::swap(&mut past.froze, &mut self.froze);
+            std::mem::swap(&mut past.sat, &mut self.sat);
+        } else {
+            self.keep_log(flows, keys, capacity_bps);
+        }
+        true
+    }
+
+    /// Whether no flow whose cap alone changed reaches its cap, old or
+    /// new, in a round of last call before it froze (then each round is
+    /// the same: its share, from the same port or cap, freezes the same
+    /// flows). The same flows as last call (`flows[i]` is its `i`th flow).
+    fn caps_unreached(&self, flows: &[FlowDemand]) -> bool {
+        let past = &self.past;
+        self.recapped.iter().all(|&(i, was)| {
+            let now = flows[i as usize].cap_bps;
+            let last = match past.flows[i as usize].round {
+                NONE => past.rounds.len(),
+                r => r as usize + 1,
+            };
+            past.rounds[..last].iter().all(|r| {
+                let t = r.share + r.share * 1e-12 + 1e-9;
+                was > t && now > t
+            })
+        })
+    }
+
+    /// [`MaxMin::plan_replay`] for [`MaxMin::replay_affected`], in one pass
+    /// over the flows' ports: also counts each port's flows (`count`), each
+    /// unchanged flow's round last call (`prior`), and marks affected the
+    /// ports of the flows gone or changed (`in_a`, `a_ports`). False: a
+    /// flow not of `level`, keys out of order or capacities changed.
+    fn match_flows(
+        &mut self,
+        flows: &[FlowDemand],
+        keys: &[u64],
+        capacity_bps: &[f64],
+        level: u16,
+    ) -> bool {
+        let (np, n) = (capacity_bps.len(), flows.len());
+        let MaxMin {
+            count,
+            prior,
+            in_a,
+            a_ports,
+            past,
+            now_of,
+            pending,
+            recapped,
+            ..
+        } = self;
+        let same_capacity = past.capacity_bps.len() == np
+            && past
+                .capacity_bps
+                .iter()
+                .zip(capacity_bps)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+        if !past.valid || !same_capacity {
+            return false;
+        }
+        count.clear();
+        count.resize(np, 0);
+        prior.clear();
+        prior.resize(n, NONE);
+        in_a.clear();
+        in_a.resize(np, false);
+        a_ports.clear();
+        now_of.clear();
+        now_of.resize(past.flows.len(), NONE);
+        pending.clear();
+        recapped.clear();
+        let mut mark_past = |pf: &PastFlow| {
+            for &p in &past.ports[pf.ports.0 as usize..pf.ports.1 as usize] {
+                if !in_a[p as usize] {
+                    in_a[p as usize] = true;
+                    a_ports.push(p);
+                }
+            }
+        };
+        let mut j = 0;
+        for (i, (f, &key)) in flows.iter().zip(keys).enumerate() {
+            if (i > 0 && keys[i - 1] >= key) || f.level() != level {
+                return false;
+            }
+            while j < past.flows.len() && past.flows[j].key < key {
+                mark_past(&past.flows[j]); // gone
+                j += 1;
+            }
+            let pf = past.flows.get(j).filter(|pf| pf.key == key);
+            let was = pf.map_or(&[][..], |pf| {
+                &past.ports[pf.ports.0 as usize..pf.ports.1 as usize]
+            });
+            let mut same = pf.is_some() && was.len() == f.ports.len();
+            for (k, &p) in f.ports.iter().enumerate() {
+                count[p as usize] += 1;
+                same = same && was[k] == p;
+            }
+            match pf {
+                Some(pf) if same => {
+                    now_of[j] = i as u32;
+                    prior[i] = pf.round;
+                    if pf.cap_bps.to_bits() != f.cap_bps.to_bits() {
+                        recapped.push((i as u32, pf.cap_bps));
+                    }
+                }
+                Some(pf) => {
+                    mark_past(pf); // changed
+                    pending.push(i as u32);
+                }
+                None => pending.push(i as u32),
+            }
+            if pf.is_some() {
+                j += 1;
+            }
+        }
+        for pf in &past.flows[j..] {
+            mark_past(pf);
+        }
+        true
+    }
+
     fn solve(
         &mut self,
         flows: &[FlowDemand],
@@ -328,6 +747,7 @@ impl MaxMin {
         let MaxMin {
             scan_ports,
             replay_flows: _,
+            replay_ports: _,
             live,
             residual,
             count,
@@ -347,10 +767,12 @@ impl MaxMin {
             past,
             rounds,
             froze,
+            sat,
             round_of,
             now_of,
             pending,
             recapped,
+            ..
         } = self;
         residual.clear();
         residual.extend_from_slice(capacity_bps);
@@ -368,6 +790,7 @@ impl MaxMin {
         let log = keys.is_some();
         rounds.clear();
         froze.clear();
+        sat.clear();
         round_of.clear();
         if log {
             round_of.resize(flows.len(), NONE);
@@ -417,11 +840,17 @@ impl MaxMin {
                         .rounds
                         .get(q + 1)
                         .map_or(past.froze.len(), |r| r.first as usize);
+                    let sat_end = past
+                        .rounds
+                        .get(q + 1)
+                        .map_or(past.sat.len(), |r| r.sat as usize);
                     rounds.push(Round {
                         level: at,
                         share,
                         first: froze.len() as u32,
+                        sat: sat.len() as u32,
                     });
+                    sat.extend_from_slice(&past.sat[past.rounds[q].sat as usize..sat_end]);
                     for &j in &past.froze[past.rounds[q].first as usize..end] {
                         let i = now_of[j as usize] as usize;
                         frozen[i] = true;
@@ -607,7 +1036,9 @@ impl MaxMin {
                         level: at,
                         share,
                         first: froze.len() as u32,
+                        sat: sat.len() as u32,
                     });
+                    sat.extend_from_slice(saturated);
                 }
                 for &i in freezing.iter() {
                     if frozen[i as usize] {
@@ -657,8 +1088,15 @@ impl MaxMin {
             }
             *heap_buf = heap.into_vec();
         }
-        let Some(keys) = keys else { return };
-        // This call's log, for the next keyed call.
+        if let Some(keys) = keys {
+            self.keep_log(flows, keys, capacity_bps);
+        }
+    }
+
+    /// This call's log (`rounds`, `froze`, `sat`, `round_of`), kept for
+    /// the next keyed call.
+    fn keep_log(&mut self, flows: &[FlowDemand], keys: &[u64], capacity_bps: &[f64]) {
+        let past = &mut self.past;
         past.valid = keys.windows(2).all(|w| w[0] < w[1]);
         if !past.valid {
             return;
@@ -667,18 +1105,23 @@ impl MaxMin {
         past.capacity_bps.extend_from_slice(capacity_bps);
         past.flows.clear();
         past.ports.clear();
+        past.level = flows.first().map(|f| f.level());
         for (i, f) in flows.iter().enumerate() {
             let from = past.ports.len() as u32;
             past.ports.extend_from_slice(f.ports);
+            if past.level != Some(f.level()) {
+                past.level = None;
+            }
             past.flows.push(PastFlow {
                 key: keys[i],
                 level: f.level(),
                 cap_bps: f.cap_bps,
                 ports: (from, past.ports.len() as u32),
-                round: round_of[i],
+                round: self.round_of[i],
             });
         }
-        std::mem::swap(&mut past.rounds, rounds);
-        std::mem::swap(&mut past.froze, froze);
+        std::mem::swap(&mut past.rounds, &mut self.rounds);
+        std::mem::swap(&mut past.froze, &mut self.froze);
+        std::mem::swap(&mut past.sat, &mut self.sat);
     }
 }
