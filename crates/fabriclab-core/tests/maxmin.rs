@@ -39,6 +39,10 @@ fn assert_both_ways(
 ) {
     let mut out = Vec::new();
     for (way, m) in ways.iter_mut() {
+        // Stale values in the buffer: every rate must be written, not left over
+        // from the other way's call.
+        out.clear();
+        out.resize(demands.len(), f64::NAN);
         m.rates(demands, caps, &mut out);
         assert!(
             same_bits(&out, want),
