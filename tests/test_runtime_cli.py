@@ -59,7 +59,7 @@ def test_bench_refuses_a_telemetry_folder_it_could_not_make_before_running(cli, 
     t0 = time.monotonic()
     r = cli("runtime", "bench", "--sizes", "1M", "--iters", "50", "-n", "2", "--telemetry", str(tmp_path / "afile" / "sub"))
     assert r.returncode == 2, r.stderr
-    assert r.stderr.startswith("error: --telemetry: cannot make "), r.stderr
+    assert r.stderr.startswith("error: --telemetry: cannot create "), r.stderr
     assert "is a file, not a folder" in r.stderr
     assert time.monotonic() - t0 < 10  # refused up front: no rank was started
     assert (tmp_path / "afile").read_text() == "x"

@@ -25,6 +25,7 @@ from rich.text import Text  # noqa: E402
 
 from . import commands  # noqa: E402
 from .errors import InputError  # noqa: E402
+from .inputs import check_out_dir  # noqa: E402
 
 if TYPE_CHECKING:
     from .scenario import Scenario
@@ -69,15 +70,6 @@ def _check_out_file(path: Path, option: str) -> None:
         _fail(f"{option}: the folder {parent} does not exist")
     if not os.access(parent, os.W_OK):
         _fail(f"{option}: the folder {parent} is not writable")
-
-
-def _check_out_dir(path: Path, option: str) -> None:
-    """A folder the command will write into: refused before any work if it is a file or sits under one."""
-    if path.exists() and not path.is_dir():
-        _fail(f"{option}: {path} exists and is not a folder")
-    blocker = next((a for a in path.absolute().parents if a.exists()), None)
-    if blocker is not None and not blocker.is_dir():
-        _fail(f"{option}: cannot create {path}: {blocker} is a file, not a folder")
 
 
 def _load(path: Optional[Path]) -> Scenario:
@@ -134,11 +126,10 @@ def topo_show(
         return
     s = _load(scenario)
     from .commands import named
-    from .limits import check_memory
+    from .limits import checked_topology
 
     with named(scenario):  # a topology too big for this machine is refused before it is built
-        est = check_memory(s)
-        t = est.topology if est.topology is not None else s.build_topology()
+        _, t = checked_topology(s)
     draw_topology(t, png, title=f"{s.name}: {s.topology.kind}")
     out.print(f"wrote {png} ({len(t.hosts)} hosts, {len(t.nodes) - len(t.hosts)} switches, {len(t.links)} links)")
 
@@ -222,7 +213,7 @@ def reproduce(
              "c4-diagnosis", "c4-recovery")
     if what not in known:
         _fail(f"reproduce: unknown reproduction {what!r} (known: {', '.join(known)})")
-    _check_out_dir(out_dir, "--out")
+    check_out_dir(out_dir, "--out")
 
     if what == "blink":
         from .repro import blink

@@ -34,16 +34,26 @@ def out():
 def named(path: Optional[Path]):
     """Errors found after the schema (resolving the topology, paths, files
     the scenario names, the core's checks) start with the scenario file's
-    name, as the schema's own errors do. Errors about a command-line option
-    (``--out``, ``--memory-limit``) or an environment variable name that
-    instead, and keep it first."""
+    name, as the schema's own errors do. Options are checked outside it
+    (``memory_limit``, the output folder's claim): their errors name the
+    option."""
     try:
         yield
     except InputError as e:
         msg = str(e)
-        if path is None or msg.startswith((f"{path}: ", "--", "FABRICLAB_")):
+        if path is None or msg.startswith(f"{path}: "):
             raise
         raise InputError(f"{path}: {msg}") from None
+
+
+def memory_limit_bytes(memory_limit: Optional[str]) -> int | str:
+    """``--memory-limit`` (else FABRICLAB_MEMORY_LIMIT, else the memory
+    available now) read once, before the scenario's own checks: bytes, or
+    'off'. Its errors name the option or the variable."""
+    from .limits import resolve_limit
+
+    cap = resolve_limit(memory_limit)
+    return "off" if cap is None else cap
 
 
 def load(path: Optional[Path]) -> Scenario:
@@ -89,18 +99,19 @@ def run(scenario: Optional[Path], out_dir: Path, force: bool, seed: Optional[int
                 rule = str(e).split(f"{field}: ", 1)[-1]
                 raise InputError(f"{option}: {value!r}: {rule}") from None
     inputs = ([scenario] if scenario is not None else []) + s.input_files()
+    memory_limit = memory_limit_bytes(memory_limit)
     # The folder is claimed (checked, created) before the run, filled only when it succeeded.
     if s.recovery is not None:  # detection, isolation and restarts (docs/c4-recovery.md)
         from .c4.recovery import print_summary
 
-        with named(scenario), OutputFolder(out_dir, force, tuple(inputs)) as folder:
+        with OutputFolder(out_dir, force, tuple(inputs)) as folder, named(scenario):
             rec = simulate(s, memory_limit=memory_limit)
             rec.write_into(folder.staging)
         if not quiet:
             print_summary(out(), rec)
             out().print(f"results in {out_dir}")
         return
-    with named(scenario), OutputFolder(out_dir, force, tuple(inputs)) as folder:
+    with OutputFolder(out_dir, force, tuple(inputs)) as folder, named(scenario):
         res = simulate(s, progress=not quiet, memory_limit=memory_limit)
         res.write_into(folder.staging)
     if not quiet:
@@ -115,6 +126,7 @@ def validate(scenario: Path, memory_limit: Optional[str]) -> None:
     from .engine import resolve_and_build
 
     s = load(scenario)
+    memory_limit = memory_limit_bytes(memory_limit)
     # Resolved once: the memory check (before building a topology that may not fit), the topology, the core's JSON.
     with named(scenario):
         _, t = resolve_and_build(s, memory_limit)

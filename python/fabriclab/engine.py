@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from . import __version__
 from ._core import Simulator
-from .limits import check_memory, queue_row_budget
+from .limits import checked_topology, queue_row_budget
 from .scenario import Scenario, ScenarioError
 
 if TYPE_CHECKING:
@@ -34,8 +34,7 @@ def resolve_and_build(scenario: Scenario, memory_limit: int | str | None = None,
     """The scenario resolved once for a run: the memory estimate, then the
     topology (built once: the estimate's if it had to build it), then the
     core's JSON, then the simulator. Returns (simulator, topology)."""
-    est = check_memory(scenario, memory_limit, topology_data)
-    t = est.topology if est.topology is not None else scenario.build_topology()
+    est, t = checked_topology(scenario, memory_limit, topology_data)
     try:
         sim = Simulator(json.dumps(scenario.to_core(t)))
         if scenario.outputs.queues_every_ps is not None:

@@ -1,9 +1,11 @@
 """Reading the files a user names: one place that turns every way a read
 can fail (missing, a folder, unreadable, not UTF-8) into an
-:class:`~fabriclab.errors.InputError` naming the field."""
+:class:`~fabriclab.errors.InputError` naming the field; and the folders a
+command will write into, refused before any work."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .errors import InputError
@@ -26,3 +28,16 @@ def read_text(path: Path, field: str, what: str = "file") -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise InputError(f"{at}{path} is not UTF-8 text (invalid byte at offset {e.start})") from None
+
+
+def check_out_dir(path: Path, option: str) -> None:
+    """A folder the command will write into: refused before any work if it
+    is a file, sits under one, or could not be made in its nearest existing
+    folder."""
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{option}: {path} exists and is not a folder")
+    blocker = next((a for a in path.absolute().parents if a.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise InputError(f"{option}: cannot create {path}: {blocker} is a file, not a folder")
+    if not path.exists() and blocker is not None and not os.access(blocker, os.W_OK | os.X_OK):
+        raise InputError(f"{option}: cannot create {path}: {blocker} is not writable")

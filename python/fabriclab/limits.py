@@ -145,6 +145,14 @@ def check_memory(scenario, limit: int | str | None = None, topology_data=None) -
     return est
 
 
+def checked_topology(scenario, limit: int | str | None = None, topology_data=None):
+    """The memory check (refusing before a topology that may not fit is
+    built), then the scenario's topology, the estimate's own when it had to
+    build it: ``(estimate, topology)``."""
+    est = check_memory(scenario, limit, topology_data)
+    return est, est.topology if est.topology is not None else scenario.build_topology()
+
+
 def _topology(s, est: Estimate) -> tuple[int, float, int]:
     """Adds the topology's cost; returns its hosts, fastest link rate and links."""
     t = s.topology

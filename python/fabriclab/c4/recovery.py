@@ -172,12 +172,10 @@ def simulate(scenario: "Scenario", memory_limit=None, detector: Detector | None 
     r = s.recovery
     if r is None:
         raise ScenarioError("recovery: the scenario has no [recovery] section")
-    from ..limits import check_memory
+    from ..limits import checked_topology
     from .recovery_config import spare_hosts
 
-    # Refused before the topology is built, as a plain run refuses it (a huge one would not fit).
-    est = check_memory(s, memory_limit)
-    t = est.topology if est.topology is not None else s.build_topology()
+    _, t = checked_topology(s, memory_limit)  # as a plain run: refused before a topology too big is built
     core_job = s.job_core(0, s.jobs[0], t)
     workers = list(core_job["workers"])
     names = [n["name"] for n in t.nodes]

@@ -51,13 +51,14 @@ def register(app: typer.Typer) -> None:
                                                "(allreduce only; scripts/install-baselines.sh)."),
     ) -> None:
         """nccl-tests' table for the runtime (or a baseline), on local processes over loopback TCP or in a cluster-in-a-box."""
+        from ..inputs import check_out_dir
         from .bench import run_bench, table_text, write_csv
         from .errors import RuntimeFailure, RuntimeInputError
 
         if csv is not None and (csv.is_dir() or not (csv.parent if str(csv.parent) else Path(".")).is_dir()):
             raise RuntimeInputError(f"--csv: cannot write {csv} (a folder, or its folder does not exist)")
         if telemetry is not None:
-            _check_telemetry_folder(telemetry)
+            check_out_dir(telemetry, "--telemetry")
         if chunk < 1:
             raise RuntimeInputError(f"--chunk: must be a positive number of bytes, got {chunk}")
         if baseline is not None and (op != "allreduce" or telemetry is not None):
@@ -114,22 +115,3 @@ def register(app: typer.Typer) -> None:
         typer.echo(packing_text(res))
         if out is not None:
             out.write_text(json.dumps(res, indent=1))
-
-
-def _check_telemetry_folder(folder: Path) -> None:
-    """Refuses, before the run, a --telemetry folder that could not be made:
-    the path or its nearest existing parent is a file, or that parent is not
-    writable."""
-    import os
-
-    from .errors import RuntimeInputError
-
-    if folder.exists() and not folder.is_dir():
-        raise RuntimeInputError(f"--telemetry: {folder} is a file, not a folder")
-    parent = folder
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise RuntimeInputError(f"--telemetry: cannot make {folder}: {parent} is a file, not a folder")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise RuntimeInputError(f"--telemetry: cannot make {folder}: {parent} is not writable")
