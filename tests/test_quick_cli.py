@@ -86,7 +86,11 @@ def test_quick_and_typer_runs_write_the_same_results(tmp_path):
 def test_quick_validate_imports_no_typer(tmp_path):
     scenario = tmp_path / "s.toml"
     scenario.write_text(TINY)
-    probe = ("import json, runpy, sys\n"
+    # The quick path ends the process with os._exit; here it raises instead,
+    # so that the probe can list the modules loaded by then.
+    probe = ("import json, os, runpy, sys\n"
+             "def _raise(code):\n    raise SystemExit(code)\n"
+             "os._exit = _raise\n"
              f"sys.argv = ['fabriclab', 'validate', {str(scenario)!r}]\n"
              "try:\n    runpy.run_module('fabriclab.cli', run_name='__main__')\n"
              "except SystemExit as e:\n    assert e.code == 0, e.code\n"

@@ -10,6 +10,7 @@ handler: the same message and exit code either way."""
 from __future__ import annotations
 
 import errno
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -97,11 +98,28 @@ def run(argv: list[str]) -> Optional[int]:
         return _exit_code_for(e)
 
 
+def exit_now(rc: int) -> None:
+    """Ends the process after a quick-path command without the interpreter's
+    teardown (issue 13: freeing every module and object of pydantic, numpy
+    and pyarrow one by one took 0.03-0.05 s of CPU of a 0.6 s run, measured
+    with perf stat, 8 runs each, alternating). By then the command has
+    written and closed its files and renamed its output folder into place,
+    and no thread of ours is working: only the standard streams are left to
+    flush. A stream that cannot be flushed (a closed pipe) exits 1, as
+    typer's runner does."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:
+        rc = rc or 1
+    os._exit(rc)
+
+
 def main() -> None:
     """The `fabriclab` console script: the quick path, else cli.main."""
     rc = run(sys.argv[1:])
     if rc is not None:
-        sys.exit(rc)
+        exit_now(rc)
     from .cli import main as cli_main
 
     cli_main()

@@ -10,11 +10,12 @@ import sys
 
 if __name__ == "__main__":
     # `python -m fabriclab.cli`: a plain run or validate line skips typer (_quick.py).
+    from fabriclab._quick import exit_now as _quick_exit
     from fabriclab._quick import run as _quick_run
 
     _rc = _quick_run(sys.argv[1:])
     if _rc is not None:
-        sys.exit(_rc)
+        _quick_exit(_rc)
 
 from pathlib import Path  # noqa: E402
 from typing import TYPE_CHECKING, Optional  # noqa: E402
