@@ -16,8 +16,10 @@ tree 1, ...) so that both see the same load on a shared machine.
 
 `--phases SCENARIO` instead prints where a run's CPU time goes (median per
 phase of fresh processes, trees alternating): the steps of `fabriclab run`
-done one after the other in one thread (the run itself imports numpy and
-pyarrow on a thread while the core runs), each step's CPU time
+done one after the other in one thread (a run that builds tables with
+numpy and pyarrow imports them on a thread while the core runs; since
+2026-11-27 a run with only flows and links imports neither, and before that
+the results module imported both), each step's CPU time
 (`time.process_time`, user + system) from the process's own start. A
 benchmark, not a test: nothing is asserted."""
 
@@ -77,10 +79,7 @@ from fabriclab import engine
 sim, _ = engine.resolve_and_build(s); mark("resolve, build the simulator")
 while sim.run_until(engine.U64_MAX): pass
 mark("core run")
-import numpy; mark("numpy")
-import pyarrow; mark("pyarrow")
-import pyarrow.parquet; mark("pyarrow.parquet")
-from fabriclab import results; mark("results module")
+from fabriclab import results; mark("results module (before 2026-11-27: numpy, pyarrow)")
 res = engine.collect_results(s, sim, 1.0); mark("summary and tables")
 out = Path(sys.argv[2]); out.mkdir(exist_ok=True)
 res.write_into(out); mark("write Parquet, summary, resolved scenario")

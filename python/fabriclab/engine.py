@@ -61,7 +61,7 @@ def simulate(scenario: Scenario, progress: bool = False,
 
         return simulate_recovery(scenario, memory_limit=memory_limit)
     sim = build_simulator(scenario, memory_limit)
-    _prefetch_results()
+    _prefetch_results(scenario)
     target = scenario.arrivals_end_ps()
     stop = scenario.stop_ps
     step = max(target // SLICES, 1_000_000_000)  # at least 1 ms of simulated time
@@ -99,16 +99,22 @@ def simulate(scenario: Scenario, progress: bool = False,
     return collect_results(scenario, sim, wall)
 
 
-def _prefetch_results() -> None:
-    """Imports numpy, pyarrow and the results module on a thread while the
-    core simulates with the GIL released (issue 13: about a fifth of a short
-    run's process time, now overlapped). `collect_results`'s own import waits for
-    it, or repeats it and raises if it failed."""
+def _prefetch_results(scenario: Scenario) -> None:
+    """Imports numpy and pyarrow on a thread while the core simulates with
+    the GIL released, when the run will build tables with them (jobs,
+    collectives, faults): about a fifth of a short run's process time,
+    overlapped (issue 13). The core's own tables (flows, links, messages,
+    queue samples) come from it as Parquet bytes and need neither.
+    `collect_results`'s own import waits for it, or repeats it and raises if
+    it failed."""
+    if not (scenario.jobs or scenario.collectives or scenario.faults):
+        return
     import threading
 
     def load():
         try:
-            from . import results  # noqa: F401
+            import numpy  # noqa: F401
+            import pyarrow  # noqa: F401
         except Exception:  # noqa: BLE001 - collect_results's import reports it
             pass
 
@@ -132,47 +138,26 @@ def collect_results(scenario: Scenario, sim: Simulator, wall_s: float) -> Result
     """The results of ``sim``, a finished simulation of ``scenario`` that
     took ``wall_s`` of wall time: its tables and summary (also used by the
     C4 recovery runner, which stitches segments of one job together)."""
-    # numpy, pandas and pyarrow only once there are results (validate needs none of them).
-    # No pandas: the summary reads the Arrow columns through numpy (issue 13).
-    import numpy as np
+    # flows.parquet, links.parquet and their summary figures come from the
+    # core (fabriclab-io): a run without other tables imports neither numpy
+    # nor pyarrow (issue 13).
+    from .results import LARGE_MIN_BYTES, SMALL_MAX_BYTES, Results
 
-    from .results import (BUCKETS, Results, classes_table, fct_stats_of, flow_columns, flows_arrow, link_columns,
-                          links_arrow, messages_table, queues_table)
-
-    duration = sim.last_active_ps
-    fc = flow_columns(sim.flows())
-    lc = link_columns(sim.links(), duration)
-    flows, links = flows_arrow(fc), links_arrow(lc)
-    # FCTs as pandas reads the table: float64, NaN where unfinished.
-    fct = np.where(fc["done"], fc["fct_ps"].astype(np.float64), np.nan)
-    slow, size, cls = fc["slowdown"], fc["size_bytes"], fc["class"]
-    buckets = {"all": fct_stats_of(fct, slow)}
-    for name, pred in BUCKETS:
-        sel = pred(size)
-        buckets[name] = fct_stats_of(fct[sel], slow[sel])
-    by_class = {str(c): fct_stats_of(fct[cls == c], slow[cls == c]) for c in np.unique(cls)}
-    util = lc["utilization"]
-    nlinks = links.num_rows
+    flow_figures = sim.flow_summary(SMALL_MAX_BYTES, LARGE_MIN_BYTES)
     summary = {
         "fabriclab_version": __version__,
         "scenario": scenario.name,
         "seed": scenario.seed,
         "backend": scenario.backend,
-        "sim_time_ps": int(duration),
+        "sim_time_ps": int(sim.last_active_ps),
         "events": int(sim.events),
-        "flows_total": int(len(fct)),
-        "flows_finished": int((~np.isnan(fct)).sum()),
+        "flows_total": flow_figures["flows_total"],
+        "flows_finished": flow_figures["flows_finished"],
         "in_flight_at_end": int(sim.in_flight),
-        "retransmits": int(fc["retransmits"].sum()),
-        "fct": buckets,
-        "fct_by_class": by_class,
-        "links": {
-            "max_utilization": float(np.nanmax(util)) if nlinks else 0.0,
-            "mean_utilization": float(np.nanmean(util)) if nlinks else 0.0,
-            "drops": int(lc["drops"].sum()),
-            "ecn_marks": int(lc["ecn_marks"].sum()),
-            "max_queue_bytes": int(lc["max_queue_bytes"].max()) if nlinks else 0,
-        },
+        "retransmits": flow_figures["retransmits"],
+        "fct": flow_figures["fct"],
+        "fct_by_class": flow_figures["fct_by_class"],
+        "links": sim.link_summary(),
         # Wall-clock figures vary run to run; everything above is deterministic.
         "performance": {"wall_time_s": wall_s, "events_per_s": sim.events / wall_s if wall_s > 0 else 0.0},
     }
@@ -219,16 +204,16 @@ def collect_results(scenario: Scenario, sim: Simulator, wall_s: float) -> Result
     if coll_summary:
         summary["collectives"] = coll_summary
     out = scenario.outputs
-    messages = messages_table(sim.messages()) if out.messages else None
+    messages = sim.messages_parquet() if out.messages else None
     queues = classes = None
     if out.queues_every_ps is not None:
-        queues = queues_table(sim.queues())
-        classes = classes_table(sim.classes())
-        summary["queue_samples"] = {"rows": queues.num_rows, "stopped_at_ps": sim.queue_sampling_stopped_ps}
+        queues, classes = sim.queues_parquet(), sim.classes_parquet()
+        summary["queue_samples"] = {"rows": sim.queue_rows, "stopped_at_ps": sim.queue_sampling_stopped_ps}
     resolved = scenario.resolved_dict()
-    return Results(flows_arrow=flows, links_arrow=links, summary=summary, resolved=resolved,
-                   jobs_arrow=jobs_arrow, timeline_arrow=timeline_arrow, messages_arrow=messages, queues_arrow=queues,
-                   classes_arrow=classes,
+    return Results(flows_parquet=sim.flows_parquet(), links_parquet=sim.links_parquet(), summary=summary,
+                   resolved=resolved,
+                   jobs_arrow=jobs_arrow, timeline_arrow=timeline_arrow, messages_parquet=messages,
+                   queues_parquet=queues, classes_parquet=classes,
                    steps_arrow=steps_arrow, ccl_arrow=ccl_arrow, aggregation_arrow=aggregation_arrow,
                    faults_arrow=_faults(scenario),
                    accelerators_arrow=accelerators_arrow, aggregation_values_arrow=aggregation_values_arrow)
@@ -238,13 +223,13 @@ def _collectives(tables: dict):
     """The steps of every collective (steps.parquet), its messages in the
     telemetry schema (ccl.parquet, shared with the runtime) and, per
     collective, its start, end and duration (None while unfinished) for the summary."""
+    co = tables.get("collectives")
+    if not co or not co["collective"]:
+        return None, None, {}
     import pyarrow as pa
 
     from .ccl import from_simulation
 
-    co = tables.get("collectives")
-    if not co or not co["collective"]:
-        return None, None, {}
     summary = {}
     for name, start, end in zip(co["collective"], co["start_ps"], co["end_ps"]):
         summary[name] = {"start_ps": start, "end_ps": end, "duration_ps": None if end is None else end - start}
@@ -267,13 +252,13 @@ def _faults(scenario):
 
 def _job_telemetry(tables: dict, scenario, ccl_arrow):
     """The jobs' allreduces appended to the collectives' ccl rows (docs/telemetry.md)."""
+    jc = tables.get("job_ccl")
+    if not jc or not jc["job"]:
+        return ccl_arrow
     import pyarrow as pa
 
     from .ccl import from_jobs
 
-    jc = tables.get("job_ccl")
-    if not jc or not jc["job"]:
-        return ccl_arrow
     first = 0 if ccl_arrow is None else len(scenario.collectives)
     algorithms = {j.name: str(j.allreduce) for j in scenario.jobs}
     rows = from_jobs(jc, algorithms, first)
@@ -313,12 +298,12 @@ def _jobs(tables: dict):
     A worker's iteration ends when its backward pass is done and it holds
     every reduced gradient; iteration time = end - previous end (the first
     from the job's start)."""
-    import numpy as np
-    import pyarrow as pa
-
     it = tables.get("job_iterations")
     if not it or not it["job"]:
         return None, None, {}
+    import numpy as np
+    import pyarrow as pa
+
     rows = zip(it["job"], it["worker"], it["iteration"], it["start_ps"], it["end_ps"])
     prev: dict = {}
     cols = {k: [] for k in ("job", "worker", "iteration", "start_ps", "end_ps", "iteration_time_ps")}

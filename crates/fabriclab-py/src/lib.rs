@@ -6,6 +6,7 @@
 //! panicked refuses further calls.
 
 mod agg;
+mod results;
 mod runtime;
 
 use fabriclab_core::apps::traffic::Cdf;
@@ -13,10 +14,12 @@ use fabriclab_core::engine::{Column, Simulation, Table};
 use fabriclab_core::results::{
     class_table, flow_columns, link_columns, message_table, queue_table,
 };
+use fabriclab_io::stats::{flow_summary, link_summary};
+use fabriclab_io::tables::{classes_batch, messages_batch, queues_batch};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 use rand::SeedableRng;
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -135,21 +138,37 @@ impl Simulator {
         self.sim.in_flight()
     }
 
-    /// Flow records as a dict of columns.
-    fn flows<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let c = guarded(|| flow_columns(&self.sim))?;
-        let d = PyDict::new(py);
-        d.set_item("flow_id", c.flow_id)?;
-        d.set_item("src", c.src)?;
-        d.set_item("dst", c.dst)?;
-        d.set_item("size_bytes", c.size_bytes)?;
-        d.set_item("class", c.class)?;
-        d.set_item("start_ps", c.start_ps)?;
-        d.set_item("end_ps", c.end_ps)?;
-        d.set_item("ideal_fct_ps", c.ideal_fct_ps)?;
-        d.set_item("retransmits", c.retransmits)?;
-        d.set_item("tag", c.tag)?;
-        Ok(d)
+    /// `flows.parquet`'s bytes (docs/scenario.md, "Outputs").
+    fn flows_parquet<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = guarded(|| results::flows_parquet(&flow_columns(&self.sim)))?;
+        Ok(PyBytes::new(py, &bytes.map_err(PyRuntimeError::new_err)?))
+    }
+
+    /// `links.parquet`'s bytes, utilization over the run's active time.
+    fn links_parquet<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let last = self.sim.last_active_ps();
+        let bytes = guarded(|| results::links_parquet(&link_columns(&self.sim), last))?;
+        Ok(PyBytes::new(py, &bytes.map_err(PyRuntimeError::new_err)?))
+    }
+
+    /// The flow figures of `summary.json`: flows_total, flows_finished,
+    /// retransmits, fct {all, small, medium, large}, fct_by_class.
+    fn flow_summary<'py>(
+        &self,
+        py: Python<'py>,
+        small_max_bytes: u64,
+        large_min_bytes: u64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let s =
+            guarded(|| flow_summary(&flow_columns(&self.sim), small_max_bytes, large_min_bytes))?;
+        results::flow_summary_dict(py, &s)
+    }
+
+    /// The link figures of `summary.json` (utilization over the run's active time).
+    fn link_summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let last = self.sim.last_active_ps();
+        let s = guarded(|| link_summary(&link_columns(&self.sim), last))?;
+        results::link_summary_dict(py, &s)
     }
 
     /// Every app's result tables: {table name: {column: list}} (tables of
@@ -170,6 +189,30 @@ impl Simulator {
         table_dict(py, t)
     }
 
+    /// `messages.parquet`'s bytes.
+    fn messages_parquet<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = guarded(|| results::table_parquet(&message_table(&self.sim), messages_batch))?;
+        Ok(PyBytes::new(py, &bytes.map_err(PyRuntimeError::new_err)?))
+    }
+
+    /// `queues.parquet`'s bytes (the queue samples).
+    fn queues_parquet<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = guarded(|| results::table_parquet(&queue_table(&self.sim), queues_batch))?;
+        Ok(PyBytes::new(py, &bytes.map_err(PyRuntimeError::new_err)?))
+    }
+
+    /// `classes.parquet`'s bytes (per port and class transmitted bytes).
+    fn classes_parquet<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = guarded(|| results::table_parquet(&class_table(&self.sim), classes_batch))?;
+        Ok(PyBytes::new(py, &bytes.map_err(PyRuntimeError::new_err)?))
+    }
+
+    /// Rows of queue samples taken.
+    #[getter]
+    fn queue_rows(&self) -> usize {
+        self.sim.samples().rows.len()
+    }
+
     /// Samples every port's bands every `every_ps` while the network is busy,
     /// at most `max_rows` rows (call before the first `run_until`).
     fn sample_queues(&mut self, every_ps: u64, max_rows: usize) -> PyResult<()> {
@@ -188,18 +231,6 @@ impl Simulator {
     #[getter]
     fn queue_sampling_stopped_ps(&self) -> Option<u64> {
         self.sim.samples().stopped_at_ps
-    }
-
-    /// The queue samples as a dict of columns.
-    fn queues<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let t = guarded(|| queue_table(&self.sim))?;
-        table_dict(py, t)
-    }
-
-    /// Per port and class transmitted bytes at each sample where they changed.
-    fn classes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let t = guarded(|| class_table(&self.sim))?;
-        table_dict(py, t)
     }
 
     /// Per directed link counters as a dict of columns.
@@ -274,6 +305,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cdf_mean, m)?)?;
     m.add_function(wrap_pyfunction!(read_plan, m)?)?;
     m.add_function(wrap_pyfunction!(core_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(results::fct_stats, m)?)?;
     runtime::register(m)?;
     agg::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -488,9 +488,9 @@ def _telemetry(sim, tables: dict, job):
     import pandas as pd
 
     from ..ccl import from_jobs
-    from ..results import messages_table
+    from ..results import read_parquet_bytes
 
-    msgs = messages_table(sim.messages()).to_pandas()
+    msgs = read_parquet_bytes(sim.messages_parquet()).to_pandas()
     jc = tables.get("job_ccl")
     if not jc or not jc["job"]:
         # No allreduce has begun yet: nothing for the detectors to read.

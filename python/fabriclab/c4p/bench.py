@@ -176,7 +176,7 @@ def run_jobs(topo: Testbed, jobs: list[Job], cfg: RunConfig, master: Master | No
     import pandas as pd
 
     from .._core import Simulator
-    from ..results import links_table
+    from ..results import read_parquet_bytes
     from ..scenario import Scenario
 
     rng = random.Random(cfg.seed)
@@ -231,7 +231,7 @@ def run_jobs(topo: Testbed, jobs: list[Job], cfg: RunConfig, master: Master | No
         prev = [starts[job.name]] + ends[:-1]
         results.append(JobResult(job.name, job.nranks,
                                  [int(e - p) for e, p in zip(ends, prev)], int(ends[-1])))
-    links = links_table(sim.links(), sim.last_active_ps).to_pandas()
+    links = read_parquet_bytes(sim.links_parquet()).to_pandas()
     cnps = None
     if net["backend"] == "packet":  # the flow backend sends no CNPs
         msgs = sim.messages()

@@ -86,10 +86,10 @@ def run_plan(plan: Plan, topo: TopologyData, rank_hosts: list[int], backend: str
     (start,), (end,) = tables["collectives"]["start_ps"], tables["collectives"]["end_ps"]
     if end is None:
         raise ScenarioError("plan: the collective did not finish (a deadlock the verifier should have caught)")
-    from ..results import flows_table, links_table
+    from ..results import read_parquet_bytes
 
-    return PlanRun(end - start, pd.DataFrame(tables["steps"]), links_table(sim.links(), sim.last_active_ps).to_pandas(),
-                   flows_table(sim.flows()).to_pandas())
+    return PlanRun(end - start, pd.DataFrame(tables["steps"]), read_parquet_bytes(sim.links_parquet()).to_pandas(),
+                   read_parquet_bytes(sim.flows_parquet()).to_pandas())
 
 
 def bus_bandwidth(op: str, nranks: int, size_bytes: int, time_ps: int) -> tuple[float, float]:
