@@ -348,8 +348,9 @@ impl MaxMin {
     /// came, went or changed ports; a flow keeps its slot while it keeps its
     /// key) and their count (`count`), and marks affected the ports of the
     /// flows gone or changed (`in_a`, `a_ports`). False: a flow not of
-    /// `level`, keys out of order or capacities changed (the ports' flows
-    /// are then rebuilt at the next match).
+    /// `level`, keys out of order or capacities changed (the call is then
+    /// water-filled, and its [`MaxMin::keep_log`] has the ports' flows
+    /// rebuilt at the next match).
     pub(super) fn match_flows(
         &mut self,
         flows: &[FlowDemand],
@@ -401,13 +402,11 @@ impl MaxMin {
             at_port,
             free,
             slots,
-            indexed,
             ..
         } = past;
         let mut j = 0;
         for (i, (f, &key)) in flows.iter().zip(keys).enumerate() {
             if (i > 0 && keys[i - 1] >= key) || f.level() != level {
-                *indexed = false;
                 return false;
             }
             while j < past_flows.len() && past_flows[j].key < key {
