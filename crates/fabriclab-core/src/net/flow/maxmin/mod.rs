@@ -179,11 +179,10 @@ struct PastFlow {
     key: u64,
     level: u16,
     cap_bps: f64,
-    /// Its ports in [`Past::ports`].
-    ports: (u32, u32),
     /// The round it froze in ([`NONE`]: never).
     round: u32,
-    /// Its place in [`Past::at_port`], kept while it keeps its key and ports.
+    /// Its place in [`Past::at_port`] and its ports in [`Past::ports`],
+    /// kept while it keeps its key and ports.
     slot: u32,
 }
 
@@ -194,7 +193,8 @@ struct Past {
     valid: bool,
     capacity_bps: Vec<f64>,
     flows: Vec<PastFlow>,
-    ports: Vec<u32>,
+    /// Each slot's ports.
+    ports: Vec<Vec<u32>>,
     rounds: Vec<Round>,
     froze: Vec<u32>,
     sat: Vec<u32>,
@@ -202,7 +202,7 @@ struct Past {
     level: Option<u16>,
     /// Each port's flows, by slot, for [`MaxMin::replay_affected`]: kept
     /// from call to call and changed only where flows come, go or change
-    /// ports; rebuilt from `flows` when `indexed` is false.
+    /// ports; rebuilt from the slots' ports when `indexed` is false.
     at_port: Vec<Vec<u32>>,
     /// Slots no flow holds.
     free: Vec<u32>,

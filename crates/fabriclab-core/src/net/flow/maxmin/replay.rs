@@ -41,7 +41,7 @@ impl MaxMin {
             }
             match past.flows.get(j) {
                 Some(pf) if pf.key == key => {
-                    let ports = &past.ports[pf.ports.0 as usize..pf.ports.1 as usize];
+                    let ports = &past.ports[pf.slot as usize];
                     // Element by element: routes are a few ports long.
                     if pf.level == f.level()
                         && ports.len() == f.ports.len()
@@ -84,7 +84,7 @@ impl MaxMin {
     /// takes, so the same rates to the bit. Flows of round `q` not frozen
     /// by it, or frozen elsewhere, become affected, and so do their ports.
     /// A share strictly between `s` and `t` cannot be told apart: returns
-    /// false, having kept no log, and the call is water-filled by
+    /// false, having dropped the log, and the call is water-filled whole by
     /// [`MaxMin::solve`].
     pub(super) fn replay_affected(
         &mut self,
@@ -244,6 +244,7 @@ impl MaxMin {
             let tol = share * 1e-12 + 1e-9;
             let again = share.to_bits() == s.to_bits();
             if !again && share + tol > t {
+                past.valid = false; // the slots' ports are this call's
                 return false;
             }
             saturated.clear();
@@ -348,9 +349,10 @@ impl MaxMin {
     /// came, went or changed ports; a flow keeps its slot while it keeps its
     /// key) and their count (`count`), and marks affected the ports of the
     /// flows gone or changed (`in_a`, `a_ports`). False: a flow not of
-    /// `level`, keys out of order or capacities changed (the call is then
-    /// water-filled, and its [`MaxMin::keep_log`] has the ports' flows
-    /// rebuilt at the next match).
+    /// `level`, keys out of order or capacities changed (found after the
+    /// ports' flows began to change, the log is dropped: the call is
+    /// water-filled whole, and its [`MaxMin::keep_log`] has the ports'
+    /// flows rebuilt at the next match).
     pub(super) fn match_flows(
         &mut self,
         flows: &[FlowDemand],
@@ -402,24 +404,31 @@ impl MaxMin {
             at_port,
             free,
             slots,
+            valid,
             ..
         } = past;
         let mut j = 0;
         for (i, (f, &key)) in flows.iter().zip(keys).enumerate() {
             if (i > 0 && keys[i - 1] >= key) || f.level() != level {
+                *valid = false; // the slots' ports may be this call's
                 return false;
             }
             while j < past_flows.len() && past_flows[j].key < key {
                 let pf = &past_flows[j]; // gone
-                let was = &past_ports[pf.ports.0 as usize..pf.ports.1 as usize];
-                leave(at_port, was, pf.slot, in_a, a_ports);
+                leave(
+                    at_port,
+                    &past_ports[pf.slot as usize],
+                    pf.slot,
+                    in_a,
+                    a_ports,
+                );
                 free.push(pf.slot);
                 j += 1;
             }
             let slot = match past_flows.get(j).filter(|pf| pf.key == key) {
                 Some(pf) => {
                     j += 1;
-                    let was = &past_ports[pf.ports.0 as usize..pf.ports.1 as usize];
+                    let was = &mut past_ports[pf.slot as usize];
                     // Element by element: routes are a few ports long.
                     if was.len() == f.ports.len() && was.iter().zip(f.ports).all(|(a, b)| a == b) {
                         now_of[j - 1] = i as u32;
@@ -429,6 +438,8 @@ impl MaxMin {
                         }
                     } else {
                         leave(at_port, was, pf.slot, in_a, a_ports); // changed
+                        was.clear();
+                        was.extend_from_slice(f.ports);
                         join(at_port, f.ports, pf.slot);
                         pending.push(i as u32);
                     }
@@ -438,8 +449,12 @@ impl MaxMin {
                     let slot = free.pop().unwrap_or_else(|| {
                         *slots += 1;
                         at_slot.push(NONE);
+                        past_ports.push(Vec::new());
                         *slots - 1
                     });
+                    let to = &mut past_ports[slot as usize];
+                    to.clear();
+                    to.extend_from_slice(f.ports);
                     join(at_port, f.ports, slot);
                     pending.push(i as u32);
                     slot
@@ -449,8 +464,13 @@ impl MaxMin {
             slot_now[i] = slot;
         }
         for pf in &past_flows[j..] {
-            let was = &past_ports[pf.ports.0 as usize..pf.ports.1 as usize];
-            leave(at_port, was, pf.slot, in_a, a_ports);
+            leave(
+                at_port,
+                &past_ports[pf.slot as usize],
+                pf.slot,
+                in_a,
+                a_ports,
+            );
             free.push(pf.slot);
         }
         count.clear();
@@ -460,8 +480,9 @@ impl MaxMin {
 
     /// This call's log (`rounds`, `froze`, `sat`, `round_of`), kept for
     /// the next keyed call. `indexed`: the flows' slots are `slot_now`, and
-    /// the ports' flows are kept ([`MaxMin::match_flows`]); else they are
-    /// rebuilt when next needed.
+    /// the slots' ports and the ports' flows are kept
+    /// ([`MaxMin::match_flows`]); else flow `i` takes slot `i` and its ports
+    /// are copied, and the ports' flows are rebuilt when next needed.
     pub(super) fn keep_log(
         &mut self,
         flows: &[FlowDemand],
@@ -478,11 +499,16 @@ impl MaxMin {
         past.capacity_bps.clear();
         past.capacity_bps.extend_from_slice(capacity_bps);
         past.flows.clear();
-        past.ports.clear();
+        if !indexed {
+            past.ports.resize_with(flows.len(), Vec::new);
+            for (to, f) in past.ports.iter_mut().zip(flows) {
+                to.clear();
+                to.extend_from_slice(f.ports);
+            }
+            past.slots = flows.len() as u32;
+        }
         past.level = flows.first().map(|f| f.level());
         for (i, f) in flows.iter().enumerate() {
-            let from = past.ports.len() as u32;
-            past.ports.extend_from_slice(f.ports);
             if past.level != Some(f.level()) {
                 past.level = None;
             }
@@ -490,9 +516,8 @@ impl MaxMin {
                 key: keys[i],
                 level: f.level(),
                 cap_bps: f.cap_bps,
-                ports: (from, past.ports.len() as u32),
                 round: self.round_of[i],
-                slot: if indexed { self.slot_now[i] } else { NONE },
+                slot: if indexed { self.slot_now[i] } else { i as u32 },
             });
         }
         std::mem::swap(&mut past.rounds, &mut self.rounds);
@@ -502,22 +527,17 @@ impl MaxMin {
 }
 
 impl Past {
-    /// Each port's flows from `flows`, flow `j` in slot `j`.
+    /// Each port's flows from the slots' ports, after a log whose flow
+    /// `i` took slot `i` (every slot held).
     fn index_ports(&mut self, np: usize) {
         self.at_port.resize_with(np, Vec::new);
         for v in &mut self.at_port {
             v.clear();
         }
         self.free.clear();
-        for (j, pf) in self.flows.iter_mut().enumerate() {
-            pf.slot = j as u32;
-            join(
-                &mut self.at_port,
-                &self.ports[pf.ports.0 as usize..pf.ports.1 as usize],
-                pf.slot,
-            );
+        for pf in &self.flows {
+            join(&mut self.at_port, &self.ports[pf.slot as usize], pf.slot);
         }
-        self.slots = self.flows.len() as u32;
         self.indexed = true;
     }
 }
