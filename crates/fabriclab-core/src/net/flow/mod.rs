@@ -321,19 +321,29 @@ impl FlowNet {
             ctx.cancel(k);
         }
         let now = ctx.now;
-        let next = self
-            .active
-            .iter()
-            .filter_map(|f| match &f.ss {
+        // The soonest drain in picoseconds, rounded up once: rounding up
+        // (and to whole picoseconds) keeps the order, so the smallest
+        // rounded is the smallest rounded up.
+        let mut drain: Option<f64> = None;
+        let mut next = self.agg.as_ref().and_then(|a| a.next_drain_ps());
+        for f in &self.active {
+            match &f.ss {
                 // Its window drains by the round's end at the latest.
-                Some(ss) if ss.paced() => Some(ss.round_end_ps.saturating_sub(now)),
-                _ if f.rate_bps > 0.0 => {
-                    Some((f.drainable_bits() / f.rate_bps * PS_PER_S as f64).ceil() as u64)
+                Some(ss) if ss.paced() => {
+                    let end = ss.round_end_ps.saturating_sub(now);
+                    next = Some(next.map_or(end, |n| n.min(end)));
                 }
-                _ => None,
-            })
-            .chain(self.agg.as_ref().and_then(|a| a.next_drain_ps()))
-            .min();
+                _ if f.rate_bps > 0.0 => {
+                    let t = f.drainable_bits() / f.rate_bps * PS_PER_S as f64;
+                    drain = Some(drain.map_or(t, |d| d.min(t)));
+                }
+                _ => {}
+            }
+        }
+        if let Some(t) = drain {
+            let t = t.ceil() as u64;
+            next = Some(next.map_or(t, |n| n.min(t)));
+        }
         if let Some(dt) = next {
             self.pending = Some(ctx.schedule(
                 ctx.now + dt,

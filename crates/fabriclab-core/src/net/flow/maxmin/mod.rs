@@ -143,6 +143,9 @@ pub struct MaxMin {
     /// Replay: each past flow's index now ([`NONE`]: gone or changed), and
     /// the flows that are new or changed.
     now_of: Vec<u32>,
+    /// Replay by affected ports: each slot's flow now, and each flow's slot.
+    at_slot: Vec<u32>,
+    slot_now: Vec<u32>,
     pending: Vec<u32>,
     /// Flows whose cap alone changed, with their past cap.
     recapped: Vec<(u32, f64)>,
@@ -176,10 +179,11 @@ struct PastFlow {
     key: u64,
     level: u16,
     cap_bps: f64,
-    /// Its ports in [`Past::ports`].
-    ports: (u32, u32),
     /// The round it froze in ([`NONE`]: never).
     round: u32,
+    /// Its place in [`Past::at_port`] and its ports in [`Past::ports`],
+    /// kept while it keeps its key and ports.
+    slot: u32,
 }
 
 /// The last keyed allocation: its capacities, flows, rounds and the flows
@@ -189,12 +193,22 @@ struct Past {
     valid: bool,
     capacity_bps: Vec<f64>,
     flows: Vec<PastFlow>,
-    ports: Vec<u32>,
+    /// Each slot's ports.
+    ports: Vec<Vec<u32>>,
     rounds: Vec<Round>,
     froze: Vec<u32>,
     sat: Vec<u32>,
     /// The level of every flow, when they were all of one.
     level: Option<u16>,
+    /// Each port's flows, by slot, for [`MaxMin::replay_affected`]: kept
+    /// from call to call and changed only where flows come, go or change
+    /// ports; rebuilt from the slots' ports when `indexed` is false.
+    at_port: Vec<Vec<u32>>,
+    /// Slots no flow holds.
+    free: Vec<u32>,
+    /// Slots handed out, free ones included.
+    slots: u32,
+    indexed: bool,
 }
 
 impl Default for MaxMin {
@@ -225,6 +239,8 @@ impl Default for MaxMin {
             sat: Vec::new(),
             round_of: Vec::new(),
             now_of: Vec::new(),
+            at_slot: Vec::new(),
+            slot_now: Vec::new(),
             pending: Vec::new(),
             recapped: Vec::new(),
             prior: Vec::new(),
@@ -639,7 +655,7 @@ impl MaxMin {
             *heap_buf = heap.into_vec();
         }
         if let Some(keys) = keys {
-            self.keep_log(flows, keys, capacity_bps);
+            self.keep_log(flows, keys, capacity_bps, false);
         }
     }
 }

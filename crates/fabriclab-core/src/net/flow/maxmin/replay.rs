@@ -41,7 +41,7 @@ impl MaxMin {
             }
             match past.flows.get(j) {
                 Some(pf) if pf.key == key => {
-                    let ports = &past.ports[pf.ports.0 as usize..pf.ports.1 as usize];
+                    let ports = &past.ports[pf.slot as usize];
                     // Element by element: routes are a few ports long.
                     if pf.level == f.level()
                         && ports.len() == f.ports.len()
@@ -84,7 +84,7 @@ impl MaxMin {
     /// takes, so the same rates to the bit. Flows of round `q` not frozen
     /// by it, or frozen elsewhere, become affected, and so do their ports.
     /// A share strictly between `s` and `t` cannot be told apart: returns
-    /// false, having kept no log, and the call is water-filled by
+    /// false, having dropped the log, and the call is water-filled whole by
     /// [`MaxMin::solve`].
     pub(super) fn replay_affected(
         &mut self,
@@ -119,9 +119,6 @@ impl MaxMin {
             residual,
             count,
             frozen,
-            start,
-            fill,
-            list,
             latest,
             saturated,
             freezing,
@@ -133,6 +130,7 @@ impl MaxMin {
             sat,
             round_of,
             now_of,
+            at_slot,
             pending,
             recapped,
             prior,
@@ -157,25 +155,6 @@ impl MaxMin {
         sat.clear();
         round_of.clear();
         round_of.resize(n, NONE);
-        // Each port's flows: `fill[p]` of them from `start[p]` in `list`
-        // (filled from the end of its range down).
-        start.resize(np, 0);
-        fill.resize(np, 0);
-        let mut off = 0u32;
-        for p in 0..np {
-            off += count[p];
-            start[p] = off;
-            fill[p] = count[p];
-        }
-        list.clear();
-        list.resize(off as usize, 0);
-        for (i, f) in flows.iter().enumerate() {
-            for &p in f.ports {
-                let at = &mut start[p as usize];
-                *at -= 1;
-                list[*at as usize] = i as u32;
-            }
-        }
         let mark = |p: u32, in_a: &mut [bool], a_ports: &mut Vec<u32>| {
             if !in_a[p as usize] {
                 in_a[p as usize] = true;
@@ -265,6 +244,7 @@ impl MaxMin {
             let tol = share * 1e-12 + 1e-9;
             let again = share.to_bits() == s.to_bits();
             if !again && share + tol > t {
+                past.valid = false; // the slots' ports are this call's
                 return false;
             }
             saturated.clear();
@@ -281,7 +261,7 @@ impl MaxMin {
             freezing.clear();
             for &p in saturated.iter() {
                 let p = p as usize;
-                freezing.extend_from_slice(&list[start[p] as usize..(start[p] + fill[p]) as usize]);
+                freezing.extend(past.at_port[p].iter().map(|&s| at_slot[s as usize]));
             }
             for &i in watched.iter() {
                 if flows[i as usize].cap_bps <= share + tol {
@@ -339,7 +319,7 @@ impl MaxMin {
             std::mem::swap(&mut past.froze, &mut self.froze);
             std::mem::swap(&mut past.sat, &mut self.sat);
         } else {
-            self.keep_log(flows, keys, capacity_bps);
+            self.keep_log(flows, keys, capacity_bps, true);
         }
         true
     }
@@ -364,10 +344,15 @@ impl MaxMin {
     }
 
     /// [`MaxMin::plan_replay`] for [`MaxMin::replay_affected`], in one pass
-    /// over the flows' ports: also counts each port's flows (`count`), each
-    /// unchanged flow's round last call (`prior`), and marks affected the
-    /// ports of the flows gone or changed (`in_a`, `a_ports`). False: a
-    /// flow not of `level`, keys out of order or capacities changed.
+    /// over the flows: also each unchanged flow's round last call (`prior`),
+    /// each port's flows (the log's [`Past::at_port`], changed where flows
+    /// came, went or changed ports; a flow keeps its slot while it keeps its
+    /// key) and their count (`count`), and marks affected the ports of the
+    /// flows gone or changed (`in_a`, `a_ports`). False: a flow not of
+    /// `level`, keys out of order or capacities changed (found after the
+    /// ports' flows began to change, the log is dropped: the call is
+    /// water-filled whole, and its [`MaxMin::keep_log`] has the ports'
+    /// flows rebuilt at the next match).
     pub(super) fn match_flows(
         &mut self,
         flows: &[FlowDemand],
@@ -383,6 +368,8 @@ impl MaxMin {
             a_ports,
             past,
             now_of,
+            at_slot,
+            slot_now,
             pending,
             recapped,
             ..
@@ -396,8 +383,9 @@ impl MaxMin {
         if !past.valid || !same_capacity {
             return false;
         }
-        count.clear();
-        count.resize(np, 0);
+        if !past.indexed {
+            past.index_ports(np);
+        }
         prior.clear();
         prior.resize(n, NONE);
         in_a.clear();
@@ -405,74 +393,122 @@ impl MaxMin {
         a_ports.clear();
         now_of.clear();
         now_of.resize(past.flows.len(), NONE);
+        slot_now.clear();
+        slot_now.resize(n, NONE);
+        at_slot.resize(past.slots as usize, NONE);
         pending.clear();
         recapped.clear();
-        let mut mark_past = |pf: &PastFlow| {
-            for &p in &past.ports[pf.ports.0 as usize..pf.ports.1 as usize] {
-                if !in_a[p as usize] {
-                    in_a[p as usize] = true;
-                    a_ports.push(p);
-                }
-            }
-        };
+        let Past {
+            flows: past_flows,
+            ports: past_ports,
+            at_port,
+            free,
+            slots,
+            valid,
+            ..
+        } = past;
         let mut j = 0;
         for (i, (f, &key)) in flows.iter().zip(keys).enumerate() {
             if (i > 0 && keys[i - 1] >= key) || f.level() != level {
+                *valid = false; // the slots' ports may be this call's
                 return false;
             }
-            while j < past.flows.len() && past.flows[j].key < key {
-                mark_past(&past.flows[j]); // gone
+            while j < past_flows.len() && past_flows[j].key < key {
+                let pf = &past_flows[j]; // gone
+                leave(
+                    at_port,
+                    &past_ports[pf.slot as usize],
+                    pf.slot,
+                    in_a,
+                    a_ports,
+                );
+                free.push(pf.slot);
                 j += 1;
             }
-            let pf = past.flows.get(j).filter(|pf| pf.key == key);
-            let was = pf.map_or(&[][..], |pf| {
-                &past.ports[pf.ports.0 as usize..pf.ports.1 as usize]
-            });
-            let mut same = pf.is_some() && was.len() == f.ports.len();
-            for (k, &p) in f.ports.iter().enumerate() {
-                count[p as usize] += 1;
-                same = same && was[k] == p;
-            }
-            match pf {
-                Some(pf) if same => {
-                    now_of[j] = i as u32;
-                    prior[i] = pf.round;
-                    if pf.cap_bps.to_bits() != f.cap_bps.to_bits() {
-                        recapped.push((i as u32, pf.cap_bps));
-                    }
-                }
+            let slot = match past_flows.get(j).filter(|pf| pf.key == key) {
                 Some(pf) => {
-                    mark_past(pf); // changed
-                    pending.push(i as u32);
+                    j += 1;
+                    let was = &mut past_ports[pf.slot as usize];
+                    // Element by element: routes are a few ports long.
+                    if was.len() == f.ports.len() && was.iter().zip(f.ports).all(|(a, b)| a == b) {
+                        now_of[j - 1] = i as u32;
+                        prior[i] = pf.round;
+                        if pf.cap_bps.to_bits() != f.cap_bps.to_bits() {
+                            recapped.push((i as u32, pf.cap_bps));
+                        }
+                    } else {
+                        leave(at_port, was, pf.slot, in_a, a_ports); // changed
+                        was.clear();
+                        was.extend_from_slice(f.ports);
+                        join(at_port, f.ports, pf.slot);
+                        pending.push(i as u32);
+                    }
+                    pf.slot
                 }
-                None => pending.push(i as u32),
-            }
-            if pf.is_some() {
-                j += 1;
-            }
+                None => {
+                    let slot = free.pop().unwrap_or_else(|| {
+                        *slots += 1;
+                        at_slot.push(NONE);
+                        past_ports.push(Vec::new());
+                        *slots - 1
+                    });
+                    let to = &mut past_ports[slot as usize];
+                    to.clear();
+                    to.extend_from_slice(f.ports);
+                    join(at_port, f.ports, slot);
+                    pending.push(i as u32);
+                    slot
+                }
+            };
+            at_slot[slot as usize] = i as u32;
+            slot_now[i] = slot;
         }
-        for pf in &past.flows[j..] {
-            mark_past(pf);
+        for pf in &past_flows[j..] {
+            leave(
+                at_port,
+                &past_ports[pf.slot as usize],
+                pf.slot,
+                in_a,
+                a_ports,
+            );
+            free.push(pf.slot);
         }
+        count.clear();
+        count.extend(at_port.iter().map(|v| v.len() as u32));
         true
     }
 
     /// This call's log (`rounds`, `froze`, `sat`, `round_of`), kept for
-    /// the next keyed call.
-    pub(super) fn keep_log(&mut self, flows: &[FlowDemand], keys: &[u64], capacity_bps: &[f64]) {
+    /// the next keyed call. `indexed`: the flows' slots are `slot_now`, and
+    /// the slots' ports and the ports' flows are kept
+    /// ([`MaxMin::match_flows`]); else flow `i` takes slot `i` and its ports
+    /// are copied, and the ports' flows are rebuilt when next needed.
+    pub(super) fn keep_log(
+        &mut self,
+        flows: &[FlowDemand],
+        keys: &[u64],
+        capacity_bps: &[f64],
+        indexed: bool,
+    ) {
         let past = &mut self.past;
         past.valid = keys.windows(2).all(|w| w[0] < w[1]);
+        past.indexed = indexed && past.valid;
         if !past.valid {
             return;
         }
         past.capacity_bps.clear();
         past.capacity_bps.extend_from_slice(capacity_bps);
         past.flows.clear();
-        past.ports.clear();
+        if !indexed {
+            past.ports.resize_with(flows.len(), Vec::new);
+            for (to, f) in past.ports.iter_mut().zip(flows) {
+                to.clear();
+                to.extend_from_slice(f.ports);
+            }
+            past.slots = flows.len() as u32;
+        }
         past.level = flows.first().map(|f| f.level());
         for (i, f) in flows.iter().enumerate() {
-            let from = past.ports.len() as u32;
-            past.ports.extend_from_slice(f.ports);
             if past.level != Some(f.level()) {
                 past.level = None;
             }
@@ -480,12 +516,57 @@ impl MaxMin {
                 key: keys[i],
                 level: f.level(),
                 cap_bps: f.cap_bps,
-                ports: (from, past.ports.len() as u32),
                 round: self.round_of[i],
+                slot: if indexed { self.slot_now[i] } else { i as u32 },
             });
         }
         std::mem::swap(&mut past.rounds, &mut self.rounds);
         std::mem::swap(&mut past.froze, &mut self.froze);
         std::mem::swap(&mut past.sat, &mut self.sat);
+    }
+}
+
+impl Past {
+    /// Each port's flows from the slots' ports, after a log whose flow
+    /// `i` took slot `i` (every slot held).
+    fn index_ports(&mut self, np: usize) {
+        self.at_port.resize_with(np, Vec::new);
+        for v in &mut self.at_port {
+            v.clear();
+        }
+        self.free.clear();
+        for pf in &self.flows {
+            join(&mut self.at_port, &self.ports[pf.slot as usize], pf.slot);
+        }
+        self.indexed = true;
+    }
+}
+
+/// `slot` joins the flows of each of `ports`.
+fn join(at_port: &mut [Vec<u32>], ports: &[u32], slot: u32) {
+    for &p in ports {
+        at_port[p as usize].push(slot);
+    }
+}
+
+/// `slot` leaves the flows of each of `ports`, which become affected.
+fn leave(
+    at_port: &mut [Vec<u32>],
+    ports: &[u32],
+    slot: u32,
+    in_a: &mut [bool],
+    a_ports: &mut Vec<u32>,
+) {
+    for &p in ports {
+        let on = &mut at_port[p as usize];
+        let k = on
+            .iter()
+            .position(|&s| s == slot)
+            .expect("a flow's slot at its port");
+        on.swap_remove(k);
+        if !in_a[p as usize] {
+            in_a[p as usize] = true;
+            a_ports.push(p);
+        }
     }
 }
