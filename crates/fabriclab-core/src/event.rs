@@ -397,11 +397,18 @@ impl<E: Copy + Default> EventQueue<E> {
     /// through the stack (a store forwarding stall on every event).
     #[inline]
     pub fn pop_until(&mut self, until_ps: u64) -> Option<(u64, E)> {
+        self.pop_until_if(until_ps, |_| true)
+    }
+
+    /// Like [`pop_until`](Self::pop_until), but leaves the earliest event
+    /// in the queue unless `accept` takes it.
+    #[inline(always)]
+    pub fn pop_until_if(&mut self, until_ps: u64, accept: impl Fn(E) -> bool) -> Option<(u64, E)> {
         self.skip_cancelled();
         if let Some(bucket) = self.wheel_front() {
             let w = self.wheel_entry(bucket);
             if self.before_heap(&w) {
-                if w.time_ps > until_ps {
+                if w.time_ps > until_ps || !accept(w.event) {
                     return None;
                 }
                 self.wheel_remove(bucket);
@@ -411,7 +418,7 @@ impl<E: Copy + Default> EventQueue<E> {
         }
         let h = self.heap.peek()?;
         let (time_ps, seq, event) = (h.time_ps, h.seq, h.event);
-        if time_ps > until_ps {
+        if time_ps > until_ps || !accept(event) {
             return None;
         }
         self.heap_pop();

@@ -212,6 +212,7 @@ impl PacketNet {
     }
 
     /// Returns false for a stale event (its packet was lost when the link went down).
+    #[inline]
     fn on_wire_head(&mut self, ctx: &mut Ctx, port: u32) -> bool {
         let p = &mut self.ports[port as usize];
         if p.wire.front().is_none_or(|&(t, _)| t != ctx.now) {
@@ -482,6 +483,8 @@ impl Backend for PacketNet {
         }
     }
 
+    // Inlined into `handle_run`'s loop.
+    #[inline(always)]
     fn handle(&mut self, ctx: &mut Ctx, ev: NetEv) -> bool {
         match ev.kind {
             EV_PORT_TX => self.on_tx_done(ctx, ev.id),

@@ -337,6 +337,7 @@ impl PacketNet {
     }
 
     /// Returns false for a stale event (the frame was lost when its link went down).
+    #[inline]
     pub(super) fn on_tx_done(&mut self, ctx: &mut Ctx, port: u32) -> bool {
         let p = &mut self.ports[port as usize];
         if p.tx.is_none() || p.tx_done_ps != ctx.now {
