@@ -379,7 +379,10 @@ impl PacketNet {
         if host_data {
             if let Some(conn) = self.conns[pkt.conn as usize].as_deref_mut() {
                 conn.nic_bytes -= pkt.payload as u64;
-                self.poll_conn(ctx, pkt.conn);
+                // The budget it frees matters only to a sender it limited.
+                if conn.sender.needs_poll(ctx.now) {
+                    self.poll_conn(ctx, pkt.conn);
+                }
             }
         }
         true
