@@ -417,7 +417,7 @@ impl Backend for PacketNet {
         if self.conns.len() <= msg as usize {
             self.conns.resize_with(msg as usize + 1, || None);
         }
-        let line_bps = self.ports[fwd[0] as usize].rate_bps;
+        let line_bps = self.ports[fwd[0] as usize].rate_bps();
         let pair = (
             self.port_ends[fwd[0] as usize].0,
             self.port_ends[*fwd.last().expect("route") as usize].1,
