@@ -195,6 +195,7 @@ impl Port {
     }
 
     /// Starts serializing `frame` until `done`, with its end-of-serialization event.
+    #[inline(always)]
     fn serialize_with_end_event(&mut self, ctx: &mut Ctx, port: u32, frame: Packet, done: u64) {
         self.tx = Some(frame);
         self.tx_done_ps = done;

@@ -336,6 +336,7 @@ impl Qdisc {
         self.band[b].drops += 1;
     }
 
+    #[inline(always)]
     fn enqueue_inner(&mut self, mut pkt: Packet, lossless: bool) -> Enqueued {
         let b = self.band_of(pkt.class);
         let q = &mut self.bands[b];
@@ -364,6 +365,7 @@ impl Qdisc {
     }
 
     /// Strict priority: the lowest-numbered non-empty, non-paused band.
+    #[inline(always)]
     pub fn dequeue(&mut self) -> Option<Packet> {
         for b in 0..self.bands.len() {
             if self.paused & (1 << b) != 0 {
