@@ -47,7 +47,10 @@ fn the_retransmission_deadline_needs_a_poll() {
     assert!(!s.needs_poll(rto - 1));
     assert!(s.needs_poll(rto));
     let resent = poll(&mut s, rto);
-    assert_eq!((resent.len(), resent[0].seq, resent[0].retransmit), (1, 0, true));
+    assert_eq!(
+        (resent.len(), resent[0].seq, resent[0].retransmit),
+        (1, 0, true)
+    );
 }
 
 #[test]
@@ -96,7 +99,10 @@ fn no_poll_needed_means_a_poll_does_nothing() {
             }
             if !s.needs_poll(now) {
                 let before = (s.poll_at(), s.cwnd_bytes(), s.snd_una(), s.retransmits);
-                assert!(poll(&mut s, now).is_empty(), "run {run}: a poll sent something");
+                assert!(
+                    poll(&mut s, now).is_empty(),
+                    "run {run}: a poll sent something"
+                );
                 let after = (s.poll_at(), s.cwnd_bytes(), s.snd_una(), s.retransmits);
                 assert_eq!(before, after, "run {run}");
                 assert!(!s.needs_poll(now));

@@ -598,7 +598,11 @@ mod tests {
         for rate in [10_000_000_000, 25_000_000_000, 1_000_000_007] {
             p.set_rate(rate);
             for &w in sizes.iter().chain(sizes.iter().rev()) {
-                assert_eq!(p.ser.get(w, p.rate_bps), ser_time_ps(w as u64, rate), "{w} B at {rate}");
+                assert_eq!(
+                    p.ser.get(w, p.rate_bps),
+                    ser_time_ps(w as u64, rate),
+                    "{w} B at {rate}"
+                );
             }
         }
     }
