@@ -6,14 +6,16 @@
 //! wheel reaches 4.19 us past the cursor's bucket (the latest bucket of any
 //! entry popped so far, cancelled ones included); a u64
 //! marks the non-empty buckets. A bucket is one cache line of four 16-byte
-//! slots sorted by key, latest first; a slot's key packs the time's low 16
-//! bits above the sequence number, the bucket giving the rest of the time.
-//! A new event takes its place among its bucket's entries without a branch
-//! on keys (it finds 0.48 there on average on the packet backend's queue,
-//! where it passed 12.7 in the sorted array that came before:
-//! docs/performance.md, "Fifth pass"). A pop
-//! takes the earliest entry of the first non-empty bucket from the cursor
-//! (a rotate and a trailing-zero count). Events beyond the wheel's reach,
+//! slots in no order; a slot's key packs the time's low 16 bits above the
+//! sequence number, the bucket giving the rest of the time. A new event
+//! takes the bucket's first free slot (it finds 0.48 entries there on
+//! average on the packet backend's queue, where it passed 12.7 in the
+//! sorted array that came before: docs/performance.md, "Fifth pass"). A pop
+//! takes the first non-empty bucket from the cursor (a rotate and a
+//! trailing-zero count) and its entry of the smallest key, found without a
+//! branch on the keys; the bucket's last entry moves into its slot (sorting
+//! on insertion, as the fifth pass did, cost three times the instructions:
+//! "Sixth pass"). Events beyond the wheel's reach,
 //! before the cursor's bucket, or in a full bucket go to a binary heap; a
 //! pop takes the earlier of the two fronts, so events leave in exactly the
 //! order of one heap on `(time_ps, sequence)`.
@@ -118,7 +120,7 @@ const SLOTS: usize = 4;
 /// with a larger sequence number goes to the heap.
 const SEQ_BITS: u32 = 64 - WHEEL_SHIFT;
 
-/// One wheel bucket: entries sorted by key, latest first.
+/// One wheel bucket: its entries in its first `lens[b]` slots, in no order.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Bucket<E> {
@@ -128,8 +130,8 @@ struct Bucket<E> {
 
 /// A priority queue of timed events with FIFO tie-break and cancel keys.
 pub struct EventQueue<E> {
-    /// Near events by bucket `(time_ps >> WHEEL_SHIFT) % BUCKETS`, each
-    /// bucket sorted by key, latest first (its earliest is its last).
+    /// Near events by bucket `(time_ps >> WHEEL_SHIFT) % BUCKETS`, in the
+    /// first `lens[b]` slots of bucket `b`, in no order.
     wheel: [Bucket<E>; BUCKETS],
     lens: [u8; BUCKETS],
     /// Bit `b` set when bucket `b` holds an entry.
@@ -198,11 +200,13 @@ impl<E: Copy + Default> EventQueue<E> {
         self.push(time_ps, key.0, event);
     }
 
-    /// Puts an entry in its wheel bucket, sorted in by key, or in the heap
-    /// if its bucket is out of the wheel's reach or full. The entry's parts
+    /// Puts an entry in the first free slot of its wheel bucket, or in the
+    /// heap if its bucket is out of the wheel's reach or full. The entry's parts
     /// come in registers: an entry built on the caller's stack and read back
-    /// whole stalled on store forwarding (fourth pass).
-    #[inline]
+    /// whole stalled on store forwarding (fourth pass). Inlined into its
+    /// callers: as a call, saving and restoring registers was a fifth of
+    /// its instructions (sixth pass).
+    #[inline(always)]
     fn push(&mut self, time_ps: u64, seq: u64, event: E) {
         let e = Entry {
             time_ps,
@@ -214,23 +218,7 @@ impl<E: Copy + Default> EventQueue<E> {
             let b = bucket as usize % BUCKETS;
             let n = self.lens[b] as usize;
             if n < SLOTS {
-                // Its place: after the `at` later entries. Every slot is
-                // rewritten without a branch on the keys (a walk's exit was
-                // mispredicted most of the time: 0-3 entries passed, each
-                // about as likely); slots past the new length get garbage.
-                let key = time_ps << SEQ_BITS | seq;
-                let old = self.wheel[b].slots;
-                let at = (0..SLOTS)
-                    .map(|i| ((i < n) & (old[i].0 > key)) as usize)
-                    .sum::<usize>();
-                let slots = &mut self.wheel[b].slots;
-                for i in 1..SLOTS {
-                    let moved = old[i - (i > at) as usize];
-                    slots[i] = if i == at { (key, event) } else { moved };
-                }
-                if at == 0 {
-                    slots[0] = (key, event);
-                }
+                self.wheel[b].slots[n] = (time_ps << SEQ_BITS | seq, event);
                 self.lens[b] = n as u8 + 1;
                 self.bits |= 1 << b;
                 return;
@@ -265,16 +253,27 @@ impl<E: Copy + Default> EventQueue<E> {
     }
 
     /// The earliest entry of bucket number `bucket` (not empty), its time
-    /// rebuilt from that number.
+    /// rebuilt from that number, and its slot: the smallest key of the
+    /// bucket's entries, chosen without a branch on the keys (slots past
+    /// the bucket's length count as the largest key; keys are unique).
     #[inline(always)]
-    fn wheel_entry(&self, bucket: u64) -> Entry<E> {
+    fn wheel_entry(&self, bucket: u64) -> (Entry<E>, usize) {
         let b = bucket as usize % BUCKETS;
-        let (key, event) = self.wheel[b].slots[self.lens[b] as usize - 1];
-        Entry {
+        let n = self.lens[b] as usize;
+        let slots = &self.wheel[b].slots;
+        let (mut at, mut key) = (0, slots[0].0);
+        for (i, slot) in slots.iter().enumerate().skip(1) {
+            let k = if i < n { slot.0 } else { u64::MAX };
+            let less = k < key;
+            at = if less { i } else { at };
+            key = if less { k } else { key };
+        }
+        let entry = Entry {
             time_ps: bucket << WHEEL_SHIFT | key >> SEQ_BITS,
             seq: key & ((1 << SEQ_BITS) - 1),
-            event,
-        }
+            event: slots[at].1,
+        };
+        (entry, at)
     }
 
     /// Whether a wheel entry comes before the heap's earliest.
@@ -288,18 +287,21 @@ impl<E: Copy + Default> EventQueue<E> {
     #[inline(always)]
     fn front(&self) -> Option<Option<u64>> {
         match self.wheel_front() {
-            Some(bucket) if self.before_heap(&self.wheel_entry(bucket)) => Some(Some(bucket)),
+            Some(bucket) if self.before_heap(&self.wheel_entry(bucket).0) => Some(Some(bucket)),
             Some(_) => Some(None),
             None if self.heap.is_empty() => None,
             None => Some(None),
         }
     }
 
-    /// Removes the earliest entry of bucket number `bucket` and moves the
-    /// cursor there (every wheel entry is at or after it).
+    /// Removes the earliest entry of bucket number `bucket`, in slot `at`
+    /// (the bucket's last entry takes its slot), and moves the cursor there
+    /// (every wheel entry is at or after it).
     #[inline(always)]
-    fn wheel_remove(&mut self, bucket: u64) {
+    fn wheel_remove(&mut self, bucket: u64, at: usize) {
         let b = bucket as usize % BUCKETS;
+        let last = self.lens[b] as usize - 1;
+        self.wheel[b].slots[at] = self.wheel[b].slots[last];
         self.lens[b] -= 1;
         // Without a branch: whether a bucket empties is hard to predict.
         self.bits &= !(((self.lens[b] == 0) as u64) << b);
@@ -310,7 +312,7 @@ impl<E: Copy + Default> EventQueue<E> {
     #[inline]
     fn front_key(&self) -> Option<u128> {
         match self.front()? {
-            Some(b) => Some(self.wheel_entry(b).key()),
+            Some(b) => Some(self.wheel_entry(b).0.key()),
             None => self.heap.peek().map(|h| h.key()),
         }
     }
@@ -321,8 +323,8 @@ impl<E: Copy + Default> EventQueue<E> {
     fn pop_front(&mut self) -> Option<Entry<E>> {
         match self.front()? {
             Some(bucket) => {
-                let e = self.wheel_entry(bucket);
-                self.wheel_remove(bucket);
+                let (e, at) = self.wheel_entry(bucket);
+                self.wheel_remove(bucket, at);
                 Some(e)
             }
             None => self.heap_pop(),
@@ -397,21 +399,28 @@ impl<E: Copy + Default> EventQueue<E> {
     /// through the stack (a store forwarding stall on every event).
     #[inline]
     pub fn pop_until(&mut self, until_ps: u64) -> Option<(u64, E)> {
+        self.pop_until_if(until_ps, |_| true)
+    }
+
+    /// Like [`pop_until`](Self::pop_until), but leaves the earliest event
+    /// in the queue unless `accept` takes it.
+    #[inline(always)]
+    pub fn pop_until_if(&mut self, until_ps: u64, accept: impl Fn(E) -> bool) -> Option<(u64, E)> {
         self.skip_cancelled();
         if let Some(bucket) = self.wheel_front() {
-            let w = self.wheel_entry(bucket);
+            let (w, at) = self.wheel_entry(bucket);
             if self.before_heap(&w) {
-                if w.time_ps > until_ps {
+                if w.time_ps > until_ps || !accept(w.event) {
                     return None;
                 }
-                self.wheel_remove(bucket);
+                self.wheel_remove(bucket, at);
                 self.current = Some(w.key());
                 return Some((w.time_ps, w.event));
             }
         }
         let h = self.heap.peek()?;
         let (time_ps, seq, event) = (h.time_ps, h.seq, h.event);
-        if time_ps > until_ps {
+        if time_ps > until_ps || !accept(event) {
             return None;
         }
         self.heap_pop();

@@ -62,6 +62,15 @@ impl Ev {
 }
 
 impl PackedEv {
+    /// The backend's event, if it is one.
+    #[inline(always)]
+    pub(crate) fn net(self) -> Option<NetEv> {
+        (self.0 & 0xff == EV_NET).then_some(NetEv {
+            kind: (self.0 >> 8) as u8,
+            id: (self.0 >> 32) as u32,
+        })
+    }
+
     #[inline(always)]
     pub(crate) fn unpack(self) -> Ev {
         let id = (self.0 >> 32) as u32;
@@ -505,6 +514,8 @@ impl Simulation {
                     true
                 }
                 Ev::Net(net) => {
+                    // Once the holds are released, one event and back.
+                    let more = (!self.holds.released()).then_some(until_ps);
                     let mut ctx = Ctx {
                         now: t,
                         queue: &mut self.queue,
@@ -513,7 +524,13 @@ impl Simulation {
                         probes: &mut self.probes,
                         topo: &self.topo,
                     };
-                    self.backend.handle(&mut ctx, net)
+                    let (n, last) = self.backend.handle_run(&mut ctx, net, more);
+                    self.now = ctx.now;
+                    if n > 0 {
+                        self.events += n;
+                        self.last_active_ps = last;
+                    }
+                    false
                 }
                 Ev::Sample => {
                     self.settle(self.queue.position());

@@ -110,6 +110,10 @@ pub struct TcpSender {
     /// (congestion window validation, RFC 7661 §4.1's spirit, as Linux's
     /// `tcp_is_cwnd_limited`).
     cwnd_limited: bool,
+    /// The last poll stopped at the window or at the end of the data, not
+    /// at the device budget or the pacer, and no ACK or other change came
+    /// since: a poll before the retransmission deadline would do nothing.
+    settled: bool,
     pub retransmits: u64,
     pub timeouts: u64,
 }
@@ -160,6 +164,7 @@ impl TcpSender {
             rto_deadline: None,
             rtt_probe: None,
             cwnd_limited: true,
+            settled: false,
             retransmits: 0,
             timeouts: 0,
         }
@@ -186,6 +191,7 @@ impl TcpSender {
     /// an RTO, when it restarts from the initial window (RFC 5681 §4.1, as
     /// Linux's default tcp_slow_start_after_idle).
     pub fn resume(&mut self, prev: &WindowState, now: u64) {
+        self.settled = false;
         self.opening = Opening::Established;
         self.st.ssthresh_bytes = prev.ssthresh_bytes;
         self.srtt_ps = prev.srtt_ps;
@@ -219,6 +225,7 @@ impl TcpSender {
     /// Continues the pacing of the message before it on the same queue
     /// pair: its first new segment goes no earlier than `next_send_ps`.
     pub fn pace_from(&mut self, next_send_ps: u64) {
+        self.settled = false;
         self.next_send_ps = next_send_ps;
     }
     fn flight(&self) -> u64 {
@@ -247,6 +254,7 @@ impl TcpSender {
     /// first RTT sample unless the SYN was sent twice (Karn); after a lost
     /// SYN or SYN-ACK the first window is one segment (RFC 5681 §3.1).
     pub fn on_syn_ack(&mut self, now: u64) {
+        self.settled = false;
         let Opening::SynSent { at, retried } = self.opening else {
             return; // a duplicate SYN-ACK
         };
@@ -266,6 +274,7 @@ impl TcpSender {
 
     /// Processes a cumulative ACK carrying acknowledgment number `ack`.
     pub fn on_ack(&mut self, now: u64, ack: u64, ece: bool) {
+        self.settled = false;
         self.cc.on_feedback(now, ece);
         if ack > self.snd_una {
             let acked = ack - self.snd_una;
@@ -405,6 +414,7 @@ impl TcpSender {
         self.cwnd_limited = false;
         let pacing = self.cc.pacing_rate_bps(now);
         self.paced_wait = false;
+        let mut budget_stop = false;
         while self.snd_nxt < self.size {
             let len = self.seg_len(self.snd_nxt);
             if pacing.is_some() && now < self.next_send_ps {
@@ -416,6 +426,7 @@ impl TcpSender {
                 break;
             }
             if budget_bytes < len as u64 {
+                budget_stop = true;
                 break;
             }
             budget_bytes -= len as u64;
@@ -442,6 +453,15 @@ impl TcpSender {
         if self.rto_deadline.is_none() && self.flight() > 0 {
             self.rto_deadline = Some(now + self.rto_ps);
         }
+        self.settled = !budget_stop && pacing.is_none();
+    }
+
+    /// Whether a poll at `now` may emit a segment or change the sender:
+    /// false after a poll that stopped at the window or the end of the
+    /// data, with nothing fed to the sender since and its retransmission
+    /// deadline still ahead (more device budget changes nothing then).
+    pub fn needs_poll(&self, now: u64) -> bool {
+        !self.settled || self.rto_deadline.is_some_and(|d| d <= now)
     }
 
     /// Sends the SYN, or sends it again when its timer ran out (the timer

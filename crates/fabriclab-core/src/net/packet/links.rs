@@ -19,7 +19,7 @@ impl PacketNet {
                         self.start_tx(ctx, port);
                     }
                 }
-                LinkChange::Rate(r) => self.ports[port as usize].rate_bps = r,
+                LinkChange::Rate(r) => self.ports[port as usize].set_rate(r),
                 LinkChange::Loss(x) => {
                     // A frame in serialization is drawn for loss at its end.
                     let p = &mut self.ports[port as usize];

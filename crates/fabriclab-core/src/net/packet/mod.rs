@@ -212,6 +212,7 @@ impl PacketNet {
     }
 
     /// Returns false for a stale event (its packet was lost when the link went down).
+    #[inline]
     fn on_wire_head(&mut self, ctx: &mut Ctx, port: u32) -> bool {
         let p = &mut self.ports[port as usize];
         if p.wire.front().is_none_or(|&(t, _)| t != ctx.now) {
@@ -416,7 +417,7 @@ impl Backend for PacketNet {
         if self.conns.len() <= msg as usize {
             self.conns.resize_with(msg as usize + 1, || None);
         }
-        let line_bps = self.ports[fwd[0] as usize].rate_bps;
+        let line_bps = self.ports[fwd[0] as usize].rate_bps();
         let pair = (
             self.port_ends[fwd[0] as usize].0,
             self.port_ends[*fwd.last().expect("route") as usize].1,
@@ -482,6 +483,8 @@ impl Backend for PacketNet {
         }
     }
 
+    // Inlined into `handle_run`'s loop.
+    #[inline(always)]
     fn handle(&mut self, ctx: &mut Ctx, ev: NetEv) -> bool {
         match ev.kind {
             EV_PORT_TX => self.on_tx_done(ctx, ev.id),

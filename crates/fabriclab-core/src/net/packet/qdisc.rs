@@ -315,6 +315,11 @@ impl Qdisc {
 
     #[inline]
     pub fn band_of(&self, class: u8) -> usize {
+        // One band (fifo, fq): no lookup, so that finding the band's queue
+        // waits on no load of the packet's class and the priomap (sixth pass).
+        if self.bands.len() == 1 {
+            return 0;
+        }
         (self.priomap[(class & 7) as usize] as usize).min(self.bands.len() - 1)
     }
 
@@ -336,6 +341,7 @@ impl Qdisc {
         self.band[b].drops += 1;
     }
 
+    #[inline(always)]
     fn enqueue_inner(&mut self, mut pkt: Packet, lossless: bool) -> Enqueued {
         let b = self.band_of(pkt.class);
         let q = &mut self.bands[b];
@@ -364,6 +370,7 @@ impl Qdisc {
     }
 
     /// Strict priority: the lowest-numbered non-empty, non-paused band.
+    #[inline(always)]
     pub fn dequeue(&mut self) -> Option<Packet> {
         for b in 0..self.bands.len() {
             if self.paused & (1 << b) != 0 {
