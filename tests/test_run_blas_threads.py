@@ -14,7 +14,10 @@ import pytest
 from fabriclab.commands import BLAS_THREAD_VARS, default_blas_threads
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = '[topology]\nkind = "star"\nhosts = 4\n\n[[traffic]]\nload = 0.2\nduration_ps = "200us"\n'
+# A job: its tables are built with numpy and pyarrow (a run with only the
+# core's tables imports neither, tests/test_startup_imports.py).
+TINY = ('[topology]\nkind = "star"\nhosts = 4\n\n[[traffic]]\nload = 0.2\nduration_ps = "200us"\n'
+        '\n[[jobs]]\nworkers = [0, 1]\ncompute_ps = "1ms"\nlayers = 4\nmodel_bytes = "1MB"\niterations = 2\n')
 
 # Prints, as JSON, the BLAS variables at numpy's first import and at the end.
 PROBE = """
@@ -65,7 +68,7 @@ def test_a_run_sets_it_before_numpy_is_imported(tmp_path, user, at_import):
     (tmp_path / "tiny.toml").write_text(TINY)
     seen = _probe(RUN, user, tmp_path)
     assert seen["at_numpy_import"] == at_import
-    assert (tmp_path / "out" / "flows.parquet").exists()
+    assert (tmp_path / "out" / "jobs.parquet").exists()
 
 
 def test_the_library_and_validate_leave_the_environment_alone(tmp_path):
