@@ -49,9 +49,10 @@ def test_package_attributes_still_resolve_lazily():
     assert "pandas" not in loaded
 
 
-def test_run_writes_its_results_without_pandas(tmp_path):
-    # A packet run of the built-in default scenario, shortened: summary from
-    # the Arrow columns through numpy, Parquet through pyarrow (issue 13).
+def test_run_with_only_the_cores_tables_imports_neither_numpy_nor_pyarrow(tmp_path):
+    # A packet run of the built-in default scenario, shortened: flows,
+    # links and messages (written by default) come from the core as Parquet
+    # bytes with the summary's figures (fabriclab-io, issue 13).
     scenario = tmp_path / "s.toml"
     scenario.write_text('[topology]\nkind = "star"\nhosts = 4\n\n[[traffic]]\nload = 0.2\nduration_ps = "200us"\n')
     out = tmp_path / "out"
@@ -61,23 +62,6 @@ def test_run_writes_its_results_without_pandas(tmp_path):
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         f"    rc = _run_guarded(['run', {str(scenario)!r}, '--out', {str(out)!r}, '--quiet'])\n"
         "assert rc == 0, rc")
-    assert "pandas" not in loaded
-    assert (out / "flows.parquet").exists() and (out / "summary.json").exists()
-
-
-def test_run_with_only_flows_and_links_imports_neither_numpy_nor_pyarrow(tmp_path):
-    # flows.parquet, links.parquet and the summary's figures come from the
-    # core (fabriclab-io); messages.parquet, written by default, still uses pyarrow.
-    scenario = tmp_path / "s.toml"
-    scenario.write_text('[topology]\nkind = "star"\nhosts = 4\n\n[[traffic]]\nload = 0.2\nduration_ps = "200us"\n'
-                        '\n[outputs]\nmessages = false\n')
-    out = tmp_path / "out"
-    loaded = _modules_after(
-        "import contextlib, io\n"
-        "from fabriclab.cli import _run_guarded\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        f"    rc = _run_guarded(['run', {str(scenario)!r}, '--out', {str(out)!r}, '--quiet'])\n"
-        "assert rc == 0, rc")
     assert sorted(m for m in HEAVY if m in loaded) == []
-    assert sorted(p.name for p in out.iterdir()) == ["flows.parquet", "links.parquet", "scenario.resolved.toml",
-                                                     "summary.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["flows.parquet", "links.parquet", "messages.parquet",
+                                                     "scenario.resolved.toml", "summary.json"]
