@@ -100,3 +100,14 @@ def test_quick_validate_imports_no_typer(tmp_path):
     loaded = set(json.loads(r.stdout.strip().splitlines()[-1]))
     assert "fabriclab.scenario" in loaded
     assert not any(m == "typer" or m.startswith("typer.") for m in loaded)
+
+
+def test_quick_path_with_stdout_closed_exits_cleanly(tmp_path):
+    # The quick path ends with os._exit after flushing the streams; with
+    # descriptor 1 closed there is no stdout to flush (sys.stdout is None).
+    (tmp_path / "s.toml").write_text(TINY)
+    for args in ("validate s.toml", "run s.toml --out o --quiet"):
+        r = subprocess.run(["sh", "-c", f"{sys.executable} -m fabriclab.cli {args} >&-"], env=ENV, cwd=tmp_path,
+                           capture_output=True, text=True, timeout=300)
+        assert (r.returncode, r.stderr) == (0, ""), args
+    assert (tmp_path / "o" / "summary.json").exists()

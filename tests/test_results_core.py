@@ -157,3 +157,14 @@ def test_messages_queues_and_classes_tables(run, tmp_path):
                for p, a, b, e in zip(m["path"], m["src_node"], m["dst_node"], m["end_ps"]) if e is not None)
     summary = json.loads((tmp_path / "q" / "summary.json").read_text())
     assert summary["queue_samples"]["rows"] == pq.read_table(tmp_path / "q" / "queues.parquet").num_rows
+
+
+def test_a_table_assigned_to_results_is_what_gets_written(run, tmp_path):
+    r = simulate(Scenario.load(run / "scenario.resolved.toml"))
+    n = r.flows_arrow.num_rows
+    r.flows_arrow = r.flows_arrow.slice(0, 1)
+    r.messages_arrow = None
+    r.write(tmp_path / "w")
+    assert pq.read_table(tmp_path / "w" / "flows.parquet").num_rows == 1 < n
+    assert not (tmp_path / "w" / "messages.parquet").exists()
+    assert pq.read_table(tmp_path / "w" / "links.parquet").equals(pq.read_table(run / "links.parquet"))

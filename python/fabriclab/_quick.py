@@ -106,12 +106,18 @@ def exit_now(rc: int) -> None:
     written and closed its files and renamed its output folder into place,
     and no thread of ours is working: only the standard streams are left to
     flush. A stream that cannot be flushed (a closed pipe) exits 1, as
-    typer's runner does."""
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except OSError:
-        rc = rc or 1
+    typer's runner does; a closed descriptor (no stream) is skipped. Under a
+    profiler, a tracer or coverage the process exits normally, so that their
+    exit handlers write their data."""
+    if sys.getprofile() is not None or sys.gettrace() is not None or "coverage" in sys.modules:
+        sys.exit(rc)
+    for stream in (sys.stdout, sys.stderr):
+        if stream is None:
+            continue
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            rc = rc or 1
     os._exit(rc)
 
 

@@ -11,7 +11,6 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,6 +52,29 @@ def read_parquet_bytes(data: bytes) -> pa.Table:
     return pq.read_table(pa.BufferReader(data))
 
 
+class CoreTable:
+    """A table the core handed over as a Parquet file's bytes (the field
+    ``<name>_parquet``), read with pyarrow on first use. Assigning a table
+    (or None) replaces the bytes: :meth:`Results.write` then writes what the
+    caller holds (with pyarrow), or no file for None."""
+
+    def __set_name__(self, owner, attr: str) -> None:
+        self.field = attr.removesuffix("_arrow") + "_parquet"
+        self.cache = "_" + attr
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        if self.cache not in obj.__dict__:
+            data = getattr(obj, self.field)
+            obj.__dict__[self.cache] = None if data is None else read_parquet_bytes(data)
+        return obj.__dict__[self.cache]
+
+    def __set__(self, obj, table) -> None:
+        obj.__dict__[self.cache] = table
+        setattr(obj, self.field, None)
+
+
 @dataclass
 class Results:
     """What a run produced. ``flows`` and ``links`` are pandas DataFrames;
@@ -80,25 +102,11 @@ class Results:
     # Functional aggregation: every value of every result a worker received.
     aggregation_values_arrow: pa.Table | None = None
 
-    @cached_property
-    def flows_arrow(self) -> pa.Table:
-        return read_parquet_bytes(self.flows_parquet)
-
-    @cached_property
-    def links_arrow(self) -> pa.Table:
-        return read_parquet_bytes(self.links_parquet)
-
-    @cached_property
-    def messages_arrow(self) -> pa.Table | None:
-        return None if self.messages_parquet is None else read_parquet_bytes(self.messages_parquet)
-
-    @cached_property
-    def queues_arrow(self) -> pa.Table | None:
-        return None if self.queues_parquet is None else read_parquet_bytes(self.queues_parquet)
-
-    @cached_property
-    def classes_arrow(self) -> pa.Table | None:
-        return None if self.classes_parquet is None else read_parquet_bytes(self.classes_parquet)
+    flows_arrow = CoreTable()
+    links_arrow = CoreTable()
+    messages_arrow = CoreTable()
+    queues_arrow = CoreTable()
+    classes_arrow = CoreTable()
 
     @property
     def flows(self) -> pd.DataFrame:
@@ -163,16 +171,18 @@ class Results:
         import tomli_w
 
         outputs = self.resolved.get("outputs", {})
-        core_files = {"flows": self.flows_parquet if outputs.get("flows", True) else None,
-                      "links": self.links_parquet if outputs.get("links", True) else None,
-                      "messages": self.messages_parquet, "queues": self.queues_parquet,
-                      "classes": self.classes_parquet}
-        for name, data in core_files.items():
+        tables = {}
+        for name in ("flows", "links", "messages", "queues", "classes"):
+            if not outputs.get(name, True):
+                continue
+            data = getattr(self, f"{name}_parquet")
             if data is not None:
                 (folder / f"{name}.parquet").write_bytes(data)
-        tables = {"jobs": self.jobs_arrow, "timeline": self.timeline_arrow, "steps": self.steps_arrow,
-                  "ccl": self.ccl_arrow, "faults": self.faults_arrow, "aggregation": self.aggregation_arrow,
-                  "accelerators": self.accelerators_arrow, "aggregation_values": self.aggregation_values_arrow}
+            else:  # a table the caller assigned, if any
+                tables[name] = self.__dict__.get(f"_{name}_arrow")
+        tables |= {"jobs": self.jobs_arrow, "timeline": self.timeline_arrow, "steps": self.steps_arrow,
+                   "ccl": self.ccl_arrow, "faults": self.faults_arrow, "aggregation": self.aggregation_arrow,
+                   "accelerators": self.accelerators_arrow, "aggregation_values": self.aggregation_values_arrow}
         if any(t is not None for t in tables.values()):
             import pyarrow.parquet as pq
 

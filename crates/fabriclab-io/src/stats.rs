@@ -250,8 +250,11 @@ mod tests {
         let v = [10.0, 20.0, 30.0, 40.0];
         // rank (n - 1) q: 1.5 -> halfway between 20 and 30.
         assert_eq!(percentile_sorted(&v, 50.0), 25.0);
-        // 2.97 -> 30 + 0.97 * 10.
-        assert!((percentile_sorted(&v, 99.0) - 39.7).abs() < 1e-12);
+        // 2.97 -> the fraction 0.97 is at least one half: from the upper neighbour, 40 - 10 * (1 - 0.97).
+        assert_eq!(
+            percentile_sorted(&v, 99.0),
+            40.0 - 10.0 * (1.0 - (3.0 * 0.99 - 2.0))
+        );
         assert_eq!(percentile_sorted(&v, 100.0), 40.0);
         assert_eq!(percentile_sorted(&v, 0.0), 10.0);
         assert_eq!(percentile_sorted(&[7.0], 99.9), 7.0);
@@ -334,5 +337,17 @@ mod tests {
         assert_eq!((s.max_utilization, s.mean_utilization), (1.0, 0.625));
         assert_eq!((s.drops, s.ecn_marks, s.max_queue_bytes), (5, 5, 9));
         assert_eq!(link_summary(&c, 0).max_utilization, 0.0);
+        // A link of rate 0 has utilization 0/0 = NaN, left out of both (numpy's nanmax, nanmean).
+        let mut z = c.clone();
+        z.link_id.push(2);
+        z.rate_bps.push(0);
+        z.bytes.push(0);
+        let s = link_summary(&z, 1_000_000);
+        assert!(utilization(0, 0, 1_000_000).is_nan());
+        assert_eq!((s.max_utilization, s.mean_utilization), (1.0, 0.625));
+        z.rate_bps = vec![0; 3];
+        z.bytes = vec![0; 3];
+        let s = link_summary(&z, 1_000_000);
+        assert!(s.max_utilization.is_nan() && s.mean_utilization.is_nan());
     }
 }
