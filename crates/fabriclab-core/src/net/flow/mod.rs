@@ -144,7 +144,9 @@ pub struct FlowNet {
 /// borrowed routes need not be allocated at every reallocation.
 fn reuse<T, U>(mut buf: Vec<T>) -> Vec<U> {
     buf.clear();
-    buf.into_iter().map(|_| unreachable!("an empty vector")).collect()
+    buf.into_iter()
+        .map(|_| unreachable!("an empty vector"))
+        .collect()
 }
 
 /// Wire bytes of a message cut into MSS-sized segments.

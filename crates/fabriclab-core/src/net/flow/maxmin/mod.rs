@@ -371,7 +371,8 @@ impl MaxMin {
             &mut [f64],
             &mut [u32],
         ) = (rates, residual, count, frozen, latest, round_of);
-        let (start, fill, is_dirty): (&mut [u32], &mut [u32], &mut [bool]) = (start, fill, is_dirty);
+        let (start, fill, is_dirty): (&mut [u32], &mut [u32], &mut [bool]) =
+            (start, fill, is_dirty);
         let share_of =
             |residual: &[f64], count: &[u32], p: usize| residual[p].max(0.0) / count[p] as f64;
         order.clear();
