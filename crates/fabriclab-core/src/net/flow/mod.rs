@@ -128,6 +128,25 @@ pub struct FlowNet {
     /// Message ids of the flows allocated: their keys to the allocator
     /// (increasing: flows are kept in the order they started).
     keys: Vec<u64>,
+    /// Buffers kept between reallocations, empty in between (see [`reuse`]):
+    /// the allocators' demands, and the queue estimate's window-unlimited
+    /// flows, window cuts, rates and views.
+    demands: Vec<FlowDemand<'static>>,
+    long: Vec<usize>,
+    cut: Vec<bool>,
+    long_rates: Vec<f64>,
+    views: Vec<FlowView<'static>>,
+}
+
+/// `buf` emptied, as a vector of another type of the same layout (a
+/// borrowing type, for a call's lifetime): the same allocation, reused
+/// (std collects a vector's own iterator in place), so that buffers of
+/// borrowed routes need not be allocated at every reallocation.
+fn reuse<T, U>(mut buf: Vec<T>) -> Vec<U> {
+    buf.clear();
+    buf.into_iter()
+        .map(|_| unreachable!("an empty vector"))
+        .collect()
 }
 
 /// Wire bytes of a message cut into MSS-sized segments.
@@ -219,6 +238,11 @@ impl FlowNet {
             mss_bytes,
             agg,
             nic_flows: Vec::new(),
+            demands: Vec::new(),
+            long: Vec::new(),
+            cut: Vec::new(),
+            long_rates: Vec::new(),
+            views: Vec::new(),
         })
     }
 
@@ -280,17 +304,14 @@ impl FlowNet {
                 }
             }
         }
-        let mut demands: Vec<FlowDemand> = self
-            .sending
-            .iter()
-            .map(|&i| {
-                let f = &self.active[i as usize];
-                FlowDemand {
-                    cap_bps: f.cap_bps(),
-                    ..FlowDemand::new(f.class, &f.route)
-                }
-            })
-            .collect();
+        let mut demands: Vec<FlowDemand> = reuse(std::mem::take(&mut self.demands));
+        demands.extend(self.sending.iter().map(|&i| {
+            let f = &self.active[i as usize];
+            FlowDemand {
+                cap_bps: f.cap_bps(),
+                ..FlowDemand::new(f.class, &f.route)
+            }
+        }));
         if let Some(a) = &self.agg {
             a.demands(&mut demands, &self.nic_flows, &self.capacity_bps);
             self.maxmin
@@ -305,7 +326,7 @@ impl FlowNet {
             self.maxmin
                 .rates_keyed(&demands, &self.keys, &self.capacity_bps, &mut self.rates);
         }
-        drop(demands);
+        self.demands = reuse(demands);
         for f in &mut self.active {
             f.rate_bps = 0.0;
         }
@@ -361,24 +382,24 @@ impl FlowNet {
     /// a change among the window-unlimited flows does.
     fn estimate_queues(&mut self) {
         self.long_changed = false;
-        let long: Vec<usize> = (0..self.active.len())
-            .filter(|&i| self.active[i].ss.is_none())
-            .collect();
+        let mut long = std::mem::take(&mut self.long);
+        long.clear();
+        long.extend((0..self.active.len()).filter(|&i| self.active[i].ss.is_none()));
         // Which of them had their window cut at a tied port (its queue full).
-        let cut: Vec<bool> = long
-            .iter()
-            .map(|&i| {
-                let f = &self.active[i];
-                f.tied != NONE
-                    && moved_bytes(&self.bits_sent, f)
-                        >= self.queues.share_bytes(&self.short, f.tied, f.class)
-            })
-            .collect();
-        let mut demands: Vec<FlowDemand> = long
-            .iter()
-            .map(|&i| FlowDemand::new(self.active[i].class, &self.active[i].route))
-            .collect();
-        let mut rates = Vec::new();
+        let mut cut = std::mem::take(&mut self.cut);
+        cut.clear();
+        cut.extend(long.iter().map(|&i| {
+            let f = &self.active[i];
+            f.tied != NONE
+                && moved_bytes(&self.bits_sent, f)
+                    >= self.queues.share_bytes(&self.short, f.tied, f.class)
+        }));
+        let mut demands: Vec<FlowDemand> = reuse(std::mem::take(&mut self.demands));
+        demands.extend(
+            long.iter()
+                .map(|&i| FlowDemand::new(self.active[i].class, &self.active[i].route)),
+        );
+        let mut rates = std::mem::take(&mut self.long_rates);
         if let Some(a) = &self.agg {
             a.demands(&mut demands, &self.nic_flows, &self.capacity_bps);
             self.maxmin_long
@@ -390,20 +411,17 @@ impl FlowNet {
             self.maxmin_long
                 .rates_keyed(&demands, &self.keys, &self.capacity_bps, &mut rates);
         }
-        let views: Vec<FlowView> = long
-            .iter()
-            .zip(&rates)
-            .map(|(&i, &r)| {
-                let f = &self.active[i];
-                FlowView {
-                    class: f.class,
-                    route: &f.route,
-                    rate_bps: r,
-                    base_rtt_ps: f.base_rtt_ps,
-                    long: true,
-                }
-            })
-            .collect();
+        let mut views: Vec<FlowView> = reuse(std::mem::take(&mut self.views));
+        views.extend(long.iter().zip(&rates).map(|(&i, &r)| {
+            let f = &self.active[i];
+            FlowView {
+                class: f.class,
+                route: &f.route,
+                rate_bps: r,
+                base_rtt_ps: f.base_rtt_ps,
+                long: true,
+            }
+        }));
         self.queues.estimate(
             &self.short,
             &self.capacity_bps,
@@ -413,8 +431,8 @@ impl FlowNet {
             self.tsq_wire,
             &mut self.standing,
         );
-        drop(views);
-        drop(demands);
+        self.views = reuse(views);
+        self.demands = reuse(demands);
         for f in &mut self.active {
             if f.ss.is_some() {
                 (f.standing, f.tied) = (NONE, NONE);
@@ -439,6 +457,7 @@ impl FlowNet {
                 f.moved_base_bits = self.bits_sent[d as usize] + f.remaining_bits;
             }
         }
+        (self.long, self.cut, self.long_rates) = (long, cut, rates);
         self.fill_queues(now);
     }
 

@@ -361,6 +361,18 @@ impl MaxMin {
         if log {
             round_of.resize(flows.len(), NONE);
         }
+        // As slices for the rounds (their lengths are set for the call):
+        // the compiler then keeps their addresses out of the loops.
+        let (rates, residual, count, frozen, latest, round_of): (
+            &mut [f64],
+            &mut [f64],
+            &mut [u32],
+            &mut [bool],
+            &mut [f64],
+            &mut [u32],
+        ) = (rates, residual, count, frozen, latest, round_of);
+        let (start, fill, is_dirty): (&mut [u32], &mut [u32], &mut [bool]) =
+            (start, fill, is_dirty);
         let share_of =
             |residual: &[f64], count: &[u32], p: usize| residual[p].max(0.0) / count[p] as f64;
         order.clear();

@@ -155,6 +155,19 @@ impl MaxMin {
         sat.clear();
         round_of.clear();
         round_of.resize(n, NONE);
+        // As slices for the rounds (their lengths are set for the call):
+        // the compiler then keeps their addresses out of the loops.
+        let (rates, residual, count, frozen, affected, latest, round_of): (
+            &mut [f64],
+            &mut [f64],
+            &mut [u32],
+            &mut [bool],
+            &mut [bool],
+            &mut [f64],
+            &mut [u32],
+        ) = (rates, residual, count, frozen, affected, latest, round_of);
+        let (in_a, prior, now_of, at_slot): (&mut [bool], &[u32], &[u32], &[u32]) =
+            (in_a, prior, now_of, at_slot);
         let mark = |p: u32, in_a: &mut [bool], a_ports: &mut Vec<u32>| {
             if !in_a[p as usize] {
                 in_a[p as usize] = true;
