@@ -427,15 +427,7 @@ impl MaxMin {
                 return false;
             }
             while j < past_flows.len() && past_flows[j].key < key {
-                let pf = &past_flows[j]; // gone
-                leave(
-                    at_port,
-                    &past_ports[pf.slot as usize],
-                    pf.slot,
-                    in_a,
-                    a_ports,
-                );
-                free.push(pf.slot);
+                retire(at_port, past_ports, past_flows[j].slot, in_a, a_ports, free); // gone
                 j += 1;
             }
             let slot = match past_flows.get(j).filter(|pf| pf.key == key) {
@@ -477,14 +469,7 @@ impl MaxMin {
             slot_now[i] = slot;
         }
         for pf in &past_flows[j..] {
-            leave(
-                at_port,
-                &past_ports[pf.slot as usize],
-                pf.slot,
-                in_a,
-                a_ports,
-            );
-            free.push(pf.slot);
+            retire(at_port, past_ports, pf.slot, in_a, a_ports, free); // gone
         }
         count.clear();
         count.extend(at_port.iter().map(|v| v.len() as u32));
@@ -560,6 +545,19 @@ fn join(at_port: &mut [Vec<u32>], ports: &[u32], slot: u32) {
     for &p in ports {
         at_port[p as usize].push(slot);
     }
+}
+
+/// A gone flow's `slot` leaves the flows of its ports and is freed.
+fn retire(
+    at_port: &mut [Vec<u32>],
+    past_ports: &[Vec<u32>],
+    slot: u32,
+    in_a: &mut [bool],
+    a_ports: &mut Vec<u32>,
+    free: &mut Vec<u32>,
+) {
+    leave(at_port, &past_ports[slot as usize], slot, in_a, a_ports);
+    free.push(slot);
 }
 
 /// `slot` leaves the flows of each of `ports`, which become affected.
