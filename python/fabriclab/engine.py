@@ -143,7 +143,8 @@ def collect_results(scenario: Scenario, sim: Simulator, wall_s: float) -> Result
     # nor pyarrow (issue 13).
     from .results import LARGE_MIN_BYTES, SMALL_MAX_BYTES, Results
 
-    flow_figures = sim.flow_summary(SMALL_MAX_BYTES, LARGE_MIN_BYTES)
+    flows_parquet, flow_figures = sim.flow_results(SMALL_MAX_BYTES, LARGE_MIN_BYTES)
+    links_parquet, link_figures = sim.link_results()
     summary = {
         "fabriclab_version": __version__,
         "scenario": scenario.name,
@@ -157,7 +158,7 @@ def collect_results(scenario: Scenario, sim: Simulator, wall_s: float) -> Result
         "retransmits": flow_figures["retransmits"],
         "fct": flow_figures["fct"],
         "fct_by_class": flow_figures["fct_by_class"],
-        "links": sim.link_summary(),
+        "links": link_figures,
         # Wall-clock figures vary run to run; everything above is deterministic.
         "performance": {"wall_time_s": wall_s, "events_per_s": sim.events / wall_s if wall_s > 0 else 0.0},
     }
@@ -210,7 +211,7 @@ def collect_results(scenario: Scenario, sim: Simulator, wall_s: float) -> Result
         queues, classes = sim.queues_parquet(), sim.classes_parquet()
         summary["queue_samples"] = {"rows": sim.queue_rows, "stopped_at_ps": sim.queue_sampling_stopped_ps}
     resolved = scenario.resolved_dict()
-    return Results(flows_parquet=sim.flows_parquet(), links_parquet=sim.links_parquet(), summary=summary,
+    return Results(flows_parquet=flows_parquet, links_parquet=links_parquet, summary=summary,
                    resolved=resolved,
                    jobs_arrow=jobs_arrow, timeline_arrow=timeline_arrow, messages_parquet=messages,
                    queues_parquet=queues, classes_parquet=classes,

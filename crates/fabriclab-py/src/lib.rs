@@ -151,24 +151,39 @@ impl Simulator {
         Ok(PyBytes::new(py, &bytes.map_err(PyRuntimeError::new_err)?))
     }
 
-    /// The flow figures of `summary.json`: flows_total, flows_finished,
-    /// retransmits, fct {all, small, medium, large}, fct_by_class.
-    fn flow_summary<'py>(
+    /// `flows.parquet`'s bytes and the flow figures of `summary.json`
+    /// (flows_total, flows_finished, retransmits, fct {all, small, medium,
+    /// large}, fct_by_class), from one reading of the flows.
+    fn flow_results<'py>(
         &self,
         py: Python<'py>,
         small_max_bytes: u64,
         large_min_bytes: u64,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let s =
-            guarded(|| flow_summary(&flow_columns(&self.sim), small_max_bytes, large_min_bytes))?;
-        results::flow_summary_dict(py, &s)
+    ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyDict>)> {
+        let (bytes, s) = guarded(|| {
+            let c = flow_columns(&self.sim);
+            (
+                results::flows_parquet(&c),
+                flow_summary(&c, small_max_bytes, large_min_bytes),
+            )
+        })?;
+        let bytes = PyBytes::new(py, &bytes.map_err(PyRuntimeError::new_err)?);
+        Ok((bytes, results::flow_summary_dict(py, &s)?))
     }
 
-    /// The link figures of `summary.json` (utilization over the run's active time).
-    fn link_summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    /// `links.parquet`'s bytes and the link figures of `summary.json`
+    /// (utilization over the run's active time), from one reading of the links.
+    fn link_results<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyDict>)> {
         let last = self.sim.last_active_ps();
-        let s = guarded(|| link_summary(&link_columns(&self.sim), last))?;
-        results::link_summary_dict(py, &s)
+        let (bytes, s) = guarded(|| {
+            let c = link_columns(&self.sim);
+            (results::links_parquet(&c, last), link_summary(&c, last))
+        })?;
+        let bytes = PyBytes::new(py, &bytes.map_err(PyRuntimeError::new_err)?);
+        Ok((bytes, results::link_summary_dict(py, &s)?))
     }
 
     /// Every app's result tables: {table name: {column: list}} (tables of
