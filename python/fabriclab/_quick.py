@@ -78,6 +78,12 @@ def run(argv: list[str]) -> Optional[int]:
     if parsed is None:
         return None
     cmd, params = parsed
+    # pydantic looks for plugins (observability hooks named in entry points)
+    # when it builds the first model, reading the entry points of every
+    # installed distribution: 11-14 ms of every start on a machine with 143
+    # of them (issue 13). fabriclab uses none; a user who wants theirs sets
+    # PYDANTIC_DISABLE_PLUGINS (empty keeps them all), which this respects.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     from . import commands
 
     try:
