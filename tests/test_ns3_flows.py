@@ -41,6 +41,13 @@ def read_csv(path: Path) -> list[dict]:
         return [{k: int(v) for k, v in row.items()} for row in csv.DictReader(f)]
 
 
+def read_fabriclab_flows(folder: Path) -> list[dict]:
+    """The flows of the fabriclab scenario, through the CSV its flows_csv names."""
+    name = tomllib.loads((folder / "scenario.toml").read_text())["flows_csv"]
+    with open(folder / name) as f:
+        return [{k: (v.split() if k == "path" else int(v)) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
 def test_offered_load_matches_target_within_compound_poisson_bounds(tmp_path):
     s = gen.Setup(topology="star", hosts=8, load=0.5, duration_ps=500_000_000_000, seed=11)
     flows = gen.write_case(s, tmp_path)
@@ -66,7 +73,7 @@ def test_ns3_list_and_fabriclab_scenario_carry_identical_flows(tmp_path):
                   duration_ps=20_000_000_000, seed=5, prio_below_bytes=100_000)
     flows = gen.write_case(s, tmp_path)
     listed = read_csv(tmp_path / "flows.csv")
-    toml = tomllib.loads((tmp_path / "scenario.toml").read_text())["flows"]
+    toml = read_fabriclab_flows(tmp_path)
     assert len(listed) == len(toml) == len(flows) > 20
     for i, (a, b) in enumerate(zip(listed, toml)):
         assert a["flow_id"] == i
@@ -75,7 +82,9 @@ def test_ns3_list_and_fabriclab_scenario_carry_identical_flows(tmp_path):
         assert a["class"] == (0 if a["size_bytes"] < 100_000 else 1)
     # fabriclab's own schema accepts the scenario, every pinned path included.
     sc = Scenario.load(tmp_path / "scenario.toml")
-    assert len(sc.flows) == len(flows)
+    read = sc.explicit_flows(sc.build_topology())
+    assert [(f.src, f.dst, f.size_bytes, f.start_ps, f.class_) for f in read] == [
+        (f["src"], f["dst"], f["size_bytes"], f["start_ps"], f["class"]) for f in flows]
 
 
 def test_pinned_paths_follow_the_fabric_and_the_spine_column(tmp_path):
@@ -83,7 +92,7 @@ def test_pinned_paths_follow_the_fabric_and_the_spine_column(tmp_path):
                   duration_ps=40_000_000_000, seed=2)
     gen.write_case(s, tmp_path)
     listed = read_csv(tmp_path / "flows.csv")
-    toml = tomllib.loads((tmp_path / "scenario.toml").read_text())["flows"]
+    toml = read_fabriclab_flows(tmp_path)
     per_spine = [0] * s.spines
     inter = 0
     for a, b in zip(listed, toml):
@@ -131,7 +140,7 @@ def test_same_seed_same_bytes_other_seed_other_flows(tmp_path):
     gen.write_case(s, tmp_path / "a")
     gen.write_case(s, tmp_path / "b")
     gen.write_case(gen.Setup(load=0.4, duration_ps=10_000_000_000, seed=10), tmp_path / "c")
-    for name in ("flows.csv", "scenario.toml"):
+    for name in ("flows.csv", "scenario.toml", "flows_fabriclab.csv"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
     assert (tmp_path / "a" / "flows.csv").read_bytes() != (tmp_path / "c" / "flows.csv").read_bytes()
 
