@@ -124,6 +124,10 @@ pub struct FlowNet {
     /// flows alone (the queue estimate): each replays its own last call.
     maxmin: MaxMin,
     maxmin_long: MaxMin,
+    /// A flow was rerouted since each allocator's last call (else every
+    /// flow keeps the ports it had then: [`MaxMin::rates_keyed_ports_kept`]).
+    rerouted: bool,
+    long_rerouted: bool,
     rates: Vec<f64>,
     /// Message ids of the flows allocated: their keys to the allocator
     /// (increasing: flows are kept in the order they started).
@@ -214,6 +218,8 @@ impl FlowNet {
             standing: Vec::new(),
             maxmin: MaxMin::default(),
             maxmin_long: MaxMin::default(),
+            rerouted: false,
+            long_rerouted: false,
             rates: Vec::new(),
             keys: Vec::new(),
             capacity_bps: topo.ports.iter().map(|p| p.rate_bps as f64).collect(),
@@ -323,8 +329,12 @@ impl FlowNet {
                     .iter()
                     .map(|&i| self.active[i as usize].msg as u64),
             );
-            self.maxmin
-                .rates_keyed(&demands, &self.keys, &self.capacity_bps, &mut self.rates);
+            let (d, k, c, r) = (&demands, &self.keys, &self.capacity_bps, &mut self.rates);
+            if std::mem::take(&mut self.rerouted) {
+                self.maxmin.rates_keyed(d, k, c, r);
+            } else {
+                self.maxmin.rates_keyed_ports_kept(d, k, c, r);
+            }
         }
         self.demands = reuse(demands);
         for f in &mut self.active {
@@ -408,8 +418,12 @@ impl FlowNet {
             self.keys.clear();
             self.keys
                 .extend(long.iter().map(|&i| self.active[i].msg as u64));
-            self.maxmin_long
-                .rates_keyed(&demands, &self.keys, &self.capacity_bps, &mut rates);
+            let (d, k, c) = (&demands, &self.keys, &self.capacity_bps);
+            if std::mem::take(&mut self.long_rerouted) {
+                self.maxmin_long.rates_keyed(d, k, c, &mut rates);
+            } else {
+                self.maxmin_long.rates_keyed_ports_kept(d, k, c, &mut rates);
+            }
         }
         let mut views: Vec<FlowView> = reuse(std::mem::take(&mut self.views));
         views.extend(long.iter().zip(&rates).map(|(&i, &r)| {
@@ -789,6 +803,7 @@ impl Backend for FlowNet {
         (f.delay_ps, f.pipe_ps, f.base_rtt_ps) = (delay_ps, pipe_ps, base_rtt_ps);
         f.route = fwd.into_boxed_slice();
         f.rev = rev.into_boxed_slice();
+        (self.rerouted, self.long_rerouted) = (true, true);
         self.long_changed = true;
         self.sending_changed = true;
         self.reallocate(ctx);
