@@ -236,7 +236,8 @@ const BANDS: usize = 8;
 pub struct QueueEstimate {
     load_bps: Vec<f64>,
     max_bps: Vec<f64>,
-    seen: Vec<bool>,
+    /// The ports whose load and largest rate were set (once per flow
+    /// crossing them: no test of whether it was seen, a branch on data).
     touched: Vec<u32>,
     /// Per (port, band): window-unlimited flows bottlenecked there, the
     /// sum of their base RTTs, each one's share of the standing queue (wire
@@ -295,7 +296,6 @@ impl QueueEstimate {
         QueueEstimate {
             load_bps: vec![0.0; ports],
             max_bps: vec![0.0; ports],
-            seen: vec![false; ports],
             count: vec![0; ports * BANDS],
             rtt_sum_ps: vec![0.0; ports * BANDS],
             share_bytes: vec![0.0; ports * BANDS],
@@ -371,7 +371,6 @@ impl QueueEstimate {
             let p = p as usize;
             self.load_bps[p] = 0.0;
             self.max_bps[p] = 0.0;
-            self.seen[p] = false;
         }
         self.touched.clear();
         for &k in &self.counted {
@@ -382,10 +381,7 @@ impl QueueEstimate {
         for (ports, rate) in loads {
             for &p in ports {
                 let pu = p as usize;
-                if !self.seen[pu] {
-                    self.seen[pu] = true;
-                    self.touched.push(p);
-                }
+                self.touched.push(p);
                 self.load_bps[pu] += rate;
                 self.max_bps[pu] = self.max_bps[pu].max(rate);
             }
@@ -398,15 +394,12 @@ impl QueueEstimate {
             if f.long && f.rate_bps > 0.0 {
                 for &p in f.route {
                     let pu = p as usize;
-                    if self.load_bps[pu] >= capacity_bps[pu] * (1.0 - 1e-9)
-                        && f.rate_bps >= self.max_bps[pu] * (1.0 - 1e-9)
-                    {
-                        if s == NONE {
-                            s = p;
-                        } else {
-                            d = p;
-                        }
-                    }
+                    // Both tests taken, and the ports chosen by selects:
+                    // whether a port holds the flow is a branch on data.
+                    let held = (self.load_bps[pu] >= capacity_bps[pu] * (1.0 - 1e-9))
+                        & (f.rate_bps >= self.max_bps[pu] * (1.0 - 1e-9));
+                    d = if held && s != NONE { p } else { d };
+                    s = if held && s == NONE { p } else { s };
                 }
             }
             standing.push((s, d));
