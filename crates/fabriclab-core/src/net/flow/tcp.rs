@@ -430,6 +430,19 @@ impl QueueEstimate {
         }
     }
 
+    /// The bytes moved to each tied port alone, as [`QueueEstimate::fill`]
+    /// sets them from the same holders (their rebuilt queues not read).
+    pub fn fill_moved(&mut self, spec: &ShortFlowSpec, holders: impl Iterator<Item = Holder>) {
+        for &k in &self.counted {
+            self.moved_bytes[k as usize] = 0.0;
+        }
+        for h in holders.filter(|h| h.tied != NONE) {
+            let left = h.left_bytes.max(0.0);
+            let k = slot(spec, h.tied, h.class);
+            self.moved_bytes[k] += h.moved_bytes.clamp(0.0, self.share_bytes[k]).min(left);
+        }
+    }
+
     /// Sets every port's queue from its holders now ([`Holder`]).
     pub fn fill(
         &mut self,
