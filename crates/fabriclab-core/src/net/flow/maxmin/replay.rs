@@ -198,18 +198,35 @@ impl MaxMin {
         let lower = |a: f64, b: f64| if b.total_cmp(&a).is_lt() { b } else { a };
         let mut left = n;
         let mut q = 0;
+        // The smallest share of the affected ports in use, as of the last
+        // pass over them (`a_len` of them): another pass is needed only when
+        // a port became affected or a flow crossing one froze since.
+        let (mut low_a, mut a_len, mut a_moved) = (f64::INFINITY, 0, true);
         while left > 0 {
-            a_ports.retain(|&p| count[p as usize] > 0);
-            watched.retain(|&i| !frozen[i as usize]);
-            let mut low = f64::INFINITY;
-            for &p in a_ports.iter() {
-                let k = share_of(residual, count, p as usize);
-                latest[p as usize] = k;
-                low = lower(low, k);
+            if a_moved || a_ports.len() != a_len {
+                // The affected ports in use (kept in the pass that reads
+                // them), and the smallest share.
+                low_a = f64::INFINITY;
+                a_ports.retain(|&p| {
+                    let used = count[p as usize] > 0;
+                    if used {
+                        let k = share_of(residual, count, p as usize);
+                        latest[p as usize] = k;
+                        low_a = lower(low_a, k);
+                    }
+                    used
+                });
+                (a_len, a_moved) = (a_ports.len(), false);
             }
-            for &i in watched.iter() {
-                low = lower(low, flows[i as usize].cap_bps);
-            }
+            // The watched caps not frozen, and the smallest of all.
+            let mut low = low_a;
+            watched.retain(|&i| {
+                let unfrozen = !frozen[i as usize];
+                if unfrozen {
+                    low = lower(low, flows[i as usize].cap_bps);
+                }
+                unfrozen
+            });
             // Round q: its frozen flows and saturated ports in the log.
             let (s, t, fq, sq) = match past.rounds.get(q) {
                 Some(r) => {
@@ -306,6 +323,7 @@ impl MaxMin {
                 for &p in flows[i as usize].ports {
                     residual[p as usize] -= share;
                     count[p as usize] -= 1;
+                    a_moved |= in_a[p as usize];
                 }
                 // Frozen as last call (in round q, at its share) or affected.
                 let same = again && prior[i as usize] == q as u32;
