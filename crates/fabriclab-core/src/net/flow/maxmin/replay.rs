@@ -16,13 +16,7 @@ impl MaxMin {
         capacity_bps: &[f64],
     ) -> Option<u32> {
         let past = &self.past;
-        let same_capacity = past.capacity_bps.len() == capacity_bps.len()
-            && past
-                .capacity_bps
-                .iter()
-                .zip(capacity_bps)
-                .all(|(a, b)| a.to_bits() == b.to_bits());
-        if !past.valid || !same_capacity {
+        if !past.valid || !same_bits(&past.capacity_bps, capacity_bps) {
             return None;
         }
         self.now_of.clear();
@@ -406,13 +400,7 @@ impl MaxMin {
             ports_kept,
             ..
         } = self;
-        let same_capacity = past.capacity_bps.len() == np
-            && past
-                .capacity_bps
-                .iter()
-                .zip(capacity_bps)
-                .all(|(a, b)| a.to_bits() == b.to_bits());
-        if !past.valid || !same_capacity {
+        if !past.valid || !same_bits(&past.capacity_bps, capacity_bps) {
             return false;
         }
         if !past.indexed {
@@ -512,27 +500,29 @@ impl MaxMin {
         indexed: bool,
     ) {
         let past = &mut self.past;
-        past.valid = keys.windows(2).all(|w| w[0] < w[1]);
-        past.indexed = indexed && past.valid;
+        // After a match ([`MaxMin::match_flows`]) the keys are increasing,
+        // the capacities those logged and every flow of the level logged.
+        past.valid = indexed || keys.windows(2).all(|w| w[0] < w[1]);
+        past.indexed = indexed;
         if !past.valid {
             return;
         }
-        past.capacity_bps.clear();
-        past.capacity_bps.extend_from_slice(capacity_bps);
-        past.flows.clear();
         if !indexed {
+            past.capacity_bps.clear();
+            past.capacity_bps.extend_from_slice(capacity_bps);
             past.ports.resize_with(flows.len(), Vec::new);
             for (to, f) in past.ports.iter_mut().zip(flows) {
                 to.clear();
                 to.extend_from_slice(f.ports);
             }
             past.slots = flows.len() as u32;
-        }
-        past.level = flows.first().map(|f| f.level());
-        for (i, f) in flows.iter().enumerate() {
-            if past.level != Some(f.level()) {
+            past.level = flows.first().map(|f| f.level());
+            if flows.iter().any(|f| past.level != Some(f.level())) {
                 past.level = None;
             }
+        }
+        past.flows.clear();
+        for (i, f) in flows.iter().enumerate() {
             past.flows.push(PastFlow {
                 key: keys[i],
                 level: f.level(),
@@ -561,6 +551,15 @@ impl Past {
         }
         self.indexed = true;
     }
+}
+
+/// Whether `a` and `b` hold the same values bit for bit (every pair
+/// compared, without a branch each: capacities are a few hundred).
+fn same_bits(a: &[f64], b: &[f64]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .fold(true, |same, (x, y)| same & (x.to_bits() == y.to_bits()))
 }
 
 /// `slot` joins the flows of each of `ports`.
