@@ -291,6 +291,12 @@ impl FlowNet {
             self.settle_queues();
             for f in &mut self.active {
                 let bits = (f.rate_bps * dt_s).min(f.drainable_bits());
+                if bits == 0.0 {
+                    // Nothing drained (a flow waiting out its round): each
+                    // sum below is left as it is (none is ever -0, so
+                    // adding or taking away a zero changes no bit).
+                    continue;
+                }
                 f.remaining_bits -= bits;
                 if let Some(ss) = &mut f.ss {
                     ss.left_bits -= bits;
