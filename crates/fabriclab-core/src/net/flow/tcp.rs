@@ -253,6 +253,8 @@ pub struct QueueEstimate {
     /// (its band's standing queue and those of the bands above it).
     queue_ps: Vec<f64>,
     queued: Vec<u32>,
+    /// Per port: in `queued` (its row not all zero).
+    is_queued: Vec<bool>,
 }
 
 /// A flow holding a standing queue, as [`QueueEstimate::fill`] sees it.
@@ -302,6 +304,7 @@ impl QueueEstimate {
             held_bytes: vec![0.0; ports * BANDS],
             moved_bytes: vec![0.0; ports * BANDS],
             queue_ps: vec![0.0; ports * BANDS],
+            is_queued: vec![false; ports],
             ..Default::default()
         }
     }
@@ -451,6 +454,7 @@ impl QueueEstimate {
         holders: impl Iterator<Item = Holder>,
     ) {
         for &p in &self.queued {
+            self.is_queued[p as usize] = false;
             let p = p as usize * BANDS;
             self.queue_ps[p..p + BANDS].fill(0.0);
         }
@@ -461,7 +465,8 @@ impl QueueEstimate {
         }
         for h in holders {
             let left = h.left_bytes.max(0.0);
-            let first = self.share_bytes[slot(spec, h.port, h.class)].min(h.regrown_bytes);
+            let at = slot(spec, h.port, h.class);
+            let first = self.share_bytes[at].min(h.regrown_bytes);
             let at_first = if h.tied == NONE {
                 first.min(left)
             } else {
@@ -475,7 +480,7 @@ impl QueueEstimate {
                 let at_first = if h.moved_bytes < tied { first } else { 0.0 };
                 at_first.min(left - moved)
             };
-            self.held_bytes[slot(spec, h.port, h.class)] += at_first;
+            self.held_bytes[at] += at_first;
         }
         for &k in &self.counted {
             let (p, b) = (k as usize / BANDS, k as usize % BANDS);
@@ -484,7 +489,8 @@ impl QueueEstimate {
                 continue;
             }
             let row = p * BANDS;
-            if self.queue_ps[row..row + BANDS].iter().all(|&x| x == 0.0) {
+            if !self.is_queued[p] {
+                self.is_queued[p] = true;
                 self.queued.push(p as u32);
             }
             for slot in &mut self.queue_ps[row + b..row + BANDS] {
