@@ -536,6 +536,11 @@ fn keyed_allocations_keeping_each_ports_flows_equal_plain_progressive_filling() 
             }
             ways.push((name, m));
         }
+        // Told by the caller whether a flow kept its key and changed its
+        // ports since the last keyed call (then the match compares them).
+        let mut told = MaxMin::default();
+        told.replay_flows = 0;
+        let mut rerouted = false;
         let mut out = Vec::new();
         let nports = 3 + rnd(24) as usize;
         let mut caps: Vec<f64> = (0..nports)
@@ -567,6 +572,7 @@ fn keyed_allocations_keeping_each_ports_flows_equal_plain_progressive_filling() 
                     4 if !flows.is_empty() => {
                         let k = rnd(flows.len() as u64) as usize;
                         flows[k].ports = new_flow(&mut rnd, 0).ports;
+                        rerouted = true;
                     }
                     5 if !flows.is_empty() => {
                         let k = rnd(flows.len() as u64) as usize;
@@ -608,6 +614,17 @@ fn keyed_allocations_keeping_each_ports_flows_equal_plain_progressive_filling() 
                     "case {case} step {step}, {way}: {out:?} != {want:?}"
                 );
             }
+            if !keyed {
+                told.rates(&demands, &caps, &mut out);
+            } else if std::mem::take(&mut rerouted) {
+                told.rates_keyed(&demands, &keys, &caps, &mut out);
+            } else {
+                told.rates_keyed_ports_kept(&demands, &keys, &caps, &mut out);
+            }
+            assert!(
+                same_bits(&out, &want),
+                "case {case} step {step}, told: {out:?} != {want:?}"
+            );
             if let Some(k) = moved {
                 flows[k].class = 0;
             }

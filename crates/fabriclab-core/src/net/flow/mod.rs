@@ -115,6 +115,8 @@ pub struct FlowNet {
     sending: Vec<u32>,
     /// The window-unlimited flows changed since the queues were estimated.
     long_changed: bool,
+    /// The queues' fill at `last_ps` is not done yet ([`FlowNet::settle_queues`]).
+    fill_due: bool,
     /// A flow, a route, a class, a rate cap or a capacity changed since the
     /// last allocation: without aggregation trees, the rates are otherwise
     /// those of the last allocation.
@@ -124,6 +126,10 @@ pub struct FlowNet {
     /// flows alone (the queue estimate): each replays its own last call.
     maxmin: MaxMin,
     maxmin_long: MaxMin,
+    /// A flow was rerouted since each allocator's last call (else every
+    /// flow keeps the ports it had then: [`MaxMin::rates_keyed_ports_kept`]).
+    rerouted: bool,
+    long_rerouted: bool,
     rates: Vec<f64>,
     /// Message ids of the flows allocated: their keys to the allocator
     /// (increasing: flows are kept in the order they started).
@@ -179,6 +185,35 @@ fn moved_bytes(bits_sent: &[f64], f: &FluidFlow) -> f64 {
     }
 }
 
+/// The flows of `active` holding a standing queue (`bits_sent`: every
+/// port's), with their rebuilt queues at a time, over port capacities and
+/// a full segment's wire bytes (`regrow`; `None`: infinite, not computed).
+fn holders<'a>(
+    active: &'a [FluidFlow],
+    bits_sent: &'a [f64],
+    regrow: Option<(u64, &'a [f64], f64)>,
+) -> impl Iterator<Item = Holder> + 'a {
+    active
+        .iter()
+        .filter(|f| f.standing != NONE)
+        .map(move |f| Holder {
+            port: f.standing,
+            tied: f.tied,
+            class: f.class,
+            left_bytes: f.remaining_bits / 8.0,
+            moved_bytes: moved_bytes(bits_sent, f),
+            regrown_bytes: match (f.regrow_from_ps, regrow) {
+                (Some(t0), Some((now, capacity_bps, full_wire))) => regrown_queue_bytes(
+                    (now - t0) as f64,
+                    f.base_rtt_ps,
+                    capacity_bps[f.standing as usize],
+                    full_wire,
+                ),
+                _ => f64::INFINITY,
+            },
+        })
+}
+
 impl FlowNet {
     /// A fluid network over `topo`; messages are cut into `mss_bytes`
     /// segments for their wire bytes; `short` is the short-flow model (one
@@ -210,10 +245,13 @@ impl FlowNet {
             conns: HashMap::new(),
             sending: Vec::new(),
             long_changed: false,
+            fill_due: false,
             sending_changed: false,
             standing: Vec::new(),
             maxmin: MaxMin::default(),
             maxmin_long: MaxMin::default(),
+            rerouted: false,
+            long_rerouted: false,
             rates: Vec::new(),
             keys: Vec::new(),
             capacity_bps: topo.ports.iter().map(|p| p.rate_bps as f64).collect(),
@@ -250,8 +288,15 @@ impl FlowNet {
     fn advance(&mut self, now: u64) {
         let dt_s = (now - self.last_ps) as f64 / PS_PER_S as f64;
         if dt_s > 0.0 {
+            self.settle_queues();
             for f in &mut self.active {
                 let bits = (f.rate_bps * dt_s).min(f.drainable_bits());
+                if bits == 0.0 {
+                    // Nothing drained (a flow waiting out its round): each
+                    // sum below is left as it is (none is ever -0, so
+                    // adding or taking away a zero changes no bit).
+                    continue;
+                }
                 f.remaining_bits -= bits;
                 if let Some(ss) = &mut f.ss {
                     ss.left_bits -= bits;
@@ -267,9 +312,9 @@ impl FlowNet {
             for (p, q) in self.queues.queued_bytes(&self.capacity_bps) {
                 self.queue_area[p] += q * dt_ps;
             }
-            if self.queues.any() {
-                self.fill_queues(now);
-            }
+            // Filled when first read: when the estimate is redone first,
+            // its own fill replaces this one.
+            self.fill_due = self.queues.any();
         }
         self.last_ps = now;
     }
@@ -323,8 +368,12 @@ impl FlowNet {
                     .iter()
                     .map(|&i| self.active[i as usize].msg as u64),
             );
-            self.maxmin
-                .rates_keyed(&demands, &self.keys, &self.capacity_bps, &mut self.rates);
+            let (d, k, c, r) = (&demands, &self.keys, &self.capacity_bps, &mut self.rates);
+            if std::mem::take(&mut self.rerouted) {
+                self.maxmin.rates_keyed(d, k, c, r);
+            } else {
+                self.maxmin.rates_keyed_ports_kept(d, k, c, r);
+            }
         }
         self.demands = reuse(demands);
         for f in &mut self.active {
@@ -382,6 +431,13 @@ impl FlowNet {
     /// a change among the window-unlimited flows does.
     fn estimate_queues(&mut self) {
         self.long_changed = false;
+        if std::mem::take(&mut self.fill_due) {
+            // The fill replaced by the one below leaves its bytes moved to
+            // tied ports where the new estimate has no holder (read there
+            // behind a higher band's queue): those alone are set.
+            let held = holders(&self.active, &self.bits_sent, None);
+            self.queues.fill_moved(&self.short, held);
+        }
         let mut long = std::mem::take(&mut self.long);
         long.clear();
         long.extend((0..self.active.len()).filter(|&i| self.active[i].ss.is_none()));
@@ -408,8 +464,12 @@ impl FlowNet {
             self.keys.clear();
             self.keys
                 .extend(long.iter().map(|&i| self.active[i].msg as u64));
-            self.maxmin_long
-                .rates_keyed(&demands, &self.keys, &self.capacity_bps, &mut rates);
+            let (d, k, c) = (&demands, &self.keys, &self.capacity_bps);
+            if std::mem::take(&mut self.long_rerouted) {
+                self.maxmin_long.rates_keyed(d, k, c, &mut rates);
+            } else {
+                self.maxmin_long.rates_keyed_ports_kept(d, k, c, &mut rates);
+            }
         }
         let mut views: Vec<FlowView> = reuse(std::mem::take(&mut self.views));
         views.extend(long.iter().zip(&rates).map(|(&i, &r)| {
@@ -463,28 +523,18 @@ impl FlowNet {
 
     /// The standing queues at `now`, from what their holders still have to send.
     fn fill_queues(&mut self, now: u64) {
-        self.queues.fill(
-            &self.short,
-            &self.capacity_bps,
-            self.active
-                .iter()
-                .filter(|f| f.standing != NONE)
-                .map(|f| Holder {
-                    port: f.standing,
-                    tied: f.tied,
-                    class: f.class,
-                    left_bytes: f.remaining_bits / 8.0,
-                    moved_bytes: moved_bytes(&self.bits_sent, f),
-                    regrown_bytes: f.regrow_from_ps.map_or(f64::INFINITY, |t0| {
-                        regrown_queue_bytes(
-                            (now - t0) as f64,
-                            f.base_rtt_ps,
-                            self.capacity_bps[f.standing as usize],
-                            self.full_wire,
-                        )
-                    }),
-                }),
-        );
+        let regrow = Some((now, self.capacity_bps.as_slice(), self.full_wire));
+        let held = holders(&self.active, &self.bits_sent, regrow);
+        self.queues.fill(&self.short, &self.capacity_bps, held);
+    }
+
+    /// The queues' fill left by [`FlowNet::advance`], done before anything
+    /// reads the queues or changes what the fill reads (a flow's class or
+    /// base RTT, a capacity): the same fill at the same time.
+    fn settle_queues(&mut self) {
+        if std::mem::take(&mut self.fill_due) {
+            self.fill_queues(self.last_ps);
+        }
     }
 
     /// Queueing a packet of flow `f` waits over `ports`, but at `skip` (the
@@ -492,6 +542,7 @@ impl FlowNet {
     /// `own_bytes` (wire bytes it has sent) are not ahead of itself: not
     /// counted in what it moved to a tied port (tcp::Holder).
     fn path_wait_ps(&self, ports: &[u32], class: u8, skip: (u32, u32), own_bytes: f64) -> f64 {
+        debug_assert!(!self.fill_due, "queues read before their fill");
         if self.short.model != FlowModel::Tcp {
             return 0.0;
         }
@@ -569,6 +620,8 @@ impl FlowNet {
             let f = &self.active[i];
             let eps = f.rate_bps / PS_PER_S as f64 + 1e-6;
             if f.remaining_bits <= eps {
+                self.settle_queues();
+                let f = &self.active[i];
                 let own = self.sent_bytes(f);
                 let wait = self
                     .path_wait_ps(&f.route, f.class, (f.standing, f.tied), own)
@@ -600,6 +653,7 @@ impl FlowNet {
                     // round, the window doubled (one segment per ACK);
                     // still sending it: ACK-clocked from now on.
                     self.active[i].ss = if ss.left_bits <= eps + ss.window_bits * 1e-9 {
+                        self.settle_queues();
                         let rtt = self.rtt_ps(i);
                         let rest = self.active[i].remaining_bits;
                         Some(SlowStart::round(2.0 * ss.window_bits, now, rtt, rest))
@@ -674,6 +728,9 @@ impl Backend for FlowNet {
                     }
                 }
             }
+            if window.is_some() {
+                self.settle_queues();
+            }
             f.ss = window.map(|w| {
                 let rtt = f.base_rtt_ps
                     + self.path_wait_ps(&f.route, class, (NONE, NONE), 0.0)
@@ -693,6 +750,7 @@ impl Backend for FlowNet {
         };
         if self.active[k].class != class {
             self.advance(ctx.now);
+            self.settle_queues();
             self.active[k].class = class;
             self.long_changed = true;
             self.sending_changed = true;
@@ -753,6 +811,7 @@ impl Backend for FlowNet {
     /// meaning for fluid flows (the scenario refuses it with this backend).
     fn link_change(&mut self, ctx: &mut Ctx, link: u32, change: LinkChange) {
         self.advance(ctx.now);
+        self.settle_queues();
         for port in [2 * link as usize, 2 * link as usize + 1] {
             match change {
                 LinkChange::Down => self.capacity_bps[port] = 0.0,
@@ -783,12 +842,14 @@ impl Backend for FlowNet {
             return true;
         }
         self.advance(ctx.now);
+        self.settle_queues();
         let last = largest_packet_wire(self.active[k].size_bytes, self.mss_bytes);
         let (delay_ps, pipe_ps, base_rtt_ps) = self.path_times(&fwd, &rev, last);
         let f = &mut self.active[k];
         (f.delay_ps, f.pipe_ps, f.base_rtt_ps) = (delay_ps, pipe_ps, base_rtt_ps);
         f.route = fwd.into_boxed_slice();
         f.rev = rev.into_boxed_slice();
+        (self.rerouted, self.long_rerouted) = (true, true);
         self.long_changed = true;
         self.sending_changed = true;
         self.reallocate(ctx);

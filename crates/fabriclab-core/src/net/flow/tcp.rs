@@ -236,7 +236,8 @@ const BANDS: usize = 8;
 pub struct QueueEstimate {
     load_bps: Vec<f64>,
     max_bps: Vec<f64>,
-    seen: Vec<bool>,
+    /// The ports whose load and largest rate were set (once per flow
+    /// crossing them: no test of whether it was seen, a branch on data).
     touched: Vec<u32>,
     /// Per (port, band): window-unlimited flows bottlenecked there, the
     /// sum of their base RTTs, each one's share of the standing queue (wire
@@ -252,6 +253,8 @@ pub struct QueueEstimate {
     /// (its band's standing queue and those of the bands above it).
     queue_ps: Vec<f64>,
     queued: Vec<u32>,
+    /// Per port: in `queued` (its row not all zero).
+    is_queued: Vec<bool>,
 }
 
 /// A flow holding a standing queue, as [`QueueEstimate::fill`] sees it.
@@ -295,13 +298,13 @@ impl QueueEstimate {
         QueueEstimate {
             load_bps: vec![0.0; ports],
             max_bps: vec![0.0; ports],
-            seen: vec![false; ports],
             count: vec![0; ports * BANDS],
             rtt_sum_ps: vec![0.0; ports * BANDS],
             share_bytes: vec![0.0; ports * BANDS],
             held_bytes: vec![0.0; ports * BANDS],
             moved_bytes: vec![0.0; ports * BANDS],
             queue_ps: vec![0.0; ports * BANDS],
+            is_queued: vec![false; ports],
             ..Default::default()
         }
     }
@@ -371,7 +374,6 @@ impl QueueEstimate {
             let p = p as usize;
             self.load_bps[p] = 0.0;
             self.max_bps[p] = 0.0;
-            self.seen[p] = false;
         }
         self.touched.clear();
         for &k in &self.counted {
@@ -382,10 +384,7 @@ impl QueueEstimate {
         for (ports, rate) in loads {
             for &p in ports {
                 let pu = p as usize;
-                if !self.seen[pu] {
-                    self.seen[pu] = true;
-                    self.touched.push(p);
-                }
+                self.touched.push(p);
                 self.load_bps[pu] += rate;
                 self.max_bps[pu] = self.max_bps[pu].max(rate);
             }
@@ -398,15 +397,12 @@ impl QueueEstimate {
             if f.long && f.rate_bps > 0.0 {
                 for &p in f.route {
                     let pu = p as usize;
-                    if self.load_bps[pu] >= capacity_bps[pu] * (1.0 - 1e-9)
-                        && f.rate_bps >= self.max_bps[pu] * (1.0 - 1e-9)
-                    {
-                        if s == NONE {
-                            s = p;
-                        } else {
-                            d = p;
-                        }
-                    }
+                    // Both tests taken, and the ports chosen by selects:
+                    // whether a port holds the flow is a branch on data.
+                    let held = (self.load_bps[pu] >= capacity_bps[pu] * (1.0 - 1e-9))
+                        & (f.rate_bps >= self.max_bps[pu] * (1.0 - 1e-9));
+                    d = if held && s != NONE { p } else { d };
+                    s = if held && s == NONE { p } else { s };
                 }
             }
             standing.push((s, d));
@@ -437,6 +433,19 @@ impl QueueEstimate {
         }
     }
 
+    /// The bytes moved to each tied port alone, as [`QueueEstimate::fill`]
+    /// sets them from the same holders (their rebuilt queues not read).
+    pub fn fill_moved(&mut self, spec: &ShortFlowSpec, holders: impl Iterator<Item = Holder>) {
+        for &k in &self.counted {
+            self.moved_bytes[k as usize] = 0.0;
+        }
+        for h in holders.filter(|h| h.tied != NONE) {
+            let left = h.left_bytes.max(0.0);
+            let k = slot(spec, h.tied, h.class);
+            self.moved_bytes[k] += h.moved_bytes.clamp(0.0, self.share_bytes[k]).min(left);
+        }
+    }
+
     /// Sets every port's queue from its holders now ([`Holder`]).
     pub fn fill(
         &mut self,
@@ -445,6 +454,7 @@ impl QueueEstimate {
         holders: impl Iterator<Item = Holder>,
     ) {
         for &p in &self.queued {
+            self.is_queued[p as usize] = false;
             let p = p as usize * BANDS;
             self.queue_ps[p..p + BANDS].fill(0.0);
         }
@@ -455,7 +465,8 @@ impl QueueEstimate {
         }
         for h in holders {
             let left = h.left_bytes.max(0.0);
-            let first = self.share_bytes[slot(spec, h.port, h.class)].min(h.regrown_bytes);
+            let at = slot(spec, h.port, h.class);
+            let first = self.share_bytes[at].min(h.regrown_bytes);
             let at_first = if h.tied == NONE {
                 first.min(left)
             } else {
@@ -469,7 +480,7 @@ impl QueueEstimate {
                 let at_first = if h.moved_bytes < tied { first } else { 0.0 };
                 at_first.min(left - moved)
             };
-            self.held_bytes[slot(spec, h.port, h.class)] += at_first;
+            self.held_bytes[at] += at_first;
         }
         for &k in &self.counted {
             let (p, b) = (k as usize / BANDS, k as usize % BANDS);
@@ -478,7 +489,8 @@ impl QueueEstimate {
                 continue;
             }
             let row = p * BANDS;
-            if self.queue_ps[row..row + BANDS].iter().all(|&x| x == 0.0) {
+            if !self.is_queued[p] {
+                self.is_queued[p] = true;
                 self.queued.push(p as u32);
             }
             for slot in &mut self.queue_ps[row + b..row + BANDS] {

@@ -117,6 +117,9 @@ pub struct MaxMin {
     /// Keyed calls of one level replay by affected ports (else only the
     /// prefix of rounds no change touches).
     pub replay_ports: bool,
+    /// This call's caller vouches that no flow kept its key and changed
+    /// its ports since the last keyed call ([`MaxMin::rates_keyed_ports_kept`]).
+    ports_kept: bool,
     live: Vec<u32>,
     residual: Vec<f64>,
     count: Vec<u32>,
@@ -217,6 +220,7 @@ impl Default for MaxMin {
             scan_ports: SCAN_PORTS,
             replay_flows: REPLAY_FLOWS,
             replay_ports: true,
+            ports_kept: false,
             live: Vec::new(),
             residual: Vec::new(),
             count: Vec::new(),
@@ -296,6 +300,23 @@ impl MaxMin {
         } else if !(self.replay_ports && self.replay_affected(flows, keys, capacity_bps, rates)) {
             self.solve(flows, Some(keys), capacity_bps, rates);
         }
+    }
+
+    /// [`MaxMin::rates_keyed`] for a caller that knows that no flow kept its
+    /// key and changed its ports since the last keyed call (a flow's ports
+    /// change only with its key, or before a call of `rates_keyed`): a flow
+    /// of a key the last call had is then taken to cross the same ports
+    /// without comparing them. The same rates to the bit when that holds.
+    pub fn rates_keyed_ports_kept(
+        &mut self,
+        flows: &[FlowDemand],
+        keys: &[u64],
+        capacity_bps: &[f64],
+        rates: &mut Vec<f64>,
+    ) {
+        self.ports_kept = true;
+        self.rates_keyed(flows, keys, capacity_bps, rates);
+        self.ports_kept = false;
     }
 
     fn solve(

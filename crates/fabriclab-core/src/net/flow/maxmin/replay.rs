@@ -16,13 +16,7 @@ impl MaxMin {
         capacity_bps: &[f64],
     ) -> Option<u32> {
         let past = &self.past;
-        let same_capacity = past.capacity_bps.len() == capacity_bps.len()
-            && past
-                .capacity_bps
-                .iter()
-                .zip(capacity_bps)
-                .all(|(a, b)| a.to_bits() == b.to_bits());
-        if !past.valid || !same_capacity {
+        if !past.valid || !same_bits(&past.capacity_bps, capacity_bps) {
             return None;
         }
         self.now_of.clear();
@@ -198,18 +192,35 @@ impl MaxMin {
         let lower = |a: f64, b: f64| if b.total_cmp(&a).is_lt() { b } else { a };
         let mut left = n;
         let mut q = 0;
+        // The smallest share of the affected ports in use, as of the last
+        // pass over them (`a_len` of them): another pass is needed only when
+        // a port became affected or a flow crossing one froze since.
+        let (mut low_a, mut a_len, mut a_moved) = (f64::INFINITY, 0, true);
         while left > 0 {
-            a_ports.retain(|&p| count[p as usize] > 0);
-            watched.retain(|&i| !frozen[i as usize]);
-            let mut low = f64::INFINITY;
-            for &p in a_ports.iter() {
-                let k = share_of(residual, count, p as usize);
-                latest[p as usize] = k;
-                low = lower(low, k);
+            if a_moved || a_ports.len() != a_len {
+                // The affected ports in use (kept in the pass that reads
+                // them), and the smallest share.
+                low_a = f64::INFINITY;
+                a_ports.retain(|&p| {
+                    let used = count[p as usize] > 0;
+                    if used {
+                        let k = share_of(residual, count, p as usize);
+                        latest[p as usize] = k;
+                        low_a = lower(low_a, k);
+                    }
+                    used
+                });
+                (a_len, a_moved) = (a_ports.len(), false);
             }
-            for &i in watched.iter() {
-                low = lower(low, flows[i as usize].cap_bps);
-            }
+            // The watched caps not frozen, and the smallest of all.
+            let mut low = low_a;
+            watched.retain(|&i| {
+                let unfrozen = !frozen[i as usize];
+                if unfrozen {
+                    low = lower(low, flows[i as usize].cap_bps);
+                }
+                unfrozen
+            });
             // Round q: its frozen flows and saturated ports in the log.
             let (s, t, fq, sq) = match past.rounds.get(q) {
                 Some(r) => {
@@ -306,6 +317,7 @@ impl MaxMin {
                 for &p in flows[i as usize].ports {
                     residual[p as usize] -= share;
                     count[p as usize] -= 1;
+                    a_moved |= in_a[p as usize];
                 }
                 // Frozen as last call (in round q, at its share) or affected.
                 let same = again && prior[i as usize] == q as u32;
@@ -385,15 +397,10 @@ impl MaxMin {
             slot_now,
             pending,
             recapped,
+            ports_kept,
             ..
         } = self;
-        let same_capacity = past.capacity_bps.len() == np
-            && past
-                .capacity_bps
-                .iter()
-                .zip(capacity_bps)
-                .all(|(a, b)| a.to_bits() == b.to_bits());
-        if !past.valid || !same_capacity {
+        if !past.valid || !same_bits(&past.capacity_bps, capacity_bps) {
             return false;
         }
         if !past.indexed {
@@ -434,8 +441,12 @@ impl MaxMin {
                 Some(pf) => {
                     j += 1;
                     let was = &mut past_ports[pf.slot as usize];
-                    // Element by element: routes are a few ports long.
-                    if was.len() == f.ports.len() && was.iter().zip(f.ports).all(|(a, b)| a == b) {
+                    // Element by element: routes are a few ports long (not
+                    // compared when the caller vouches for them).
+                    if *ports_kept
+                        || (was.len() == f.ports.len()
+                            && was.iter().zip(f.ports).all(|(a, b)| a == b))
+                    {
                         now_of[j - 1] = i as u32;
                         prior[i] = pf.round;
                         if pf.cap_bps.to_bits() != f.cap_bps.to_bits() {
@@ -489,27 +500,29 @@ impl MaxMin {
         indexed: bool,
     ) {
         let past = &mut self.past;
-        past.valid = keys.windows(2).all(|w| w[0] < w[1]);
-        past.indexed = indexed && past.valid;
+        // After a match ([`MaxMin::match_flows`]) the keys are increasing,
+        // the capacities those logged and every flow of the level logged.
+        past.valid = indexed || keys.windows(2).all(|w| w[0] < w[1]);
+        past.indexed = indexed;
         if !past.valid {
             return;
         }
-        past.capacity_bps.clear();
-        past.capacity_bps.extend_from_slice(capacity_bps);
-        past.flows.clear();
         if !indexed {
+            past.capacity_bps.clear();
+            past.capacity_bps.extend_from_slice(capacity_bps);
             past.ports.resize_with(flows.len(), Vec::new);
             for (to, f) in past.ports.iter_mut().zip(flows) {
                 to.clear();
                 to.extend_from_slice(f.ports);
             }
             past.slots = flows.len() as u32;
-        }
-        past.level = flows.first().map(|f| f.level());
-        for (i, f) in flows.iter().enumerate() {
-            if past.level != Some(f.level()) {
+            past.level = flows.first().map(|f| f.level());
+            if flows.iter().any(|f| past.level != Some(f.level())) {
                 past.level = None;
             }
+        }
+        past.flows.clear();
+        for (i, f) in flows.iter().enumerate() {
             past.flows.push(PastFlow {
                 key: keys[i],
                 level: f.level(),
@@ -538,6 +551,15 @@ impl Past {
         }
         self.indexed = true;
     }
+}
+
+/// Whether `a` and `b` hold the same values bit for bit (every pair
+/// compared, without a branch each: capacities are a few hundred).
+fn same_bits(a: &[f64], b: &[f64]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .fold(true, |same, (x, y)| same & (x.to_bits() == y.to_bits()))
 }
 
 /// `slot` joins the flows of each of `ports`.
