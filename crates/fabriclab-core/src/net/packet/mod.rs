@@ -52,13 +52,15 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
 
+/// Ends a route in [`PacketNet::routes`].
+const ROUTE_END: u32 = u32::MAX;
+
 struct Conn {
-    /// The current forward and reverse routes (egress ports), generation
-    /// `old_routes.len()`; earlier generations, still followed by packets
-    /// sent before a reroute, in `old_routes` (empty unless routing moved it).
-    fwd: Box<[u32]>,
-    rev: Box<[u32]>,
-    old_routes: Vec<(Box<[u32]>, Box<[u32]>)>,
+    /// Where its current forward and reverse routes start in the route
+    /// arena; packets sent before a reroute follow the earlier ones, which
+    /// stay there.
+    fwd: u32,
+    rev: u32,
     class: u8,
     sender: TcpSender,
     receiver: TcpReceiver,
@@ -78,6 +80,10 @@ struct Conn {
 pub struct PacketNet {
     ports: Vec<Port>,
     conns: Vec<Option<Box<Conn>>>,
+    /// Every route of every connection (egress ports, each route followed
+    /// by [`ROUTE_END`]), never removed: a packet finds its next hop here
+    /// from its own `at` without looking at its connection's state.
+    routes: Vec<u32>,
     live_conns: usize,
     packets_in_network: usize,
     sender_cfg: SenderConfig,
@@ -164,6 +170,7 @@ impl PacketNet {
             buffers: switch_buffer.map(|b| buffer::SharedBuffers::new(b, topo.names.len())),
             ports,
             conns: Vec::new(),
+            routes: Vec::new(),
             live_conns: 0,
             packets_in_network: 0,
             sender_cfg: SenderConfig {
@@ -206,6 +213,20 @@ impl PacketNet {
             .map_or_else(DcqcnParams::default, |d| d.params())
     }
 
+    /// Appends a route to the arena; returns where it starts.
+    fn add_route(&mut self, route: &[u32]) -> u32 {
+        let at = self.routes.len() as u32;
+        self.routes.extend_from_slice(route);
+        self.routes.push(ROUTE_END);
+        at
+    }
+
+    /// The route that starts at `at` in the arena.
+    fn route(&self, at: u32) -> &[u32] {
+        let rest = &self.routes[at as usize..];
+        &rest[..rest.iter().position(|&p| p == ROUTE_END).expect("ended")]
+    }
+
     /// Live connections (messages not yet fully acknowledged).
     pub fn live_connections(&self) -> usize {
         self.live_conns
@@ -239,21 +260,16 @@ impl PacketNet {
         {
             return true;
         }
-        let Some(conn) = self.conns[pkt.conn as usize].as_deref() else {
+        if self.conns[pkt.conn as usize].is_none() {
             // The connection already finished: a late duplicate, discarded.
             self.packets_in_network -= 1;
             return true;
-        };
-        let (fwd, rev) = match conn.old_routes.get(pkt.route as usize) {
-            Some((f, r)) => (f, r),
-            None => (&conn.fwd, &conn.rev),
-        };
-        let route = if pkt.is_ack() { rev } else { fwd };
-        let hop = pkt.hop as usize + 1;
-        if hop < route.len() {
-            pkt.hop = hop as u16;
+        }
+        let at = pkt.at + 1;
+        let next = self.routes[at as usize];
+        if next != ROUTE_END {
+            pkt.at = at;
             pkt.ingress = port;
-            let next = route[hop];
             self.enqueue(ctx, next, pkt);
         } else {
             self.packets_in_network -= 1;
@@ -274,8 +290,8 @@ impl PacketNet {
         if pkt.flags & FLAG_SYN != 0 {
             // Answer every SYN (a retried one too) with a SYN-ACK.
             let mut syn_ack = Packet::tcp(id, 0, 0, wire_bytes(0), conn.class, FLAG_ACK | FLAG_SYN);
-            syn_ack.route = conn.old_routes.len() as u16;
-            let first = conn.rev[0];
+            syn_ack.at = conn.rev;
+            let first = self.routes[conn.rev as usize];
             self.packets_in_network += 1;
             self.enqueue(ctx, first, syn_ack);
             return;
@@ -308,8 +324,8 @@ impl PacketNet {
             });
         }
         let mut ack = Packet::tcp(id, ack_no, 0, wire_bytes(0), conn.class, FLAG_ACK | ece);
-        ack.route = conn.old_routes.len() as u16;
-        let first = conn.rev[0];
+        ack.at = conn.rev;
+        let first = self.routes[conn.rev as usize];
         self.packets_in_network += 1;
         self.enqueue(ctx, first, ack);
     }
@@ -342,7 +358,8 @@ impl PacketNet {
         } else {
             0
         };
-        let (first, class, route) = (conn.fwd[0], conn.class, conn.old_routes.len() as u16);
+        let (route, class) = (conn.fwd, conn.class);
+        let first = self.routes[route as usize];
         // One timer per connection. An event whose time no longer matches
         // the connection's armed time is stale and ignored when it fires
         // (cheaper than cancelling it in the heap on every ACK).
@@ -366,7 +383,7 @@ impl PacketNet {
         for s in segs.drain(..) {
             let syn = if s.syn { FLAG_SYN } else { 0 };
             let mut pkt = Packet::tcp(id, s.seq, s.len, wire_bytes(s.len), class, ect | syn);
-            pkt.route = route;
+            pkt.at = route;
             self.packets_in_network += 1;
             self.enqueue(ctx, first, pkt);
         }
@@ -447,10 +464,10 @@ impl Backend for PacketNet {
                 sender.resume(w, ctx.now);
             }
         }
+        let (fwd, rev) = (self.add_route(&fwd), self.add_route(&rev));
         self.conns[msg as usize] = Some(Box::new(Conn {
-            fwd: fwd.into_boxed_slice(),
-            rev: rev.into_boxed_slice(),
-            old_routes: Vec::new(),
+            fwd,
+            rev,
             class,
             sender,
             receiver,
