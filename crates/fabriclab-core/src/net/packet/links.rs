@@ -100,8 +100,10 @@ impl PacketNet {
         }
         let (at_fwd, at_rev) = (self.add_route(&fwd), self.add_route(&rev));
         let conn = self.conns[msg as usize].as_deref_mut().expect("live");
-        conn.fwd = at_fwd;
-        conn.rev = at_rev;
+        conn.old_routes
+            .push(std::mem::replace(&mut conn.fwd, at_fwd));
+        conn.old_routes
+            .push(std::mem::replace(&mut conn.rev, at_rev));
         true
     }
 }

@@ -58,9 +58,10 @@ const ROUTE_END: u32 = u32::MAX;
 struct Conn {
     /// Where its current forward and reverse routes start in the route
     /// arena; packets sent before a reroute follow the earlier ones, which
-    /// stay there.
+    /// stay there (`old_routes`) until the connection finishes.
     fwd: u32,
     rev: u32,
+    old_routes: Vec<u32>,
     class: u8,
     sender: TcpSender,
     receiver: TcpReceiver,
@@ -80,10 +81,13 @@ struct Conn {
 pub struct PacketNet {
     ports: Vec<Port>,
     conns: Vec<Option<Box<Conn>>>,
-    /// Every route of every connection (egress ports, each route followed
-    /// by [`ROUTE_END`]), never removed: a packet finds its next hop here
-    /// from its own `at` without looking at its connection's state.
+    /// Every route of every live connection (egress ports, each route
+    /// followed by [`ROUTE_END`]): a packet finds its next hop here from its
+    /// own `at` without looking at its connection's state. A finished
+    /// connection's routes are never read again (its packets are discarded
+    /// at their next arrival), so their places are reused, by length.
     routes: Vec<u32>,
+    free_routes: HashMap<usize, Vec<u32>>,
     live_conns: usize,
     packets_in_network: usize,
     sender_cfg: SenderConfig,
@@ -171,6 +175,7 @@ impl PacketNet {
             ports,
             conns: Vec::new(),
             routes: Vec::new(),
+            free_routes: HashMap::new(),
             live_conns: 0,
             packets_in_network: 0,
             sender_cfg: SenderConfig {
@@ -213,12 +218,24 @@ impl PacketNet {
             .map_or_else(DcqcnParams::default, |d| d.params())
     }
 
-    /// Appends a route to the arena; returns where it starts.
+    /// Puts a route in the arena (in a freed place of its length if there
+    /// is one); returns where it starts.
     fn add_route(&mut self, route: &[u32]) -> u32 {
+        if let Some(at) = self.free_routes.get_mut(&route.len()).and_then(|f| f.pop()) {
+            let start = at as usize;
+            self.routes[start..start + route.len()].copy_from_slice(route);
+            return at;
+        }
         let at = self.routes.len() as u32;
         self.routes.extend_from_slice(route);
         self.routes.push(ROUTE_END);
         at
+    }
+
+    /// Frees the place of the route that starts at `at`.
+    fn free_route(&mut self, at: u32) {
+        let len = self.route(at).len();
+        self.free_routes.entry(len).or_default().push(at);
     }
 
     /// The route that starts at `at` in the arena.
@@ -390,6 +407,9 @@ impl PacketNet {
         self.scratch = segs;
         if finished {
             let conn = self.conns[id as usize].take().expect("finished connection");
+            for &at in [conn.fwd, conn.rev].iter().chain(&conn.old_routes) {
+                self.free_route(at);
+            }
             if conn.persistent {
                 self.windows
                     .insert(conn.pair, conn.sender.window_state(ctx.now));
@@ -481,6 +501,7 @@ impl Backend for PacketNet {
         self.conns[msg as usize] = Some(Box::new(Conn {
             fwd,
             rev,
+            old_routes: Vec::new(),
             class,
             sender,
             receiver,
