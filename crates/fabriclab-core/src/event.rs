@@ -113,18 +113,23 @@ const WHEEL_SHIFT: u32 = 16;
 const BUCKETS: usize = 64;
 /// Entries a bucket holds; more go to the heap. Four 16-byte slots fill
 /// one cache line when the event is 8 bytes, as the engine's `PackedEv` is
-/// (a larger event makes the bucket span more lines).
+/// (a larger event makes the bucket span more lines). `wheel_entry`'s
+/// comparisons are written for four.
 const SLOTS: usize = 4;
 /// A slot's key holds the time's low `WHEEL_SHIFT` bits above a sequence
-/// number below 2^48 (the bucket gives the rest of the time); an event
+/// number below 2^48 - 1 (the bucket gives the rest of the time); an event
 /// with a larger sequence number goes to the heap.
 const SEQ_BITS: u32 = 64 - WHEEL_SHIFT;
+/// The key of a free slot: larger than any entry's, whose sequence number
+/// is below `2^SEQ_BITS - 1`.
+const FREE: u64 = u64::MAX;
 
 /// One wheel bucket: its entries in its first `lens[b]` slots, in no order.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Bucket<E> {
-    /// `(time_ps % 2^WHEEL_SHIFT) << SEQ_BITS | seq` and the event.
+    /// `(time_ps % 2^WHEEL_SHIFT) << SEQ_BITS | seq` and the event; a
+    /// free slot's key is [`FREE`].
     slots: [(u64, E); SLOTS],
 }
 
@@ -165,7 +170,7 @@ impl<E: Copy + Default> Default for EventQueue<E> {
 impl<E: Copy + Default> EventQueue<E> {
     pub fn new() -> Self {
         let empty = Bucket {
-            slots: [(0, E::default()); SLOTS],
+            slots: [(FREE, E::default()); SLOTS],
         };
         EventQueue {
             wheel: [empty; BUCKETS],
@@ -214,7 +219,7 @@ impl<E: Copy + Default> EventQueue<E> {
             event,
         };
         let bucket = time_ps >> WHEEL_SHIFT;
-        if bucket.wrapping_sub(self.cursor) < BUCKETS as u64 && seq >> SEQ_BITS == 0 {
+        if bucket.wrapping_sub(self.cursor) < BUCKETS as u64 && seq < (1 << SEQ_BITS) - 1 {
             let b = bucket as usize % BUCKETS;
             let n = self.lens[b] as usize;
             if n < SLOTS {
@@ -254,20 +259,22 @@ impl<E: Copy + Default> EventQueue<E> {
 
     /// The earliest entry of bucket number `bucket` (not empty), its time
     /// rebuilt from that number, and its slot: the smallest key of the
-    /// bucket's entries, chosen without a branch on the keys (slots past
-    /// the bucket's length count as the largest key; keys are unique).
+    /// bucket's entries, chosen without a branch on the keys (free slots
+    /// hold [`FREE`], larger than every key, so the bucket's length is not
+    /// looked at; keys are unique).
     #[inline(always)]
     fn wheel_entry(&self, bucket: u64) -> (Entry<E>, usize) {
         let b = bucket as usize % BUCKETS;
-        let n = self.lens[b] as usize;
         let slots = &self.wheel[b].slots;
-        let (mut at, mut key) = (0, slots[0].0);
-        for (i, slot) in slots.iter().enumerate().skip(1) {
-            let k = if i < n { slot.0 } else { u64::MAX };
-            let less = k < key;
-            at = if less { i } else { at };
-            key = if less { k } else { key };
-        }
+        // As a tree (two pairs, then their winners): two comparisons deep
+        // instead of three in a row.
+        let pick = |(i, a): (usize, u64), (j, b): (usize, u64)| {
+            let less = b < a;
+            (if less { j } else { i }, if less { b } else { a })
+        };
+        let low = pick((0, slots[0].0), (1, slots[1].0));
+        let high = pick((2, slots[2].0), (3, slots[3].0));
+        let (at, key) = pick(low, high);
         let entry = Entry {
             time_ps: bucket << WHEEL_SHIFT | key >> SEQ_BITS,
             seq: key & ((1 << SEQ_BITS) - 1),
@@ -295,13 +302,14 @@ impl<E: Copy + Default> EventQueue<E> {
     }
 
     /// Removes the earliest entry of bucket number `bucket`, in slot `at`
-    /// (the bucket's last entry takes its slot), and moves the cursor there
-    /// (every wheel entry is at or after it).
+    /// (the bucket's last entry takes its slot, which is then free), and
+    /// moves the cursor there (every wheel entry is at or after it).
     #[inline(always)]
     fn wheel_remove(&mut self, bucket: u64, at: usize) {
         let b = bucket as usize % BUCKETS;
         let last = self.lens[b] as usize - 1;
         self.wheel[b].slots[at] = self.wheel[b].slots[last];
+        self.wheel[b].slots[last].0 = FREE;
         self.lens[b] -= 1;
         // Without a branch: whether a bucket empties is hard to predict.
         self.bits &= !(((self.lens[b] == 0) as u64) << b);

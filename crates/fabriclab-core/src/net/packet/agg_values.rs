@@ -45,11 +45,10 @@ impl VectorSlab {
 impl Packet {
     /// The slab slot of an aggregation packet's vector (functional runs).
     pub fn vector_slot(&self) -> u32 {
-        self.hop as u32 | (self.route as u32) << 16
+        self.at
     }
     pub fn set_vector_slot(&mut self, slot: u32) {
-        self.hop = slot as u16;
-        self.route = (slot >> 16) as u16;
+        self.at = slot;
     }
 }
 

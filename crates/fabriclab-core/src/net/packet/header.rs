@@ -38,10 +38,11 @@ pub struct Packet {
     pub wire: u32,
     /// The port (link direction) it last arrived over, while held by a switch.
     pub ingress: u32,
-    pub hop: u16,
-    /// Which of its connection's routes it follows (routes change when
-    /// routing converges after a link event; packets finish on theirs).
-    pub route: u16,
+    /// Where in the backend's route arena the egress port it was last
+    /// queued at lies (a source-routed packet's next hop is the entry after
+    /// it); it keeps the route it was sent on when routing moves its
+    /// connection. An aggregation packet keeps its vector's slot here.
+    pub at: u32,
     pub class: u8,
     pub flags: u8,
     pub proto: u8,
@@ -56,8 +57,7 @@ impl Packet {
             payload,
             wire,
             ingress: NO_PORT,
-            hop: 0,
-            route: 0,
+            at: 0,
             class,
             flags,
             proto: PROTO_TCP,
@@ -71,8 +71,7 @@ impl Packet {
             payload: 0,
             wire: PAUSE_WIRE_BYTES,
             ingress: NO_PORT,
-            hop: 0,
-            route: 0,
+            at: 0,
             class,
             flags: 0,
             proto: PROTO_PAUSE,
@@ -118,8 +117,7 @@ impl Packet {
             payload: h.payload_bytes(),
             wire: h.wire_bytes(),
             ingress: NO_PORT,
-            hop: 0,
-            route: 0,
+            at: 0,
             class,
             flags,
             proto: PROTO_AGG,

@@ -91,17 +91,19 @@ impl PacketNet {
     /// New packets of `msg` (data, retransmissions, ACKs) take the new
     /// routes; false when its connection has finished.
     pub(super) fn set_routes(&mut self, msg: u32, fwd: Vec<u32>, rev: Vec<u32>) -> bool {
-        let Some(Some(conn)) = self.conns.get_mut(msg as usize) else {
+        let Some(Some(conn)) = self.conns.get(msg as usize) else {
             return false;
         };
-        if *conn.fwd == *fwd && *conn.rev == *rev {
+        let (at_fwd, at_rev) = (conn.fwd, conn.rev);
+        if *self.route(at_fwd) == *fwd && *self.route(at_rev) == *rev {
             return true;
         }
-        let old = (
-            std::mem::replace(&mut conn.fwd, fwd.into_boxed_slice()),
-            std::mem::replace(&mut conn.rev, rev.into_boxed_slice()),
-        );
-        conn.old_routes.push(old);
+        let (at_fwd, at_rev) = (self.add_route(&fwd), self.add_route(&rev));
+        let conn = self.conns[msg as usize].as_deref_mut().expect("live");
+        conn.old_routes
+            .push(std::mem::replace(&mut conn.fwd, at_fwd));
+        conn.old_routes
+            .push(std::mem::replace(&mut conn.rev, at_rev));
         true
     }
 }

@@ -52,13 +52,16 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
 
+/// Ends a route in [`PacketNet::routes`].
+const ROUTE_END: u32 = u32::MAX;
+
 struct Conn {
-    /// The current forward and reverse routes (egress ports), generation
-    /// `old_routes.len()`; earlier generations, still followed by packets
-    /// sent before a reroute, in `old_routes` (empty unless routing moved it).
-    fwd: Box<[u32]>,
-    rev: Box<[u32]>,
-    old_routes: Vec<(Box<[u32]>, Box<[u32]>)>,
+    /// Where its current forward and reverse routes start in the route
+    /// arena; packets sent before a reroute follow the earlier ones, which
+    /// stay there (`old_routes`) until the connection finishes.
+    fwd: u32,
+    rev: u32,
+    old_routes: Vec<u32>,
     class: u8,
     sender: TcpSender,
     receiver: TcpReceiver,
@@ -78,6 +81,13 @@ struct Conn {
 pub struct PacketNet {
     ports: Vec<Port>,
     conns: Vec<Option<Box<Conn>>>,
+    /// Every route of every live connection (egress ports, each route
+    /// followed by [`ROUTE_END`]): a packet finds its next hop here from its
+    /// own `at` without looking at its connection's state. A finished
+    /// connection's routes are never read again (its packets are discarded
+    /// at their next arrival), so their places are reused, by length.
+    routes: Vec<u32>,
+    free_routes: HashMap<usize, Vec<u32>>,
     live_conns: usize,
     packets_in_network: usize,
     sender_cfg: SenderConfig,
@@ -164,6 +174,8 @@ impl PacketNet {
             buffers: switch_buffer.map(|b| buffer::SharedBuffers::new(b, topo.names.len())),
             ports,
             conns: Vec::new(),
+            routes: Vec::new(),
+            free_routes: HashMap::new(),
             live_conns: 0,
             packets_in_network: 0,
             sender_cfg: SenderConfig {
@@ -206,6 +218,32 @@ impl PacketNet {
             .map_or_else(DcqcnParams::default, |d| d.params())
     }
 
+    /// Puts a route in the arena (in a freed place of its length if there
+    /// is one); returns where it starts.
+    fn add_route(&mut self, route: &[u32]) -> u32 {
+        if let Some(at) = self.free_routes.get_mut(&route.len()).and_then(|f| f.pop()) {
+            let start = at as usize;
+            self.routes[start..start + route.len()].copy_from_slice(route);
+            return at;
+        }
+        let at = self.routes.len() as u32;
+        self.routes.extend_from_slice(route);
+        self.routes.push(ROUTE_END);
+        at
+    }
+
+    /// Frees the place of the route that starts at `at`.
+    fn free_route(&mut self, at: u32) {
+        let len = self.route(at).len();
+        self.free_routes.entry(len).or_default().push(at);
+    }
+
+    /// The route that starts at `at` in the arena.
+    fn route(&self, at: u32) -> &[u32] {
+        let rest = &self.routes[at as usize..];
+        &rest[..rest.iter().position(|&p| p == ROUTE_END).expect("ended")]
+    }
+
     /// Live connections (messages not yet fully acknowledged).
     pub fn live_connections(&self) -> usize {
         self.live_conns
@@ -239,21 +277,16 @@ impl PacketNet {
         {
             return true;
         }
-        let Some(conn) = self.conns[pkt.conn as usize].as_deref() else {
+        if self.conns[pkt.conn as usize].is_none() {
             // The connection already finished: a late duplicate, discarded.
             self.packets_in_network -= 1;
             return true;
-        };
-        let (fwd, rev) = match conn.old_routes.get(pkt.route as usize) {
-            Some((f, r)) => (f, r),
-            None => (&conn.fwd, &conn.rev),
-        };
-        let route = if pkt.is_ack() { rev } else { fwd };
-        let hop = pkt.hop as usize + 1;
-        if hop < route.len() {
-            pkt.hop = hop as u16;
+        }
+        let at = pkt.at + 1;
+        let next = self.routes[at as usize];
+        if next != ROUTE_END {
+            pkt.at = at;
             pkt.ingress = port;
-            let next = route[hop];
             self.enqueue(ctx, next, pkt);
         } else {
             self.packets_in_network -= 1;
@@ -274,8 +307,8 @@ impl PacketNet {
         if pkt.flags & FLAG_SYN != 0 {
             // Answer every SYN (a retried one too) with a SYN-ACK.
             let mut syn_ack = Packet::tcp(id, 0, 0, wire_bytes(0), conn.class, FLAG_ACK | FLAG_SYN);
-            syn_ack.route = conn.old_routes.len() as u16;
-            let first = conn.rev[0];
+            syn_ack.at = conn.rev;
+            let first = self.routes[conn.rev as usize];
             self.packets_in_network += 1;
             self.enqueue(ctx, first, syn_ack);
             return;
@@ -308,8 +341,8 @@ impl PacketNet {
             });
         }
         let mut ack = Packet::tcp(id, ack_no, 0, wire_bytes(0), conn.class, FLAG_ACK | ece);
-        ack.route = conn.old_routes.len() as u16;
-        let first = conn.rev[0];
+        ack.at = conn.rev;
+        let first = self.routes[conn.rev as usize];
         self.packets_in_network += 1;
         self.enqueue(ctx, first, ack);
     }
@@ -342,7 +375,8 @@ impl PacketNet {
         } else {
             0
         };
-        let (first, class, route) = (conn.fwd[0], conn.class, conn.old_routes.len() as u16);
+        let (route, class) = (conn.fwd, conn.class);
+        let first = self.routes[route as usize];
         // One timer per connection. An event whose time no longer matches
         // the connection's armed time is stale and ignored when it fires
         // (cheaper than cancelling it in the heap on every ACK).
@@ -366,13 +400,16 @@ impl PacketNet {
         for s in segs.drain(..) {
             let syn = if s.syn { FLAG_SYN } else { 0 };
             let mut pkt = Packet::tcp(id, s.seq, s.len, wire_bytes(s.len), class, ect | syn);
-            pkt.route = route;
+            pkt.at = route;
             self.packets_in_network += 1;
             self.enqueue(ctx, first, pkt);
         }
         self.scratch = segs;
         if finished {
             let conn = self.conns[id as usize].take().expect("finished connection");
+            for &at in [conn.fwd, conn.rev].iter().chain(&conn.old_routes) {
+                self.free_route(at);
+            }
             if conn.persistent {
                 self.windows
                     .insert(conn.pair, conn.sender.window_state(ctx.now));
@@ -381,6 +418,19 @@ impl PacketNet {
         }
         if let Some((q, next_send_ps)) = qp_done {
             self.qp_sent_all(ctx, q, id, next_send_ps);
+        }
+    }
+
+    /// Events other than wire arrivals and ends of serialization.
+    #[inline(never)]
+    fn handle_other(&mut self, ctx: &mut Ctx, ev: NetEv) -> bool {
+        match ev.kind {
+            EV_CONN_TIMER => self.on_conn_timer(ctx, ev.id),
+            EV_PAUSE_END => self.on_pause_end(ctx, ev.id / 8, (ev.id % 8) as u8),
+            EV_PFC_REFRESH => self.on_pfc_refresh(ctx, ev.id / 8, (ev.id % 8) as u8),
+            EV_LOGIC => self.on_logic_timer(ctx, ev.id),
+            EV_AGG_TIMER => self.on_agg_timer(ctx, ev.id),
+            k => unreachable!("packet backend got event kind {k}"),
         }
     }
 
@@ -447,9 +497,10 @@ impl Backend for PacketNet {
                 sender.resume(w, ctx.now);
             }
         }
+        let (fwd, rev) = (self.add_route(&fwd), self.add_route(&rev));
         self.conns[msg as usize] = Some(Box::new(Conn {
-            fwd: fwd.into_boxed_slice(),
-            rev: rev.into_boxed_slice(),
+            fwd,
+            rev,
             old_routes: Vec::new(),
             class,
             sender,
@@ -483,18 +534,15 @@ impl Backend for PacketNet {
         }
     }
 
-    // Inlined into `handle_run`'s loop.
+    // Inlined into `handle_run`'s loop: the two kinds nearly every event
+    // is of by two tests, the others out of line (instead of one jump
+    // table over all seven).
     #[inline(always)]
     fn handle(&mut self, ctx: &mut Ctx, ev: NetEv) -> bool {
         match ev.kind {
-            EV_PORT_TX => self.on_tx_done(ctx, ev.id),
             EV_WIRE_HEAD => self.on_wire_head(ctx, ev.id),
-            EV_CONN_TIMER => self.on_conn_timer(ctx, ev.id),
-            EV_PAUSE_END => self.on_pause_end(ctx, ev.id / 8, (ev.id % 8) as u8),
-            EV_PFC_REFRESH => self.on_pfc_refresh(ctx, ev.id / 8, (ev.id % 8) as u8),
-            EV_LOGIC => self.on_logic_timer(ctx, ev.id),
-            EV_AGG_TIMER => self.on_agg_timer(ctx, ev.id),
-            k => unreachable!("packet backend got event kind {k}"),
+            EV_PORT_TX => self.on_tx_done(ctx, ev.id),
+            _ => self.handle_other(ctx, ev),
         }
     }
 

@@ -211,16 +211,23 @@ impl Port {
     }
 
     /// The frame in serialization gets its PortTx event (in its place) if
-    /// it has none: something now waits behind it.
+    /// it has none: something now waits behind it. The test inline, the
+    /// scheduling (one call in six here) out of line.
+    #[inline(always)]
     pub fn keep_end_event(&mut self, ctx: &mut Ctx, port: u32) {
         if self.tx.is_some() && !self.tx_event {
-            self.tx_event = true;
-            let ev = NetEv {
-                kind: EV_PORT_TX,
-                id: port,
-            };
-            ctx.schedule_reserved(self.tx_done_ps, self.tx_key, ev);
+            self.schedule_end_event(ctx, port);
         }
+    }
+
+    #[inline(never)]
+    fn schedule_end_event(&mut self, ctx: &mut Ctx, port: u32) {
+        self.tx_event = true;
+        let ev = NetEv {
+            kind: EV_PORT_TX,
+            id: port,
+        };
+        ctx.schedule_reserved(self.tx_done_ps, self.tx_key, ev);
     }
 
     /// Takes the frame in serialization back off the wire (it is lost or
@@ -241,7 +248,56 @@ impl Port {
 }
 
 impl PacketNet {
+    /// Queues `pkt` at egress `port` (or drops it) and starts the port if idle.
+    #[inline]
     pub(super) fn enqueue(&mut self, ctx: &mut Ctx, port: u32, pkt: Packet) {
+        if self.pfc.is_some() || self.buffers.is_some() {
+            self.enqueue_shared_or_lossless(ctx, port, pkt);
+            return;
+        }
+        // Without PFC and shared buffers: what `enqueue_shared_or_lossless`
+        // does when no class is lossless and no switch shares a buffer.
+        let p = &mut self.ports[port as usize];
+        p.account_queue(ctx.now);
+        let res = if p.up {
+            p.qdisc.enqueue_inlined(pkt)
+        } else {
+            p.qdisc.count_drop(pkt.class); // the link is down
+            Enqueued::Dropped
+        };
+        match res {
+            Enqueued::Dropped => {
+                self.dropped(ctx, port, &pkt);
+                return;
+            }
+            Enqueued::Marked => p.stats.ecn_marks += 1,
+            Enqueued::Queued => {}
+        }
+        p.stats.max_queue_bytes = p.stats.max_queue_bytes.max(p.qdisc.bytes());
+        let idle = p.idle(ctx);
+        if ctx.probed() {
+            queued_events(ctx, p, port, &pkt, res);
+        }
+        if idle && p.tx.is_none() {
+            self.start_tx(ctx, port);
+        } else {
+            p.keep_end_event(ctx, port);
+        }
+    }
+
+    /// A packet dropped on its way into `port`'s queue.
+    fn dropped(&mut self, ctx: &mut Ctx, port: u32, pkt: &Packet) {
+        let p = &mut self.ports[port as usize];
+        p.stats.drops += 1;
+        if ctx.probed() {
+            let band = p.qdisc.band_of(pkt.class) as u8;
+            ctx.port_event(port, band, PortEvent::Drop, pkt.wire);
+        }
+        self.lost(port, pkt);
+    }
+
+    /// [`enqueue`](Self::enqueue) with PFC or switches' shared buffers.
+    fn enqueue_shared_or_lossless(&mut self, ctx: &mut Ctx, port: u32, pkt: Packet) {
         let lossless = self
             .pfc
             .as_ref()
@@ -290,12 +346,7 @@ impl PacketNet {
         };
         match res {
             Enqueued::Dropped => {
-                p.stats.drops += 1;
-                if ctx.probed() {
-                    let band = p.qdisc.band_of(pkt.class) as u8;
-                    ctx.port_event(port, band, PortEvent::Drop, pkt.wire);
-                }
-                self.lost(port, &pkt);
+                self.dropped(ctx, port, &pkt);
                 return;
             }
             Enqueued::Marked => p.stats.ecn_marks += 1,
@@ -307,11 +358,7 @@ impl PacketNet {
             buf.add(node, pkt.wire);
         }
         if ctx.probed() {
-            let band = p.qdisc.band_of(pkt.class) as u8;
-            if res == Enqueued::Marked {
-                ctx.port_event(port, band, PortEvent::Mark, pkt.wire);
-            }
-            ctx.port_event(port, band, PortEvent::Enqueue, pkt.wire);
+            queued_events(ctx, p, port, &pkt, res);
         }
         if lossless {
             let pfc = self.pfc.as_mut().expect("lossless needs PFC");
@@ -564,6 +611,15 @@ impl PacketNet {
         }
         last
     }
+}
+
+/// Tells the probes that `pkt` was queued (and marked) at `port`.
+fn queued_events(ctx: &mut Ctx, p: &Port, port: u32, pkt: &Packet, res: Enqueued) {
+    let band = p.qdisc.band_of(pkt.class) as u8;
+    if res == Enqueued::Marked {
+        ctx.port_event(port, band, PortEvent::Mark, pkt.wire);
+    }
+    ctx.port_event(port, band, PortEvent::Enqueue, pkt.wire);
 }
 
 /// A worker's own aggregation packet at its NIC port.
