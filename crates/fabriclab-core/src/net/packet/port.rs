@@ -179,6 +179,17 @@ impl Port {
             && self.wire.back().is_some_and(|&(t, _)| t > done_ps)
     }
 
+    /// Counts a packet the queue discipline took (`res`: queued or marked);
+    /// whether the port was idle then (see [`idle`](Self::idle)).
+    #[inline(always)]
+    fn count_queued(&mut self, ctx: &Ctx, res: Enqueued) -> bool {
+        if res == Enqueued::Marked {
+            self.stats.ecn_marks += 1;
+        }
+        self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(self.qdisc.bytes());
+        self.idle(ctx)
+    }
+
     /// Whether nothing is being serialized, once a frame without an event
     /// whose end has passed is counted.
     pub fn idle(&mut self, ctx: &Ctx) -> bool {
@@ -265,16 +276,11 @@ impl PacketNet {
             p.qdisc.count_drop(pkt.class); // the link is down
             Enqueued::Dropped
         };
-        match res {
-            Enqueued::Dropped => {
-                self.dropped(ctx, port, &pkt);
-                return;
-            }
-            Enqueued::Marked => p.stats.ecn_marks += 1,
-            Enqueued::Queued => {}
+        if res == Enqueued::Dropped {
+            self.dropped(ctx, port, &pkt);
+            return;
         }
-        p.stats.max_queue_bytes = p.stats.max_queue_bytes.max(p.qdisc.bytes());
-        let idle = p.idle(ctx);
+        let idle = p.count_queued(ctx, res);
         if ctx.probed() {
             queued_events(ctx, p, port, &pkt, res);
         }
@@ -344,16 +350,11 @@ impl PacketNet {
         } else {
             p.qdisc.enqueue(pkt)
         };
-        match res {
-            Enqueued::Dropped => {
-                self.dropped(ctx, port, &pkt);
-                return;
-            }
-            Enqueued::Marked => p.stats.ecn_marks += 1,
-            Enqueued::Queued => {}
+        if res == Enqueued::Dropped {
+            self.dropped(ctx, port, &pkt);
+            return;
         }
-        p.stats.max_queue_bytes = p.stats.max_queue_bytes.max(p.qdisc.bytes());
-        let idle = p.idle(ctx);
+        let idle = p.count_queued(ctx, res);
         if let (Some(node), Some(buf)) = (shared, self.buffers.as_mut()) {
             buf.add(node, pkt.wire);
         }
