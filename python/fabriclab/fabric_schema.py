@@ -2,9 +2,7 @@
 PFC, the shared switch buffer, switch logic, transport, routing, timed link
 events) and their part of the core's JSON (:func:`fabric_core`)."""
 
-# Annotations are evaluated when the module runs (no `from __future__ import
-# annotations`): pydantic would otherwise turn each model field's string
-# into a ForwardRef and evaluate it, 5 ms of every start (issue 13).
+# No `from __future__ import annotations` in a schema module: see schema_base.py.
 
 from typing import Annotated, Literal, Optional, Union
 

@@ -1,5 +1,11 @@
 """What every part of the scenario schema shares: the error type, the strict
-pydantic base model, the core's integer ranges and quantity types."""
+pydantic base model, the core's integer ranges and quantity types.
+
+The modules that define the schema's models (scenario.py, fabric_schema.py,
+c4/faults.py, c4/recovery_config.py, panama/config.py) do not use ``from
+__future__ import annotations``: their annotations are evaluated as the
+module runs, where pydantic would otherwise turn each field's annotation
+string into a ForwardRef and evaluate it, 5 ms of every start (issue 13)."""
 
 from __future__ import annotations
 

@@ -10,9 +10,7 @@ section 4.2.1), re-initialisation 10 minutes, and a manual diagnosis of 3
 hours (its "Unknown" kind; the paper: "hours or even days", section 2).
 """
 
-# Annotations are evaluated when the module runs (no `from __future__ import
-# annotations`): pydantic would otherwise turn each model field's string
-# into a ForwardRef and evaluate it, 5 ms of every start (issue 13).
+# No `from __future__ import annotations` in a schema module: see schema_base.py.
 
 import math
 from typing import Annotated, Literal, Optional, Union

@@ -3,9 +3,7 @@ accelerators' ``[aggregation]`` section and a job's ``[jobs.aggregation]``.
 A job aggregates in the network when its ``allreduce`` names one of
 :data:`AGGREGATION_ALLREDUCE`; docs/panama.md describes each."""
 
-# Annotations are evaluated when the module runs (no `from __future__ import
-# annotations`): pydantic would otherwise turn each model field's string
-# into a ForwardRef and evaluate it, 5 ms of every start (issue 13).
+# No `from __future__ import annotations` in a schema module: see schema_base.py.
 
 from typing import Annotated, Literal, Optional, Union
 

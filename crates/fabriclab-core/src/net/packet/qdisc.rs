@@ -263,6 +263,21 @@ pub struct Qdisc {
     total_bytes: u64,
 }
 
+/// The band of traffic class `class` among `bands` (a priomap entry past
+/// the last band goes to the last).
+#[inline(always)]
+fn band_index(priomap: &[u8; 8], class: u8, bands: usize) -> usize {
+    (priomap[(class & 7) as usize] as usize).min(bands - 1)
+}
+
+/// Counts a packet dequeued to be sent from a band with counters `c`.
+#[inline(always)]
+fn sent(c: &mut BandCounters, total_bytes: &mut u64, p: &Packet) {
+    c.bytes -= p.wire as u64;
+    *total_bytes -= p.wire as u64;
+    c.tx += p.wire as u64;
+}
+
 impl Qdisc {
     pub fn new(spec: &QueueSpec) -> Qdisc {
         let nb = match spec.discipline {
@@ -320,7 +335,7 @@ impl Qdisc {
         if self.bands.len() == 1 {
             return 0;
         }
-        (self.priomap[(class & 7) as usize] as usize).min(self.bands.len() - 1)
+        band_index(&self.priomap, class, self.bands.len())
     }
 
     /// Enqueue with drop-tail per band; ECT packets are marked CE when the
@@ -354,8 +369,7 @@ impl Qdisc {
             // One band (fifo, fq): its queue and counters without an index.
             ([q], [c]) => (q, c),
             (qs, cs) => {
-                // As `band_of`.
-                let b = (self.priomap[(pkt.class & 7) as usize] as usize).min(qs.len() - 1);
+                let b = band_index(&self.priomap, pkt.class, qs.len());
                 (&mut qs[b], &mut cs[b])
             }
         };
@@ -392,9 +406,7 @@ impl Qdisc {
                 return None;
             }
             let p = q.pop_front()?;
-            c.bytes -= p.wire as u64;
-            self.total_bytes -= p.wire as u64;
-            c.tx += p.wire as u64;
+            sent(c, &mut self.total_bytes, &p);
             return Some(p);
         }
         for b in 0..self.bands.len() {
@@ -402,9 +414,7 @@ impl Qdisc {
                 continue;
             }
             if let Some(p) = self.bands[b].pop_front() {
-                self.band[b].bytes -= p.wire as u64;
-                self.total_bytes -= p.wire as u64;
-                self.band[b].tx += p.wire as u64;
+                sent(&mut self.band[b], &mut self.total_bytes, &p);
                 return Some(p);
             }
         }
