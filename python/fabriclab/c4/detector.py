@@ -21,7 +21,10 @@ Thresholds are relative to the job's own rhythm (docs/c4.md):
   links are those the most high channels cross; an alarm needs a common
   suspect in PERSIST consecutive ops, in two ops with a stall above
   STRONG, or in two consecutive ops when every connection (FULL_MIN at
-  least) through the link is high. The matrix pattern
+  least) through the link is high; or, since the sixth pass, stalls above
+  STRONG on two connections of one op that share a link (not in an op
+  where routing moved a message), or one link that two or more high
+  connections cross, more than any other, in two consecutive ops. The matrix pattern
   (matrix.py) names the suspect: a host for a row and column through one
   rank, the source's or destination's host for a row or column, a fabric
   link for points (the links all slow connections cross and no healthy one
@@ -85,6 +88,7 @@ class JobView:
     hosts: list[str]
     paths: dict  # (op, sender, step) -> list of undirected link names
     host_links: dict  # host name -> its access link names
+    rerouted: set = field(default_factory=set)  # (op, sender, step) of messages moved to a new route
 
     def links(self) -> set[str]:
         """Every link the job's messages crossed."""
@@ -117,13 +121,15 @@ def job_view(name: str, hosts: list[str], messages: pd.DataFrame, first_op: int 
     step = ((tag >> np.uint64(16)) & np.uint64(0xFFFF)).astype(np.int64)
     sender = (tag & np.uint64(0xFFFF)).astype(np.int64)
     paths, host_links = {}, {}
+    moved = m["reroutes"].to_numpy() > 0 if "reroutes" in m else np.zeros(len(m), bool)
+    rerouted = {(int(o), int(s), int(st)) for o, s, st in zip(op[moved], sender[moved], step[moved])}
     for o, st, s, p in zip(op, step, sender, m["path"]):
         nodes = _nodes(p)
         links = _links(nodes)
         paths[(int(o), int(s), int(st))] = links
         for a, b in ((nodes[0], nodes[1]), (nodes[-1], nodes[-2])):
             host_links.setdefault(a, set()).add(_link(a, b))
-    return JobView(name, hosts, paths, host_links)
+    return JobView(name, hosts, paths, host_links, rerouted)
 
 
 def _robust_sd(x) -> float:
@@ -151,6 +157,7 @@ class Master:
         self.late_hist: list[float] = []
         self.prev_links: list = []  # suspect links of the last ops
         self.strong_links: list = []  # suspect links of the last ops with stalls
+        self.single_links: list = []  # per op: the one link most high connections cross, if one
         self.full_links: list = []  # per op: links every connection through which was high
         self.bias_hist: list = []  # per op: link -> [sum, count] of its messages' route bias
         self.prev_late: set = set()
@@ -298,7 +305,21 @@ class Master:
             return
         if strong:
             self.strong_links = (self.strong_links + [self._suspect_links(strong, paths)])[-2:]
-        if len(self.strong_links) == 2 and set.intersection(*self.strong_links):
+        # Stalls on two connections of one op that share a link: as much
+        # evidence as stalls in two ops. Not in an op where routing moved a
+        # message (a link event): a moved message's recorded route is its new
+        # one, while its stall came from the link it left.
+        moved = any((op_id, int(a), int(st)) in self.v.rerouted for a, st in zip(send["rank"], send["step"]))
+        shared = set() if moved else self._suspect_links(strong, paths, least=2)
+        # The one link most high connections cross (two at least), the same in
+        # two ops in a row.
+        top = self._suspect_links(high, paths, least=2)
+        self.single_links = (self.single_links + [top if len(top) == 1 else set()])[-2:]
+        if shared:
+            links, slow = shared, strong
+        elif len(self.single_links) == 2 and self.single_links[0] and self.single_links[0] == self.single_links[1]:
+            links, slow = self.single_links[1], high
+        elif len(self.strong_links) == 2 and set.intersection(*self.strong_links):
             # Stalls in two ops (not necessarily in a row) on a common link.
             links, slow = set.intersection(*self.strong_links), strong or high
         elif len(self.prev_links) == PERSIST and set.intersection(*self.prev_links):
@@ -341,8 +362,9 @@ class Master:
             self.alarm(Alarm(end, "comm_slow", "link", ok, op_id, "probes", []))
 
     @staticmethod
-    def _suspect_links(high, paths) -> set:
-        """The links the most high channels cross (all of them if tied)."""
+    def _suspect_links(high, paths, least=1) -> set:
+        """The links the most high channels cross (all of them if tied);
+        none unless at least ``least`` cross them."""
         count: dict = {}
         for k in high:
             for lk in set(paths.get(k, [])):
@@ -350,6 +372,8 @@ class Master:
         if not count:
             return set()
         top = max(count.values())
+        if top < least:
+            return set()
         return {lk for lk, c in count.items() if c == top}
 
     @staticmethod
