@@ -105,3 +105,27 @@ def test_a_fault_after_the_end_makes_a_fault_free_run():
     assert t.loc["overall", "alarms"] == 2 and t.loc["overall", "precision"] == 0.5
     assert t.loc["overall", "recall"] == 1.0 and t.loc["overall", "runs"] == 1
     assert t.loc["fault-free (false-alarm rate)", "runs"] == 2 and t.loc["fault-free (false-alarm rate)", "f1"] == 0.5
+
+
+def test_probes_blaming_a_link_the_job_no_longer_crosses_raise_the_alarm_in_that_op():
+    from fabriclab.c4.detector import VANISH_MIN
+
+    # spine1 routed around from op 8: leaf0-spine1 carried 4 messages per op
+    # and none in op 8. The telemetry alone waits for VANISH_MIN (8) = 4 x 2
+    # empty ops, op 9; the probes, which lose every probe through the dead
+    # link, name it at op 8's last completion.
+    assert VANISH_MIN == 8
+    ccl, view = hand_ring(12, dead_from=8)
+    assert diagnose(ccl, view, 10**15).op == 9
+    a = diagnose(ccl, view, 10**15, prober_from("leaf0-spine1", 8))
+    assert (a.syndrome, a.component_kind, a.component, a.op) == ("comm_slow", "link", "leaf0-spine1", 8)
+    assert a.time_ps == (8 * OP_PS // 1000 + STEPS * 100_000) * 1000
+
+
+def test_probes_blaming_a_link_that_still_carries_the_job_or_never_did_raise_nothing_at_once():
+    # Nothing dead: the probes blame leaf0-spine0, which the job still
+    # crosses at its usual rate (ratio 1: not slower), or leaf2-spine0, which
+    # it never crossed.
+    ccl, view = hand_ring(12)
+    assert diagnose(ccl, view, 10**15, prober_from("leaf0-spine0", 8)) is None
+    assert diagnose(ccl, view, 10**15, prober_from("leaf2-spine0", 8)) is None

@@ -40,7 +40,8 @@ Thresholds are relative to the job's own rhythm (docs/c4.md):
   of all lateness seen) in two consecutive ops, or STRONG_LATE x period once.
 - With a prober (C4D + probes): communication slow on the link the probes
   blame when every connection through it ran slower than its recent
-  median, in two consecutive ops (:meth:`Master._probed_slow`).
+  median, in two consecutive ops, or at once when the job's messages used
+  to cross it and none does in the op (:meth:`Master._probed_slow`).
 """
 
 from __future__ import annotations
@@ -197,7 +198,7 @@ class Master:
             self._vanished(op_id, counts, end)
             self._comm_slow(op_id, send, end)
             if self.prober is not None:
-                self._probed_slow(op_id, end)
+                self._probed_slow(op_id, end, counts)
         else:
             self._learn_conn(self._channels(op_id, send), set())
             self._learn_late(self._lateness(send, recv), set())
@@ -342,7 +343,7 @@ class Master:
         kind, comp, pattern = self._locate(pats, links, ratio, paths, bias)
         self.alarm(Alarm(end, "comm_slow", kind, comp, op_id, pattern, sorted(slow)))
 
-    def _probed_slow(self, op_id, end):
+    def _probed_slow(self, op_id, end, counts):
         """Communication slow raised by the probes (C4P, section 3.2, beside
         C4D): the probes blame one link (every probe through it bad and it on
         every bad probe, :func:`c4.probes.blame`) and every connection of the
@@ -353,8 +354,18 @@ class Master:
         after about HISTORY / 2 slowed ops it is the slowed rate and this
         rule can no longer fire; it must fire in the first few ops. By
         chance, each connection is above its median half the time: all n of them in two ops, 4^-n, on top of the probes'
-        evidence, which no fault-free op of the development runs showed."""
+        evidence, which no fault-free op of the development runs showed.
+        A link the probes blame that the job's messages crossed and no longer
+        cross is a dead link routed around: the alarm comes at once (sixth
+        pass; :meth:`_vanished` waits for enough empty ops)."""
         link = self.prober(end, self.period)
+        if link is not None and not counts.get(link, 0) and np.mean(self.link_hist.get(link, [0])) >= 1:
+            # The probes' link, which the job's messages crossed (a mean of
+            # one or more per op) and none crosses in this op: a dead link
+            # routed around, seen in one op instead of VANISH_MIN messages'
+            # worth of empty ops (:meth:`_vanished`).
+            self.alarm(Alarm(end, "comm_slow", "link", link, op_id, "probes; link without traffic", []))
+            return
         through = [lr for k, lr in self.op_ratio.items() if link in self.op_paths.get(k, ())]
         ok = link if through and min(through) > 0 else None
         self.probe_hist = (self.probe_hist + [ok])[-2:]
