@@ -89,3 +89,76 @@ def test_the_one_link_most_high_connections_cross_in_two_ops_in_a_row_is_named()
     # One op of it is not enough.
     ccl, view = with_connection(*hand_ring(12, slow_from=11), 1, 3, 12)
     assert diagnose(ccl, view, 10**15) is None
+
+
+LEAF = {"h0": "leaf0", "h1": "leaf0", "h2": "leaf1", "h3": "leaf1", "h4": "leaf2", "h5": "leaf2"}
+
+
+def three_leaves(ops: int, slow_from: int):
+    """Six ranks on h0..h5, two per leaf, and three connections, each four
+    messages of 100 us per op (100 us apart), step s through spine s % 2:
+    h0 -> h2 and h1 -> h4 leave leaf0, h5 -> h1 enters it. From op
+    ``slow_from`` on, leaf0's uplink to spine1 is 3x slower in the leaf-to-
+    spine direction only: the odd steps of h0 -> h2 and h1 -> h4 take
+    300 us, h5 -> h1 is untouched. (h3 -> h2 inside leaf1 makes every rank
+    take part.)"""
+    from fabriclab.c4.detector import JobView
+
+    hosts = list(LEAF)
+    rows, paths = [], {}
+    for k in range(ops):
+        t0 = k * OP_NS
+        for s, d in ((0, 2), (1, 4), (5, 1)):
+            hs, hd = hosts[s], hosts[d]
+            for st in range(STEPS):
+                slow = k >= slow_from and LEAF[hs] == "leaf0" and st % 2 == 1
+                a = t0 + st * 100_000
+                e = a + (3 if slow else 1) * 100_000
+                common = {"op_id": k, "algorithm": "ring", "step": st, "bytes": 125_000, "post_mono_ns": t0}
+                rows.append(dict(common, rank=s, peer=d, kind="send", send_start_mono_ns=a, send_end_mono_ns=e,
+                                 recv_arrival_mono_ns=None, recv_done_mono_ns=None))
+                rows.append(dict(common, rank=d, peer=s, kind="recv", send_start_mono_ns=None,
+                                 send_end_mono_ns=None, recv_arrival_mono_ns=e, recv_done_mono_ns=e))
+                nodes = [hs, LEAF[hs], f"spine{st % 2}", LEAF[hd], hd]
+                paths[(k, s, st)] = ["-".join(sorted(p)) for p in zip(nodes, nodes[1:])]
+    # Every rank takes part in an op: h3 sends to h2 inside leaf1, never slow.
+    for k in range(ops):
+        t0 = k * OP_NS
+        for st in range(STEPS):
+            a, e = t0 + st * 100_000, t0 + st * 100_000 + 100_000
+            common = {"op_id": k, "algorithm": "ring", "step": st, "bytes": 125_000, "post_mono_ns": t0}
+            rows.append(dict(common, rank=3, peer=2, kind="send", send_start_mono_ns=a, send_end_mono_ns=e,
+                             recv_arrival_mono_ns=None, recv_done_mono_ns=None))
+            rows.append(dict(common, rank=2, peer=3, kind="recv", send_start_mono_ns=None, send_end_mono_ns=None,
+                             recv_arrival_mono_ns=e, recv_done_mono_ns=e))
+            paths[(k, 3, st)] = ["h3-leaf1", "h2-leaf1"]
+    host_links = {h: {"-".join(sorted((h, LEAF[h])))} for h in hosts}
+    return pd.DataFrame(rows), JobView("train", hosts, paths, host_links)
+
+
+def test_one_leafs_uplinks_that_most_high_connections_cross_in_two_ops_in_a_row_are_one_place():
+    # h0 -> h2 and h1 -> h4 at 1.5x (busy 600 us against 400) from op 8; each
+    # spreads over both spines, so leaf0-spine0 and leaf0-spine1 are the
+    # links both high connections cross; h5 -> h1 crosses both too and is
+    # not high, so neither link is "every connection high", and no message
+    # stalls. Ops 8 and 9 name the same place, leaf0's uplinks: the alarm at
+    # op 9 (PERSIST, 3, would need op 10), on the uplink the slow messages
+    # took (the route bias: the odd steps, through spine1).
+    assert PERSIST == 3
+    ccl, view = three_leaves(10, slow_from=8)
+    a = diagnose(ccl, view, 10**15)
+    assert (a.syndrome, a.component_kind, a.component, a.op) == ("comm_slow", "link", "leaf0-spine1", 9)
+    assert a.time_ps == (9 * OP_NS + 600_000) * 1000
+    # One op of it raises nothing.
+    ccl, view = three_leaves(10, slow_from=9)
+    assert diagnose(ccl, view, 10**15) is None
+
+
+def test_twins_are_fabric_links_of_one_switch():
+    from fabriclab.c4.detector import Master
+
+    m = Master(three_leaves(1, slow_from=1)[1])
+    assert m._twins({"leaf0-spine0", "leaf0-spine1"}) and m._twins({"leaf0-spine0", "leaf1-spine0"})
+    assert not m._twins({"h0-leaf0", "leaf0-spine0"})  # a host's link is its own place
+    assert not m._twins({"leaf0-spine0", "leaf1-spine1"})  # no switch in common
+    assert not m._twins(set())

@@ -23,8 +23,9 @@ Thresholds are relative to the job's own rhythm (docs/c4.md):
   STRONG, or in two consecutive ops when every connection (FULL_MIN at
   least) through the link is high; or, since the sixth pass, stalls above
   STRONG on two connections of one op that share a link (not in an op
-  where routing moved a message), or one link that two or more high
-  connections cross, more than any other, in two consecutive ops. The matrix pattern
+  where routing moved a message), or one place that two or more high
+  connections cross, more than any other, in two consecutive ops (one
+  link, or since the eighth pass one switch's fabric links: ECMP twins). The matrix pattern
   (matrix.py) names the suspect: a host for a row and column through one
   rank, the source's or destination's host for a row or column, a fabric
   link for points (the links all slow connections cross and no healthy one
@@ -312,10 +313,12 @@ class Master:
         # one, while its stall came from the link it left.
         moved = any((op_id, int(a), int(st)) in self.v.rerouted for a, st in zip(send["rank"], send["step"]))
         shared = set() if moved else self._suspect_links(strong, paths, least=2)
-        # The one link most high connections cross (two at least), the same in
-        # two ops in a row.
+        # The one place most high connections cross (two at least), the same in
+        # two ops in a row: one link, or one switch's fabric links (ECMP
+        # spreads a connection over a leaf's uplinks, so its links name them
+        # all; the route bias in _locate picks one).
         top = self._suspect_links(high, paths, least=2)
-        self.single_links = (self.single_links + [top if len(top) == 1 else set()])[-2:]
+        self.single_links = (self.single_links + [top if len(top) == 1 or self._twins(top) else set()])[-2:]
         if shared:
             links, slow = shared, strong
         elif len(self.single_links) == 2 and self.single_links[0] and self.single_links[0] == self.single_links[1]:
@@ -356,7 +359,7 @@ class Master:
         chance, each connection is above its median half the time: all n of them in two ops, 4^-n, on top of the probes'
         evidence, which no fault-free op of the development runs showed.
         A link the probes blame that the job's messages crossed and no longer
-        cross is a dead link routed around: the alarm comes at once (sixth
+        cross is a dead link routed around: the alarm comes at once (seventh
         pass; :meth:`_vanished` waits for enough empty ops)."""
         link = self.prober(end, self.period)
         if link is not None and not counts.get(link, 0) and np.mean(self.link_hist.get(link, [0])) >= 1:
@@ -371,6 +374,16 @@ class Master:
         self.probe_hist = (self.probe_hist + [ok])[-2:]
         if len(self.probe_hist) == 2 and ok is not None and self.probe_hist[0] == ok:
             self.alarm(Alarm(end, "comm_slow", "link", ok, op_id, "probes", []))
+
+    def _twins(self, links) -> bool:
+        """Whether ``links`` are fabric links (no host's access link) that
+        share one switch: a leaf's uplinks (equal-cost twins) or a
+        spine's links."""
+        access = set().union(*self.v.host_links.values()) if self.v.host_links else set()
+        if not links or links & access:
+            return False
+        common = set.intersection(*(set(lk.split("-")) for lk in links))
+        return len(common) == 1
 
     @staticmethod
     def _suspect_links(high, paths, least=1) -> set:
