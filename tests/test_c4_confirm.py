@@ -8,7 +8,7 @@ whose answers follow from their construction."""
 import pandas as pd
 
 from fabriclab.c4.detector import PERSIST, STRONG, diagnose
-from test_c4_faults import STEPS, hand_ring
+from test_c4_faults import STEPS, hand_ring, hand_view, message_rows, route
 
 OP_NS = 10_000_000
 STALL_NS = 5_000_000  # a retransmission timeout's worth
@@ -63,14 +63,8 @@ def with_connection(ccl: pd.DataFrame, view, s: int, d: int, ops: int):
     for k in range(ops):
         t0 = k * OP_NS
         for st in range(STEPS):
-            a, e = t0 + st * 100_000, t0 + st * 100_000 + 100_000
-            common = {"op_id": k, "algorithm": "ring", "step": 10 + st, "bytes": 125_000, "post_mono_ns": t0}
-            rows.append(dict(common, rank=s, peer=d, kind="send", send_start_mono_ns=a, send_end_mono_ns=e,
-                             recv_arrival_mono_ns=None, recv_done_mono_ns=None))
-            rows.append(dict(common, rank=d, peer=s, kind="recv", send_start_mono_ns=None, send_end_mono_ns=None,
-                             recv_arrival_mono_ns=e, recv_done_mono_ns=e))
-            nodes = ["h1", "leaf0", f"spine{st % 2}", "leaf1", "h3"]
-            view.paths[(k, s, 10 + st)] = ["-".join(sorted(p)) for p in zip(nodes, nodes[1:])]
+            rows += message_rows(k, t0, s, d, 10 + st, t0 + st * 100_000, t0 + st * 100_000 + 100_000)
+            view.paths[(k, s, 10 + st)] = route(["h1", "leaf0", f"spine{st % 2}", "leaf1", "h3"])
     return pd.concat([ccl, pd.DataFrame(rows)], ignore_index=True), view
 
 
@@ -102,8 +96,6 @@ def three_leaves(ops: int, slow_from: int):
     spine direction only: the odd steps of h0 -> h2 and h1 -> h4 take
     300 us, h5 -> h1 is untouched. (h3 -> h2 inside leaf1 makes every rank
     take part.)"""
-    from fabriclab.c4.detector import JobView
-
     hosts = list(LEAF)
     rows, paths = [], {}
     for k in range(ops):
@@ -113,27 +105,15 @@ def three_leaves(ops: int, slow_from: int):
             for st in range(STEPS):
                 slow = k >= slow_from and LEAF[hs] == "leaf0" and st % 2 == 1
                 a = t0 + st * 100_000
-                e = a + (3 if slow else 1) * 100_000
-                common = {"op_id": k, "algorithm": "ring", "step": st, "bytes": 125_000, "post_mono_ns": t0}
-                rows.append(dict(common, rank=s, peer=d, kind="send", send_start_mono_ns=a, send_end_mono_ns=e,
-                                 recv_arrival_mono_ns=None, recv_done_mono_ns=None))
-                rows.append(dict(common, rank=d, peer=s, kind="recv", send_start_mono_ns=None,
-                                 send_end_mono_ns=None, recv_arrival_mono_ns=e, recv_done_mono_ns=e))
-                nodes = [hs, LEAF[hs], f"spine{st % 2}", LEAF[hd], hd]
-                paths[(k, s, st)] = ["-".join(sorted(p)) for p in zip(nodes, nodes[1:])]
+                rows += message_rows(k, t0, s, d, st, a, a + (3 if slow else 1) * 100_000)
+                paths[(k, s, st)] = route([hs, LEAF[hs], f"spine{st % 2}", LEAF[hd], hd])
     # Every rank takes part in an op: h3 sends to h2 inside leaf1, never slow.
     for k in range(ops):
-        t0 = k * OP_NS
         for st in range(STEPS):
-            a, e = t0 + st * 100_000, t0 + st * 100_000 + 100_000
-            common = {"op_id": k, "algorithm": "ring", "step": st, "bytes": 125_000, "post_mono_ns": t0}
-            rows.append(dict(common, rank=3, peer=2, kind="send", send_start_mono_ns=a, send_end_mono_ns=e,
-                             recv_arrival_mono_ns=None, recv_done_mono_ns=None))
-            rows.append(dict(common, rank=2, peer=3, kind="recv", send_start_mono_ns=None, send_end_mono_ns=None,
-                             recv_arrival_mono_ns=e, recv_done_mono_ns=e))
+            a = k * OP_NS + st * 100_000
+            rows += message_rows(k, k * OP_NS, 3, 2, st, a, a + 100_000)
             paths[(k, 3, st)] = ["h3-leaf1", "h2-leaf1"]
-    host_links = {h: {"-".join(sorted((h, LEAF[h])))} for h in hosts}
-    return pd.DataFrame(rows), JobView("train", hosts, paths, host_links)
+    return hand_view(hosts, LEAF, rows, paths)
 
 
 def test_one_leafs_uplinks_that_most_high_connections_cross_in_two_ops_in_a_row_are_one_place():

@@ -227,15 +227,38 @@ RING4 = ["h0", "h1", "h2", "h3"]
 STEPS = 4
 
 
+def message_rows(op: int, t0: int, s: int, d: int, step: int, a: int, e: int) -> list[dict]:
+    """ccl.parquet's two rows of one hand-built message of op ``op`` (posted
+    at ``t0``, ns): rank s's send, leaving at ``a`` and delivered at ``e``,
+    and rank d's receive of it."""
+    common = {"op_id": op, "algorithm": "ring", "step": step, "bytes": 125_000, "post_mono_ns": t0}
+    return [dict(common, rank=s, peer=d, kind="send", send_start_mono_ns=a, send_end_mono_ns=e,
+                 recv_arrival_mono_ns=None, recv_done_mono_ns=None),
+            dict(common, rank=d, peer=s, kind="recv", send_start_mono_ns=None, send_end_mono_ns=None,
+                 recv_arrival_mono_ns=e, recv_done_mono_ns=e)]
+
+
+def route(nodes: list[str]) -> list[str]:
+    """The detector's names of the links of a path of nodes."""
+    return ["-".join(sorted(p)) for p in zip(nodes, nodes[1:])]
+
+
+def hand_view(hosts: list[str], leaf: dict, rows: list[dict], paths: dict):
+    """The hand-built job's ccl rows and its JobView (each host's access
+    link to its ``leaf``)."""
+    import pandas as pd
+
+    from fabriclab.c4.detector import JobView
+
+    host_links = {h: {"-".join(sorted((h, leaf[h])))} for h in hosts}
+    return pd.DataFrame(rows), JobView("train", hosts, paths, host_links)
+
+
 def hand_ring(ops, dead_from=None, slow_from=None, slow_host="h3", factor=3):
     """ccl rows and routes of ``ops`` ring ops; from op ``dead_from`` on,
     spine1 is no longer used (its link to leaf0 is down and routed around);
     from op ``slow_from`` on, every message to or from ``slow_host`` takes
     ``factor`` x 100 us (its link degraded)."""
-    import pandas as pd
-
-    from fabriclab.c4.detector import JobView
-
     leaf = {"h0": "leaf0", "h1": "leaf0", "h2": "leaf1", "h3": "leaf1"}
     rows, paths = [], {}
     for k in range(ops):
@@ -245,21 +268,15 @@ def hand_ring(ops, dead_from=None, slow_from=None, slow_host="h3", factor=3):
             for st in range(STEPS):
                 slow = slow_from is not None and k >= slow_from and slow_host in (RING4[r], RING4[v])
                 a = t0 + st * 100_000
-                e = a + (factor if slow else 1) * 100_000
-                common = {"op_id": k, "algorithm": "ring", "step": st, "bytes": 125_000, "post_mono_ns": t0}
-                rows.append(dict(common, rank=r, peer=v, kind="send", send_start_mono_ns=a, send_end_mono_ns=e,
-                                 recv_arrival_mono_ns=None, recv_done_mono_ns=None))
-                rows.append(dict(common, rank=v, peer=r, kind="recv", send_start_mono_ns=None,
-                                 send_end_mono_ns=None, recv_arrival_mono_ns=e, recv_done_mono_ns=e))
+                rows += message_rows(k, t0, r, v, st, a, a + (factor if slow else 1) * 100_000)
                 hs, hd = RING4[r], RING4[v]
                 if leaf[hs] == leaf[hd]:
                     nodes = [hs, leaf[hs], hd]
                 else:
                     spine = "spine0" if dead_from is not None and k >= dead_from else f"spine{st % 2}"
                     nodes = [hs, leaf[hs], spine, leaf[hd], hd]
-                paths[(k, r, st)] = ["-".join(sorted(p)) for p in zip(nodes, nodes[1:])]
-    host_links = {h: {"-".join(sorted((h, leaf[h])))} for h in RING4}
-    return pd.DataFrame(rows), JobView("train", RING4, paths, host_links)
+                paths[(k, r, st)] = route(nodes)
+    return hand_view(RING4, leaf, rows, paths)
 
 
 def test_a_link_no_message_crosses_any_more_is_named_after_enough_empty_ops():
