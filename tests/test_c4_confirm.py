@@ -1,6 +1,7 @@
 """How C4D confirms a communication slowdown sooner (detector.Master._comm_slow,
-sixth pass, docs/c4.md): stalls on two connections of one op that share a
-link, and one link that most high connections cross in two ops in a row.
+sixth and eighth passes, docs/c4.md): stalls on two connections of one op
+that share a link, and one place (a link, or one switch's fabric links) that
+most high connections cross in two ops in a row.
 Hand-built rings (test_c4_faults.hand_ring: four ranks on h0..h3, h0 and h1
 under leaf0, h2 and h3 under leaf1, every message 100 us, op k at k x 10 ms)
 whose answers follow from their construction."""
@@ -53,6 +54,9 @@ def test_an_op_where_routing_moved_a_message_is_left_to_the_older_rules():
     ccl, view = hand_ring(12)
     view.rerouted = {(8, 1, 0)}
     assert diagnose(stall(ccl, 8, [(2, 3), (3, 0)]), view, 10**15) is None
+    # A message moved in another op leaves op 8 to the rule.
+    view.rerouted = {(7, 1, 0)}
+    assert diagnose(stall(ccl, 8, [(2, 3), (3, 0)]), view, 10**15).op == 8
 
 
 def with_connection(ccl: pd.DataFrame, view, s: int, d: int, ops: int):
@@ -70,7 +74,8 @@ def with_connection(ccl: pd.DataFrame, view, s: int, d: int, ops: int):
 
 def test_the_one_link_most_high_connections_cross_in_two_ops_in_a_row_is_named():
     # h3's link 3x slower from op 10 of 12: h2 -> h3 and h3 -> h0 at 1.5x,
-    # high; h1 -> h3 crosses h3-leaf1 too and stays healthy, so not every
+    # high; h1 -> h3 crosses h3-leaf1 too and is left at its usual rate (a
+    # connection the slowdown keeps under the threshold), so not every
     # connection through it is high. h3-leaf1 is the one link both high
     # connections cross, in ops 10 and 11: the alarm at op 11, where PERSIST
     # (3) ops in a row would need an op 12 that never comes. Rank 3's column

@@ -6,7 +6,7 @@ answers follow from their construction."""
 
 from fabriclab.c4.detector import RATE_MIN, diagnose
 from fabriclab.c4.probes import blame
-from test_c4_faults import STEPS, hand_ring
+from test_c4_faults import RING4, STEPS, hand_ring, route
 from test_c4_probes import ALARM, PERIOD_JOB, PATHS, results, through
 
 OP_PS = 10_000_000_000  # hand_ring: op k starts at k x 10 ms
@@ -129,3 +129,41 @@ def test_probes_blaming_a_link_that_still_carries_the_job_or_never_did_raise_not
     ccl, view = hand_ring(12)
     assert diagnose(ccl, view, 10**15, prober_from("leaf0-spine0", 8)) is None
     assert diagnose(ccl, view, 10**15, prober_from("leaf2-spine0", 8)) is None
+
+
+def test_probes_name_a_link_of_one_message_per_op_after_empty_ops_with_its_mean_from_before():
+    from fabriclab.c4.detector import VANISH_MIN
+
+    # The ring's cross-leaf messages all through spine0, except rank 1's step
+    # 1 through spine1 until op 7: leaf0-spine1 carries one message per op,
+    # then none from op 8 (mu = 1: the telemetry alone waits VANISH_MIN = 8
+    # empty ops, ops 8..15). The probes blame it from op 10, its third empty
+    # op: its mean before the empty ops is 1 (the last 8 ops, two of them
+    # empty, average 0.75), so the alarm comes at op 10.
+    assert VANISH_MIN == 8
+    ccl, view = hand_ring(20)
+    leaf = {"h0": "leaf0", "h1": "leaf0", "h2": "leaf1", "h3": "leaf1"}
+    for (k, r, st), links in view.paths.items():
+        if len(links) == 4:
+            hs, hd = RING4[r], RING4[(r + 1) % 4]
+            spine = "spine1" if (r, st) == (1, 1) and k < 8 else "spine0"
+            view.paths[(k, r, st)] = route([hs, leaf[hs], spine, leaf[hd], hd])
+    assert diagnose(ccl, view, 10**15).op == 15
+    a = diagnose(ccl, view, 10**15, prober_from("leaf0-spine1", 10))
+    assert (a.component, a.op) == ("leaf0-spine1", 10)
+
+
+def test_job_view_reads_the_moved_messages_from_reroutes():
+    import numpy as np
+    import pandas as pd
+
+    from fabriclab.c4.detector import job_view
+
+    # Tags: op << 32 | step << 16 | sender; the second message (op 3, step
+    # 2, sender 1) moved once; with first_op 5 it is op 8 to the master.
+    tags = [(3 << 32) | (0 << 16) | 0, (3 << 32) | (2 << 16) | 1]
+    m = pd.DataFrame({"app": "train", "tag": np.array(tags, dtype=np.uint64),
+                      "path": ["h0 > leaf0 > h1", "h1 > leaf0 > spine1 > leaf1 > h2"], "reroutes": [0, 1]})
+    assert job_view("train", ["h0", "h1", "h2"], m, first_op=5).rerouted == {(8, 1, 2)}
+    # A messages table without the column (an older run): nothing moved.
+    assert job_view("train", ["h0", "h1", "h2"], m.drop(columns="reroutes")).rerouted == set()

@@ -159,7 +159,7 @@ class Master:
         self.late_hist: list[float] = []
         self.prev_links: list = []  # suspect links of the last ops
         self.strong_links: list = []  # suspect links of the last ops with stalls
-        self.single_links: list = []  # per op: the one link most high connections cross, if one
+        self.single_links: list = []  # per op: the one place (a link, or a switch's fabric links) most high connections cross
         self.full_links: list = []  # per op: links every connection through which was high
         self.bias_hist: list = []  # per op: link -> [sum, count] of its messages' route bias
         self.prev_late: set = set()
@@ -199,7 +199,7 @@ class Master:
             self._vanished(op_id, counts, end)
             self._comm_slow(op_id, send, end)
             if self.prober is not None:
-                self._probed_slow(op_id, end, counts)
+                self._probed_slow(op_id, end)
         else:
             self._learn_conn(self._channels(op_id, send), set())
             self._learn_late(self._lateness(send, recv), set())
@@ -346,7 +346,7 @@ class Master:
         kind, comp, pattern = self._locate(pats, links, ratio, paths, bias)
         self.alarm(Alarm(end, "comm_slow", kind, comp, op_id, pattern, sorted(slow)))
 
-    def _probed_slow(self, op_id, end, counts):
+    def _probed_slow(self, op_id, end):
         """Communication slow raised by the probes (C4P, section 3.2, beside
         C4D): the probes blame one link (every probe through it bad and it on
         every bad probe, :func:`c4.probes.blame`) and every connection of the
@@ -362,11 +362,12 @@ class Master:
         cross is a dead link routed around: the alarm comes at once (seventh
         pass; :meth:`_vanished` waits for enough empty ops)."""
         link = self.prober(end, self.period)
-        if link is not None and not counts.get(link, 0) and np.mean(self.link_hist.get(link, [0])) >= 1:
+        if link in self.empty_run and self.empty_run[link][0] >= 1:
             # The probes' link, which the job's messages crossed (a mean of
-            # one or more per op) and none crosses in this op: a dead link
-            # routed around, seen in one op instead of VANISH_MIN messages'
-            # worth of empty ops (:meth:`_vanished`).
+            # one or more per op before they stopped, over at least
+            # WARMUP_OPS ops: :meth:`_vanished`, earlier in the op, keeps it)
+            # and none crosses in this op: a dead link routed around, seen at
+            # once instead of after VANISH_MIN messages' worth of empty ops.
             self.alarm(Alarm(end, "comm_slow", "link", link, op_id, "probes; link without traffic", []))
             return
         through = [lr for k, lr in self.op_ratio.items() if link in self.op_paths.get(k, ())]
