@@ -379,7 +379,9 @@ class Master:
     def _twins(self, links) -> bool:
         """Whether ``links`` are fabric links (no host's access link) that
         share one switch: a leaf's uplinks (equal-cost twins) or a
-        spine's links."""
+        spine's links. Reads the switch from the link's name, as the master
+        names links (node names joined by "-"): right for the builders'
+        node names, which hold no "-"."""
         access = set().union(*self.v.host_links.values()) if self.v.host_links else set()
         if not links or links & access:
             return False
