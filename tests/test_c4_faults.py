@@ -224,6 +224,7 @@ def test_a_halted_rank_stops_its_job():
 # so leaf0-spine1 and leaf1-spine1 carry 2 senders x 2 odd steps = 4 messages
 # per op. Every message takes 100 us; op k starts at k x 10 ms.
 RING4 = ["h0", "h1", "h2", "h3"]
+RING4_LEAF = {"h0": "leaf0", "h1": "leaf0", "h2": "leaf1", "h3": "leaf1"}
 STEPS = 4
 
 
@@ -259,7 +260,7 @@ def hand_ring(ops, dead_from=None, slow_from=None, slow_host="h3", factor=3):
     spine1 is no longer used (its link to leaf0 is down and routed around);
     from op ``slow_from`` on, every message to or from ``slow_host`` takes
     ``factor`` x 100 us (its link degraded)."""
-    leaf = {"h0": "leaf0", "h1": "leaf0", "h2": "leaf1", "h3": "leaf1"}
+    leaf = RING4_LEAF
     rows, paths = [], {}
     for k in range(ops):
         t0 = k * 10_000_000  # ns

@@ -6,7 +6,7 @@ answers follow from their construction."""
 
 from fabriclab.c4.detector import RATE_MIN, diagnose
 from fabriclab.c4.probes import blame
-from test_c4_faults import RING4, STEPS, hand_ring, route
+from test_c4_faults import RING4, RING4_LEAF, STEPS, hand_ring, route
 from test_c4_probes import ALARM, PERIOD_JOB, PATHS, results, through
 
 OP_PS = 10_000_000_000  # hand_ring: op k starts at k x 10 ms
@@ -142,7 +142,7 @@ def test_probes_name_a_link_of_one_message_per_op_after_empty_ops_with_its_mean_
     # empty, average 0.75), so the alarm comes at op 10.
     assert VANISH_MIN == 8
     ccl, view = hand_ring(20)
-    leaf = {"h0": "leaf0", "h1": "leaf0", "h2": "leaf1", "h3": "leaf1"}
+    leaf = RING4_LEAF
     for (k, r, st), links in view.paths.items():
         if len(links) == 4:
             hs, hd = RING4[r], RING4[(r + 1) % 4]

@@ -92,6 +92,10 @@ class JobView:
     host_links: dict  # host name -> its access link names
     rerouted: set = field(default_factory=set)  # (op, sender, step) of messages moved to a new route
 
+    def access_links(self) -> set[str]:
+        """The hosts' access links."""
+        return set().union(*self.host_links.values())
+
     def links(self) -> set[str]:
         """Every link the job's messages crossed."""
         return {lk for links in self.paths.values() for lk in links}
@@ -298,26 +302,27 @@ class Master:
                 if lr > np.log(STRONG):
                     strong.add(k)
         self.op_ratio, self.op_paths = ratio, paths
-        suspects = self._suspect_links(high, paths)
+        suspects, crossers = self._suspect_links(high, paths)
         self.prev_links = (self.prev_links + [suspects])[-PERSIST:]
         self.full_links = (self.full_links + [self._full_links(high, paths)])[-2:]
         self.bias_hist = (self.bias_hist + [self._route_bias(op_id, send)])[-PERSIST:]
         self._learn_conn(rates, high)
         if self.alarms:
             return
+        stalled, stallers = self._suspect_links(strong, paths)
         if strong:
-            self.strong_links = (self.strong_links + [self._suspect_links(strong, paths)])[-2:]
+            self.strong_links = (self.strong_links + [stalled])[-2:]
         # Stalls on two connections of one op that share a link: as much
         # evidence as stalls in two ops. Not in an op where routing moved a
         # message (a link event): a moved message's recorded route is its new
         # one, while its stall came from the link it left.
         moved = any((op_id, int(a), int(st)) in self.v.rerouted for a, st in zip(send["rank"], send["step"]))
-        shared = set() if moved else self._suspect_links(strong, paths, least=2)
+        shared = stalled if stallers >= 2 and not moved else set()
         # The one place most high connections cross (two at least), the same in
         # two ops in a row: one link, or one switch's fabric links (ECMP
         # spreads a connection over a leaf's uplinks, so its links name them
         # all; the route bias in _locate picks one).
-        top = self._suspect_links(high, paths, least=2)
+        top = suspects if crossers >= 2 else set()
         self.single_links = (self.single_links + [top if len(top) == 1 or self._twins(top) else set()])[-2:]
         if shared:
             links, slow = shared, strong
@@ -382,26 +387,23 @@ class Master:
         spine's links. Reads the switch from the link's name, as the master
         names links (node names joined by "-"): right for the builders'
         node names, which hold no "-"."""
-        access = set().union(*self.v.host_links.values()) if self.v.host_links else set()
-        if not links or links & access:
+        if not links or links & self.v.access_links():
             return False
         common = set.intersection(*(set(lk.split("-")) for lk in links))
         return len(common) == 1
 
     @staticmethod
-    def _suspect_links(high, paths, least=1) -> set:
-        """The links the most high channels cross (all of them if tied);
-        none unless at least ``least`` cross them."""
+    def _suspect_links(high, paths) -> tuple[set, int]:
+        """The links the most high channels cross (all of them if tied), and
+        how many cross each of them."""
         count: dict = {}
         for k in high:
             for lk in set(paths.get(k, [])):
                 count[lk] = count.get(lk, 0) + 1
         if not count:
-            return set()
+            return set(), 0
         top = max(count.values())
-        if top < least:
-            return set()
-        return {lk for lk, c in count.items() if c == top}
+        return {lk for lk, c in count.items() if c == top}, top
 
     @staticmethod
     def _full_links(high, paths) -> set:
@@ -476,7 +478,7 @@ class Master:
             for lk in set(paths.get(c, [])):
                 if lk in score:
                     score[lk] -= 1
-        access = set().union(*self.v.host_links.values()) if self.v.host_links else set()
+        access = self.v.access_links()
         best = max(score.values())
         return (min(((lk in access) != prefer_access, lk) for lk, v in score.items() if v == best)[1],)
 
