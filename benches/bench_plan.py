@@ -13,7 +13,7 @@ import time
 from fabriclab.collectives.algos import Allocation, make_plan
 from fabriclab.collectives.bench import run_bench
 from fabriclab.collectives.treegen import best_root_packing, pack_trees
-from fabriclab.gpus import gpu_server
+from fabriclab.scenario.gpus import gpu_server
 
 
 def timed(label, fn, repeat=3):

@@ -73,7 +73,7 @@ from fabriclab import commands
 if hasattr(commands, "default_blas_threads"):
     commands.default_blas_threads()
 import pydantic; mark("pydantic")
-from fabriclab.scenario import Scenario; mark("scenario schema (import)")
+from fabriclab.scenario.model import Scenario; mark("scenario schema (import)")
 s = Scenario.load(Path(sys.argv[1])); mark("read and validate the scenario")
 from fabriclab import engine
 sim, _ = engine.resolve_and_build(s); mark("resolve, build the simulator")

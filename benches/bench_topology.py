@@ -18,7 +18,7 @@ CASE = """
 import json, resource, sys, time
 t0 = time.perf_counter()
 from fabriclab import Scenario
-from fabriclab.engine import build_simulator
+from fabriclab.sim.pipeline import build_simulator
 s = Scenario.from_dict({"topology": {"kind": "fat_tree", "k": %d}})
 t1 = time.perf_counter()
 build_simulator(s, "off")
@@ -39,8 +39,8 @@ def main() -> None:
         m = json.loads(r.stdout)
         print(f"{k:>10} {k**3 // 4:>7} {m['build_s']:>10.2f} {m['peak_rss_mib']:>15.0f}")
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import fabriclab.cli"], check=True)
-    print(f"import fabriclab.cli: {time.perf_counter() - t0:.2f} s (whole process)")
+    subprocess.run([sys.executable, "-c", "import fabriclab.cli.main"], check=True)
+    print(f"import fabriclab.cli.main: {time.perf_counter() - t0:.2f} s (whole process)")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ core), for benches/run_spec.rs:
 import json
 import sys
 
-from fabriclab.scenario import Scenario
+from fabriclab.scenario.model import Scenario
+from fabriclab.sim.pipeline import core_spec
 
 s = Scenario.load(sys.argv[1])
-print(json.dumps(s.to_core(s.build_topology())))
+print(json.dumps(core_spec(s, s.build_topology())))

@@ -8,7 +8,7 @@ vector sizes, each repeated, printed as a table of medians.
 import argparse
 import statistics
 
-from fabriclab.panama.aggregator import bench
+from fabriclab.systems.panama.aggregator import bench
 
 
 def main() -> None:

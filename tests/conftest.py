@@ -60,7 +60,7 @@ def c4p_two_server_testbed(spines: int):
     (nodes 6..), every leaf to every spine at 100 Gbit/s, the first NIC on
     leaves 0 and 1, the second on leaves 2 and 3 (100 Gbit/s each port), the
     GPU to its NIC at 200 Gbit/s; 1 us links."""
-    from fabriclab.c4p import testbed as tb
+    from fabriclab.systems.c4p import testbed as tb
 
     t = tb.Testbed()
     gpus = [t.add_node(f"s{s}.gpu0", "host", 0) for s in range(2)]

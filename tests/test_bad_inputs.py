@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from fabriclab._toml import tomllib
+from fabriclab.util.toml import tomllib
 
 CORPUS = Path(__file__).resolve().parent / "bad_inputs"
 CASES: list[dict] = tomllib.loads((CORPUS / "cases.toml").read_text())["case"]

@@ -8,7 +8,7 @@ whose answers follow from their construction."""
 
 import pandas as pd
 
-from fabriclab.c4.detector import PERSIST, STRONG, diagnose
+from fabriclab.systems.c4.detector import PERSIST, STRONG, diagnose
 from test_c4_faults import STEPS, hand_ring, hand_view, message_rows, route
 
 OP_NS = 10_000_000
@@ -140,7 +140,7 @@ def test_one_leafs_uplinks_that_most_high_connections_cross_in_two_ops_in_a_row_
 
 
 def test_twins_are_fabric_links_of_one_switch():
-    from fabriclab.c4.detector import Master
+    from fabriclab.systems.c4.detector import Master
 
     m = Master(three_leaves(1, slow_from=1)[1])
     assert m._twins({"leaf0-spine0", "leaf0-spine1"}) and m._twins({"leaf0-spine0", "leaf1-spine0"})

@@ -7,12 +7,13 @@ definitions (docs/c4.md), not the program's output."""
 import numpy as np
 import pytest
 
-from fabriclab.c4.detector import diagnose, job_view
-from fabriclab.c4.faults import compile_faults
-from fabriclab.engine import simulate
+from fabriclab.systems.c4.detector import diagnose, job_view
+from fabriclab.sim.apps.faults import compile_faults
+from fabriclab import simulate
 from fabriclab.errors import InputError
-from fabriclab.repro.c4 import matches
-from fabriclab.scenario import Scenario
+from fabriclab.systems.c4.repro_diagnosis import matches
+from fabriclab.scenario.model import Scenario
+from fabriclab.sim.pipeline import core_spec
 
 MS = 10**9
 # Eight ranks over three leaves of four hosts (every ring hop but one crosses
@@ -153,7 +154,7 @@ def test_schema_names_the_bad_field(fault, field):
 def test_compile_names_the_bad_component(fault, field):
     s = Scenario.from_dict(ring_job([fault], iterations=2))
     with pytest.raises(InputError) as e:
-        s.to_core()
+        core_spec(s)
     assert field in str(e.value)
 
 
@@ -249,7 +250,7 @@ def hand_view(hosts: list[str], leaf: dict, rows: list[dict], paths: dict):
     link to its ``leaf``)."""
     import pandas as pd
 
-    from fabriclab.c4.detector import JobView
+    from fabriclab.systems.c4.detector import JobView
 
     host_links = {h: {"-".join(sorted((h, leaf[h])))} for h in hosts}
     return pd.DataFrame(rows), JobView("train", hosts, paths, host_links)
@@ -281,7 +282,7 @@ def hand_ring(ops, dead_from=None, slow_from=None, slow_host="h3", factor=3):
 
 
 def test_a_link_no_message_crosses_any_more_is_named_after_enough_empty_ops():
-    from fabriclab.c4.detector import VANISH_MIN
+    from fabriclab.systems.c4.detector import VANISH_MIN
 
     # 4 messages per op (mu = 4): empty in op 8 (mu k = 4) and op 9 (8 = VANISH_MIN).
     assert VANISH_MIN == 8
@@ -306,7 +307,7 @@ def test_one_empty_op_is_not_enough_for_a_link_of_four_messages():
 
 
 def test_a_link_whose_every_connection_is_slow_is_named_after_two_ops():
-    from fabriclab.c4.detector import FULL_MIN, PERSIST, RATE_MIN
+    from fabriclab.systems.c4.detector import FULL_MIN, PERSIST, RATE_MIN
 
     # h3's link slowed 3x from op 10 of 12: its two connections (h2 -> h3,
     # h3 -> h0) send 4 messages of 300 us, 100 us apart, busy 600 us for

@@ -4,7 +4,7 @@ destination, a row and a column through one rank that rank's host."""
 
 import numpy as np
 
-from fabriclab.c4.matrix import classify
+from fabriclab.systems.c4.matrix import classify
 
 N = 6
 ALL = ~np.eye(N, dtype=bool)  # every pair talks (all-to-all)

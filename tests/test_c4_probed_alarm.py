@@ -4,8 +4,8 @@ slower than its healthy median, in two consecutive ops. Hand-built rings and
 probe results (test_c4_faults.hand_ring, test_c4_probes.results) whose
 answers follow from their construction."""
 
-from fabriclab.c4.detector import RATE_MIN, diagnose
-from fabriclab.c4.probes import blame
+from fabriclab.systems.c4.detector import RATE_MIN, diagnose
+from fabriclab.systems.c4.probes import blame
 from test_c4_faults import RING4, RING4_LEAF, STEPS, hand_ring, route
 from test_c4_probes import ALARM, PERIOD_JOB, PATHS, results, through
 
@@ -72,7 +72,7 @@ def test_blame_names_the_one_link_whose_every_probe_is_bad_and_that_explains_the
 def test_a_fault_after_the_jobs_last_iteration_is_not_observable():
     import pandas as pd
 
-    from fabriclab.repro.c4 import finished_by
+    from fabriclab.systems.c4.repro_diagnosis import finished_by
 
     # Two workers, two iterations; the last one ends at 20 ms (worker 1).
     jobs = pd.DataFrame({"job": ["train"] * 4, "worker": [0, 1, 0, 1], "iteration": [0, 0, 1, 1],
@@ -93,7 +93,7 @@ def test_a_fault_after_the_end_makes_a_fault_free_run():
     """Its alarm is a false one: precision 1 right / 2 alarms; the false-alarm rate 1 of 2 such runs."""
     import pandas as pd
 
-    from fabriclab.repro.c4 import score
+    from fabriclab.systems.c4.repro_diagnosis import score
 
     cols = ["time_ps", "correct", "detected", "latency_iterations"]
     row = lambda kind, eff, after, alarm, ok: {  # noqa: E731
@@ -108,7 +108,7 @@ def test_a_fault_after_the_end_makes_a_fault_free_run():
 
 
 def test_probes_blaming_a_link_the_job_no_longer_crosses_raise_the_alarm_in_that_op():
-    from fabriclab.c4.detector import VANISH_MIN
+    from fabriclab.systems.c4.detector import VANISH_MIN
 
     # spine1 routed around from op 8: leaf0-spine1 carried 4 messages per op
     # and none in op 8. The telemetry alone waits for VANISH_MIN (8) = 4 x 2
@@ -132,7 +132,7 @@ def test_probes_blaming_a_link_that_still_carries_the_job_or_never_did_raise_not
 
 
 def test_probes_name_a_link_of_one_message_per_op_after_empty_ops_with_its_mean_from_before():
-    from fabriclab.c4.detector import VANISH_MIN
+    from fabriclab.systems.c4.detector import VANISH_MIN
 
     # The ring's cross-leaf messages all through spine0, except rank 1's step
     # 1 through spine1 until op 7: leaf0-spine1 carries one message per op,
@@ -157,7 +157,7 @@ def test_job_view_reads_the_moved_messages_from_reroutes():
     import numpy as np
     import pandas as pd
 
-    from fabriclab.c4.detector import job_view
+    from fabriclab.systems.c4.detector import job_view
 
     # Tags: op << 32 | step << 16 | sender; the second message (op 3, step
     # 2, sender 1) moved once; with first_op 5 it is op 8 to the master.

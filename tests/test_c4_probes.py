@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fabriclab.c4.detector import Alarm, JobView
-from fabriclab.c4.probes import LOST_PS, PROBE_BYTES, localise, probe_flows, probe_load
-from fabriclab.repro.c4 import with_probes
+from fabriclab.systems.c4.detector import Alarm, JobView
+from fabriclab.systems.c4.probes import LOST_PS, PROBE_BYTES, localise, probe_flows, probe_load
+from fabriclab.systems.c4.repro_diagnosis import with_probes
 
 MS = 10**9
 PERIOD = 2 * MS

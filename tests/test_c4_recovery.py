@@ -17,9 +17,10 @@ import copy
 
 import pytest
 
-from fabriclab.c4 import recovery
-from fabriclab.engine import simulate
-from fabriclab.scenario import Scenario, ScenarioError
+from fabriclab.systems.c4 import recovery
+from fabriclab import simulate
+from fabriclab.scenario.model import Scenario, ScenarioError
+from fabriclab.sim.pipeline import core_spec
 
 MS = 10**9
 S = 10**12
@@ -179,7 +180,7 @@ def test_no_spare_left_ends_the_run_with_that_outcome():
 
 
 def test_spare_pool_default_is_8_per_128_rounded_up():
-    from fabriclab.c4.recovery_config import spare_hosts
+    from fabriclab.scenario.recovery import spare_hosts
 
     s = Scenario.from_dict(scenario() | {"recovery": {}})
     assert spare_hosts(s, s.build_topology(), [0, 1, 2, 3]) == [4]  # ceil(4 * 8 / 128) = 1, the lowest free host
@@ -198,7 +199,7 @@ def test_spare_pool_default_is_8_per_128_rounded_up():
 def test_a_spare_pool_that_cannot_be_had_is_refused(change, field):
     s = Scenario.from_dict(scenario(**change))
     with pytest.raises(ScenarioError, match=field.replace("[", r"\[").replace("]", r"\]")):
-        s.to_core()
+        core_spec(s)
 
 
 def test_same_scenario_same_results_and_the_cli_writes_them(crash, tmp_path):
@@ -207,7 +208,7 @@ def test_same_scenario_same_results_and_the_cli_writes_them(crash, tmp_path):
     import pyarrow.parquet as pq
     import tomli_w
 
-    from fabriclab.cli import _run_guarded
+    from fabriclab.cli.main import _run_guarded
 
     d = scenario([{"kind": "crash", "rank": 1, "at_ps": CRASH_AT}])
     path = tmp_path / "s.toml"
@@ -230,7 +231,7 @@ def test_the_example_finds_the_throttled_gpu_and_swaps_its_host(tmp_path):
 
     import pyarrow.parquet as pq
 
-    from fabriclab.cli import _run_guarded
+    from fabriclab.cli.main import _run_guarded
 
     example = Path(__file__).resolve().parents[1] / "examples" / "c4_recovery.toml"
     assert _run_guarded(["run", str(example), "--out", str(tmp_path / "out"), "-q"]) == 0
@@ -333,7 +334,7 @@ def _leaf_spine(faults=()) -> dict:
 
 def _alarm_once(at_ps, syndrome, component_kind, component):
     """A detector that raises one alarm at ``at_ps`` in the first segment."""
-    from fabriclab.c4.detector import Alarm
+    from fabriclab.systems.c4.detector import Alarm
 
     fired = []
 
@@ -381,7 +382,7 @@ def test_a_restart_keeps_each_links_state_and_shifts_traffic_flows_and_events():
     down at 0, then up 1, down 3, up 5, down 7, up 9 ms. A fault from
     S + 5 ms stays a fault at 5 ms; traffic keeps its global window; a flow
     before S is dropped, one after moves by S."""
-    from fabriclab.c4.recovery import _Fault, _segment_scenario, _State
+    from fabriclab.systems.c4.recovery import _Fault, _segment_scenario, _State
 
     d = _leaf_spine([{"kind": "link_down", "link": ["h6", "leaf1"], "at_ps": 1 * MS},
                      {"kind": "flapping", "link": ["spine1", "leaf0"], "at_ps": S - MS, "period_ps": 4 * MS,
@@ -454,7 +455,7 @@ def test_an_alarm_on_the_last_iteration_does_not_restart_a_finished_job():
 def test_the_cli_refuses_a_spare_pool_that_cannot_be_had_with_exit_2(spares, field, tmp_path, capsys):
     import tomli_w
 
-    from fabriclab.cli import _run_guarded
+    from fabriclab.cli.main import _run_guarded
 
     path = tmp_path / "s.toml"
     path.write_text(tomli_w.dumps(scenario([{"kind": "crash", "rank": 1, "at_ps": CRASH_AT}], spares=spares)))
@@ -467,7 +468,7 @@ def test_the_cli_refuses_a_spare_pool_that_cannot_be_had_with_exit_2(spares, fie
 def test_a_sweep_point_of_a_recovery_run_ships_its_segment_folders(tmp_path):
     """The Ray path returns a point's files to the driver: a recovery run's
     segments/<k>/ must come back too, and be written where they were."""
-    from fabriclab.sweep import _run_point_files, _write_point
+    from fabriclab.sim.sweep import _run_point_files, _write_point
 
     base = scenario([{"kind": "crash", "rank": 1, "at_ps": CRASH_AT}]) | {"__base_dir": str(tmp_path)}
     files = _run_point_files(base, {"seed": 5})

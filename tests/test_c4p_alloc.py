@@ -8,9 +8,10 @@ import json
 
 import pytest
 
-from fabriclab.c4p.master import Master, ecmp_src_ports, side_of
-from fabriclab.c4p import testbed as tb
-from fabriclab.c4p.testbed import Router
+from fabriclab.systems.c4p.master import Master, ecmp_src_ports, side_of
+from fabriclab.systems.c4p import testbed as tb
+from fabriclab.systems.c4p.testbed import Router
+from fabriclab.sim.pipeline import core_spec
 
 from conftest import c4p_two_server_testbed
 
@@ -103,8 +104,8 @@ def _run_pair(balance: str, link_events=()):
     each direction over two QPs (one per side, from the master)."""
     from fabriclab._core import Simulator
     from fabriclab.collectives.rings import ring_allreduce
-    from fabriclab.collectives.run import collective_spec
-    from fabriclab.scenario import Scenario
+    from fabriclab.sim.apps.collectives import collective_spec
+    from fabriclab.scenario.model import Scenario
 
     t = small_fabric()
     m = Master(t, ecmp_hash_seed=SEED)
@@ -113,8 +114,8 @@ def _run_pair(balance: str, link_events=()):
     spec.update({"qps": [{"rank": 0, "peer": 1, "src_ports": m.allocate(0, 1, 2)},
                          {"rank": 1, "peer": 0, "src_ports": m.allocate(1, 0, 2)}],
                  "balance": balance, "qp_depth": 2})
-    core = Scenario.from_dict({"backend": "flow", "flow_model": "fluid", "link_events": list(link_events),
-                               "routing": {"ecmp_hash_seed": SEED, "resilient_hash": True}}).to_core(topology_data=t)
+    core = core_spec(Scenario.from_dict({"backend": "flow", "flow_model": "fluid", "link_events": list(link_events),
+                               "routing": {"ecmp_hash_seed": SEED, "resilient_hash": True}}), topology_data=t)
     core["collectives"] = [spec]
     sim = Simulator(json.dumps(core))
     sim.run_until(2**63)

@@ -4,9 +4,10 @@ NIC on leaves 0 and 1, the second on leaves 2 and 3, four spines."""
 
 import json
 
-from fabriclab.c4p import testbed as tb
-from fabriclab.c4p.master import Master, side_of
-from fabriclab.c4p.testbed import Router
+from fabriclab.systems.c4p import testbed as tb
+from fabriclab.systems.c4p.master import Master, side_of
+from fabriclab.systems.c4p.testbed import Router
+from fabriclab.sim.pipeline import core_spec
 
 from conftest import c4p_two_server_testbed
 
@@ -67,8 +68,8 @@ def _pair_with_repath(repath_qp: int = 0):
     (the repath names QP ``repath_qp``)."""
     from fabriclab._core import Simulator
     from fabriclab.collectives.rings import ring_allreduce
-    from fabriclab.collectives.run import collective_spec
-    from fabriclab.scenario import Scenario
+    from fabriclab.sim.apps.collectives import collective_spec
+    from fabriclab.scenario.model import Scenario
 
     t = fabric()
     m = Master(t, seed=SEED, ecmp_hash_seed=SEED)
@@ -82,9 +83,9 @@ def _pair_with_repath(repath_qp: int = 0):
     assert list(moved) == [(0, 1, 0)]
     groups[0]["repaths"] = [{"at_ps": 30_000_000, "qp": repath_qp, "src_port": moved[(0, 1, 0)]}]
     spec.update({"qps": groups, "balance": "dlb", "qp_depth": 2})
-    core = Scenario.from_dict({"backend": "flow", "flow_model": "fluid",
+    core = core_spec(Scenario.from_dict({"backend": "flow", "flow_model": "fluid",
                                "link_events": [{"at_ps": 20_000_000, "link": ["leaf0", "spine0"], "action": "down"}],
-                               "routing": {"ecmp_hash_seed": SEED, "resilient_hash": True}}).to_core(topology_data=t)
+                               "routing": {"ecmp_hash_seed": SEED, "resilient_hash": True}}), topology_data=t)
     core["collectives"] = [spec]
     sim = Simulator(json.dumps(core))
     sim.run_until(2**63)
@@ -128,8 +129,8 @@ def _pair_on_one_port(balance: str):
     give them)."""
     from fabriclab._core import Simulator
     from fabriclab.collectives.rings import ring_allreduce
-    from fabriclab.collectives.run import collective_spec
-    from fabriclab.scenario import Scenario
+    from fabriclab.sim.apps.collectives import collective_spec
+    from fabriclab.scenario.model import Scenario
 
     t = fabric()
     m = Master(t, seed=SEED, ecmp_hash_seed=SEED)
@@ -139,8 +140,8 @@ def _pair_on_one_port(balance: str):
     groups = [{"rank": 0, "peer": 1, "src_ports": [port, port]},
               {"rank": 1, "peer": 0, "src_ports": m.allocate(1, 0, 2)}]
     spec.update({"qps": groups, "balance": balance})
-    core = Scenario.from_dict({"backend": "packet", "transport": {"cc": "dcqcn"},
-                               "routing": {"ecmp_hash_seed": SEED}}).to_core(topology_data=t)
+    core = core_spec(Scenario.from_dict({"backend": "packet", "transport": {"cc": "dcqcn"},
+                               "routing": {"ecmp_hash_seed": SEED}}), topology_data=t)
     core["collectives"] = [spec]
     sim = Simulator(json.dumps(core))
     sim.run_until(2**63)

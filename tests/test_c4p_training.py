@@ -2,9 +2,9 @@
 group's ring and connections counted by hand, and its allreduce time against
 the bonded NIC's closed-form bound."""
 
-from fabriclab.c4p.bench import Job, RunConfig, cross_pairs, run_jobs
-from fabriclab.c4p.testbed import PORT_BPS
-from fabriclab.c4p import testbed as tb
+from fabriclab.systems.c4p.bench import Job, RunConfig, cross_pairs, run_jobs
+from fabriclab.systems.c4p.testbed import PORT_BPS
+from fabriclab.systems.c4p import testbed as tb
 
 
 def test_a_rail_group_is_one_ring_over_gpu_r_of_each_server():

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from conftest import why_no_box
-from fabriclab.cluster.apply import list_namespaces, probe, state_path
+from fabriclab.runtime.cluster.apply import list_namespaces, probe, state_path
 
 reason = why_no_box()
 pytestmark = pytest.mark.skipif(reason is not None, reason=reason or "")

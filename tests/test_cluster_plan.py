@@ -1,4 +1,4 @@
-"""The cluster-in-a-box plan (fabriclab.cluster.plan), without root: addresses,
+"""The cluster-in-a-box plan (fabriclab.runtime.cluster.plan), without root: addresses,
 reachability through the planned routes, ECMP, and the tc arguments against
 hand-converted scenario values; the CLI's refusals."""
 
@@ -9,7 +9,7 @@ import ipaddress
 import pytest
 
 from fabriclab import Scenario
-from fabriclab.cluster.plan import ClusterError, build_plan
+from fabriclab.runtime.cluster.plan import ClusterError, build_plan
 
 
 def scen(topology: dict, **kw) -> Scenario:
@@ -221,7 +221,7 @@ def test_newer_schema_features_are_refused_or_built():
         with pytest.raises(ClusterError, match=rf"^{field}: "):
             build_plan(_with(scen(STAR4), **{field: [{"x": 1}]}))
     # a host queue is a queue like a switch port's: here 20 packets, marking at 5 (5 x 1514 = 7570 bytes)
-    from fabriclab.scenario import QueueConfig
+    from fabriclab.scenario.model import QueueConfig
 
     s = _with(scen(STAR4, queue={"ecn_threshold_packets": "off"}),
               host_queue=QueueConfig(limit_packets=20, ecn_threshold_packets=5))

@@ -8,8 +8,8 @@ import pytest
 from fabriclab.collectives import rings as R
 from fabriclab.collectives.algos import Allocation, make_plan
 from fabriclab.collectives.run import bus_bandwidth, run_plan
-from fabriclab.gpus import gpu_server
-from fabriclab.topology import TopologyData
+from fabriclab.scenario.gpus import gpu_server
+from fabriclab.scenario.topology import TopologyData
 
 B = 100 * 10**9  # 100 Gbit/s ring links
 D = 500_000  # 0.5 us
@@ -143,7 +143,7 @@ def test_hybrid_split_formula_by_hand():
 
 def test_hybrid_and_hierarchical_plans_verify_and_run():
     from fabriclab.collectives.verify import verify
-    from fabriclab.gpus import gpu_cluster
+    from fabriclab.scenario.gpus import gpu_cluster
 
     t = gpu_server("dgx1v")
     a = Allocation(t, [0, 1, 2, 4])

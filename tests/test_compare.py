@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import why_no_box
-from fabriclab.compare import (CompareError, Job, build_job, box_scenario, make_row, resolve_source, run_compare,
+from fabriclab.observe.compare import (CompareError, Job, build_job, box_scenario, make_row, resolve_source, run_compare,
                                simulate, table_text)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,7 +159,7 @@ def test_sim_only_cli_csv(cli, tmp_path):
 def test_real_against_simulated_star(tmp_path):
     """A 4-host 1 Gbit/s star (with --gso: the only way this 2-core machine
     carries 1 Gbit/s, docs/cluster.md), ring allreduce at 1 and 2 MiB."""
-    from fabriclab.cluster.apply import list_namespaces, remove, state_path
+    from fabriclab.runtime.cluster.apply import list_namespaces, remove, state_path
 
     name = f"cmpt{os.getpid() % 10**6}"
     out = tmp_path / "c.csv"

@@ -11,6 +11,7 @@ import math
 import pytest
 
 from fabriclab import simulate
+from fabriclab.sim.pipeline import core_spec
 
 from conftest import run_cli, star_scenario
 
@@ -18,24 +19,24 @@ RAMP = {"ecn_kmin_bytes": "20KB", "ecn_kmax_bytes": "80KB", "ecn_pmax": 0.2}
 
 
 def test_a_ramp_turns_the_default_step_off_and_keeps_an_explicit_one():
-    core = star_scenario(queue=dict(RAMP)).to_core()["queue"]
+    core = core_spec(star_scenario(queue=dict(RAMP)))["queue"]
     assert (core["ecn_kmin_bytes"], core["ecn_kmax_bytes"], core["ecn_pmax"]) == (20_000, 80_000, 0.2)
     assert core["ecn_threshold_packets"] is None and core["ecn_threshold_bytes"] is None
-    both = star_scenario(queue={**RAMP, "ecn_threshold_packets": 100}).to_core()["queue"]
+    both = core_spec(star_scenario(queue={**RAMP, "ecn_threshold_packets": 100}))["queue"]
     assert both["ecn_threshold_packets"] == 100 and both["ecn_pmax"] == 0.2
     # Without a ramp nothing changes: the 65-packet step.
-    plain = star_scenario().to_core()["queue"]
+    plain = core_spec(star_scenario())["queue"]
     assert plain["ecn_threshold_packets"] == 65 and plain["ecn_pmax"] is None
 
 
 def test_an_override_replaces_the_marking_it_would_inherit():
     s = star_scenario(queue=dict(RAMP), queue_overrides=[{"node": "s0", "ecn_threshold_packets": 30},
                                                          {"node": "s0", "limit_packets": 500}])
-    core = s.to_core()["queue_overrides"]
+    core = core_spec(s)["queue_overrides"]
     assert core[0]["queue"]["ecn_threshold_packets"] == 30 and core[0]["queue"]["ecn_pmax"] is None
     assert core[1]["queue"]["ecn_pmax"] == 0.2 and core[1]["queue"]["ecn_threshold_packets"] is None
     s = star_scenario(queue_overrides=[{"node": "s0", **RAMP}])
-    q = s.to_core()["queue_overrides"][0]["queue"]
+    q = core_spec(s)["queue_overrides"][0]["queue"]
     assert q["ecn_threshold_packets"] is None and q["ecn_kmax_bytes"] == 80_000
 
 
@@ -44,11 +45,11 @@ def test_an_override_switches_inherited_marking_off_with_off():
     # own marking, "off" included, replaces the ramp it would inherit.
     s = star_scenario(queue=dict(RAMP), queue_overrides=[
         {"node": "s0", "ecn_threshold_packets": "off", "ecn_threshold_bytes": "off"}])
-    q = s.to_core()["queue_overrides"][0]["queue"]
+    q = core_spec(s)["queue_overrides"][0]["queue"]
     assert q["ecn_pmax"] is None and q["ecn_kmin_bytes"] is None
     assert q["ecn_threshold_packets"] is None and q["ecn_threshold_bytes"] is None
     # A ramp switched off in [queue] keeps the default step.
-    assert star_scenario(queue={"ecn_kmin_bytes": "off"}).to_core()["queue"]["ecn_threshold_packets"] == 65
+    assert core_spec(star_scenario(queue={"ecn_kmin_bytes": "off"}))["queue"]["ecn_threshold_packets"] == 65
 
 
 def test_the_flow_backends_tcp_model_refuses_a_ramp(tmp_path):

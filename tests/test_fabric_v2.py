@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from fabriclab import Scenario, simulate
-from fabriclab.scenario import ScenarioError
+from fabriclab.scenario.model import ScenarioError
 from test_determinism import _assert_same, _stable
 
 V2 = """
@@ -201,7 +201,7 @@ def test_queue_sampling_stops_at_its_row_budget(tmp_path):
     flows = [{"src": i, "dst": 3, "size_bytes": "2MB", "start_ps": 0} for i in range(3)]
     s = Scenario.from_dict({"topology": {"kind": "star", "hosts": 4}, "flows": flows,
                             "outputs": {"queues_every_ps": 10_000}})
-    from fabriclab.limits import estimate
+    from fabriclab.sim.pipeline import estimate
 
     r = simulate(s, memory_limit=estimate(s).total_bytes + 600_000)
     q = r.summary["queue_samples"]

@@ -1,4 +1,4 @@
-"""fabriclab.fmt: quantities in readable units (values chosen by hand)."""
+"""fabriclab.observe.fmt: quantities in readable units (values chosen by hand)."""
 
 import math
 
@@ -56,7 +56,7 @@ def test_size_bytes_with_the_exact_count():
 
 
 def test_size_units_match_the_scenario_parser():
-    from fabriclab.units import _SIZE
+    from fabriclab.scenario.units import _SIZE
 
     assert _SIZE["kb"] == 1000 and _SIZE["mb"] == 10**6 and _SIZE["gb"] == 10**9
     assert fmt.size_bytes(_SIZE["mb"] * 8) == "8 MB"

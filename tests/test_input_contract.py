@@ -14,13 +14,14 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from fabriclab import Scenario
-from fabriclab.cli import _run_guarded
-from fabriclab.engine import build_simulator, simulate
+from fabriclab.cli.main import _run_guarded
+from fabriclab import simulate
+from fabriclab.sim.pipeline import build_simulator
 from fabriclab.errors import InputError
-from fabriclab.limits import estimate
-from fabriclab.results import OutputFolder
-from fabriclab.scenario import ScenarioError
-from fabriclab.units import RateBps, SizeBytes, TimePs
+from fabriclab.sim.pipeline import estimate
+from fabriclab.sim.results import OutputFolder
+from fabriclab.scenario.model import ScenarioError
+from fabriclab.scenario.units import RateBps, SizeBytes, TimePs
 
 U64_MAX = 2**64 - 1
 
@@ -172,7 +173,8 @@ def test_a_core_panic_is_an_exception_with_no_report_on_stderr():
     code = textwrap.dedent("""
         import json, fabriclab
         from fabriclab._core import Simulator, CorePanic
-        d = fabriclab.Scenario.from_dict({"flows": [{"src": 0, "dst": 1, "size_bytes": 100000}]}).to_core()
+        from fabriclab.sim.pipeline import core_spec
+        d = core_spec(fabriclab.Scenario.from_dict({"flows": [{"src": 0, "dst": 1, "size_bytes": 100000}]}))
         d["transport"]["min_rto_ps"], d["transport"]["max_rto_ps"] = 10**12, 10**9
         sim = Simulator(json.dumps(d))
         try:
@@ -192,12 +194,12 @@ def test_a_core_panic_is_an_exception_with_no_report_on_stderr():
 
 
 def test_an_unexpected_exception_is_an_internal_error_with_a_traceback_file(monkeypatch, tmp_path, capsys):
-    import fabriclab.engine
+    import fabriclab.api
 
     def boom(*a, **k):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(fabriclab.engine, "simulate", boom)
+    monkeypatch.setattr(fabriclab.api, "simulate", boom)
     rc = _run_guarded(["run", "--out", str(tmp_path / "o"), "-q"])
     err = capsys.readouterr().err
     assert rc == 3

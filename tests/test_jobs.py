@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabriclab import Scenario, simulate
-from fabriclab.profiles import PARAM_COUNTS, build_profile, resnet50_layer_params
+from fabriclab.scenario.profiles import PARAM_COUNTS, build_profile, resnet50_layer_params
 
 R = 10 * 10**9  # 10 Gbit/s
 MS = 10**9
@@ -70,7 +70,7 @@ def test_job_allreduce_with_a_planner(tmp_path, algo, expect_wire):
 
 def test_job_allreduce_plan_file_and_bad_ones(tmp_path):
     from fabriclab.collectives.rings import ring_allreduce
-    from fabriclab.scenario import ScenarioError
+    from fabriclab.scenario.model import ScenarioError
 
     mb = 1_000_000
     layers = [(mb, 1 * MS, 2 * MS)] * 3
@@ -186,7 +186,7 @@ def test_panama_models_default_to_published_p100_iteration_times(name, batch, im
 
 
 def test_thesis_profile_still_needs_compute_time():
-    from fabriclab.profiles import ProfileError
+    from fabriclab.scenario.profiles import ProfileError
 
     with pytest.raises(ProfileError, match="compute_ps"):
         build_profile("thesis-resnet50")

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from fabriclab import Scenario
-from fabriclab._toml import tomllib
-from fabriclab.cdfs import load_cdf
+from fabriclab.util.toml import tomllib
+from fabriclab.scenario.cdfs import load_cdf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benches" / "ns3"))
 import flows as gen  # noqa: E402

@@ -7,7 +7,7 @@ import struct
 import numpy as np
 
 from fabriclab._core import agg_decode, agg_encode
-from fabriclab.panama.aggregator import check
+from fabriclab.systems.panama.aggregator import check
 
 
 def test_layout_is_the_documented_one():

@@ -10,9 +10,10 @@ import math
 
 import pytest
 
-from fabriclab.engine import simulate
-from fabriclab.panama.controller import build_tree, top_tier
-from fabriclab.scenario import Scenario
+from fabriclab import simulate
+from fabriclab.sim.apps.aggregation import build_tree, top_tier
+from fabriclab.scenario.model import Scenario
+from fabriclab.sim.pipeline import core_spec
 
 VECTOR = 1456
 WIRE = VECTOR + 16 + 66  # header, then UDP/IPv4/Ethernet with preamble and gap
@@ -51,7 +52,7 @@ def roots_for(raw_topology, workers, trees="all"):
         {"workers": workers, "layers": 1, "model_bytes": "10KB", "compute_ps": "1us", "allreduce": "panama",
          "aggregation": {"trees": trees}}]})
     t = s.build_topology()
-    core = s.to_core(t)
+    core = core_spec(s, t)
     names = [n["name"] for n in t.nodes]
     return [[names[sw["node"]] for sw in tr["switches"] if sw["parent"] is None][0]
             for tr in core["aggregation"]["jobs"][0]["trees"]]
@@ -85,7 +86,7 @@ def test_a_multi_homed_worker_hangs_under_the_switch_of_its_first_port(tmp_path)
          "aggregation": {"trees": ["x"]}}]})
     t = s.build_topology()
     names = [n["name"] for n in t.nodes]
-    tree = {names[sw["node"]]: sw for sw in s.to_core(t)["aggregation"]["jobs"][0]["trees"][0]["switches"]}
+    tree = {names[sw["node"]]: sw for sw in core_spec(s, t)["aggregation"]["jobs"][0]["trees"][0]["switches"]}
     assert [(names[c], w) for c, w in tree["y"]["children"]] == [("h0", 1)]
     assert names[tree["y"]["parent"]] == "x"
     r = simulate(s)
@@ -348,7 +349,7 @@ def test_panama_fig8_quick_runs_every_configuration(cli, tmp_path):
 
 
 def test_fig8_warmup_starts_the_jobs_before_the_measured_background():
-    from fabriclab.repro.panama import MS, fig8_scenario
+    from fabriclab.systems.panama.repro import MS, fig8_scenario
 
     h, w = 30 * MS, 20 * MS
     s = fig8_scenario("PANAMA", 0.8, k=4, backend="packet", horizon_ps=h, warmup_ps=w)
@@ -364,7 +365,7 @@ def test_with_fair_queueing_at_the_nics_a_job_on_two_trees_shares_a_congested_sp
     The workers' NICs serve each tree as its own flow, in round robin, so
     the uncongested tree's packets do not queue ahead of the congested
     tree's (docs/panama.md)."""
-    from fabriclab.repro.panama import class_rates, jain
+    from fabriclab.systems.panama.repro import class_rates, jain
 
     s = Scenario.from_dict({
         "backend": "packet", "stop_ps": 100 * 10**9,

@@ -5,7 +5,8 @@ import pytest
 
 from conftest import star_scenario
 from fabriclab import Scenario, simulate
-from fabriclab.scenario import ScenarioError
+from fabriclab.scenario.model import ScenarioError
+from fabriclab.sim.pipeline import core_spec
 
 
 def _one_flow(**kw):
@@ -38,8 +39,8 @@ def test_host_nic_marks_ecn_when_configured():
 def test_override_of_one_link_inherits_the_rest_of_queue():
     s = star_scenario(3, queue={"limit_packets": 500, "ecn_threshold_packets": 40},
                       queue_overrides=[{"node": "s0", "to": "h2", "ecn_threshold_packets": 3}])
-    o = s.to_core()["queue_overrides"][0]
-    names = [n["name"] for n in s.to_core()["topology"]["nodes"]]
+    o = core_spec(s)["queue_overrides"][0]
+    names = [n["name"] for n in core_spec(s)["topology"]["nodes"]]
     assert (names[o["from"]], names[o["to"]]) == ("s0", "h2")
     assert o["queue"]["limit_packets"] == 500 and o["queue"]["ecn_threshold_packets"] == 3
     flows = [{"src": 0, "dst": 2, "size_bytes": "1MB", "start_ps": 0}, {"src": 1, "dst": 2, "size_bytes": "1MB", "start_ps": 0},
@@ -75,7 +76,7 @@ def test_pfc_from_the_scenario_file_loses_nothing(tmp_path, cli):
 def test_default_headroom_is_round_trip_plus_two_frames():
     s = star_scenario(2, "10Gbps", "2us", pfc={"classes": [3]})
     # 2 x 10 Gbit/s x 2 us = 5000 bytes on the wire both ways, plus two 1538-byte frames.
-    assert s.to_core()["pfc"]["headroom_bytes"] == 5000 + 2 * 1538
+    assert core_spec(s)["pfc"]["headroom_bytes"] == 5000 + 2 * 1538
 
 
 @pytest.mark.parametrize("raw, field", [
@@ -93,7 +94,7 @@ def test_default_headroom_is_round_trip_plus_two_frames():
 ])
 def test_bad_sections_name_their_field(raw, field):
     with pytest.raises(ScenarioError, match=None) as e:
-        Scenario.from_dict({"topology": {"kind": "star", "hosts": 2}, **raw}).to_core()
+        core_spec(Scenario.from_dict({"topology": {"kind": "star", "hosts": 2}, **raw}))
     assert field in str(e.value)
 
 

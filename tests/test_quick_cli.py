@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fabriclab._quick import parse
+from fabriclab.cli.quick import parse
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "python"), os.environ.get("PYTHONPATH", "")]))
@@ -43,7 +43,7 @@ def _cli(args, quick: bool, cwd):
     """The command line through `python -m fabriclab.cli` (quick path) or
     straight through the typer application (cli.main)."""
     code = ["-m", "fabriclab.cli", *args] if quick else \
-        ["-c", f"from fabriclab.cli import main; main({list(args)!r})"]
+        ["-c", f"from fabriclab.cli.main import main; main({list(args)!r})"]
     return subprocess.run([sys.executable, *code], env=ENV, cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
@@ -98,7 +98,7 @@ def test_quick_validate_imports_no_typer(tmp_path):
     r = subprocess.run([sys.executable, "-c", probe], env=ENV, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     loaded = set(json.loads(r.stdout.strip().splitlines()[-1]))
-    assert "fabriclab.scenario" in loaded
+    assert "fabriclab.scenario.model" in loaded
     assert not any(m == "typer" or m.startswith("typer.") for m in loaded)
 
 

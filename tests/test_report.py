@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from fabriclab.errors import InputError
-from fabriclab.report import build_report
-from fabriclab.report.sections import queue_series
+from fabriclab.observe.report import build_report
+from fabriclab.observe.report.sections import queue_series
 
 US, MS = 10**6, 10**9  # picoseconds
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from fabriclab import downtime as dt
-from fabriclab.repro import c4_recovery as rc
+from fabriclab.util.parallel import c4_recovery as rc
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):

@@ -14,9 +14,9 @@ import math
 
 import pytest
 
-from fabriclab.engine import simulate
-from fabriclab.repro.c4 import ITERATION_PS, scenario
-from fabriclab.scenario import Scenario
+from fabriclab import simulate
+from fabriclab.systems.c4.repro_diagnosis import ITERATION_PS, scenario
+from fabriclab.scenario.model import Scenario
 
 
 def iterations_before_fault(i: int) -> tuple[int, float]:

@@ -16,8 +16,8 @@ import pytest
 
 from fabriclab import simulate
 from fabriclab._core import fct_stats
-from fabriclab.results import LARGE_MIN_BYTES, SMALL_MAX_BYTES
-from fabriclab.scenario import Scenario
+from fabriclab.sim.results import LARGE_MIN_BYTES, SMALL_MAX_BYTES
+from fabriclab.scenario.model import Scenario
 
 FLOW_TYPES = {"flow_id": pa.uint32(), "src": pa.uint32(), "dst": pa.uint32(), "size_bytes": pa.uint64(),
               "class": pa.uint8(), "tag": pa.string(), "start_ps": pa.uint64(), "end_ps": pa.uint64(),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fabriclab.commands import BLAS_THREAD_VARS, default_blas_threads
+from fabriclab.cli.commands import BLAS_THREAD_VARS, default_blas_threads
 
 ROOT = Path(__file__).resolve().parent.parent
 # A job: its tables are built with numpy and pyarrow (a run with only the
@@ -54,7 +54,7 @@ def test_the_default_is_set_only_when_no_count_was_chosen():
     assert default_blas_threads(env) is False and env == {"OPENBLAS_NUM_THREADS": ""}
 
 
-RUN = ("from fabriclab._quick import run\n"
+RUN = ("from fabriclab.cli.quick import run\n"
        "rc = run(['run', 'tiny.toml', '--out', 'out', '--quiet'])\n"
        "assert rc == 0, rc")
 
@@ -77,7 +77,7 @@ def test_the_library_and_validate_leave_the_environment_alone(tmp_path):
     lib = _probe("import fabriclab\n"
                  "fabriclab.simulate(fabriclab.Scenario.load('tiny.toml'))", {}, tmp_path)
     assert lib == {"at_numpy_import": unset, "after": unset}
-    val = _probe("import contextlib, io\nfrom fabriclab._quick import run\n"
+    val = _probe("import contextlib, io\nfrom fabriclab.cli.quick import run\n"
                  "with contextlib.redirect_stdout(io.StringIO()):\n"
                  "    assert run(['validate', 'tiny.toml']) == 0", {}, tmp_path)
     assert val == {"at_numpy_import": None, "after": unset}  # validate imports no numpy at all

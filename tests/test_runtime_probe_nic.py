@@ -19,7 +19,8 @@ from scipy.optimize import linprog
 from fabriclab.collectives.plan import Plan
 from fabriclab.collectives.verify import verify
 from fabriclab.runtime.errors import RuntimeInputError
-from fabriclab.runtime.probe import Measurements, pack, packing_text, plan_from_probe, probe_graph
+from fabriclab.runtime.probe import Measurements, pack, plan_from_probe, probe_graph
+from fabriclab.runtime.probe_cmd import packing_text
 
 F, S = 188.3e6, 47.1e6  # the box: 200 and 50 Mbit/s of wire, payload x 1448/1538
 

@@ -1,5 +1,5 @@
 """One scenario contract (issue 9, section 6): the pydantic schema is the one
-source, and the core reads exactly what ``Scenario.to_core()`` emits.
+source, and the core reads exactly what ``core_spec(Scenario)`` emits.
 
 The core's side is its JSON Schema derived from the serde types themselves
 (``_core.core_schema()``, schemars). The checks:
@@ -30,7 +30,8 @@ import pytest
 from fabriclab import _core
 from fabriclab._core import Simulator
 from fabriclab.collectives.rings import ring_allreduce
-from fabriclab.scenario import Scenario, ScenarioError
+from fabriclab.scenario.model import Scenario, ScenarioError
+from fabriclab.sim.pipeline import core_spec
 
 UNKNOWN = "zz_not_a_field"
 
@@ -208,7 +209,7 @@ def check(value, schema: dict, root: dict, where: str, objects: list) -> list[st
 # ---------------------------------------------------------------- emitted keys
 def test_full_scenario_fills_every_section(tmp_path):
     s, raw = full_scenario(tmp_path)
-    core = s.to_core()
+    core = core_spec(s)
     for key in ("host_queue", "pfc", "switch_buffer", "stop_ps"):
         assert core[key] is not None, key
     for key in ("queue_overrides", "link_events", "switch_logic", "traffic", "flows", "collectives", "jobs"):
@@ -240,7 +241,7 @@ def test_full_scenario_fills_every_section(tmp_path):
 
 def test_emitted_json_is_exactly_what_the_core_reads(tmp_path, core_schema):
     s, _ = full_scenario(tmp_path)
-    core = json.loads(json.dumps(s.to_core()))  # as the core receives it (tuples are arrays)
+    core = json.loads(json.dumps(core_spec(s)))  # as the core receives it (tuples are arrays)
     objects: list = []
     errs = check(core, core_schema, core_schema, "scenario", objects)
     assert not errs, "\n".join(errs)
@@ -254,7 +255,7 @@ def test_emitted_json_is_exactly_what_the_core_reads(tmp_path, core_schema):
 def test_check_catches_a_field_on_one_side(tmp_path, core_schema):
     """The checker itself: an extra emitted key, a missing one, a bad enum value."""
     s, _ = full_scenario(tmp_path)
-    core = json.loads(json.dumps(s.to_core()))
+    core = json.loads(json.dumps(core_spec(s)))
     bad = copy.deepcopy(core)
     bad["transport"]["extra"] = 1
     assert any("only emitted: ['extra']" in e for e in check(bad, core_schema, core_schema, "scenario", []))
@@ -349,7 +350,7 @@ def _object_paths(value, path=()):
 
 def test_core_refuses_unknown_fields_everywhere(tmp_path):
     s, _ = full_scenario(tmp_path)
-    core = s.to_core()
+    core = core_spec(s)
     paths = list(_object_paths(core))
     assert len(paths) >= 20
     for path in paths:
@@ -388,9 +389,9 @@ def test_recovery_section_is_python_only():
                         "manual_diagnosis_ps": "1s", "reinit_ps": "1s", "spares": [2], "max_restarts": 1}}
     pyd = Scenario.model_json_schema(by_alias=True)["$defs"]
     assert set(raw["recovery"]) == set(pyd["RecoveryConfig"]["properties"])
-    with_rec = Scenario.from_dict(copy.deepcopy(raw)).to_core()
+    with_rec = core_spec(Scenario.from_dict(copy.deepcopy(raw)))
     raw.pop("recovery")
-    assert with_rec == Scenario.from_dict(raw).to_core()
+    assert with_rec == core_spec(Scenario.from_dict(raw))
     raw["recovery"] = {UNKNOWN: 1}
     with pytest.raises(ScenarioError, match=f"recovery.{UNKNOWN}"):
         Scenario.from_dict(raw)

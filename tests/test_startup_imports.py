@@ -23,10 +23,10 @@ def _modules_after(code: str) -> set[str]:
 
 
 def test_importing_the_cli_pulls_in_no_heavy_library():
-    loaded = _modules_after("import fabriclab.cli")
+    loaded = _modules_after("import fabriclab.cli.main")
     assert sorted(m for m in HEAVY if m in loaded) == []
     # The scenario schema (pydantic models) waits for a command that reads a scenario.
-    assert "fabriclab.scenario" not in loaded
+    assert "fabriclab.scenario.model" not in loaded
 
 
 def test_help_and_validate_pull_in_no_heavy_library():
@@ -34,18 +34,18 @@ def test_help_and_validate_pull_in_no_heavy_library():
     for argv in (["--help"], ["validate", str(scenario)]):
         loaded = _modules_after(
             "import contextlib, io\n"
-            "from fabriclab.cli import _run_guarded\n"
+            "from fabriclab.cli.main import _run_guarded\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n"
             f"    rc = _run_guarded({argv!r})\n"
             "assert rc == 0, rc")
         assert sorted(m for m in HEAVY if m in loaded) == [], argv
-    assert "fabriclab.scenario" in loaded  # validate did read the scenario
+    assert "fabriclab.scenario.model" in loaded  # validate did read the scenario
 
 
 def test_package_attributes_still_resolve_lazily():
     loaded = _modules_after("import fabriclab\nassert fabriclab.Scenario.__name__ == 'Scenario'\n"
                             "from fabriclab import ScenarioError\nassert issubclass(ScenarioError, Exception)")
-    assert "fabriclab.scenario" in loaded
+    assert "fabriclab.scenario.model" in loaded
     assert "pandas" not in loaded
 
 
@@ -58,7 +58,7 @@ def test_run_with_only_the_cores_tables_imports_neither_numpy_nor_pyarrow(tmp_pa
     out = tmp_path / "out"
     loaded = _modules_after(
         "import contextlib, io\n"
-        "from fabriclab.cli import _run_guarded\n"
+        "from fabriclab.cli.main import _run_guarded\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         f"    rc = _run_guarded(['run', {str(scenario)!r}, '--out', {str(out)!r}, '--quiet'])\n"
         "assert rc == 0, rc")

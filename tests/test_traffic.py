@@ -5,7 +5,7 @@ import pytest
 
 import fabriclab._core as core
 from fabriclab import simulate
-from fabriclab.cdfs import load_cdf
+from fabriclab.scenario.cdfs import load_cdf
 
 from conftest import star_scenario
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from fabriclab.collectives.algos import Allocation, make_plan, nvlink_rings
 from fabriclab.collectives.treegen import pack_trees
 from fabriclab.collectives.verify import verify
-from fabriclab.gpus import NVLINK1_BPS, NVLINK2_BPS, NVSWITCH_BPS, gpu_server, nvlink_graph
+from fabriclab.scenario.gpus import NVLINK1_BPS, NVLINK2_BPS, NVSWITCH_BPS, gpu_server, nvlink_graph
 
 
 def min_max_flow(g, root):

@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import flows as gen  # noqa: E402  (benches/ns3/flows.py)
-from fabriclab.results import BUCKETS  # noqa: E402
+from fabriclab.sim.results import BUCKETS  # noqa: E402
 
 
 class CompareError(RuntimeError):

@@ -116,7 +116,7 @@ def check(s: Setup) -> None:
 
 
 def cdf_points(name: str) -> list[tuple[float, float]]:
-    from fabriclab.cdfs import load_cdf
+    from fabriclab.scenario.cdfs import load_cdf
 
     return load_cdf(name)
 
@@ -308,7 +308,7 @@ def parse_time_ps(text: str, fld: str) -> int:
     """A time with its unit ("200ms"), read as fabriclab reads scenario times."""
     from pydantic import TypeAdapter, ValidationError
 
-    from fabriclab.units import TimePs
+    from fabriclab.scenario.units import TimePs
 
     try:
         return TypeAdapter(TimePs).validate_python(text)

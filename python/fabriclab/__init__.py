@@ -13,15 +13,15 @@ def __getattr__(name):
     # input at once: the scenario schema brings in pydantic and builds its
     # models; simulate and Results bring in pandas and pyarrow.
     if name in ("Scenario", "ScenarioError"):
-        from . import scenario
+        from .scenario import model as scenario
 
         return getattr(scenario, name)
     if name == "simulate":
-        from .engine import simulate
+        from .api import simulate
 
         return simulate
     if name == "Results":
-        from .results import Results
+        from .sim.results import Results
 
         return Results
     raise AttributeError(f"module 'fabriclab' has no attribute {name!r}")

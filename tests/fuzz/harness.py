@@ -63,6 +63,7 @@ if str(HERE) not in sys.path:
 import mutations  # noqa: E402
 import fixtures  # noqa: E402
 import strategies  # noqa: E402
+from fabriclab.sim.pipeline import core_spec
 
 WORKER = HERE / "worker.py"
 SCENARIO_NAME = "s.toml"
@@ -553,7 +554,7 @@ def expected_outputs(scenario: dict, out_dir: Path | None = None) -> list[str]:
     resolved = out_dir / "scenario.resolved.toml" if out_dir is not None else None
     if resolved is not None and resolved.is_file():
         try:
-            from fabriclab._toml import tomllib
+            from fabriclab.util.toml import tomllib
 
             outs = tomllib.loads(resolved.read_text()).get("outputs", {})
         except Exception:
@@ -600,8 +601,8 @@ def _check_resolved(path: Path, base: Path) -> list[Violation]:
     defaults filled in, plus the fabriclab version; running it again gives
     the same results. Checked in this process: it validates and resolves
     (files, host indices) from where it was written."""
-    from fabriclab._toml import tomllib
-    from fabriclab.scenario import Scenario
+    from fabriclab.util.toml import tomllib
+    from fabriclab.scenario.model import Scenario
 
     out: list[Violation] = []
     raw = tomllib.loads(path.read_text())
@@ -615,7 +616,7 @@ def _check_resolved(path: Path, base: Path) -> list[Violation]:
     try:
         s = Scenario.from_dict(raw)
         s._base_dir = path.parent
-        s.to_core()
+        core_spec(s)
     except Exception as e:
         msg = re.sub(r"/\S+/", ".../", str(e))
         m = re.match(r"(?:\S+\.toml: )?([\w.\[\]]+):", msg)
@@ -695,7 +696,7 @@ def _main(argv: list[str]) -> int:
         cfg.mode = a.mode
     if a.timeout:
         cfg.timeout_s = a.timeout
-    from fabriclab._toml import tomllib
+    from fabriclab.util.toml import tomllib
 
     text = a.toml.read_text()
     scenario = tomllib.loads(text)

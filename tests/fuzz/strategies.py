@@ -1,7 +1,7 @@
 """Hypothesis strategies for scenario files, generated from the schema.
 
 Everything here is derived by walking the pydantic models of
-:class:`fabriclab.scenario.Scenario`: field names and aliases, types,
+:class:`fabriclab.scenario.model.Scenario`: field names and aliases, types,
 ``gt/ge/lt/le`` and length constraints, ``Literal`` choices, the discriminated
 topology union, lists, dicts, ``Optional`` (never written: TOML has no null),
 fields whose ``mode="before"`` validator turns ``"off"`` into ``None``, and the
@@ -415,7 +415,7 @@ def _fixups(d: dict, ctx: Ctx, draw) -> None:
             # keep the offered load <= 1: mean flow size of the CDF over the hosts' rate
             try:
                 from fabriclab._core import cdf_mean
-                from fabriclab.cdfs import load_cdf
+                from fabriclab.scenario.cdfs import load_cdf
 
                 mean = cdf_mean(load_cdf(t.get("cdf", "websearch"), fixture_dir()))
                 hosts = range(ctx.nhosts) if t.get("hosts", "all") == "all" else set(t["hosts"])
@@ -443,7 +443,7 @@ def _fixups(d: dict, ctx: Ctx, draw) -> None:
                              draw(st.lists(st.integers(0, max(len(workers) - 1, 0)), max_size=2, unique=True))}
         if "layer_class" in j:
             try:
-                from fabriclab.profiles import build_profile
+                from fabriclab.scenario.profiles import build_profile
 
                 n = len(build_profile(j.get("profile", "thesis-resnet50"), 10**9, 10**6, j.get("layers"),
                                       base_dir=fixture_dir()))

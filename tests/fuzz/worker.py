@@ -40,9 +40,9 @@ os.dup2(_null, 1)
 faulthandler.enable(file=sys.__stderr__, all_threads=True)
 
 # Pay the imports once.
-import fabriclab.cli as cli  # noqa: E402
+import fabriclab.cli.main as cli  # noqa: E402
 
-for _mod in ("fabriclab.engine", "pyarrow.parquet", "pandas", "numpy", "tomli_w"):
+for _mod in ("fabriclab.sim.pipeline", "pyarrow.parquet", "pandas", "numpy", "tomli_w"):
     try:
         __import__(_mod)
     except Exception:  # the code under test is changing; the call itself will show it

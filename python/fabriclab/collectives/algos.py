@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import InputError
-from ..gpus import GpuTopology, nvlink_graph, pcie_path
+from ..scenario.gpus import GpuTopology, nvlink_graph, pcie_path
 from . import rings as R
 from .compose import embed, merge_disjoint
 from .direct import direct_allreduce
@@ -283,7 +283,7 @@ def _hybrid_plan(op, alloc: Allocation, size, chunk, root, switch_latency_ps=0):
     nv_rate = nv.meta.get("packing_rate_bps")
     if not nv_rate:
         raise PlanningError("--algo hybrid: the allocation has no NVLink spanning tree")
-    from ..gpus import PCIE3_X16_BPS
+    from ..scenario.gpus import PCIE3_X16_BPS
 
     d_pcie = hybrid_split(size, PCIE3_X16_BPS, nv_rate, switch_latency_ps)
     d_nv = size - d_pcie

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..gpus import KINDS, gpu_cluster, gpu_server
-from ..units import RateBps, SizeBytes
+from ..scenario.gpus import KINDS, gpu_cluster, gpu_server
+from ..scenario.units import RateBps, SizeBytes
 from .algos import ALGOS, OPS, Allocation, PlanningError, choose_plan, make_plan
 from .run import bus_bandwidth, run_plan
 from .verify import verify
@@ -82,8 +82,8 @@ def topology_from_file(path: str, option: str = "--topology"):
     are the GPUs, in order; links between two hosts count as NVLink."""
     from pathlib import Path
 
-    from ..gpus import GpuTopology
-    from ..topology import TopologyError, from_file
+    from ..scenario.gpus import GpuTopology
+    from ..scenario.topology import TopologyError, from_file
 
     try:
         data = from_file(Path(path), option)

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..scenario import COLLECTIVE_REDUCE_BPS, COLLECTIVE_SEND_OVERHEAD_PS, CollectiveConfig, Scenario, ScenarioError
-from ..topology import TopologyData
+from ..scenario.model import COLLECTIVE_REDUCE_BPS, COLLECTIVE_SEND_OVERHEAD_PS, CollectiveConfig, Scenario, ScenarioError
+from ..scenario.topology import TopologyData
+from ..sim.pipeline import core_spec
 from .plan import Plan
 
 # The defaults of [[collectives]] (their sources are in scenario.py).
@@ -32,32 +33,6 @@ class PlanRun:
     flows: pd.DataFrame
 
 
-def collective_spec(plan: Plan, topo: TopologyData, rank_hosts: list[int], name: str = "collective",
-                    start_ps: int = 0, traffic_class: int = 0, reduce_bps: int = DEFAULT_REDUCE_BPS,
-                    send_overhead_ps: int = DEFAULT_SEND_OVERHEAD_PS, persistent_connections: bool = False,
-                    qps: list[dict] | None = None, balance: str = "split", qp_depth: int = 1) -> dict:
-    """The core's description of a collective (every field explicit): the
-    plan's steps with node names of pinned paths turned into node indices."""
-    index = {n["name"]: i for i, n in enumerate(topo.nodes)}
-    steps = []
-    for r, rs in enumerate(plan.ranks):
-        out = []
-        for s in rs:
-            d = {"op": s.op, "peer": s.peer, "offset": s.offset, "bytes": s.bytes, "reduce": s.reduce,
-                 "deps": list(s.deps), "path": None}
-            if s.path is not None:
-                try:
-                    d["path"] = [index[x] if isinstance(x, str) else x for x in s.path]
-                except KeyError as e:
-                    raise ScenarioError(f"plan: rank {r}: unknown node {e.args[0]!r} in a path") from None
-            out.append(d)
-        steps.append(out)
-    return {"name": name, "rank_hosts": list(rank_hosts), "steps": steps, "start_ps": start_ps,
-            "class": traffic_class, "reduce_bps": reduce_bps, "send_overhead_ps": send_overhead_ps,
-            "persistent_connections": persistent_connections, "op": plan.collective, "algorithm": plan.algorithm,
-            "qps": list(qps or []), "balance": balance, "qp_depth": qp_depth}
-
-
 def run_plan(plan: Plan, topo: TopologyData, rank_hosts: list[int], backend: str = "flow",
              reduce_bps: int = DEFAULT_REDUCE_BPS, send_overhead_ps: int = DEFAULT_SEND_OVERHEAD_PS,
              scenario: dict | None = None, persistent_connections: bool = False) -> PlanRun:
@@ -71,7 +46,7 @@ def run_plan(plan: Plan, topo: TopologyData, rank_hosts: list[int], backend: str
                                                      send_overhead_ps=send_overhead_ps,
                                                      persistent_connections=persistent_connections))
     try:
-        core = base.to_core(topology_data=topo)
+        core = core_spec(base, topology_data=topo)
     except ScenarioError as e:
         # One collective, built in code: name the plan as before.
         raise ScenarioError(str(e).removeprefix("collectives[0].")) from None
@@ -86,7 +61,7 @@ def run_plan(plan: Plan, topo: TopologyData, rank_hosts: list[int], backend: str
     (start,), (end,) = tables["collectives"]["start_ps"], tables["collectives"]["end_ps"]
     if end is None:
         raise ScenarioError("plan: the collective did not finish (a deadlock the verifier should have caught)")
-    from ..results import read_parquet_bytes
+    from ..sim.results import read_parquet_bytes
 
     return PlanRun(end - start, pd.DataFrame(tables["steps"]), read_parquet_bytes(sim.links_parquet()).to_pandas(),
                    read_parquet_bytes(sim.flows_parquet()).to_pandas())

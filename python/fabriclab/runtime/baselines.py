@@ -25,7 +25,7 @@ BASELINES = ("mpi", "gloo")
 
 def _loop(np, dt, sizes, iters, warmup, rank, n, run, barrier) -> list[dict]:
     """Both placements per size, timed and checked as the runtime's own bench does."""
-    from .bench import time_placements
+    from .timing import time_placements
 
     return [time_placements(np, "allreduce", max(1, size // np.dtype(dt).itemsize), dt, rank, n, 0, run,
                             iters, warmup, barrier) for size in sizes]
@@ -132,7 +132,7 @@ def _has(module: str) -> bool:
 
 def run_baseline(kind: str, sizes: list[int], n: int, iters: int, warmup: int, dtype: str,
                  master_port: int | None = None, cluster: str | None = None) -> list[dict]:
-    """Every rank's rows (bench.time_placements: per size, each placement's mean time and wrong elements)."""
+    """Every rank's rows (timing.time_placements: per size, each placement's mean time and wrong elements)."""
     from .launch import cluster_hosts, launch
 
     if kind not in BASELINES:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from ..collectives.bench import parse_sizes
 from ..collectives.run import bus_bandwidth
 from .errors import RuntimeFailure, RuntimeInputError
 from .plans import ALGOS, OPS
+from .timing import PLACEMENTS, time_placements
 
 NP_TYPES = {"float32": "float", "float64": "double", "int32": "int32", "int64": "int64", "float16": "half"}
 
@@ -39,65 +39,6 @@ class Row:
     count: int
     out_of_place: Figures
     in_place: Figures
-
-
-PLACEMENTS = ("out_of_place", "in_place")
-
-
-def count_wrong(op, x, exp, part, rank, root) -> int:
-    """Elements of this rank's result that differ from the reference (the
-    part it owns for reduce-scatter; nothing off the root for reduce)."""
-    if op == "reduce":
-        return int((x != exp).sum()) if rank == root else 0
-    if op == "reduce_scatter":
-        return int((x[part[0]:part[1]] != exp[part[0]:part[1]]).sum())
-    return int((x != exp).sum())
-
-
-def _inputs(np, op, count, dtype, rank, n, root):
-    """Rank r's input and the expected output at rank r: small integers, so float sums are exact."""
-    base = (np.arange(count) % 13).astype(dtype)
-    x = base + dtype(rank + 1)
-    if op == "allreduce":
-        return x, base * n + dtype(n * (n + 1) // 2), None
-    if op == "broadcast":
-        return x, base + dtype(root + 1), None
-    if op == "reduce":
-        return x, base * n + dtype(n * (n + 1) // 2), (root,)
-    from .plans import shard_bounds
-    lo, hi = shard_bounds(count, n, rank)
-    if op == "reduce_scatter":
-        return x, base * n + dtype(n * (n + 1) // 2), (lo, hi)
-    exp = np.empty(count, dtype)  # allgather: shard i comes from rank i
-    for i in range(n):
-        a, b = shard_bounds(count, n, i)
-        exp[a:b] = base[a:b] + dtype(i + 1)
-    return x, exp, None
-
-
-def time_placements(np, op, count, dt, rank, n, root, run, iters, warmup, barrier) -> dict:
-    """One size, both placements: the checked run's wrong elements, then the mean time of
-    ``iters`` runs after ``warmup``. ``run(src, dst)`` leaves op(src) in ``dst``; ``dst is src``
-    in place."""
-    out = {}
-    for placement in PLACEMENTS:
-        x, exp, part = _inputs(np, op, count, dt, rank, n, root)
-        dst = np.empty_like(x) if placement == "out_of_place" else x
-        before = x.copy() if placement == "out_of_place" else None
-        run(x, dst)
-        wrong = count_wrong(op, dst, exp, part, rank, root)
-        if before is not None:  # out of place must leave the input as it was
-            wrong += int((x != before).sum())
-        src = np.zeros(count, dt)
-        dst = np.zeros(count, dt) if placement == "out_of_place" else src
-        for _ in range(warmup):
-            run(src, dst)
-        barrier()
-        t0 = time.perf_counter_ns()
-        for _ in range(iters):
-            run(src, dst)
-        out[placement] = {"time_ns": (time.perf_counter_ns() - t0) / iters, "wrong": wrong}
-    return {"size": count * np.dtype(dt).itemsize, "count": count, **out}
 
 
 def worker(spec: dict, out_dir: str) -> None:

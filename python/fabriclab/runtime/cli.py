@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
                                                "(allreduce only; scripts/install-baselines.sh)."),
     ) -> None:
         """nccl-tests' table for the runtime (or a baseline), on local processes over loopback TCP or in a cluster-in-a-box."""
-        from ..inputs import check_out_dir
+        from ..util.inputs import check_out_dir
         from .bench import run_bench, table_text, write_csv
         from .errors import RuntimeFailure, RuntimeInputError
 
@@ -101,7 +101,8 @@ def register(app: typer.Typer) -> None:
 
         from ..collectives.bench import parse_size
         from .errors import RuntimeFailure, RuntimeInputError
-        from .probe import Measurements, matrix_text, packing_text, run_probe
+        from .probe import Measurements, matrix_text
+        from .probe_cmd import packing_text, run_probe
 
         if out is not None and (out.is_dir() or not (out.parent if str(out.parent) else Path(".")).is_dir()):
             raise RuntimeInputError(f"--json: cannot write {out} (a folder, or its folder does not exist)")

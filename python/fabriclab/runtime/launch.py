@@ -41,7 +41,7 @@ def _exit_code(rc: int) -> int:
 
 def cluster_hosts(name: str, n: int) -> list[dict]:
     """The first ``n`` hosts of cluster-in-a-box ``name`` (docs/cluster.md): rank i runs in host i."""
-    from ..cluster.apply import load_state
+    from .cluster.apply import load_state
 
     state = load_state(name, "--cluster")
     hosts = state.get("hosts", [])

@@ -1,0 +1,23 @@
+"""The Python API's entry point for running a scenario."""
+
+from __future__ import annotations
+
+
+def simulate(scenario, progress: bool = False, memory_limit: int | str | None = None):
+    """Runs a scenario to the end (all flows finished, or ``stop_ps``) and
+    returns its :class:`~fabriclab.sim.results.Results`. ``memory_limit``:
+    bytes, a size string, 'off', or None for FABRICLAB_MEMORY_LIMIT or else
+    the memory available; a scenario estimated to need more is refused
+    (:class:`fabriclab.sim.limits.MemoryLimitError`). A scenario with a
+    ``[recovery]`` section runs as ``fabriclab run`` runs it: segment by
+    segment, with detection, isolation and restarts, returning
+    :class:`fabriclab.systems.c4.recovery.RecoveryResults`
+    (docs/c4-recovery.md). Bad input raises :class:`fabriclab.InputError`
+    (a :class:`fabriclab.ScenarioError` names the field)."""
+    if scenario.recovery is not None:
+        from .systems.c4.recovery import simulate as simulate_recovery
+
+        return simulate_recovery(scenario, memory_limit=memory_limit)
+    from .sim.pipeline import simulate as simulate_plain
+
+    return simulate_plain(scenario, progress, memory_limit)

@@ -1,0 +1,57 @@
+"""What an app contributes to a run: its scenario section resolved for the
+core, its share of the memory estimate, and its result tables.
+
+The scenario is plain validated data (``fabriclab.scenario``); the fabric
+sections are resolved by the scenario's own ``fabric_core``. Each app then
+adds what is its own to the core's spec, in the order of the registry
+(``fabriclab.sim.apps.APPS``), and after the run turns the core's app tables
+into Arrow tables and summary figures. The core's own registry of app kinds
+(``crates/fabriclab-core/src/apps/mod.rs``) reads the same sections."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Resolving:
+    """The state one scenario's resolution passes from app to app: the
+    built topology, its node names (name -> index) and the core spec being
+    filled in (``spec["jobs"]`` is read by the apps after ``jobs``)."""
+
+    scenario: object
+    topology: object
+    names: dict[str, int]
+    spec: dict = field(default_factory=dict)
+
+
+@dataclass
+class Collected:
+    """What the apps make of a finished run: Arrow tables by file name
+    (``<name>.parquet``) and summary sections by key."""
+
+    scenario: object
+    core_tables: dict
+    tables: dict = field(default_factory=dict)
+    summary: dict = field(default_factory=dict)
+
+
+class App:
+    """One kind of app. Every hook is optional: the defaults add nothing."""
+
+    name = ""
+    # Whether collect builds Arrow tables (the engine then loads pyarrow early).
+    tables = False
+
+    def active(self, s) -> bool:
+        """Whether scenario ``s`` uses this app at all."""
+        return False
+
+    def resolve(self, r: Resolving) -> None:
+        """Adds this app's part of the core's spec to ``r.spec``."""
+
+    def estimate(self, s, est, hosts: int, rate_bps: float) -> None:
+        """Adds this app's memory to ``est`` (:class:`fabriclab.sim.limits.Estimate`)."""
+
+    def collect(self, c: Collected) -> None:
+        """Adds this app's tables and summary figures from the core's tables."""

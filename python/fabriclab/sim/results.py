@@ -1,0 +1,275 @@
+"""Results of a run: Arrow/pandas tables of flows and links, a summary, and
+atomic writing of the output folder. Nothing here imports numpy or pyarrow
+at import time: flows.parquet and links.parquet come from the core as
+Parquet bytes and are written as they are; pyarrow reads them only when a
+caller asks for a table (issue 13)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    # pyarrow and pandas only when a caller asks for a table: `fabriclab run` needs neither (issue 13).
+    import pandas as pd
+    import pyarrow as pa
+
+from ..util.toml import tomllib  # noqa: F401  (symmetry with writing)
+
+# Flow-size buckets of the summary: the seeds call flows under 100 KB small
+# and over 10 MB large (DCTCP paper, ETH thesis); the rest is medium.
+SMALL_MAX_BYTES = 100_000
+LARGE_MIN_BYTES = 10_000_000
+BUCKETS = (
+    ("small", lambda s: s < SMALL_MAX_BYTES),
+    ("medium", lambda s: (s >= SMALL_MAX_BYTES) & (s <= LARGE_MIN_BYTES)),
+    ("large", lambda s: s > LARGE_MIN_BYTES),
+)
+
+
+def fct_stats(df: pd.DataFrame) -> dict:
+    """FCT statistics of finished flows (a flows DataFrame), as in
+    summary.json: the core computes both (fabriclab-io's `stats`: numpy's
+    mean and linear percentiles)."""
+    import numpy as np
+
+    from .._core import fct_stats as core_fct_stats
+
+    return core_fct_stats(df["fct_ps"].to_numpy(dtype=np.float64, na_value=np.nan).tolist(),
+                          df["slowdown"].to_numpy(dtype=np.float64, na_value=np.nan).tolist())
+
+
+def read_parquet_bytes(data: bytes) -> pa.Table:
+    """A Parquet file held in memory as an Arrow table."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    return pq.read_table(pa.BufferReader(data))
+
+
+class CoreTable:
+    """A table the core handed over as a Parquet file's bytes (the field
+    ``<name>_parquet``), read with pyarrow on first use. Assigning a table
+    (or None) replaces the bytes: :meth:`Results.write` then writes what the
+    caller holds (with pyarrow), or no file for None."""
+
+    def __set_name__(self, owner, attr: str) -> None:
+        self.field = attr.removesuffix("_arrow") + "_parquet"
+        self.cache = "_" + attr
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        if self.cache not in obj.__dict__:
+            data = getattr(obj, self.field)
+            obj.__dict__[self.cache] = None if data is None else read_parquet_bytes(data)
+        return obj.__dict__[self.cache]
+
+    def __set__(self, obj, table) -> None:
+        obj.__dict__[self.cache] = table
+        setattr(obj, self.field, None)
+
+
+@dataclass
+class Results:
+    """What a run produced. ``flows`` and ``links`` are pandas DataFrames;
+    ``flows_parquet`` and ``links_parquet`` the files' bytes, as the core
+    encoded them."""
+
+    flows_parquet: bytes = field(repr=False)
+    links_parquet: bytes = field(repr=False)
+    summary: dict
+    resolved: dict = field(repr=False, default_factory=dict)
+    jobs_arrow: pa.Table | None = None
+    timeline_arrow: pa.Table | None = None
+    # The core's messages, queue samples and per-class port bytes, as Parquet files' bytes.
+    messages_parquet: bytes | None = field(default=None, repr=False)
+    queues_parquet: bytes | None = field(default=None, repr=False)
+    classes_parquet: bytes | None = field(default=None, repr=False)
+    steps_arrow: pa.Table | None = None
+    ccl_arrow: pa.Table | None = None
+    # Ground truth of the scenario's [[faults]] (faults.parquet, docs/c4.md).
+    faults_arrow: pa.Table | None = None
+    # In-network aggregation: every worker's counts (aggregation.parquet) and
+    # the accelerators' buffer occupancy over time (accelerators.parquet).
+    aggregation_arrow: pa.Table | None = None
+    accelerators_arrow: pa.Table | None = None
+    # Functional aggregation: every value of every result a worker received.
+    aggregation_values_arrow: pa.Table | None = None
+
+    flows_arrow = CoreTable()
+    links_arrow = CoreTable()
+    messages_arrow = CoreTable()
+    queues_arrow = CoreTable()
+    classes_arrow = CoreTable()
+
+    @property
+    def flows(self) -> pd.DataFrame:
+        return self.flows_arrow.to_pandas()
+
+    @property
+    def links(self) -> pd.DataFrame:
+        return self.links_arrow.to_pandas()
+
+    @property
+    def jobs(self) -> pd.DataFrame | None:
+        return None if self.jobs_arrow is None else self.jobs_arrow.to_pandas()
+
+    @property
+    def timeline(self) -> pd.DataFrame | None:
+        return None if self.timeline_arrow is None else self.timeline_arrow.to_pandas()
+
+    @property
+    def messages(self) -> pd.DataFrame | None:
+        return None if self.messages_arrow is None else self.messages_arrow.to_pandas()
+
+    @property
+    def steps(self) -> pd.DataFrame | None:
+        return None if self.steps_arrow is None else self.steps_arrow.to_pandas()
+
+    @property
+    def ccl(self) -> pd.DataFrame | None:
+        """The collectives' messages in the runtime's telemetry schema (docs/telemetry.md)."""
+        return None if self.ccl_arrow is None else self.ccl_arrow.to_pandas()
+
+    @property
+    def aggregation(self) -> pd.DataFrame | None:
+        return None if self.aggregation_arrow is None else self.aggregation_arrow.to_pandas()
+
+    @property
+    def aggregation_values(self) -> pd.DataFrame | None:
+        return None if self.aggregation_values_arrow is None else self.aggregation_values_arrow.to_pandas()
+
+    @property
+    def accelerators(self) -> pd.DataFrame | None:
+        return None if self.accelerators_arrow is None else self.accelerators_arrow.to_pandas()
+
+    @property
+    def classes(self) -> pd.DataFrame | None:
+        """Per-class transmitted bytes of every port over time (classes.parquet)."""
+        return None if self.classes_arrow is None else self.classes_arrow.to_pandas()
+
+    @property
+    def queues(self) -> pd.DataFrame | None:
+        return None if self.queues_arrow is None else self.queues_arrow.to_pandas()
+
+    def write(self, out_dir: str | Path, force: bool = False) -> Path:
+        """Writes flows.parquet, links.parquet, the other tables the run
+        has, summary.json and scenario.resolved.toml atomically (see
+        :class:`OutputFolder`)."""
+        with OutputFolder(Path(out_dir), force) as folder:
+            self.write_into(folder.staging)
+        return Path(out_dir)
+
+    def write_into(self, folder: Path) -> None:
+        """Writes the result files into an existing folder."""
+        import tomli_w
+
+        outputs = self.resolved.get("outputs", {})
+        tables = {}
+        for name in ("flows", "links", "messages", "queues", "classes"):
+            if not outputs.get(name, True):
+                continue
+            data = getattr(self, f"{name}_parquet")
+            if data is not None:
+                (folder / f"{name}.parquet").write_bytes(data)
+            else:  # a table the caller assigned, if any
+                tables[name] = self.__dict__.get(f"_{name}_arrow")
+        tables |= {"jobs": self.jobs_arrow, "timeline": self.timeline_arrow, "steps": self.steps_arrow,
+                   "ccl": self.ccl_arrow, "faults": self.faults_arrow, "aggregation": self.aggregation_arrow,
+                   "accelerators": self.accelerators_arrow, "aggregation_values": self.aggregation_values_arrow}
+        if any(t is not None for t in tables.values()):
+            import pyarrow.parquet as pq
+
+            for name, table in tables.items():
+                if table is not None:
+                    pq.write_table(table, folder / f"{name}.parquet")
+        (folder / "summary.json").write_text(json.dumps(self.summary, indent=2, sort_keys=True) + "\n")
+        (folder / "scenario.resolved.toml").write_text(tomli_w.dumps(self.resolved))
+
+
+class OutputFolder:
+    """An output folder claimed before a run and filled atomically.
+
+    Entering checks ``out`` (not a file; empty or absent unless ``force``;
+    neither the current folder, nor one holding it or any of ``inputs``),
+    creates its missing parents and a temporary sibling ``.NAME.tmp-*``
+    (``staging``), so an unwritable place fails before any work. Leaving
+    normally renames the staging folder into place (with ``force``, the old
+    folder is moved aside first and put back if that fails); leaving by an
+    exception removes everything it created. Errors name ``option``."""
+
+    def __init__(self, out: Path, force: bool = False, inputs: tuple[Path, ...] = (), option: str = "--out"):
+        self.out, self.force, self.inputs, self.option = Path(out), force, inputs, option
+        self.staging: Path | None = None
+        self._made: list[Path] = []
+
+    def __enter__(self) -> "OutputFolder":
+        from ..errors import InputError
+
+        out, opt = self.out, self.option
+        if out.exists() and not out.is_dir():
+            raise InputError(f"{opt}: {out} exists and is not a folder")
+        if out.is_dir() and any(out.iterdir()) and not self.force:
+            raise InputError(f"{opt}: {out} is not empty (use --force to replace it)")
+        where = out.resolve()
+        for p in (Path.cwd(), *self.inputs):
+            p = Path(p).resolve()
+            if p == where or where in p.parents:
+                what = "the current folder" if p == Path.cwd().resolve() else f"the input {p}"
+                raise InputError(f"{opt}: {out} is or holds {what}; replacing it would delete it: choose another folder")
+        # Create the missing parents, remembering them so that a failure removes them again.
+        missing = [a for a in reversed(where.parents) if not a.exists()]
+        blocker = next((a for a in where.parents if a.exists()), None)
+        if blocker is not None and not blocker.is_dir():
+            raise InputError(f"{opt}: cannot create {out}: {blocker} is a file, not a folder")
+        try:
+            for a in missing:
+                a.mkdir()
+                self._made.append(a)
+            self.staging = Path(tempfile.mkdtemp(prefix=f".{where.name}.tmp-", dir=where.parent))
+            self.staging.chmod(0o755)
+        except OSError as e:
+            self._cleanup()
+            raise InputError(f"{opt}: cannot create {out}: {e.strerror or e}") from None
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is not None:
+            self._cleanup()
+            return False
+        try:
+            self._commit()
+        except BaseException:
+            self._cleanup()
+            raise
+        return False
+
+    def _commit(self) -> None:
+        out = self.out.resolve()
+        if not out.exists():
+            os.replace(self.staging, out)
+            return
+        trash = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        os.replace(out, trash / "old")
+        try:
+            os.replace(self.staging, out)
+        except BaseException:
+            os.replace(trash / "old", out)  # put the old results back
+            trash.rmdir()
+            raise
+        shutil.rmtree(trash, ignore_errors=True)
+
+    def _cleanup(self) -> None:
+        if self.staging is not None:
+            shutil.rmtree(self.staging, ignore_errors=True)
+        for a in reversed(self._made):
+            try:
+                a.rmdir()
+            except OSError:
+                pass
