@@ -7,15 +7,28 @@
 //! listener to an explicit address: the configured one, else MASTER_ADDR's
 //! address on rank 0 and, on the others, the local address of the
 //! interface their connection to the master went out of.
+//!
+//! A listener (the master's, and each rank's data listener) reads the
+//! hellos of its incoming connections concurrently, each within
+//! [`HANDSHAKE_TIMEOUT`], so that a connection without the token, silent
+//! or sending anything, holds no job back.
 
 use crate::wire::{read_control, token_eq, write_control, PROTOCOL};
 use crate::{Config, RtError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::ErrorKind;
+use std::io::{self, ErrorKind, Read};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
+
+/// How long an incoming connection has to send its whole hello.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Hellos a listener reads at once; further connections wait in the
+/// kernel's backlog until a handshake ends.
+pub const MAX_PENDING_HANDSHAKES: usize = 128;
 
 #[derive(Serialize, Deserialize)]
 struct Hello {
@@ -47,13 +60,13 @@ fn refuse(s: &mut TcpStream, why: String) {
     );
 }
 
-/// Checks a hello against this job; `None` when it may join.
+/// Checks a hello against this job, its token first; `None` when it may join.
 fn check_hello(h: &Hello, cfg: &Config) -> Option<String> {
-    if h.protocol != PROTOCOL {
-        return Some(format!("protocol {:?} is not {PROTOCOL:?}", h.protocol));
-    }
     if !token_eq(&h.token, &cfg.token) {
         return Some("wrong join token (FABRICLAB_TOKEN differs from this job's)".into());
+    }
+    if h.protocol != PROTOCOL {
+        return Some(format!("protocol {:?} is not {PROTOCOL:?}", h.protocol));
     }
     if h.world_size != cfg.world_size {
         return Some(format!(
@@ -78,26 +91,105 @@ pub fn resolve(host: &str, port: u16) -> Result<SocketAddr, RtError> {
         .ok_or_else(|| RtError::input(format!("master_addr: {host:?} has no address")))
 }
 
-/// Accepts with a deadline (the listener is non-blocking).
-fn accept_until(l: &TcpListener, deadline: Instant, what: &str) -> Result<TcpStream, RtError> {
-    loop {
-        match l.accept() {
-            Ok((s, _)) => {
-                s.set_nonblocking(false).map_err(RtError::io("accept"))?;
-                return Ok(s);
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                if Instant::now() >= deadline {
-                    return Err(RtError::bootstrap(format!("timed out waiting for {what}")));
+/// A connection's reads until `deadline` in all, however its bytes trickle in.
+struct Until<'a> {
+    s: &'a TcpStream,
+    deadline: Instant,
+}
+
+impl Read for Until<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(ErrorKind::TimedOut, "handshake deadline"));
+        }
+        self.s.set_read_timeout(Some(left))?;
+        let mut s = self.s;
+        s.read(buf)
+    }
+}
+
+/// Reads the hello of an incoming connection within [`HANDSHAKE_TIMEOUT`]
+/// and checks it against this job: the connection and its hello when the
+/// job takes it, `None` after refusing it with the reason or dropping a
+/// stranger (nothing, or no hello, in time).
+fn read_hello(mut s: TcpStream, cfg: &Config) -> Option<(TcpStream, Hello)> {
+    s.set_nonblocking(false).ok()?;
+    s.set_write_timeout(Some(HANDSHAKE_TIMEOUT)).ok()?;
+    let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
+    let h: Hello = read_control(&mut Until { s: &s, deadline }).ok()?;
+    if let Some(why) = check_hello(&h, cfg) {
+        refuse(&mut s, why);
+        return None;
+    }
+    Some((s, h))
+}
+
+/// The incoming connections of a non-blocking listener, their hellos read
+/// concurrently (a thread each, at most [`MAX_PENDING_HANDSHAKES`] at once).
+struct Handshakes<'a> {
+    listener: &'a TcpListener,
+    cfg: Arc<Config>,
+    pending: usize,
+    tx: Sender<Option<(TcpStream, Hello)>>,
+    rx: Receiver<Option<(TcpStream, Hello)>>,
+}
+
+impl<'a> Handshakes<'a> {
+    fn new(listener: &'a TcpListener, cfg: &Config) -> Self {
+        let (tx, rx) = channel();
+        Handshakes {
+            listener,
+            cfg: Arc::new(cfg.clone()),
+            pending: 0,
+            tx,
+            rx,
+        }
+    }
+
+    /// The next connection whose hello this job takes, by `deadline`
+    /// (waiting for `what`, as errors say).
+    fn next(&mut self, deadline: Instant, what: &str) -> Result<(TcpStream, Hello), RtError> {
+        loop {
+            while self.pending < MAX_PENDING_HANDSHAKES {
+                match self.listener.accept() {
+                    Ok((s, _)) => self.start(s)?,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) => {
+                        return Err(RtError::bootstrap(format!(
+                            "accept while waiting for {what}: {e}"
+                        )))
+                    }
                 }
-                thread::sleep(Duration::from_millis(5));
             }
-            Err(e) => {
-                return Err(RtError::bootstrap(format!(
-                    "accept while waiting for {what}: {e}"
-                )))
+            match self.rx.recv_timeout(Duration::from_millis(5)) {
+                Ok(done) => {
+                    self.pending -= 1;
+                    if let Some(joined) = done {
+                        return Ok(joined);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => unreachable!("self.tx is alive"),
+            }
+            if Instant::now() >= deadline {
+                return Err(RtError::bootstrap(format!("timed out waiting for {what}")));
             }
         }
+    }
+
+    /// Reads connection `s`'s hello on a thread of its own.
+    fn start(&mut self, s: TcpStream) -> Result<(), RtError> {
+        let (cfg, tx) = (self.cfg.clone(), self.tx.clone());
+        thread::Builder::new()
+            .name("fabriclab-handshake".into())
+            .spawn(move || {
+                // the receiver is gone once the listener has all it waited for
+                let _ = tx.send(read_hello(s, &cfg));
+            })
+            .map_err(|e| RtError::bootstrap(format!("cannot start a handshake thread: {e}")))?;
+        self.pending += 1;
+        Ok(())
     }
 }
 
@@ -133,24 +225,15 @@ fn rendezvous(
         let data = bind_data(ip)?;
         ml.set_nonblocking(true).map_err(RtError::io("listen"))?;
         let mut joined: BTreeMap<u32, (TcpStream, String)> = BTreeMap::new();
+        let mut hellos = Handshakes::new(&ml, cfg);
         while (joined.len() as u32) < n - 1 {
-            let mut s = accept_until(
-                &ml,
+            let (mut s, h) = hellos.next(
                 deadline,
                 &format!(
                     "{} more rank(s) to join the rendezvous",
                     n - 1 - joined.len() as u32
                 ),
             )?;
-            let _ = s.set_read_timeout(Some(cfg.timeout));
-            let h: Hello = match read_control(&mut s) {
-                Ok(h) => h,
-                Err(_) => continue, // a stranger or a port scan: ignore it
-            };
-            if let Some(why) = check_hello(&h, cfg) {
-                refuse(&mut s, why);
-                continue;
-            }
             if h.rank == 0 || joined.contains_key(&h.rank) {
                 refuse(&mut s, format!("rank {} has already joined", h.rank));
                 continue;
@@ -254,25 +337,17 @@ pub fn connect_all(cfg: &Config) -> Result<Vec<Link>, RtError> {
     let acfg = cfg.clone();
     let acceptor = thread::spawn(move || -> Result<Vec<Link>, RtError> {
         let mut got: BTreeMap<(u32, u32), TcpStream> = BTreeMap::new();
+        let mut hellos = Handshakes::new(&listener, &acfg);
         while (got.len() as u32) < expected {
-            let mut t = accept_until(&listener, deadline, "peers to connect")?;
-            let _ = t.set_read_timeout(Some(acfg.timeout));
-            let h: Hello = match read_control(&mut t) {
-                Ok(h) => h,
-                Err(_) => continue,
-            };
-            let why = check_hello(&h, &acfg).or_else(|| {
-                (h.rank <= acfg.rank
-                    || h.stream >= acfg.streams
-                    || got.contains_key(&(h.rank, h.stream)))
-                .then(|| {
-                    format!(
-                        "unexpected connection from rank {} stream {}",
-                        h.rank, h.stream
-                    )
-                })
-            });
-            if let Some(why) = why {
+            let (mut t, h) = hellos.next(deadline, "peers to connect")?;
+            if h.rank <= acfg.rank
+                || h.stream >= acfg.streams
+                || got.contains_key(&(h.rank, h.stream))
+            {
+                let why = format!(
+                    "unexpected connection from rank {} stream {}",
+                    h.rank, h.stream
+                );
                 refuse(&mut t, why);
                 continue;
             }

@@ -5,10 +5,11 @@
 //! start arriving and when all have arrived ([`App::on_receive`],
 //! [`App::on_complete`]), and keeps its own timers ([`Api::schedule`]).
 
-use super::net::{Backend, BackendSend, Ctx};
+use super::events::{AppTimers, Ev, PackedEv};
+use super::net::{Arrival, Backend, BackendSend, Completion, Ctx};
 use super::probe::Probe;
+use super::record::MsgRecord;
 use super::table::Table;
-use super::{AppTimers, Ev, PackedEv};
 use crate::event::EventQueue;
 use crate::fabric::topology::{FiveTuple, Topology};
 
@@ -44,35 +45,6 @@ pub struct Message {
     /// engine tells apps apart); a backend may keep per-QP state across
     /// the messages naming one QP. None: the message is a QP of its own.
     pub qp: Option<u64>,
-}
-
-/// What the engine remembers of every message.
-#[derive(Debug, Clone)]
-pub struct MsgRecord {
-    pub src: u32,
-    pub dst: u32,
-    pub size_bytes: u64,
-    pub class: u8,
-    pub tag: u64,
-    pub start_ps: u64,
-    /// When its first bytes reached the destination.
-    pub first_byte_ps: Option<u64>,
-    pub end_ps: Option<u64>,
-    pub ideal_fct_ps: u64,
-    pub retransmits: u64,
-    /// CNPs its receiver sent (DCQCN, packet backend).
-    pub cnps: u64,
-    pub app: u16,
-    /// Egress ports of its forward route (the latest, after reroutes).
-    pub route: Box<[u32]>,
-    /// Sent on an explicit path (routing never moves it).
-    pub pinned: bool,
-    /// Times routing moved it after a link changed.
-    pub reroutes: u32,
-    /// Its pinned path crossed a link that went down.
-    pub route_lost: bool,
-    /// The source port of its 5-tuple (see [`Message::src_port`]).
-    pub src_port: u16,
 }
 
 /// The ephemeral source port of message `id` when its app names none.
@@ -151,16 +123,29 @@ pub struct Api<'a> {
     pub(super) msgs: &'a mut Vec<MsgRecord>,
     pub(super) net: NetOut<'a>,
     pub(super) error: &'a mut Option<String>,
-    pub(super) holds: &'a mut super::Holds,
+    pub(super) holds: &'a mut Holds,
     pub(super) hash_seed: u64,
     pub(super) mss_bytes: u32,
 }
 
 /// The engine's buffers a backend writes into while an app calls it.
 pub(super) struct NetOut<'a> {
-    pub completions: &'a mut Vec<super::net::Completion>,
-    pub arrivals: &'a mut Vec<super::net::Arrival>,
+    pub completions: &'a mut Vec<Completion>,
+    pub arrivals: &'a mut Vec<Arrival>,
     pub probes: &'a mut [Box<dyn Probe>],
+}
+
+/// How many apps hold the run open, and whether any ever did.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Holds {
+    pub held: u32,
+    pub ever: bool,
+}
+
+impl Holds {
+    pub(super) fn released(&self) -> bool {
+        self.ever && self.held == 0
+    }
 }
 
 impl Api<'_> {

@@ -2,117 +2,33 @@
 //! message interface ([`Api`], [`App`]). It knows no packet and no
 //! application: a backend implements [`Backend`] and owns its events
 //! ([`NetEv`] is opaque here); applications implement [`App`].
+//!
+//! The files, from the bottom up: `events.rs` (the events as the queue holds
+//! them), `record.rs` (what is kept of every message), `table.rs` (result
+//! tables), `probe.rs` (observers), `net.rs` (the backend interface),
+//! `api.rs` (the application interface), and this file, the main loop.
 
 pub mod api;
+pub mod events;
 pub mod net;
 pub mod probe;
+pub mod record;
 pub mod table;
 
-pub use api::{Api, App, Message, MsgId, MsgRecord};
+pub use api::{Api, App, Message, MsgId};
+pub use events::{Ev, NetEv};
 pub use net::{
     Arrival, Backend, BackendSend, BandSample, ClassSample, Completion, Ctx, LinkChange, LinkStats,
-    NetEv,
 };
 pub use probe::{PortEvent, Probe};
+pub use record::MsgRecord;
 pub use table::{merge_tables, Column, Table};
 
 use crate::event::{EventQueue, Position};
 use crate::fabric::topology::Topology;
 use crate::fabric::{LinkAction, LinkEventSpec};
-use api::NetOut;
-
-/// Every event of a simulation: a backend's own, an application's timer, or
-/// the engine's queue sampler.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ev {
-    Net(NetEv),
-    /// An application's timer: its app and token are in slot `i` of
-    /// [`AppTimers`] (kept apart so that every event packs into a u64).
-    App(u32),
-    Sample,
-    /// Timed link event `i` of the scenario happens.
-    Link(u32),
-    /// Routing converges on the link state after event `i`.
-    Converge(u32),
-}
-
-/// An [`Ev`] packed in one u64, as the event queue holds it (issue 13,
-/// fourth pass: 24-byte queue entries, built in registers): the variant in
-/// bits 0-7, a backend event's kind in bits 8-15, the index in bits 32-63.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct PackedEv(u64);
-
-const EV_NET: u64 = 0;
-const EV_APP: u64 = 1;
-const EV_SAMPLE: u64 = 2;
-const EV_LINK: u64 = 3;
-const EV_CONVERGE: u64 = 4;
-
-impl Ev {
-    #[inline(always)]
-    pub(crate) fn pack(self) -> PackedEv {
-        PackedEv(match self {
-            Ev::Net(n) => EV_NET | (n.kind as u64) << 8 | (n.id as u64) << 32,
-            Ev::App(i) => EV_APP | (i as u64) << 32,
-            Ev::Sample => EV_SAMPLE,
-            Ev::Link(i) => EV_LINK | (i as u64) << 32,
-            Ev::Converge(i) => EV_CONVERGE | (i as u64) << 32,
-        })
-    }
-}
-
-impl PackedEv {
-    /// The backend's event, if it is one.
-    #[inline(always)]
-    pub(crate) fn net(self) -> Option<NetEv> {
-        (self.0 & 0xff == EV_NET).then_some(NetEv {
-            kind: (self.0 >> 8) as u8,
-            id: (self.0 >> 32) as u32,
-        })
-    }
-
-    #[inline(always)]
-    pub(crate) fn unpack(self) -> Ev {
-        let id = (self.0 >> 32) as u32;
-        match self.0 & 0xff {
-            EV_NET => Ev::Net(NetEv {
-                kind: (self.0 >> 8) as u8,
-                id,
-            }),
-            EV_APP => Ev::App(id),
-            EV_SAMPLE => Ev::Sample,
-            EV_LINK => Ev::Link(id),
-            _ => Ev::Converge(id),
-        }
-    }
-}
-
-/// Pending application timers (app, token), by slot; a slot is free again
-/// once its event fires (app timers are never cancelled).
-#[derive(Debug, Default)]
-pub(crate) struct AppTimers {
-    slots: Vec<(u16, u64)>,
-    free: Vec<u32>,
-}
-
-impl AppTimers {
-    pub(crate) fn add(&mut self, app: u16, token: u64) -> u32 {
-        match self.free.pop() {
-            Some(i) => {
-                self.slots[i as usize] = (app, token);
-                i
-            }
-            None => {
-                self.slots.push((app, token));
-                (self.slots.len() - 1) as u32
-            }
-        }
-    }
-    fn take(&mut self, i: u32) -> (u16, u64) {
-        self.free.push(i);
-        self.slots[i as usize]
-    }
-}
+use api::{Holds, NetOut};
+use events::{AppTimers, PackedEv};
 
 /// Queue samples kept by the engine's sampler: one row per band whose queue
 /// or counters changed since the previous sample (or whose queue is not empty).
@@ -157,19 +73,6 @@ pub struct Simulation {
     /// Apps holding the run open ([`Api::hold_run`]): once some did and all
     /// have released it, the run ends, whatever else is still going.
     holds: Holds,
-}
-
-/// How many apps hold the run open, and whether any ever did.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct Holds {
-    pub held: u32,
-    pub ever: bool,
-}
-
-impl Holds {
-    fn released(&self) -> bool {
-        self.ever && self.held == 0
-    }
 }
 
 impl Simulation {
@@ -569,50 +472,5 @@ impl Simulation {
         }
         self.settle(Position::after(self.now));
         Ok(false)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every variant survives packing, at the edges of its fields.
-    #[test]
-    fn events_pack_and_unpack() {
-        let evs = [
-            Ev::Net(NetEv { kind: 0, id: 0 }),
-            Ev::Net(NetEv {
-                kind: 255,
-                id: u32::MAX,
-            }),
-            Ev::Net(NetEv {
-                kind: 6,
-                id: 1 << 31,
-            }),
-            Ev::App(0),
-            Ev::App(u32::MAX),
-            Ev::Sample,
-            Ev::Link(7),
-            Ev::Link(u32::MAX),
-            Ev::Converge(0),
-            Ev::Converge(u32::MAX),
-        ];
-        for ev in evs {
-            assert_eq!(ev.pack().unpack(), ev);
-        }
-    }
-
-    /// A fired timer's slot is reused; pending ones keep their app and token.
-    #[test]
-    fn app_timer_slots() {
-        let mut t = AppTimers::default();
-        let a = t.add(1, 10);
-        let b = t.add(2, u64::MAX);
-        assert_ne!(a, b);
-        assert_eq!(t.take(a), (1, 10));
-        let c = t.add(3, 30);
-        assert_eq!(c, a);
-        assert_eq!(t.take(b), (2, u64::MAX));
-        assert_eq!(t.take(c), (3, 30));
     }
 }

@@ -3,18 +3,11 @@
 //! inside a backend's events ([`NetEv`] is opaque to it) and knows nothing
 //! of packets, queues or transports.
 
+use super::events::{Ev, NetEv, PackedEv};
 use super::probe::{PortEvent, Probe};
-use super::{Ev, PackedEv};
+use super::table::Table;
 use crate::event::{EventKey, EventQueue, Position};
 use crate::fabric::topology::Topology;
-
-/// A backend's own event, opaque to the engine: the backend chooses `kind`
-/// and `id` (e.g. "port 12 finished serializing") and decodes them itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NetEv {
-    pub kind: u8,
-    pub id: u32,
-}
 
 /// A message fully arrived at its destination at `Ctx::now`.
 #[derive(Debug, Clone, Copy)]
@@ -202,7 +195,7 @@ pub trait Backend: Send + Sync {
     /// Applies a change of link `link` (egress ports `2 * link` and `2 * link + 1`).
     fn link_change(&mut self, ctx: &mut Ctx, link: u32, change: LinkChange);
     /// The backend's own result tables (e.g. switch logic's counters).
-    fn tables(&self) -> Vec<super::Table> {
+    fn tables(&self) -> Vec<Table> {
         Vec::new()
     }
     /// Appends the messages that still have traffic in the network.
@@ -228,7 +221,7 @@ pub struct BackendSend {
     /// An in-network aggregation contribution of this aggregation job
     /// (`fwd` is then the worker's uplink; nothing has a destination).
     pub aggregate: Option<u16>,
-    /// The application's queue-pair identity ([`super::Message::qp`]) with
+    /// The application's queue-pair identity (its message's `qp`) with
     /// the index of the app that named it; a backend may keep per-QP state
     /// across the messages naming one QP.
     pub qp: Option<(u16, u64)>,

@@ -1,7 +1,7 @@
 //! Probes: observers the engine and the backends call as things happen.
 //! With no probe attached the only cost is one emptiness check per call site.
 
-use super::api::MsgRecord;
+use super::record::MsgRecord;
 
 /// What happened to a packet (or a band) at an egress port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

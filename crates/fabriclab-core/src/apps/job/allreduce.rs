@@ -7,12 +7,13 @@
 //! the sum; this file holds what both share: starting an allreduce, routing
 //! an arrived message to its engine, sending a message at the job's (or,
 //! slack-aware, the urgent) class, and a worker holding the reduced fusion.
+//! The state of an allreduce in flight is `inflight.rs`'s.
 
+use super::inflight::{Allreduce, JobMsg, Run};
 use super::plan::PlanEngine;
 use super::ring;
 use super::{TimelineRow, TrainingJob};
 use crate::engine::{Api, Message};
-use fabriclab_plan::PlanRun;
 
 /// The engine that runs every allreduce of a job.
 pub(super) enum Engine {
@@ -66,42 +67,6 @@ impl Engine {
             Engine::Aggregate(_) => size as f64,
         }
     }
-}
-
-/// An allreduce in flight.
-pub(super) struct Allreduce {
-    pub fusion: u32,
-    pub iteration: u32,
-    pub start_ps: u64,
-    pub done_workers: u32,
-    /// Messages arrived so far (all workers, all rounds or steps).
-    pub received: u32,
-    /// Messages sent at a class other than the urgent one.
-    pub low_sends: u32,
-    /// The engine's own progress.
-    pub run: Run,
-}
-
-/// An engine's progress through one allreduce.
-pub(super) enum Run {
-    /// Ring: messages arrived per round.
-    Ring { arrived: Vec<u32> },
-    /// Plan: the walk through the plan's step graph.
-    Plan(PlanRun),
-    /// Aggregation: every worker's contribution is in the fabric.
-    Aggregate,
-}
-
-/// A message of the job in flight.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct JobMsg {
-    pub allreduce: u32,
-    /// The ring round, or the plan step of the sender.
-    pub round: u32,
-    pub sender: u32,
-    pub receiver: u32,
-    pub bytes: u64,
-    pub urgent: bool,
 }
 
 impl TrainingJob {

@@ -20,6 +20,8 @@
 //! - `build.rs`: [`TrainingJob::new`], checks and derived figures;
 //! - `compute.rs`: forward and backward compute, fusion readiness and the
 //!   transmit queue;
+//! - `inflight.rs`: the state of an allreduce in flight and of its
+//!   messages, whichever engine runs it;
 //! - `allreduce.rs`: an allreduce whichever engine runs it ([`Engine`]:
 //!   the messages it sends, a worker holding the sum);
 //! - `ring.rs`: the built-in ring engine (and why it is not a plan);
@@ -31,13 +33,15 @@
 
 use super::{list_schema, section, AppKind, BuildEnv};
 use crate::engine::{Api, App, MsgId, Table};
-use allreduce::{Allreduce, Engine, JobMsg};
+use allreduce::Engine;
+use inflight::{Allreduce, JobMsg};
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
 
 mod allreduce;
 mod build;
 mod compute;
+mod inflight;
 mod plan;
 mod ring;
 mod slack_aware;

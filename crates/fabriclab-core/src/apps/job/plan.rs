@@ -2,7 +2,7 @@
 //! plan's byte ranges scaled to each fusion, the actions of its step walk
 //! ([`PlanRun`]) turned into messages and timers.
 
-use super::allreduce::Run;
+use super::inflight::Run;
 use super::{tok, JobPlan, TrainingJob, T_PLAN_REDUCE, T_PLAN_SEND};
 use crate::engine::Api;
 use crate::time::ser_time_ps;

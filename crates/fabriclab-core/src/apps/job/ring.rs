@@ -41,7 +41,7 @@
 //! the ring engine under another name. So the ring stays an engine of its
 //! own beside the plan engine ([`super::allreduce::Engine`]).
 
-use super::allreduce::{JobMsg, Run};
+use super::inflight::{JobMsg, Run};
 use super::{tok, TrainingJob, T_RECV_DONE, T_SEND};
 use crate::engine::{Api, MsgId};
 use crate::time::ser_time_ps;

@@ -13,7 +13,8 @@
 //! receive's arrival is its message's, and it is done when reduced. A
 //! halted worker records nothing from its halt on.
 
-use super::{Engine, TrainingJob};
+use super::allreduce::Engine;
+use super::TrainingJob;
 use crate::engine::{Column, Table};
 use fabriclab_plan::Op;
 use std::collections::HashMap;
