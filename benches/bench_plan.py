@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from fabriclab.collectives.algos import Allocation, make_plan
-from fabriclab.collectives.bench import run_bench
+from fabriclab.sim.bench import run_bench
 from fabriclab.collectives.treegen import best_root_packing, pack_trees
 from fabriclab.scenario.gpus import gpu_server
 

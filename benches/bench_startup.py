@@ -69,18 +69,18 @@ cpu = time.process_time
 marks = [("interpreter and site", cpu())]
 def mark(name): marks.append((name, cpu()))
 from pathlib import Path
-from fabriclab import commands
+from fabriclab.cli import commands
 if hasattr(commands, "default_blas_threads"):
     commands.default_blas_threads()
 import pydantic; mark("pydantic")
 from fabriclab.scenario.model import Scenario; mark("scenario schema (import)")
 s = Scenario.load(Path(sys.argv[1])); mark("read and validate the scenario")
-from fabriclab import engine
-sim, _ = engine.resolve_and_build(s); mark("resolve, build the simulator")
+from fabriclab.sim import engine, pipeline
+sim, _ = pipeline.resolve_and_build(s); mark("resolve, build the simulator")
 while sim.run_until(engine.U64_MAX): pass
 mark("core run")
-from fabriclab import results; mark("results module (before 2026-11-27: numpy, pyarrow)")
-res = engine.collect_results(s, sim, 1.0); mark("summary and tables")
+from fabriclab.sim import results; mark("results module (before 2026-11-27: numpy, pyarrow)")
+res = pipeline.collect_results(s, sim, 1.0); mark("summary and tables")
 out = Path(sys.argv[2]); out.mkdir(exist_ok=True)
 res.write_into(out); mark("write Parquet, summary, resolved scenario")
 print(json.dumps(marks))

@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from fabriclab.collectives.bench import parse_size
+from fabriclab.collectives.metrics import parse_size
 from fabriclab.runtime.autochunk import AutoChunk
 from fabriclab.runtime.comm import Communicator
 from fabriclab.runtime.plans import plan_json

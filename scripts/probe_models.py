@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from fabriclab.collectives.bench import parse_size
+from fabriclab.collectives.metrics import parse_size
 from fabriclab.runtime.comm import Communicator
 from fabriclab.runtime.probe import measure, plan_from_probe
 

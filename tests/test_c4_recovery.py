@@ -468,7 +468,7 @@ def test_the_cli_refuses_a_spare_pool_that_cannot_be_had_with_exit_2(spares, fie
 def test_a_sweep_point_of_a_recovery_run_ships_its_segment_folders(tmp_path):
     """The Ray path returns a point's files to the driver: a recovery run's
     segments/<k>/ must come back too, and be written where they were."""
-    from fabriclab.sim.sweep import _run_point_files, _write_point
+    from fabriclab.sweep import _run_point_files, _write_point
 
     base = scenario([{"kind": "crash", "rank": 1, "at_ps": CRASH_AT}]) | {"__base_dir": str(tmp_path)}
     files = _run_point_files(base, {"seed": 5})

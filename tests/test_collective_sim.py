@@ -7,7 +7,8 @@ import pytest
 
 from fabriclab.collectives import rings as R
 from fabriclab.collectives.algos import Allocation, make_plan
-from fabriclab.collectives.run import bus_bandwidth, run_plan
+from fabriclab.collectives.metrics import bus_bandwidth
+from fabriclab.sim.plans import run_plan
 from fabriclab.scenario.gpus import gpu_server
 from fabriclab.scenario.topology import TopologyData
 
@@ -162,7 +163,7 @@ def test_hybrid_and_hierarchical_plans_verify_and_run():
 
 
 def test_auto_picks_the_fastest_candidate():
-    from fabriclab.collectives.algos import choose_plan
+    from fabriclab.sim.plans import choose_plan
 
     t = gpu_server("dgx1v")
     a = Allocation(t, [0, 1, 2, 4])

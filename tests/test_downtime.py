@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from fabriclab import downtime as dt
+from fabriclab.systems.c4 import downtime as dt
 
 
 def small_practice(auto=120.0):

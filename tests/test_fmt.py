@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from fabriclab import fmt
+from fabriclab.observe import fmt
 
 
 @pytest.mark.parametrize("ps, text", [

@@ -430,7 +430,7 @@ def test_report_of_a_run(cli, tmp_path):
     assert "src=\"http" not in page  # self-contained
 
     # The figures, worked out here from the run's own tables with numpy.
-    from fabriclab import fmt
+    from fabriclab.observe import fmt
 
     flows = pd.read_parquet(out / "flows.parquet")
     small = flows[(flows["size_bytes"] < 100_000) & (flows["class"] == 0)]

@@ -9,8 +9,8 @@ import json
 import pandas as pd
 import pytest
 
-from fabriclab import downtime as dt
-from fabriclab.util.parallel import c4_recovery as rc
+from fabriclab.systems.c4 import downtime as dt
+from fabriclab.systems.c4 import repro_recovery as rc
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):

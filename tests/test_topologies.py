@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from fabriclab import Scenario, simulate
-from fabriclab import topology as topo
+from fabriclab.scenario import topology as topo
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -5,7 +5,7 @@
 >>> res.flows.head()
 """
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 
 def __getattr__(name):

@@ -15,7 +15,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel
 
 from fabriclab import scenario as S
-from fabriclab import units as U
+from fabriclab.scenario import units as U
 
 
 

@@ -47,7 +47,7 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from fabriclab import scenario as S
-from fabriclab import units as U
+from fabriclab.scenario import units as U
 
 from fixtures import fixture_dir
 from schema_model import FieldSpec, ModelSpec, T, root_spec

@@ -106,7 +106,7 @@ def topo_show(
     _check_out_file(png, "--out")
     if gpu is not None:
         from ..collectives.algos import Allocation, make_plan
-        from ..collectives.bench import build_topology, parse_gpus
+        from ..sim.bench import build_topology, parse_gpus
 
         if plan is not None and plan not in ("ring", "trees"):
             _fail(f"--plan: must be 'ring' or 'trees', got {plan!r}")
@@ -143,7 +143,7 @@ def bench(
     check: bool = typer.Option(False, "--verify", help="Verify every plan before running it."),
 ) -> None:
     """A simulated nccl-tests: time one collective over message sizes."""
-    from ..collectives.bench import explain_text, run_bench, table_text, write_csv
+    from ..sim.bench import explain_text, run_bench, table_text, write_csv
 
     if csv_out is not None:
         _check_out_file(csv_out, "--csv")
@@ -166,7 +166,7 @@ def sweep(
     memory_limit: Optional[str] = MEMORY_LIMIT,
 ) -> None:
     """Run a grid of scenarios in parallel, resumable, into one Parquet dataset."""
-    from ..sim.sweep import run_sweep
+    from ..sweep import run_sweep
 
     run_sweep(experiment, out_dir, workers, max_points, ray_address=ray_address, memory_limit=memory_limit)
     done = (out_dir / "points.parquet").is_file()
@@ -343,7 +343,7 @@ def _internal_error(e: BaseException) -> int:
 
 
 def _version() -> str:
-    from .. import __version__
+    from .._version import __version__
 
     return __version__
 

@@ -394,31 +394,3 @@ def candidates(op: str, alloc: Allocation) -> list[str]:
             out.append("hierarchical")
     return out
 
-
-CHUNK_CHOICES = (None, 64 * 1024, 256 * 1024, 1 << 20, 4 << 20)
-
-
-def choose_plan(op: str, alloc: Allocation, size_bytes: int, root: int = 0, backend: str = "flow",
-                chunk_choices=CHUNK_CHOICES, **run_kw):
-    """``auto``: simulates every candidate algorithm and chunk size on the
-    flow backend and returns (best plan, table of (algo, chunk, time_ps))."""
-    from .run import run_plan
-
-    table = []
-    best = None
-    for algo in candidates(op, alloc):
-        for ch in chunk_choices:
-            if ch is not None and ch >= size_bytes:
-                continue
-            try:
-                plan = make_plan(algo, op, alloc, size_bytes, ch, root)
-            except (PlanningError, ValueError):
-                continue
-            t = run_plan(plan, alloc.topo, alloc.rank_hosts, backend=backend, **run_kw).time_ps
-            table.append((algo, ch, t))
-            if best is None or t < best[0]:
-                best = (t, plan)
-            if algo in ("halving-doubling",):
-                break  # not chunked
-    return best[1], table
-

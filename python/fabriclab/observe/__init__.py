@@ -1,4 +1,2 @@
-"""Observation: the collective telemetry schema (``ccl.py``, written by both
-the simulator and the runtime), reports (``report/``), drawings
-(``draw.py``), quantities for people (``fmt.py``), and the comparison of a
+"""Observation: reports (``report/``), drawings (``draw.py``), quantities for people (``fmt.py``), and the comparison of a
 plan run for real and simulated (``compare.py``)."""

@@ -87,7 +87,7 @@ def build_job(op: str, algo: str | None, plan_path: str | None, sizes: str | Non
               chunk_bytes: int, hosts: int) -> Job:
     """Checks the arguments (naming the option) and builds the plan texts."""
     from ..collectives.algos import PlanningError
-    from ..collectives.bench import parse_sizes
+    from ..collectives.metrics import parse_sizes
     from ..runtime.plans import OPS, plan_json
 
     if chunk_bytes < ITEM:
@@ -186,7 +186,7 @@ def sim_scenario(s) -> dict:
 def simulate(job: Job, s, reduce_bps: int, overhead_ps: int, progress=None) -> list[int]:
     """Completion time (ps) of every plan, simulated alone on the box's topology, ranks on hosts 0..n-1."""
     from ..collectives.plan import Plan
-    from ..collectives.run import run_plan
+    from ..sim.plans import run_plan
 
     topo = s.build_topology()
     scen = sim_scenario(s)
@@ -261,7 +261,7 @@ def run_real(job: Job, cluster: str, iters: int, warmup: int, check: bool) -> li
 
 def make_row(op: str, n: int, size: int, real_ns: float, sim_ps: int, wrong: int) -> Row:
     """The printed figures: ratio and busbw follow from the printed (rounded) times."""
-    from ..collectives.run import bus_bandwidth
+    from ..collectives.metrics import bus_bandwidth
 
     real_us = max(round(real_ns / 1e3, 2), 0.01)
     sim_us = max(round(sim_ps / 1e6, 2), 0.01)

@@ -16,8 +16,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..collectives.bench import parse_sizes
-from ..collectives.run import bus_bandwidth
+from ..collectives.metrics import parse_sizes
+from ..collectives.metrics import bus_bandwidth
 from .errors import RuntimeFailure, RuntimeInputError
 from .plans import ALGOS, OPS
 from .timing import PLACEMENTS, time_placements

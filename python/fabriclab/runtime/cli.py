@@ -99,7 +99,7 @@ def register(app: typer.Typer) -> None:
         connections (one pair at a time), then TreeGen's trees on the measured graph."""
         import json
 
-        from ..collectives.bench import parse_size
+        from ..collectives.metrics import parse_size
         from .errors import RuntimeFailure, RuntimeInputError
         from .probe import Measurements, matrix_text
         from .probe_cmd import packing_text, run_probe

@@ -32,7 +32,7 @@ def _env_int(name: str, env, lo: int, hi: int) -> int:
 
 def _env_chunk(v: str):
     from ..collectives.algos import PlanningError
-    from ..collectives.bench import parse_size
+    from ..collectives.metrics import parse_size
 
     word = v.strip().lower()
     if word in ("auto", "none"):

@@ -1,12 +1,12 @@
 """Per-message telemetry as a table: the ``ccl.parquet`` schema of
-docs/telemetry.md (fabriclab.observe.ccl, shared with the simulator), one row per
+docs/telemetry.md (fabriclab.collectives.ccl, shared with the simulator), one row per
 message a rank sent or received."""
 
 from __future__ import annotations
 
 import json
 
-from ..observe.ccl import COLUMNS, table
+from ..collectives.ccl import COLUMNS, table
 
 
 class Telemetry:

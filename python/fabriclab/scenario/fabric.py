@@ -9,7 +9,15 @@ from typing import Annotated, Literal, Optional, Union
 from pydantic import Field, field_validator, model_validator
 
 from . import topology as topo
-from .base import U32_MAX, WIRE_OVERHEAD_BYTES, Delay, PositiveRate, ScenarioError, _off_is_none, _Strict
+from .base import (
+    U32_MAX,
+    WIRE_OVERHEAD_BYTES,
+    Delay,
+    PositiveRate,
+    ScenarioError,
+    _off_is_none,
+    _Strict,
+)
 from .units import RateBps, SizeBytes, TimePs
 
 

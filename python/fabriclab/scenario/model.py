@@ -14,33 +14,48 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ..util.inputs import read_text
-from . import topology as topo
 from ..util.toml import tomllib
-from .fabric import (FatTreeTopology, LeafSpineTopology, LinkEventConfig, PfcConfig,
-                            QueueConfig, QueueOverrideConfig, QUEUE_FIELDS, RAMP_FIELDS, RoutingConfig, StarTopology,
-                            SwitchBufferConfig, TapLogicConfig, TopologyConfig, TransportConfig)
-from .faults import FaultConfig
-from .recovery import RecoveryConfig, check_scenario as _check_recovery
+from . import topology as topo
 from .aggregation import AGGREGATION_ALLREDUCE, AggregationConfig, JobAggregationConfig
-from .base import U32_MAX, WIRE_OVERHEAD_BYTES, Delay, ScenarioError, TrafficClass, _off_is_none, _Strict
+from .base import (
+    U32_MAX,
+    WIRE_OVERHEAD_BYTES,
+    Delay,
+    ScenarioError,
+    TrafficClass,
+    _off_is_none,
+    _Strict,
+)
+from .fabric import (
+    QUEUE_FIELDS,
+    RAMP_FIELDS,
+    FatTreeTopology,
+    LeafSpineTopology,
+    LinkEventConfig,
+    PfcConfig,
+    QueueConfig,
+    QueueOverrideConfig,
+    RoutingConfig,
+    StarTopology,
+    SwitchBufferConfig,
+    TapLogicConfig,
+    TopologyConfig,
+    TransportConfig,
+)
+from .faults import FaultConfig
+from .recovery import RecoveryConfig
+from .recovery import check_scenario as _check_recovery
 from .units import RateBps, SizeBytes, TimePs
-
-
-def read_plan_file(path: Path, field_name: str):
-    """A plan-format-v1 JSON file, read and verified; errors name the field."""
-    from ..collectives import plan as plan_mod
-    from ..collectives.verify import PlanError, verify
-
-    text = read_text(path, field_name, "plan JSON file")
-    try:
-        p = plan_mod.Plan.from_json(text)
-        verify(p)
-    except (ValueError, KeyError, TypeError, PlanError) as e:
-        raise ScenarioError(f"{field_name}: {path}: {e}") from None
-    return p
 
 
 class PoissonTrafficConfig(_Strict):
@@ -197,7 +212,7 @@ class CollectiveConfig(_Strict):
     balance: Literal["split", "dlb"] = "split"
     qp_depth: int = Field(1, ge=1, le=U32_MAX)
 
-    # A plan built in code (collectives.run.run_plan); not part of the file format.
+    # A plan built in code (sim.plans.run_plan); not part of the file format.
     _plan_object = PrivateAttr(default=None)
 
     @model_validator(mode="after")
@@ -500,7 +515,7 @@ class Scenario(_Strict):
     def resolved_dict(self) -> dict:
         """Every field with its default filled in (None fields omitted), for
         ``scenario.resolved.toml``."""
-        from .. import __version__
+        from .._version import __version__
 
         dump = self.model_dump(by_alias=True, exclude_none=True)
         dump.pop("fabriclab_version", None)  # the version that wrote it; this one writes its own

@@ -138,9 +138,8 @@ def from_file(path: Path, field: str = "topology.path") -> TopologyData:
     ``links = [{a, b, rate_bps, delay_ps}]`` where ``a``/``b`` are node names."""
     from pydantic import TypeAdapter
 
-    from .units import RateBps, TimePs
-
     from ..util.inputs import read_text
+    from .units import RateBps, TimePs
 
     text = read_text(path, field, "topology file")
     try:

@@ -13,8 +13,8 @@ import re
 import time
 from typing import TYPE_CHECKING
 
-from .. import __version__
 from .._core import Simulator
+from .._version import __version__
 from ..scenario.base import ScenarioError
 from ..scenario.fabric import fabric_core
 from .apps.base import Collected, Resolving

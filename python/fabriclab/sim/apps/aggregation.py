@@ -16,8 +16,12 @@ from __future__ import annotations
 
 from collections import deque
 
+from ...scenario.aggregation import (
+    AGGREGATION_ALLREDUCE,
+    AggregationConfig,
+    JobAggregationConfig,
+)
 from ...scenario.base import ScenarioError
-from ...scenario.aggregation import AGGREGATION_ALLREDUCE, AggregationConfig, JobAggregationConfig
 from .base import App, Collected, Resolving
 
 

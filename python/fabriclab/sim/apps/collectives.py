@@ -5,9 +5,25 @@ collectives' rows of ``ccl.parquet`` and their summary."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from ...collectives import plan as plan_mod
+from ...collectives.verify import PlanError, verify
 from ...scenario.base import ScenarioError
-from ...scenario.model import COLLECTIVE_REDUCE_BPS, COLLECTIVE_SEND_OVERHEAD_PS, read_plan_file
+from ...scenario.model import COLLECTIVE_REDUCE_BPS, COLLECTIVE_SEND_OVERHEAD_PS
+from ...util.inputs import read_text
 from .base import App, Collected, Resolving
+
+
+def read_plan_file(path: Path, field_name: str):
+    """A plan-format-v1 JSON file, read and verified; errors name the field."""
+    text = read_text(path, field_name, "plan JSON file")
+    try:
+        p = plan_mod.Plan.from_json(text)
+        verify(p)
+    except (ValueError, KeyError, TypeError, PlanError) as e:
+        raise ScenarioError(f"{field_name}: {path}: {e}") from None
+    return p
 
 
 class Collectives(App):
@@ -74,7 +90,11 @@ def _collective_plan(s, i: int, c, nh: int):
     elif c.planner is not None:
         from ...collectives.direct import direct_allreduce
         from ...collectives.halving_doubling import halving_doubling_allreduce
-        from ...collectives.rings import ring_allgather, ring_allreduce, ring_reduce_scatter
+        from ...collectives.rings import (
+            ring_allgather,
+            ring_allreduce,
+            ring_reduce_scatter,
+        )
         from ...collectives.trees import double_binary_tree_allreduce
 
         n = c.ranks or (len(c.hosts) if c.hosts is not None else nh)
@@ -114,7 +134,7 @@ def _tables(tables: dict):
         return None, None, {}
     import pyarrow as pa
 
-    from ...observe.ccl import from_simulation
+    from ...collectives.ccl import from_simulation
 
     summary = {}
     for name, start, end in zip(co["collective"], co["start_ps"], co["end_ps"]):

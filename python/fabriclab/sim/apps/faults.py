@@ -7,6 +7,7 @@ from ...scenario.base import ScenarioError
 from ...scenario.faults import RANK_KINDS, SYNDROME, FaultConfig, component
 from .base import App, Collected, Resolving
 
+
 def compile_faults(s, t, names: dict[str, int]) -> tuple[dict[int, list[dict]], list[dict]]:
     """The faults of scenario ``s`` on its built topology ``t``: per job index
     the core's worker faults, and the core's extra link events."""

@@ -10,10 +10,11 @@ import math
 
 from ...scenario.aggregation import AGGREGATION_ALLREDUCE
 from ...scenario.base import ScenarioError
-from ...scenario.model import JOB_ALLREDUCE, MAX_PLAN_CHUNKS, read_plan_file
+from ...scenario.model import JOB_ALLREDUCE, MAX_PLAN_CHUNKS
 from ...scenario.recovery import spare_hosts
 from ..limits import BYTES_PER_FLOW, BYTES_PER_TIMELINE_ROW
 from .base import App, Collected, Resolving
+from .collectives import read_plan_file
 
 
 class Jobs(App):
@@ -31,7 +32,12 @@ class Jobs(App):
         r.spec["jobs"] = jobs
 
     def estimate(self, s, est, hosts: int, rate_bps: float) -> None:
-        from ...scenario.profiles import BUILTIN, ProfileError, build_profile, builtin_size
+        from ...scenario.profiles import (
+            BUILTIN,
+            ProfileError,
+            build_profile,
+            builtin_size,
+        )
 
         for i, j in enumerate(s.jobs):
             workers = hosts if j.workers == "all" else len(j.workers)
@@ -163,7 +169,7 @@ def _job_telemetry(c: Collected) -> None:
         return
     import pyarrow as pa
 
-    from ...observe.ccl import from_jobs
+    from ...collectives.ccl import from_jobs
 
     ccl = c.tables.get("ccl")
     first = 0 if ccl is None else len(c.scenario.collectives)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from ...collectives.algos import Allocation, make_plan
-from ...collectives.run import run_plan
+from ...sim.plans import run_plan
 from ...scenario.gpus import gpu_cluster, gpu_server
 
 PAPER = {

@@ -488,7 +488,7 @@ def _last_end(tables: dict, iterations: int) -> Optional[int]:
 def _telemetry(sim, tables: dict, job):
     import pandas as pd
 
-    from ...observe.ccl import from_jobs
+    from ...collectives.ccl import from_jobs
     from ...sim.results import read_parquet_bytes
 
     msgs = read_parquet_bytes(sim.messages_parquet()).to_pandas()
@@ -660,7 +660,7 @@ def _isolate(st: _State, target, row: dict, host_name) -> bool:
 # ---------------------------------------------------------------- outputs
 def _summary(s, st, cycles, seg_rows, outcome, end_ps, useful, stalled, checkpoints, done, host_name, target,
              wall_s):
-    from ... import __version__
+    from ..._version import __version__
 
     r = s.recovery
     parts = {p: sum(c[f"{p}_ps"] for c in cycles) for p in PARTS}

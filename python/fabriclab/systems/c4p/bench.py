@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from ...collectives.plan import Plan
 from ...collectives.rings import ring_allreduce
-from ...collectives.run import BUSBW_FACTOR
+from ...collectives.metrics import BUSBW_FACTOR
 from ...sim.apps.collectives import collective_spec
 from ...sim.pipeline import core_spec
 from .master import Master, ecmp_src_ports

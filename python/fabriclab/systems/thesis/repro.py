@@ -170,7 +170,7 @@ def ch5_experiment(duration_s: float, ratios, rates, seeds) -> dict:
 def ch5(out_dir: Path, quick: bool = False, workers: int | None = None) -> pd.DataFrame:
     import tomli_w
 
-    from ...sim.sweep import run_sweep
+    from ...sweep import run_sweep
 
     duration = 3.0 if quick else 12.0
     ratios = (4,) if quick else tuple(CH5_RATIOS)
@@ -301,7 +301,7 @@ def ch5_slack(out_dir: Path, quick: bool = False, cells=None, seeds=None, durati
     (slack_factor, slack_lag_rounds) variant. One row per run."""
     import tomli_w
 
-    from ...sim.sweep import run_sweep
+    from ...sweep import run_sweep
 
     cells = cells or (((4, 92),) if quick else CH5_SLACK_CELLS)
     seeds = seeds or ((1,) if quick else (1, 2, 3))

@@ -1,4 +1,5 @@
-"""Running plans in the simulator and nccl-tests' figures of merit."""
+"""Plans run in the simulator: one collective alone on a topology, and
+``auto``, which simulates every candidate algorithm and chunk size."""
 
 from __future__ import annotations
 
@@ -6,24 +7,21 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..scenario.model import COLLECTIVE_REDUCE_BPS, COLLECTIVE_SEND_OVERHEAD_PS, CollectiveConfig, Scenario, ScenarioError
+from ..collectives.algos import Allocation, PlanningError, candidates, make_plan
+from ..collectives.plan import Plan
+from ..scenario.model import (
+    COLLECTIVE_REDUCE_BPS,
+    COLLECTIVE_SEND_OVERHEAD_PS,
+    CollectiveConfig,
+    Scenario,
+    ScenarioError,
+)
 from ..scenario.topology import TopologyData
-from ..sim.pipeline import core_spec
-from .plan import Plan
+from .pipeline import core_spec
 
 # The defaults of [[collectives]] (their sources are in scenario.py).
 DEFAULT_REDUCE_BPS = COLLECTIVE_REDUCE_BPS
 DEFAULT_SEND_OVERHEAD_PS = COLLECTIVE_SEND_OVERHEAD_PS
-
-BUSBW_FACTOR = {
-    "allreduce": lambda n: 2 * (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "allgather": lambda n: (n - 1) / n,
-    "alltoall": lambda n: (n - 1) / n,
-    "broadcast": lambda n: 1.0,
-    "reduce": lambda n: 1.0,
-}
-
 
 @dataclass
 class PlanRun:
@@ -61,13 +59,33 @@ def run_plan(plan: Plan, topo: TopologyData, rank_hosts: list[int], backend: str
     (start,), (end,) = tables["collectives"]["start_ps"], tables["collectives"]["end_ps"]
     if end is None:
         raise ScenarioError("plan: the collective did not finish (a deadlock the verifier should have caught)")
-    from ..sim.results import read_parquet_bytes
+    from .results import read_parquet_bytes
 
     return PlanRun(end - start, pd.DataFrame(tables["steps"]), read_parquet_bytes(sim.links_parquet()).to_pandas(),
                    read_parquet_bytes(sim.flows_parquet()).to_pandas())
 
 
-def bus_bandwidth(op: str, nranks: int, size_bytes: int, time_ps: int) -> tuple[float, float]:
-    """nccl-tests' algorithm bandwidth S/t and bus bandwidth algbw * factor(op, n), in bytes per second."""
-    algbw = size_bytes / (time_ps / 1e12)
-    return algbw, algbw * BUSBW_FACTOR[op](nranks)
+CHUNK_CHOICES = (None, 64 * 1024, 256 * 1024, 1 << 20, 4 << 20)
+
+
+def choose_plan(op: str, alloc: Allocation, size_bytes: int, root: int = 0, backend: str = "flow",
+                chunk_choices=CHUNK_CHOICES, **run_kw):
+    """``auto``: simulates every candidate algorithm and chunk size on the
+    flow backend and returns (best plan, table of (algo, chunk, time_ps))."""
+    table = []
+    best = None
+    for algo in candidates(op, alloc):
+        for ch in chunk_choices:
+            if ch is not None and ch >= size_bytes:
+                continue
+            try:
+                plan = make_plan(algo, op, alloc, size_bytes, ch, root)
+            except (PlanningError, ValueError):
+                continue
+            t = run_plan(plan, alloc.topo, alloc.rank_hosts, backend=backend, **run_kw).time_ps
+            table.append((algo, ch, t))
+            if best is None or t < best[0]:
+                best = (t, plan)
+            if algo in ("halving-doubling",):
+                break  # not chunked
+    return best[1], table

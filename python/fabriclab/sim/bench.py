@@ -7,56 +7,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..collectives.algos import ALGOS, OPS, Allocation, PlanningError, make_plan
+from ..collectives.metrics import bus_bandwidth, parse_size, parse_sizes
+from ..collectives.verify import verify
 from ..scenario.gpus import KINDS, gpu_cluster, gpu_server
-from ..scenario.units import RateBps, SizeBytes
-from .algos import ALGOS, OPS, Allocation, PlanningError, choose_plan, make_plan
-from .run import bus_bandwidth, run_plan
-from .verify import verify
+from ..scenario.units import RateBps
+from .plans import choose_plan, run_plan
 
 FLOAT_BYTES = 4
 AUTO_CHUNKS = (64 * 1024, 256 * 1024, 1 << 20, 4 << 20, 16 << 20)
 
 
-def parse_size(text: str, what: str) -> int:
-    from pydantic import TypeAdapter, ValidationError
-
-    t = text.strip()
-    if re.fullmatch(r"[0-9]+", t):
-        return int(t)
-    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)\s*([KMG])(i?B?)?", t, re.I)
-    if m:
-        mult = {"k": 1024, "m": 1024**2, "g": 1024**3}[m.group(2).lower()]  # nccl-tests: K/M/G are powers of 2
-        return int(float(m.group(1)) * mult)
-    try:
-        return TypeAdapter(SizeBytes).validate_python(t)
-    except ValidationError:
-        raise PlanningError(f"{what}: cannot read {text!r} as a size (e.g. 8, 64K, 1M, 1G)") from None
-
-
-# Sizes and chunk counts a bench may ask for: the simulated buffer is never
-# allocated, but every chunk is a plan step held in memory.
-MAX_SIZE_BYTES = 1 << 40
 MAX_CHUNKS = 1 << 16
 MAX_SERVERS = 256
-
-
-def parse_sizes(text: str, factor: int) -> list[int]:
-    if ":" in text:
-        lo, hi = (parse_size(x, "--sizes") for x in text.split(":", 1))
-    else:
-        lo = hi = parse_size(text, "--sizes")
-    if lo < 1 or hi < lo:
-        raise PlanningError(f"--sizes: need 1 <= min <= max, got {text!r}")
-    if hi > MAX_SIZE_BYTES:
-        raise PlanningError(f"--sizes: at most {MAX_SIZE_BYTES} bytes (1T), got {hi}")
-    if factor < 2:
-        raise PlanningError(f"--factor: must be at least 2, got {factor}")
-    out = []
-    s = lo
-    while s <= hi:
-        out.append(s)
-        s *= factor
-    return out
 
 
 def parse_gpus(text: str, total: int) -> list[int]:

@@ -37,10 +37,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..util.toml import tomllib
-from .pipeline import build_simulator
-from ..errors import InputError
-from ..scenario.model import Scenario, ScenarioError
+from .errors import InputError
+from .scenario.model import Scenario, ScenarioError
+from .sim.pipeline import build_simulator
+from .util.toml import tomllib
 
 
 class SweepError(InputError):
@@ -78,7 +78,7 @@ def load_experiment(path: Path, memory_limit: int | None = None) -> tuple[dict, 
     of points (each a dict path -> value), in grid order. Every point is
     validated (schema, files, the core's checks, and its memory estimate
     against ``memory_limit`` bytes, None: no check) before any runs."""
-    from ..util.inputs import read_text
+    from .util.inputs import read_text
 
     if not path.exists():
         raise SweepError(f"{path}: no such experiment file")
@@ -146,7 +146,7 @@ def point_scenario(base: dict, point: dict, where: str) -> Scenario:
 
 
 def _run_point(base: dict, point: dict, out: str) -> str:
-    from ..api import simulate
+    from .api import simulate
 
     s = point_scenario(base, point, f"point {point_id(point)}")
     res = simulate(s)
@@ -216,7 +216,7 @@ def run_sweep(experiment: Path, out_dir: Path, workers: int | None = None, max_p
               progress: bool = True, ray_address: str | None = None, memory_limit: int | str | None = None) -> Path:
     """Runs the points not yet done. ``memory_limit`` (as for
     :func:`fabriclab.simulate`) is shared by the points running at once."""
-    from .limits import resolve_limit
+    from .sim.limits import resolve_limit
 
     if max_points is not None and max_points < 1:
         raise SweepError(f"--max-points: must be at least 1, got {max_points}")
