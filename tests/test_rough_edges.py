@@ -1,0 +1,58 @@
+"""The rough edges a new user met (issue 28): each breaks the bad-input
+contract (a clear error naming the field, exit 2, no traceback; nothing
+half-written whatever ends the run). Expected values come from the
+scenarios themselves, not from the program's output."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import fabriclab
+
+STAR = """
+name = "edges"
+[topology]
+kind = "star"
+hosts = 4
+link_rate_bps = "10Gbps"
+link_delay_ps = "1us"
+"""
+
+
+def _write(tmp_path, text, name="s.toml"):
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def _refused(r, *needles):
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stdout + r.stderr and "internal error" not in r.stderr, r.stderr
+    assert r.stderr.startswith("error: "), r.stderr
+    for n in needles:
+        assert n in r.stderr, (n, r.stderr)
+
+
+# ---------------------------------------------------------------- the error class at the top
+
+
+def test_the_base_error_class_is_exported_from_fabriclab():
+    from fabriclab.errors import InputError
+
+    assert fabriclab.InputError is InputError
+    assert "InputError" in fabriclab.__all__
+    assert issubclass(fabriclab.ScenarioError, fabriclab.InputError)
+    with pytest.raises(fabriclab.InputError, match="seed"):
+        fabriclab.Scenario.from_dict({"seed": -1})
+
+
+def test_import_fabriclab_stays_light_with_the_error_class():
+    code = "import sys, fabriclab; fabriclab.InputError; print(sorted(m for m in ('pydantic', 'numpy', 'pandas') if m in sys.modules))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", (r.stdout, r.stderr)
