@@ -39,6 +39,22 @@ def _refused(r, *needles):
         assert n in r.stderr, (n, r.stderr)
 
 
+# ---------------------------------------------------------------- flows CSV columns
+
+
+def test_an_unknown_flows_csv_column_lists_the_csv_columns_not_the_scenarios_fields(cli, tmp_path):
+    (tmp_path / "f.csv").write_text("src,dst,size_bytes,colour\n0,1,1000,red\n")
+    scen = _write(tmp_path, 'flows_csv = "f.csv"\n' + STAR)
+    r = cli("validate", str(scen))
+    _refused(r, "flows_csv", "colour")
+    allowed = r.stderr.split("allowed", 1)[1]
+    # The columns a CSV row may have are the fields of [[flows]] (docs/scenario.md).
+    for col in ("src", "dst", "size_bytes", "start_ps", "class", "path"):
+        assert col in allowed, r.stderr
+    for top in ("seed", "backend", "topology", "traffic"):
+        assert top not in allowed, r.stderr
+
+
 # ---------------------------------------------------------------- the error class at the top
 
 

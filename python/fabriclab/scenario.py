@@ -451,7 +451,14 @@ class Scenario(_Strict):
         if self.flows_csv:
             text = read_text(self._resolve_path(self.flows_csv), "flows_csv", "flows CSV file")
             lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
-            rows = list(csv.DictReader(lines))
+            reader = csv.DictReader(lines)
+            rows = list(reader)
+            # The header names the columns: each one a field of [[flows]] (a blank name holds no values).
+            columns = [f.alias or n for n, f in FlowConfig.model_fields.items()]
+            unknown = [c for c in (reader.fieldnames or []) if c.strip() and c.strip() not in columns]
+            if unknown:
+                raise ScenarioError(f"flows_csv: unknown column {unknown[0].strip()!r} in the header "
+                                    f"(allowed columns: {', '.join(columns)})")
             for i, r in enumerate(rows):
                 if None in r:
                     raise ScenarioError(f"flows_csv row {i + 1}: more values than the header has columns "
