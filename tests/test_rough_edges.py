@@ -55,6 +55,34 @@ def test_an_unknown_flows_csv_column_lists_the_csv_columns_not_the_scenarios_fie
         assert top not in allowed, r.stderr
 
 
+# ---------------------------------------------------------------- a collective's qps
+
+
+@pytest.mark.parametrize("rank, peer, bad", [(0, 8, "peer"), (8, 0, "rank"), (3, 3, "peer")])
+def test_a_collectives_qps_error_names_the_field_and_counts_ranks_from_0_to_n_minus_1(cli, tmp_path, rank, peer, bad):
+    scen = _write(tmp_path, STAR.replace("hosts = 4", "hosts = 8") + f"""
+        [[collectives]]
+        name = "ar"
+        planner = "ring"
+        size_bytes = "1MB"
+        ranks = 8
+        qps = [{{rank = {rank}, peer = {peer}, src_ports = [5000, 5001]}}]
+    """)
+    r = cli("validate", str(scen))
+    _refused(r, f"collectives[0].qps[0].{bad}", "0..7")
+    assert "0..8" not in r.stderr
+
+
+def test_a_collectives_repath_names_its_qp_and_the_groups_range(cli, tmp_path):
+    scen = _write(tmp_path, STAR + """
+        [[collectives]]
+        planner = "ring"
+        size_bytes = "1MB"
+        qps = [{rank = 0, peer = 1, src_ports = [5000, 5001], repaths = [{at_ps = "1us", qp = 2, src_port = 5002}]}]
+    """)
+    _refused(cli("validate", str(scen)), "collectives[0].qps[0].repaths[0].qp", "0..1")
+
+
 # ---------------------------------------------------------------- the error class at the top
 
 

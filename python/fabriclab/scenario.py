@@ -633,6 +633,24 @@ class Scenario(_Strict):
         from .collectives.run import collective_spec
 
         p, hosts = self._collective_plan(i, c, len(t.hosts))
+        # The core checks these too, but names the collective and counts ranks as a half-open range.
+        n, pairs = p.nranks, {}
+        for k, q in enumerate(c.qps):
+            where = f"collectives[{i}].qps[{k}]"
+            for key in ("rank", "peer"):
+                if getattr(q, key) >= n:
+                    raise ScenarioError(f"{where}.{key}: rank {getattr(q, key)} out of range (the collective has "
+                                        f"{n} ranks: 0..{n - 1})")
+            if q.rank == q.peer:
+                raise ScenarioError(f"{where}.peer: {q.peer} is the group's own rank; give another rank of 0..{n - 1}")
+            if (q.rank, q.peer) in pairs:
+                raise ScenarioError(f"{where}: rank {q.rank} to peer {q.peer} is already "
+                                    f"collectives[{i}].qps[{pairs[q.rank, q.peer]}]; list each pair once")
+            pairs[q.rank, q.peer] = k
+            for m, r in enumerate(q.repaths):
+                if r.qp >= len(q.src_ports):
+                    raise ScenarioError(f"{where}.repaths[{m}].qp: QP {r.qp} out of range (the group has "
+                                        f"{len(q.src_ports)} QPs, one per src_ports entry: 0..{len(q.src_ports) - 1})")
         try:
             return collective_spec(p, t, hosts, name=c.name, start_ps=c.start_ps, traffic_class=c.class_,
                                    reduce_bps=c.reduce_bps, send_overhead_ps=c.send_overhead_ps,
