@@ -39,6 +39,31 @@ def _refused(r, *needles):
         assert n in r.stderr, (n, r.stderr)
 
 
+# ---------------------------------------------------------------- topo show --out
+
+
+def test_topo_show_refuses_an_unknown_image_extension_naming_out_and_the_formats(cli, tmp_path):
+    scen = _write(tmp_path, STAR)
+    r = cli("topo", "show", str(scen), "--out", str(tmp_path / "topo.xyz"))
+    _refused(r, "--out", ".xyz", ".png", ".svg", ".pdf")
+    assert not (tmp_path / "topo.xyz").exists()
+
+
+def test_topo_show_writes_every_format_its_error_offers(cli, tmp_path):
+    scen = _write(tmp_path, STAR)
+    r = cli("topo", "show", str(scen), "--out", str(tmp_path / "topo.xyz"))
+    offered = [w.strip(" ,.") for w in r.stderr.split("one of", 1)[1].split()]
+    assert "png" in offered and "svg" in offered
+    magic = {"png": b"\x89PNG", "svg": b"<?xml", "pdf": b"%PDF", "jpg": b"\xff\xd8", "jpeg": b"\xff\xd8"}
+    for ext in offered:
+        img = tmp_path / f"topo.{ext}"
+        w = cli("topo", "show", str(scen), "--out", str(img))
+        assert w.returncode == 0, (ext, w.stderr)
+        assert img.stat().st_size > 0
+        if ext in magic:
+            assert img.read_bytes().startswith(magic[ext]), ext
+
+
 # ---------------------------------------------------------------- flows CSV columns
 
 
