@@ -39,6 +39,69 @@ def _refused(r, *needles):
         assert n in r.stderr, (n, r.stderr)
 
 
+# ---------------------------------------------------------------- SIGTERM, SIGKILL
+
+# 8 hosts at 10 Gbit/s, half loaded for 20 simulated seconds: about 450 M events,
+# far longer than the few seconds the test waits before it signals the run.
+LONG = STAR.replace("hosts = 4", "hosts = 8") + """
+[[traffic]]
+load = 0.5
+duration_ps = "20s"
+"""
+
+
+def _start_long_run(tmp_path):
+    scen = _write(tmp_path, LONG)
+    out = tmp_path / "out"
+    p = subprocess.Popen([sys.executable, "-m", "fabriclab.cli", "run", str(scen), "--out", str(out), "-q"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".out.tmp-*")):  # the run has claimed its folder: it is simulating
+        assert p.poll() is None, p.communicate()
+        assert time.monotonic() < deadline, "the run never made its staging folder"
+        time.sleep(0.05)
+    time.sleep(1.0)
+    assert p.poll() is None, "the scenario ended too soon to be signalled while simulating"
+    return p, out
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_run_ended_by_sigterm_or_sigint_leaves_nothing_beside_out(tmp_path, sig):
+    p, out = _start_long_run(tmp_path)
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=60)
+    assert "Traceback" not in err
+    assert p.returncode != 0
+    assert not out.exists()
+    assert not [x.name for x in tmp_path.iterdir() if x.name.startswith(".")]
+
+
+def test_the_next_run_removes_a_staging_folder_a_sigkill_left_and_says_so(tmp_path):
+    p, out = _start_long_run(tmp_path)
+    p.kill()
+    p.wait()
+    left = list(tmp_path.glob(".out.tmp-*"))
+    assert len(left) == 1  # SIGKILL cannot be caught: this is what the next run meets
+    # Beside it: a staging-like folder nobody marked, and one of a process still running (this one).
+    foreign = tmp_path / ".out.tmp-foreign"
+    foreign.mkdir()
+    alive = tmp_path / ".out.tmp-alive"
+    alive.mkdir()
+    made = {"host": os.uname().nodename, "pid": os.getpid(),
+            "start": open(f"/proc/{os.getpid()}/stat").read().rsplit(")", 1)[1].split()[19]}
+    (alive / ".fabriclab-staging").write_text(json.dumps(made))
+    short = _write(tmp_path, STAR + '[[flows]]\nsrc = 0\ndst = 1\nsize_bytes = "10KB"\n', "short.toml")
+    r = subprocess.run([sys.executable, "-m", "fabriclab.cli", "run", str(short), "--out", str(out), "-q"],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert not left[0].exists()
+    assert foreign.is_dir() and alive.is_dir()
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and left[0].name in lines[0] and str(p.pid) in lines[0], r.stderr
+    assert (out / "summary.json").is_file()
+    assert ".fabriclab-staging" not in os.listdir(out)  # the marker never reaches the results
+
+
 # ---------------------------------------------------------------- topo show --out
 
 
