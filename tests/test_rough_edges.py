@@ -188,3 +188,35 @@ def test_import_fabriclab_stays_light_with_the_error_class():
     code = "import sys, fabriclab; fabriclab.InputError; print(sorted(m for m in ('pydantic', 'numpy', 'pandas') if m in sys.modules))"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == "[]", (r.stdout, r.stderr)
+
+
+# ---------------------------------------------------------------- settings the backend ignores
+
+
+@pytest.mark.parametrize("table, field, needles", [
+    ('backend = "flow"\n', '[transport]\ncc = "dcqcn"\n', ["transport.cc", "dcqcn", "packet"]),
+    ('backend = "flow"\n', "[transport]\nhandshake = true\n", ["transport.handshake", "packet"]),
+    ("", '[transport]\nhandshake = "yes"\n', ["transport.handshake", "boolean", "'yes'"]),
+    ("", "[transport]\npersistent_connections = 1\n", ["transport.persistent_connections", "boolean"]),
+    ("", "[outputs]\nmessages = \"false\"\n", ["outputs.messages", "boolean"]),
+    ("", "[transport]\ninit_cwnd_packets = 10.0\n", ["transport.init_cwnd_packets", "integer"]),
+    ("", '[routing]\necmp_hash_seed = "3"\n', ["routing.ecmp_hash_seed", "integer"]),
+    ("", '[[traffic]]\nload = "0.5"\nduration_ps = "1ms"\n', ["traffic[0].load", "number"]),
+])
+def test_a_setting_the_backend_cannot_honour_or_of_another_toml_type_is_refused(cli, tmp_path, table, field, needles):
+    scen = _write(tmp_path, table + STAR + field)
+    _refused(cli("validate", str(scen)), *needles)
+    _refused(cli("run", str(scen), "--out", str(tmp_path / "out"), "-q"), *needles)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("field", [
+    "[transport]\nhandshake = true\n",                   # the packet backend models it
+    '[transport]\ncc = "dcqcn"\n',
+    "[[traffic]]\nload = 1\nduration_ps = \"1ms\"\n",    # a TOML integer where a number is asked
+    '[transport]\nmin_rto_ps = "2ms"\nmss_bytes = "1KiB"\n',  # quantities keep their unit strings
+])
+def test_what_the_packet_backend_models_and_quantities_with_units_are_accepted(cli, tmp_path, field):
+    scen = _write(tmp_path, STAR + field)
+    r = cli("validate", str(scen))
+    assert r.returncode == 0, r.stderr
