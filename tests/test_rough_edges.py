@@ -220,3 +220,24 @@ def test_what_the_packet_backend_models_and_quantities_with_units_are_accepted(c
     scen = _write(tmp_path, STAR + field)
     r = cli("validate", str(scen))
     assert r.returncode == 0, r.stderr
+
+
+def test_a_setting_the_flow_backend_does_not_read_is_named_in_the_summary(cli, tmp_path):
+    for backend in ("flow", "packet"):
+        scen = _write(tmp_path, f'backend = "{backend}"\n' + STAR + """
+            [transport]
+            dupack_threshold = 5
+            [[flows]]
+            src = 0
+            dst = 1
+            size_bytes = "100KB"
+        """, f"{backend}.toml")
+        out = tmp_path / backend
+        r = cli("run", str(scen), "--out", str(out), "-q")
+        assert r.returncode == 0, r.stderr
+        summary = json.loads((out / "summary.json").read_text())
+        ignored = [x for x in summary.get("ignored", []) if x.startswith("transport.dupack_threshold")]
+        # The packet backend's TCP counts duplicate ACKs (docs/scenario.md); the flow backend has none.
+        assert len(ignored) == (1 if backend == "flow" else 0), summary.get("ignored")
+        v = cli("validate", str(scen))
+        assert ("note: ignored: transport.dupack_threshold" in v.stdout) == (backend == "flow"), v.stdout

@@ -183,6 +183,8 @@ def validate(scenario: Path, memory_limit: Optional[str]) -> None:
         _, t = resolve_and_build(s, memory_limit)
     out().print(f"{scenario}: ok ({len(t.hosts)} hosts, {len(t.nodes) - len(t.hosts)} switches, "
                 f"{len(t.links)} links, backend {s.backend})")
+    for note in s.ignored_settings():
+        out().print(f"  note: ignored: {note}", soft_wrap=True)
 
 
 def _fmt_us(ps) -> str:

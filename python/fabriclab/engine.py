@@ -162,6 +162,9 @@ def collect_results(scenario: Scenario, sim: Simulator, wall_s: float) -> Result
         # Wall-clock figures vary run to run; everything above is deterministic.
         "performance": {"wall_time_s": wall_s, "events_per_s": sim.events / wall_s if wall_s > 0 else 0.0},
     }
+    ignored = scenario.ignored_settings()
+    if ignored:  # settings given that the backend does not read (Scenario.ignored_settings)
+        summary["ignored"] = ignored
     tables = sim.app_tables()
     logic = tables.get("switch_logic")
     if logic:

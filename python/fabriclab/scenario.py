@@ -333,7 +333,7 @@ class Scenario(_Strict):
     @model_validator(mode="after")
     def _transport_the_flow_backend_models(self):
         # Refused rather than run as something else: the flow backend has no packets (docs/scenario.md,
-        # "[transport]").
+        # "[transport]"). Settings it merely does not read are listed by ignored_settings().
         if self.backend != "flow":
             return self
         if self.transport.cc == "dcqcn":
@@ -344,6 +344,44 @@ class Scenario(_Strict):
             raise ValueError('transport.handshake: the SYN / SYN-ACK exchange is modelled by the packet backend only '
                              '(the flow backend has no packets); use backend = "packet", or handshake = false')
         return self
+
+    def ignored_settings(self) -> list[str]:
+        """Settings this scenario gives (other than their defaults) that its
+        backend does not read, one line each: they are accepted, since
+        refusing them would break scenarios shared between the backends
+        (sweeps over ``backend``), and the run says so (summary.json's
+        ``ignored``, ``validate``, the start of ``run``)."""
+        notes = []
+        tr, default_tr = self.transport, TransportConfig()
+
+        def differs(names, obj, default):
+            return [n for n in names if getattr(obj, n) != getattr(default, n)]
+
+        if tr.cc != "dcqcn" and tr.dcqcn != default_tr.dcqcn:
+            notes.append(f"transport.dcqcn: DCQCN's parameters are read with cc = \"dcqcn\" only (cc is {tr.cc!r})")
+        if self.backend == "packet":
+            if self.flow_model != "tcp":
+                notes.append(f"flow_model: {self.flow_model!r} is the flow backend's model; the packet backend "
+                             f"simulates every packet")
+            return notes
+        for n in differs(("initial_rto_ps", "dupack_threshold", "dctcp_g", "dctcp_initial_alpha"), tr, default_tr):
+            notes.append(f"transport.{n}: the flow backend has no retransmissions, duplicate ACKs or DCTCP window "
+                         f"(its tcp model: slow-start rounds and standing queues)")
+        queues = [("queue", self.queue), ("host_queue", self.host_queue)]
+        queues += [(f"queue_overrides[{i}]", o) for i, o in enumerate(self.queue_overrides)]
+        if self.flow_model == "fluid":
+            for n in differs(("init_cwnd_packets", "tsq_limit_bytes"), tr, default_tr):
+                notes.append(f"transport.{n}: the fluid flow model has no windows or NIC queues (max-min rates only)")
+            given = [name for name, q in queues if q is not None and (name != "queue" or q != QueueConfig())]
+            if given:
+                notes.append(f"{', '.join(given)}: the fluid flow model reads no queue limits or thresholds "
+                             f"(max-min rates only)")
+        else:
+            for name, q in queues:
+                if q is not None and q.discipline == "fq":
+                    notes.append(f"{name}.discipline: \"fq\" is read as \"fifo\" by the flow backend (its flows "
+                                 f"share a port by max-min rates)")
+        return notes
 
     @model_validator(mode="after")
     def _a_packet_fits(self):
