@@ -190,6 +190,102 @@ def test_import_fabriclab_stays_light_with_the_error_class():
     assert r.returncode == 0 and r.stdout.strip() == "[]", (r.stdout, r.stderr)
 
 
+# ---------------------------------------------------------------- run time estimate
+
+# Four kinds of run (background traffic on a star and on a leaf-spine, a training job, collectives):
+# the events the estimate expects against those the run counts (deterministic, unlike wall time).
+ESTIMATED = {
+    "star-websearch": STAR.replace("hosts = 4", "hosts = 8") + """
+        [[traffic]]
+        load = 0.4
+        duration_ps = "40ms"
+    """,
+    "leaf-spine-websearch": """
+        [topology]
+        kind = "leaf_spine"
+        leaves = 4
+        hosts_per_leaf = 4
+        spines = 2
+        link_rate_bps = "10Gbps"
+        [[traffic]]
+        load = 0.3
+        duration_ps = "20ms"
+    """,
+    "star-job": STAR + """
+        [[jobs]]
+        profile = "thesis-resnet50"
+        compute_ps = "20ms"
+        model_bytes = "20MB"
+        iterations = 2
+    """,
+    "leaf-spine-collectives": """
+        [topology]
+        kind = "leaf_spine"
+        leaves = 2
+        hosts_per_leaf = 4
+        spines = 2
+        [[collectives]]
+        planner = "ring"
+        size_bytes = "16MB"
+        [[collectives]]
+        name = "hd"
+        planner = "halving-doubling"
+        size_bytes = "8MB"
+    """,
+}
+FACTOR = 3
+
+
+def _estimated_events(stdout: str) -> float:
+    import re
+
+    m = re.search(r"estimate: about ([\d,.]+) (G |M |)events", stdout)
+    assert m, stdout
+    return float(m.group(1).replace(",", "")) * {"G ": 1e9, "M ": 1e6, "": 1}[m.group(2)]
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATED))
+def test_the_estimated_events_are_within_a_factor_of_3_of_the_runs(cli, tmp_path, name):
+    scen = _write(tmp_path, ESTIMATED[name])
+    v = cli("validate", str(scen))
+    assert v.returncode == 0, v.stderr
+    expected = _estimated_events(v.stdout)
+    r = cli("run", str(scen), "--out", str(tmp_path / "out"), "-q")
+    assert r.returncode == 0, r.stderr
+    events = json.loads((tmp_path / "out" / "summary.json").read_text())["events"]
+    assert events / FACTOR <= expected <= events * FACTOR, (name, expected, events)
+
+
+def test_a_run_announces_its_estimate_and_a_long_one_is_not_refused(cli, tmp_path):
+    # 1,000 s of web-search traffic on 4 hosts (the issue's example): hours of events, accepted.
+    scen = _write(tmp_path, STAR + '[[traffic]]\nload = 0.5\nduration_ps = "1000s"\n')
+    v = cli("validate", str(scen))
+    assert v.returncode == 0, v.stderr
+    # 0.5 x 4 hosts x 10 Gbit/s x 1000 s = 2.5 TB, 1.7 G segments over 2 links each: billions of events.
+    assert _estimated_events(v.stdout) > 1e9
+    assert re_search(r"estimate: .* (min|h|days) of run time", v.stdout)
+    short = _write(tmp_path, STAR + '[[flows]]\nsrc = 0\ndst = 1\nsize_bytes = "10KB"\n', "short.toml")
+    r = cli("run", str(short), "--out", str(tmp_path / "out"))
+    assert r.returncode == 0 and r.stderr.startswith("estimate: about "), r.stderr
+
+
+def re_search(pattern, text):
+    import re
+
+    return re.search(pattern, text)
+
+
+def test_the_progress_bar_has_an_eta_column():
+    from rich.progress import TimeRemainingColumn
+
+    engine = sys.modules[fabriclab.simulate.__module__]
+    bar, _ = engine._start_bar(10**9)
+    try:
+        assert any(isinstance(c, TimeRemainingColumn) for c in bar.columns)
+    finally:
+        bar.stop()
+
+
 # ---------------------------------------------------------------- settings the backend ignores
 
 

@@ -181,8 +181,11 @@ def validate(scenario: Path, memory_limit: Optional[str]) -> None:
     # Resolved once: the memory check (before building a topology that may not fit), the topology, the core's JSON.
     with named(scenario):
         _, t = resolve_and_build(s, memory_limit)
+    from .limits import estimate_text
     out().print(f"{scenario}: ok ({len(t.hosts)} hosts, {len(t.nodes) - len(t.hosts)} switches, "
                 f"{len(t.links)} links, backend {s.backend})")
+    # Informs, never refuses: a long run is the user's to choose.
+    out().print(f"  estimate: {estimate_text(s, t)}", soft_wrap=True)
     for note in s.ignored_settings():
         out().print(f"  note: ignored: {note}", soft_wrap=True)
 

@@ -60,7 +60,9 @@ def simulate(scenario: Scenario, progress: bool = False,
         from .c4.recovery import simulate as simulate_recovery
 
         return simulate_recovery(scenario, memory_limit=memory_limit)
-    sim = build_simulator(scenario, memory_limit)
+    sim, topology = resolve_and_build(scenario, memory_limit)
+    if progress:
+        _announce(scenario, topology)
     _prefetch_results(scenario)
     target = scenario.arrivals_end_ps()
     stop = scenario.stop_ps
@@ -121,12 +123,27 @@ def _prefetch_results(scenario: Scenario) -> None:
     threading.Thread(target=load, name="fabriclab-prefetch", daemon=True).start()
 
 
-def _start_bar(target_ps: int):
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+def _announce(scenario: Scenario, topology) -> None:
+    """Before a run with progress: its expected events and run time
+    (limits.estimate_time; a long run is announced, never refused), and the
+    settings its backend does not read (Scenario.ignored_settings), on stderr."""
+    import sys
 
+    from .limits import estimate_text
+
+    print(f"estimate: {estimate_text(scenario, topology)}", file=sys.stderr)
+    for note in scenario.ignored_settings():
+        print(f"note: ignored: {note}", file=sys.stderr)
+
+
+def _start_bar(target_ps: int):
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    # Elapsed and remaining wall time; the remaining from the pace of simulated time so far (the
+    # bar's units), so a run whose traffic thins out or grows is re-estimated as it goes.
     bar = Progress(
         TextColumn("{task.description}"), BarColumn(),
-        TextColumn("{task.fields[sim]}"), TimeElapsedColumn(),
+        TextColumn("{task.fields[sim]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
         transient=True,
     )
     bar.start()
