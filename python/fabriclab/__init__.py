@@ -3,6 +3,11 @@
 >>> import fabriclab
 >>> res = fabriclab.simulate(fabriclab.Scenario.default())
 >>> res.flows.head()
+
+Bad input raises :class:`fabriclab.InputError` (or a subclass such as
+``fabriclab.ScenarioError``): its message names the field, what is wrong and
+what is allowed. Anything else is a failure or a bug (docs/scenario.md,
+"Errors from Python").
 """
 
 from ._version import __version__
@@ -20,10 +25,14 @@ def __getattr__(name):
         from .api import simulate
 
         return simulate
+    if name == "InputError":
+        from .errors import InputError
+
+        return InputError
     if name == "Results":
         from .sim.results import Results
 
         return Results
     raise AttributeError(f"module 'fabriclab' has no attribute {name!r}")
 
-__all__ = ["Scenario", "ScenarioError", "Results", "simulate", "__version__"]
+__all__ = ["InputError", "Scenario", "ScenarioError", "Results", "simulate", "__version__"]

@@ -84,8 +84,57 @@ def default_blas_threads(environ=os.environ) -> bool:
     return True
 
 
+@contextmanager
+def signals_unwind():
+    """SIGTERM and SIGHUP end a command as SIGINT does: by an exception
+    (SystemExit with 128 + the signal's number, the shell's code for death
+    by that signal), so that the output folder's staging is removed on the
+    way out. Their default action would end the process at once and leave
+    it. A handler someone else set (SIG_IGN under nohup, a harness's own)
+    is kept; off the main thread nothing changes. The core runs a slice of
+    simulated time with the GIL released, so the signal is acted on when
+    that slice returns, as SIGINT is."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def unwind(signum, frame):
+        raise SystemExit(128 + signum)
+
+    old = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            old[sig] = signal.signal(sig, unwind)
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def _say_stale(folder) -> None:
+    """One line on stderr when claiming the output folder removed staging
+    folders that killed runs left beside it (OutputFolder.stale_removed)."""
+    if not folder.stale_removed:
+        return
+    import sys
+
+    names = ", ".join(f"{p.name} (pid {pid})" for p, pid in folder.stale_removed)
+    print(f"note: removed {len(folder.stale_removed)} staging folder(s) left beside {folder.out} by fabriclab runs "
+          f"that were killed before they finished: {names}", file=sys.stderr)
+
+
 def run(scenario: Optional[Path], out_dir: Path, force: bool, seed: Optional[int], backend: Optional[str],
         quiet: bool, memory_limit: Optional[str]) -> None:
+    with signals_unwind():
+        _run(scenario, out_dir, force, seed, backend, quiet, memory_limit)
+
+
+def _run(scenario: Optional[Path], out_dir: Path, force: bool, seed: Optional[int], backend: Optional[str],
+         quiet: bool, memory_limit: Optional[str]) -> None:
     default_blas_threads()  # before anything imports numpy
     from ..api import simulate
     from ..sim.results import OutputFolder
@@ -105,6 +154,7 @@ def run(scenario: Optional[Path], out_dir: Path, force: bool, seed: Optional[int
         from ..systems.c4.recovery import print_summary
 
         with OutputFolder(out_dir, force, tuple(inputs)) as folder, named(scenario):
+            _say_stale(folder)
             rec = simulate(s, memory_limit=memory_limit)
             rec.write_into(folder.staging)
         if not quiet:
@@ -112,6 +162,7 @@ def run(scenario: Optional[Path], out_dir: Path, force: bool, seed: Optional[int
             out().print(f"results in {out_dir}")
         return
     with OutputFolder(out_dir, force, tuple(inputs)) as folder, named(scenario):
+        _say_stale(folder)
         res = simulate(s, progress=not quiet, memory_limit=memory_limit)
         res.write_into(folder.staging)
     if not quiet:
@@ -123,7 +174,7 @@ def run(scenario: Optional[Path], out_dir: Path, force: bool, seed: Optional[int
 
 
 def validate(scenario: Path, memory_limit: Optional[str]) -> None:
-    from ..sim.pipeline import resolve_and_build
+    from ..sim.pipeline import estimate_text, resolve_and_build
 
     s = load(scenario)
     memory_limit = memory_limit_bytes(memory_limit)
@@ -132,6 +183,10 @@ def validate(scenario: Path, memory_limit: Optional[str]) -> None:
         _, t = resolve_and_build(s, memory_limit)
     out().print(f"{scenario}: ok ({len(t.hosts)} hosts, {len(t.nodes) - len(t.hosts)} switches, "
                 f"{len(t.links)} links, backend {s.backend})")
+    # Informs, never refuses: a long run is the user's to choose.
+    out().print(f"  estimate: {estimate_text(s, t)}", soft_wrap=True)
+    for note in s.ignored_settings():
+        out().print(f"  note: ignored: {note}", soft_wrap=True)
 
 
 def _fmt_us(ps) -> str:

@@ -94,16 +94,23 @@ def validate(
 @topo_app.command("show")
 def topo_show(
     scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML; the built-in default when omitted."),
-    png: Path = typer.Option(Path("topology.png"), "--out", help="PNG file to write."),
+    png: Path = typer.Option(Path("topology.png"), "--out",
+                             help="Image file to write; its extension picks the format (.png, .svg, .pdf, ...)."),
     gpu: Optional[str] = typer.Option(None, "--gpu", help="Draw a GPU server instead: dgx1p, dgx1v, dgx2, pcie."),
     gpus: str = typer.Option("all", "--gpus", help="With --gpu: the allocated GPUs."),
     plan: Optional[str] = typer.Option(None, "--plan", help="With --gpu: overlay the rings or trees of ring|trees."),
     op: str = typer.Option("allreduce", "--op", help="With --plan: the collective."),
 ) -> None:
-    """Draw a scenario's topology, or a GPU server with a plan's rings or trees, as a PNG."""
+    """Draw a scenario's topology, or a GPU server with a plan's rings or trees, as an image (PNG by default)."""
     from ..observe.draw import draw_gpu_plan, draw_topology
 
     _check_out_file(png, "--out")
+    # matplotlib picks the format from the extension: formats it writes with no other program (pgf needs LaTeX).
+    image_formats = ("png", "svg", "svgz", "pdf", "eps", "ps", "jpg", "jpeg", "tif", "tiff")
+    if png.suffix.lower().lstrip(".") not in image_formats:
+        got = f"the extension {png.suffix!r}" if png.suffix else "no extension"
+        _fail(f"--out: {png} has {got}; the extension picks the image format, one of "
+              f"{', '.join('.' + f for f in image_formats)}")
     if gpu is not None:
         from ..collectives.algos import Allocation, make_plan
         from ..sim.bench import build_topology, parse_gpus

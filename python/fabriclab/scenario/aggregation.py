@@ -7,7 +7,7 @@ A job aggregates in the network when its ``allreduce`` names one of
 
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import Field
+from pydantic import Field, StrictBool, StrictFloat, StrictInt
 
 from .base import _Strict
 from .units import SizeBytes, TimePs
@@ -33,10 +33,10 @@ class AggregationConfig(_Strict):
     # Gradient bytes per aggregation packet (float32: a multiple of 4). 1456
     # fills a 1500-byte MTU (16 bytes of header, 28 of IPv4 and UDP), as a
     # full TCP segment does.
-    vector_bytes: int = Field(1456, gt=0, le=4 * 65535, multiple_of=4)
+    vector_bytes: StrictInt = Field(1456, gt=0, le=4 * 65535, multiple_of=4)
     # Packets carry float32 vectors and accelerators sum them (to check the
     # numbers: aggregation_values.parquet); otherwise sizes and times only.
-    functional: bool = False
+    functional: StrictBool = False
     # A tree without a result for this long gives up its outstanding VIDs
     # (the fabric is lossless, so it need not be aggressive: section 4.2).
     timeout_ps: Annotated[TimePs, Field(gt=0)] = 10 * 10**9
@@ -48,13 +48,13 @@ class JobAggregationConfig(_Strict):
     # Roots of the job's trees: "all" (one per switch of the lowest tier that
     # reaches all its workers: their ToR if they share one, else every spine
     # or core, section 4.1), how many of those (the first N), or their names.
-    trees: Union[Literal["all"], Annotated[int, Field(ge=1, le=256)], list[str]] = "all"
+    trees: Union[Literal["all"], Annotated[StrictInt, Field(ge=1, le=256)], list[str]] = "all"
     # PANAMA's initial window, or SwitchML*'s fixed one, in packets per tree.
-    window_packets: int = Field(10, ge=1, le=65535)
+    window_packets: StrictInt = Field(10, ge=1, le=65535)
     # SwitchML*'s fixed window respects the accelerators' cwnd_cap (their slots).
-    window_cap: bool = True
+    window_cap: StrictBool = True
     # Overrides the allreduce's fraction (panama-0.88: 0.88); within (0, 1].
-    sync_fraction: Optional[float] = Field(None, gt=0, le=1)
+    sync_fraction: Optional[StrictFloat] = Field(None, gt=0, le=1)
     # DCTCP's gain and initial alpha for PANAMA's window (RFC 8257: g = 1/16).
-    g: float = Field(1 / 16, gt=0, le=1)
-    initial_alpha: float = Field(0.0, ge=0, le=1)
+    g: StrictFloat = Field(1 / 16, gt=0, le=1)
+    initial_alpha: StrictFloat = Field(0.0, ge=0, le=1)

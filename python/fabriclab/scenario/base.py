@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from ..errors import InputError
 from .units import RateBps, TimePs
@@ -33,7 +33,7 @@ WIRE_OVERHEAD_BYTES = 78
 
 # Integer ranges of the core's fields (u32 counts, u8 classes).
 U32_MAX = 2**32 - 1
-TrafficClass = Annotated[int, Field(ge=0, le=7)]
+TrafficClass = Annotated[StrictInt, Field(ge=0, le=7)]
 
 
 PositiveRate = Annotated[RateBps, Field(gt=0, description="bits per second")]

@@ -6,7 +6,7 @@ events) and their part of the core's JSON (:func:`fabric_core`)."""
 
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, field_validator, model_validator
 
 from . import topology as topo
 from .base import (
@@ -23,22 +23,22 @@ from .units import RateBps, SizeBytes, TimePs
 
 class StarTopology(_Strict):
     kind: Literal["star"] = "star"
-    hosts: int = Field(8, ge=2, le=U32_MAX)
+    hosts: StrictInt = Field(8, ge=2, le=U32_MAX)
     link_rate_bps: PositiveRate = 10_000_000_000
     link_delay_ps: Delay = 10_000_000
 
 
 class LeafSpineTopology(_Strict):
     kind: Literal["leaf_spine"]
-    leaves: int = Field(4, ge=1, le=U32_MAX)
-    hosts_per_leaf: int = Field(8, ge=1, le=U32_MAX)
-    spines: int = Field(4, ge=1, le=U32_MAX)
+    leaves: StrictInt = Field(4, ge=1, le=U32_MAX)
+    hosts_per_leaf: StrictInt = Field(8, ge=1, le=U32_MAX)
+    spines: StrictInt = Field(4, ge=1, le=U32_MAX)
     link_rate_bps: PositiveRate = 10_000_000_000
     link_delay_ps: Delay = 1_000_000
-    oversubscription: float = Field(1.0, gt=0)
+    oversubscription: StrictFloat = Field(1.0, gt=0)
     spine_link_rate_bps: Optional[PositiveRate] = None
     # 2: dual-port hosts, one port on each leaf of a pair.
-    host_ports: int = Field(1, ge=1, le=2)
+    host_ports: StrictInt = Field(1, ge=1, le=2)
 
     @model_validator(mode="after")
     def _spine_rate(self):
@@ -53,11 +53,11 @@ class LeafSpineTopology(_Strict):
 
 class FatTreeTopology(_Strict):
     kind: Literal["fat_tree"]
-    k: int = Field(4, ge=2, le=U32_MAX)
+    k: StrictInt = Field(4, ge=2, le=U32_MAX)
     link_rate_bps: PositiveRate = 10_000_000_000
     link_delay_ps: Delay = 1_000_000
     # 2: dual-port hosts, one port on each edge switch of a pair.
-    host_ports: int = Field(1, ge=1, le=2)
+    host_ports: StrictInt = Field(1, ge=1, le=2)
 
     @field_validator("k")
     @classmethod
@@ -82,16 +82,16 @@ RAMP_FIELDS = ("ecn_kmin_bytes", "ecn_kmax_bytes", "ecn_pmax")
 
 class QueueConfig(_Strict):
     discipline: Literal["fifo", "prio", "fq"] = "fifo"
-    bands: int = Field(3, ge=1, le=8)
-    priomap: list[int] = Field(default_factory=lambda: [0, 1, 2, 2, 2, 2, 2, 2], min_length=8, max_length=8)
+    bands: StrictInt = Field(3, ge=1, le=8)
+    priomap: list[StrictInt] = Field(default_factory=lambda: [0, 1, 2, 2, 2, 2, 2, 2], min_length=8, max_length=8)
     limit_bytes: Optional[Annotated[SizeBytes, Field(gt=0)]] = None
-    limit_packets: Optional[int] = Field(1000, gt=0, lt=2**64)
+    limit_packets: Optional[StrictInt] = Field(1000, gt=0, lt=2**64)
     ecn_threshold_bytes: Optional[Annotated[SizeBytes, Field(ge=0)]] = None
-    ecn_threshold_packets: Optional[int] = Field(65, ge=0, lt=2**64)
+    ecn_threshold_packets: Optional[StrictInt] = Field(65, ge=0, lt=2**64)
     # RED's ramp on the band's bytes (DCQCN's switches); beside a step given explicitly.
     ecn_kmin_bytes: Optional[Annotated[SizeBytes, Field(ge=0)]] = None
     ecn_kmax_bytes: Optional[Annotated[SizeBytes, Field(gt=0)]] = None
-    ecn_pmax: Optional[float] = Field(None, gt=0, le=1)
+    ecn_pmax: Optional[StrictFloat] = Field(None, gt=0, le=1)
 
     @model_validator(mode="before")
     @classmethod
@@ -133,15 +133,15 @@ class QueueOverrideConfig(QueueConfig):
 
 class PfcConfig(_Strict):
     """Priority flow control (IEEE 802.1Qbb) at every switch, packet backend."""
-    classes: list[int] = Field(min_length=1, max_length=8, description="lossless traffic classes")
+    classes: list[StrictInt] = Field(min_length=1, max_length=8, description="lossless traffic classes")
     xoff_bytes: Annotated[SizeBytes, Field(gt=0)] = 100_000
     xon_bytes: Annotated[SizeBytes, Field(ge=0)] = 50_000
     # None: twice the largest link's bandwidth-delay product plus two full frames.
     headroom_bytes: Optional[Annotated[SizeBytes, Field(ge=0)]] = None
-    pause_quanta: int = Field(65535, ge=1, le=65535)
+    pause_quanta: StrictInt = Field(65535, ge=1, le=65535)
     # Dynamic XOFF: the smaller of xoff_bytes and this fraction of the switch's
     # free shared buffer (needs [switch_buffer]).
-    xoff_fraction: Optional[float] = Field(None, gt=0, le=1)
+    xoff_fraction: Optional[StrictFloat] = Field(None, gt=0, le=1)
 
     @model_validator(mode="after")
     def _check(self):
@@ -164,7 +164,7 @@ class SwitchBufferConfig(_Strict):
     Hahne's dynamic threshold: a queue may grow while it holds at most
     ``alpha`` times the switch's free buffer (packet backend)."""
     bytes: Annotated[SizeBytes, Field(gt=0)]
-    alpha: float = Field(1.0, gt=0)
+    alpha: StrictFloat = Field(1.0, gt=0)
 
 
 class TapLogicConfig(_Strict):
@@ -173,39 +173,39 @@ class TapLogicConfig(_Strict):
     them instead of forwarding when ``absorb`` (packet backend)."""
     kind: Literal["tap"]
     node: str
-    class_: int = Field(0, ge=0, le=7, alias="class")
+    class_: StrictInt = Field(0, ge=0, le=7, alias="class")
     mirror_to: Optional[str] = None
-    absorb: bool = False
+    absorb: StrictBool = False
 
 
 class DcqcnConfig(_Strict):
     """DCQCN's parameters (docs/scenario.md); defaults: the ns-3 HPCC repository's."""
-    g: float = Field(1 / 16, gt=0, le=1)
+    g: StrictFloat = Field(1 / 16, gt=0, le=1)
     alpha_interval_ps: Annotated[TimePs, Field(gt=0)] = 55_000_000
     decrease_interval_ps: Annotated[TimePs, Field(gt=0)] = 4_000_000
     increase_interval_ps: Annotated[TimePs, Field(gt=0)] = 1_500_000_000
-    fast_recovery_steps: int = Field(5, ge=0, le=U32_MAX)
+    fast_recovery_steps: StrictInt = Field(5, ge=0, le=U32_MAX)
     rate_ai_bps: Annotated[RateBps, Field(gt=0)] = 5_000_000
     rate_hai_bps: Annotated[RateBps, Field(gt=0)] = 50_000_000
     min_rate_bps: Annotated[RateBps, Field(gt=0)] = 100_000_000
-    clamp_target: bool = False
+    clamp_target: StrictBool = False
     cnp_interval_ps: Annotated[TimePs, Field(ge=0)] = 50_000_000
 
 
 class TransportConfig(_Strict):
     cc: Literal["newreno", "dctcp", "dcqcn"] = "dctcp"
     mss_bytes: Annotated[SizeBytes, Field(ge=64, le=9000)] = 1460
-    init_cwnd_packets: int = Field(10, ge=1, le=U32_MAX)
+    init_cwnd_packets: StrictInt = Field(10, ge=1, le=U32_MAX)
     min_rto_ps: Annotated[TimePs, Field(gt=0)] = 1_000_000_000
     initial_rto_ps: Annotated[TimePs, Field(gt=0)] = 1_000_000_000
     max_rto_ps: Annotated[TimePs, Field(gt=0)] = 1_000_000_000_000
-    dupack_threshold: int = Field(3, ge=1, le=U32_MAX)
-    dctcp_g: float = Field(1 / 16, gt=0, le=1)
-    dctcp_initial_alpha: float = Field(1.0, ge=0, le=1)
+    dupack_threshold: StrictInt = Field(3, ge=1, le=U32_MAX)
+    dctcp_g: StrictFloat = Field(1 / 16, gt=0, le=1)
+    dctcp_initial_alpha: StrictFloat = Field(1.0, ge=0, le=1)
     tsq_limit_bytes: Annotated[SizeBytes, Field(ge=1)] = 131_072
-    persistent_connections: bool = False
+    persistent_connections: StrictBool = False
     # Open each new connection with a SYN / SYN-ACK exchange (packet backend).
-    handshake: bool = False
+    handshake: StrictBool = False
     dcqcn: DcqcnConfig = Field(default_factory=DcqcnConfig)
 
     @model_validator(mode="after")
@@ -218,11 +218,11 @@ class TransportConfig(_Strict):
 
 
 class RoutingConfig(_Strict):
-    ecmp_hash_seed: int = Field(0, ge=0, lt=2**64)
+    ecmp_hash_seed: StrictInt = Field(0, ge=0, lt=2**64)
     # After a link goes down or up, routing follows this much later.
     convergence_ps: Annotated[TimePs, Field(ge=0)] = 0
     # Resilient hashing: after a link goes down only the flows it carried move.
-    resilient_hash: bool = False
+    resilient_hash: StrictBool = False
 
 
 class LinkEventConfig(_Strict):
@@ -233,7 +233,7 @@ class LinkEventConfig(_Strict):
     link: list[str] = Field(min_length=2, max_length=2, description="the two nodes the link joins")
     action: Literal["down", "up", "rate", "loss"]
     rate_bps: Optional[Annotated[RateBps, Field(gt=0)]] = None
-    loss: Optional[float] = Field(None, ge=0, le=1)
+    loss: Optional[StrictFloat] = Field(None, ge=0, le=1)
 
     @model_validator(mode="after")
     def _fields_of_action(self):

@@ -20,7 +20,7 @@ tell them apart): they are separate labels of the ground truth.
 
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import Field, model_validator
+from pydantic import Field, StrictFloat, StrictInt, model_validator
 
 from .base import _Strict
 from .units import TimePs
@@ -41,11 +41,11 @@ class FaultConfig(_Strict):
     kind: Literal["crash", "hang", "compute_slow", "link_degraded", "link_down", "flapping", "pcie_slow"]
     at_ps: Annotated[TimePs, Field(ge=0)]
     job: Optional[str] = None
-    rank: Optional[int] = Field(None, ge=0)
-    host: Optional[Union[int, str]] = None
+    rank: Optional[StrictInt] = Field(None, ge=0)
+    host: Optional[Union[StrictInt, str]] = None
     link: Optional[list[str]] = Field(None, min_length=2, max_length=2)
-    factor: Optional[float] = Field(None, gt=1)
-    loss: Optional[float] = Field(None, gt=0, le=1)
+    factor: Optional[StrictFloat] = Field(None, gt=1)
+    loss: Optional[StrictFloat] = Field(None, gt=0, le=1)
     period_ps: Optional[Annotated[TimePs, Field(gt=0)]] = None
     until_ps: Optional[Annotated[TimePs, Field(gt=0)]] = None
 

@@ -14,14 +14,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import (
-    BaseModel,
-    Field,
-    PrivateAttr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import (BaseModel, Field, PrivateAttr, StrictBool, StrictFloat, StrictInt, ValidationError, field_validator,
+                      model_validator)
 
 from ..util.inputs import read_text
 from ..util.toml import tomllib
@@ -60,13 +54,13 @@ from .units import RateBps, SizeBytes, TimePs
 
 class PoissonTrafficConfig(_Strict):
     kind: Literal["poisson"] = "poisson"
-    load: Optional[float] = Field(None, gt=0, le=1, description="fraction of the hosts' link rate")
-    flows_per_s: Optional[float] = Field(None, gt=0, description="arrival rate over the whole host set")
+    load: Optional[StrictFloat] = Field(None, gt=0, le=1, description="fraction of the hosts' link rate")
+    flows_per_s: Optional[StrictFloat] = Field(None, gt=0, description="arrival rate over the whole host set")
     cdf: str = "websearch"
     start_ps: Delay = 0
     duration_ps: Annotated[TimePs, Field(gt=0)] = 1_000_000_000_000
-    hosts: Union[Literal["all"], list[int]] = "all"
-    class_: int = Field(0, ge=0, le=7, alias="class")
+    hosts: Union[Literal["all"], list[StrictInt]] = "all"
+    class_: StrictInt = Field(0, ge=0, le=7, alias="class")
     tag: str = "background"
 
     @model_validator(mode="after")
@@ -77,50 +71,50 @@ class PoissonTrafficConfig(_Strict):
 
 
 class FlowConfig(_Strict):
-    src: int = Field(..., ge=0, le=U32_MAX)
-    dst: int = Field(..., ge=0, le=U32_MAX)
+    src: StrictInt = Field(..., ge=0, le=U32_MAX)
+    dst: StrictInt = Field(..., ge=0, le=U32_MAX)
     size_bytes: Annotated[SizeBytes, Field(gt=0)]
     start_ps: Delay = 0
-    class_: int = Field(0, ge=0, le=7, alias="class")
-    path: Optional[list[Union[Annotated[int, Field(ge=0, le=U32_MAX)], str]]] = None
+    class_: StrictInt = Field(0, ge=0, le=7, alias="class")
+    path: Optional[list[Union[Annotated[StrictInt, Field(ge=0, le=U32_MAX)], str]]] = None
 
 
 class JobConfig(_Strict):
     """A data-parallel training job (see fabriclab/profiles.py and docs/scenario.md)."""
 
     name: str = "job"
-    workers: Union[Literal["all"], list[int]] = "all"
+    workers: Union[Literal["all"], list[StrictInt]] = "all"
     profile: str = "thesis-resnet50"
-    layers: Optional[int] = Field(None, ge=1, le=U32_MAX)
+    layers: Optional[StrictInt] = Field(None, ge=1, le=U32_MAX)
     model_bytes: Optional[Annotated[SizeBytes, Field(gt=0)]] = None
     compute_ps: Optional[Annotated[TimePs, Field(gt=0)]] = None
-    iterations: int = Field(5, ge=1, le=U32_MAX)
+    iterations: StrictInt = Field(5, ge=1, le=U32_MAX)
     fusion_bytes: Annotated[SizeBytes, Field(gt=0)] = 64 * 2**20
-    barrier: bool = True
+    barrier: StrictBool = True
     queue: Literal["fifo", "priority"] = "fifo"
-    max_inflight: int = Field(1, ge=1, le=U32_MAX)
-    class_: int = Field(0, ge=0, le=7, alias="class")
+    max_inflight: StrictInt = Field(1, ge=1, le=U32_MAX)
+    class_: StrictInt = Field(0, ge=0, le=7, alias="class")
     layer_class: Optional[list[TrafficClass]] = None
     start_ps: Delay = 0
-    slowdown: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
-    jitter: float = Field(0.0, ge=0, le=1)
+    slowdown: dict[str, Annotated[StrictFloat, Field(gt=0)]] = Field(default_factory=dict)
+    jitter: StrictFloat = Field(0.0, ge=0, le=1)
     reduce_bps: Annotated[RateBps, Field(gt=0)] = 300 * 8 * 10**9
     send_overhead_ps: Delay = 0
-    slack_aware: bool = False
-    urgent_class: int = Field(0, ge=0, le=7)
-    slack_factor: float = Field(1.0, gt=0)
-    slack_lag_rounds: int = Field(1, ge=0, le=1000)
-    persistent_connections: bool = True
+    slack_aware: StrictBool = False
+    urgent_class: StrictInt = Field(0, ge=0, le=7)
+    slack_factor: StrictFloat = Field(1.0, gt=0)
+    slack_lag_rounds: StrictInt = Field(1, ge=0, le=1000)
+    persistent_connections: StrictBool = True
     allreduce: str = "ring"
     allreduce_chunk_bytes: Optional[Annotated[SizeBytes, Field(gt=0)]] = None
     # Trees and window of an in-network aggregation allreduce (panama, switchml, ...).
     aggregation: Optional[JobAggregationConfig] = None
     # The run ends once this job (and every other job with end_run) has finished,
     # whatever background traffic is still going.
-    end_run: bool = False
+    end_run: StrictBool = False
     # Checkpoints (docs/c4-recovery.md): before every iteration that is a
     # multiple of checkpoint_iterations, each worker pauses checkpoint_ps.
-    checkpoint_iterations: Optional[int] = Field(None, ge=1, le=U32_MAX)
+    checkpoint_iterations: Optional[StrictInt] = Field(None, ge=1, le=U32_MAX)
     checkpoint_ps: Optional[Delay] = None
 
     @model_validator(mode="after")
@@ -172,17 +166,17 @@ class QpRepathConfig(_Strict):
     (a path manager re-allocating it; docs/c4p.md)."""
 
     at_ps: Delay
-    qp: int = Field(ge=0, le=U32_MAX)
-    src_port: int = Field(ge=0, le=65535)
+    qp: StrictInt = Field(ge=0, le=U32_MAX)
+    src_port: StrictInt = Field(ge=0, le=65535)
 
 
 class QpGroupConfig(_Strict):
     """The queue pairs of one rank pair of a collective (docs/c4p.md)."""
 
-    rank: int = Field(ge=0, le=U32_MAX)
-    peer: int = Field(ge=0, le=U32_MAX)
+    rank: StrictInt = Field(ge=0, le=U32_MAX)
+    peer: StrictInt = Field(ge=0, le=U32_MAX)
     # One QP per source port (the port the ECMP hash reads).
-    src_ports: list[Annotated[int, Field(ge=0, le=65535)]] = Field(min_length=1)
+    src_ports: list[Annotated[StrictInt, Field(ge=0, le=65535)]] = Field(min_length=1)
     repaths: list[QpRepathConfig] = Field(default_factory=list)
 
 
@@ -198,19 +192,19 @@ class CollectiveConfig(_Strict):
     size_bytes: Optional[Annotated[SizeBytes, Field(gt=0)]] = None
     chunk_bytes: Optional[Annotated[SizeBytes, Field(gt=0)]] = None
     # Ranks of a planner's plan; default: len(hosts), else every host.
-    ranks: Optional[int] = Field(None, ge=2, le=U32_MAX)
+    ranks: Optional[StrictInt] = Field(None, ge=2, le=U32_MAX)
     # Host index of every rank; default: hosts 0..n-1.
-    hosts: Optional[list[Annotated[int, Field(ge=0, le=U32_MAX)]]] = None
+    hosts: Optional[list[Annotated[StrictInt, Field(ge=0, le=U32_MAX)]]] = None
     start_ps: Delay = 0
-    class_: int = Field(0, ge=0, le=7, alias="class")
+    class_: StrictInt = Field(0, ge=0, le=7, alias="class")
     reduce_bps: Annotated[RateBps, Field(gt=0)] = COLLECTIVE_REDUCE_BPS
     send_overhead_ps: Delay = COLLECTIVE_SEND_OVERHEAD_PS
-    persistent_connections: bool = False
+    persistent_connections: StrictBool = False
     # Rank pairs whose sends go over several queue pairs; each send is cut in
     # one part per QP, on its own QP (split) or on the fastest free one (dlb).
     qps: list[QpGroupConfig] = Field(default_factory=list)
     balance: Literal["split", "dlb"] = "split"
-    qp_depth: int = Field(1, ge=1, le=U32_MAX)
+    qp_depth: StrictInt = Field(1, ge=1, le=U32_MAX)
 
     # A plan built in code (sim.plans.run_plan); not part of the file format.
     _plan_object = PrivateAttr(default=None)
@@ -252,10 +246,10 @@ class CollectiveConfig(_Strict):
 
 
 class OutputsConfig(_Strict):
-    flows: bool = True
-    links: bool = True
+    flows: StrictBool = True
+    links: StrictBool = True
     # Every message with its app, tag, first and last byte times and path.
-    messages: bool = True
+    messages: StrictBool = True
     # Sample every port's queue bands this often (queues.parquet); off by default.
     queues_every_ps: Optional[Annotated[TimePs, Field(gt=0)]] = None
 
@@ -264,7 +258,7 @@ class OutputsConfig(_Strict):
 
 class Scenario(_Strict):
     name: str = "scenario"
-    seed: int = Field(1, ge=0, lt=2**64)
+    seed: StrictInt = Field(1, ge=0, lt=2**64)
     backend: Literal["packet", "flow"] = "packet"
     # The flow backend's model of a flow: "tcp" (slow-start rounds, standing-queue estimates,
     # store-and-forward; docs/architecture.md) or "fluid" (max-min rates only, the model before).
@@ -340,6 +334,59 @@ class Scenario(_Strict):
                                  f"(the flow backend's tcp model reads ecn_threshold_packets/_bytes); use "
                                  f'backend = "packet", a step threshold, or flow_model = "fluid"')
         return self
+
+    @model_validator(mode="after")
+    def _transport_the_flow_backend_models(self):
+        # Refused rather than run as something else: the flow backend has no packets (docs/scenario.md,
+        # "[transport]"). Settings it merely does not read are listed by ignored_settings().
+        if self.backend != "flow":
+            return self
+        if self.transport.cc == "dcqcn":
+            raise ValueError('transport.cc: "dcqcn" (RoCE\'s rate control, paced packets and CNPs) is modelled by the '
+                             'packet backend only; use backend = "packet", or cc = "dctcp" or "newreno" with the flow '
+                             'backend')
+        if self.transport.handshake:
+            raise ValueError('transport.handshake: the SYN / SYN-ACK exchange is modelled by the packet backend only '
+                             '(the flow backend has no packets); use backend = "packet", or handshake = false')
+        return self
+
+    def ignored_settings(self) -> list[str]:
+        """Settings this scenario gives (other than their defaults) that its
+        backend does not read, one line each: they are accepted, since
+        refusing them would break scenarios shared between the backends
+        (sweeps over ``backend``), and the run says so (summary.json's
+        ``ignored``, ``validate``, the start of ``run``)."""
+        notes = []
+        tr, default_tr = self.transport, TransportConfig()
+
+        def differs(names, obj, default):
+            return [n for n in names if getattr(obj, n) != getattr(default, n)]
+
+        if tr.cc != "dcqcn" and tr.dcqcn != default_tr.dcqcn:
+            notes.append(f"transport.dcqcn: DCQCN's parameters are read with cc = \"dcqcn\" only (cc is {tr.cc!r})")
+        if self.backend == "packet":
+            if self.flow_model != "tcp":
+                notes.append(f"flow_model: {self.flow_model!r} is the flow backend's model; the packet backend "
+                             f"simulates every packet")
+            return notes
+        for n in differs(("initial_rto_ps", "dupack_threshold", "dctcp_g", "dctcp_initial_alpha"), tr, default_tr):
+            notes.append(f"transport.{n}: the flow backend has no retransmissions, duplicate ACKs or DCTCP window "
+                         f"(its tcp model: slow-start rounds and standing queues)")
+        queues = [("queue", self.queue), ("host_queue", self.host_queue)]
+        queues += [(f"queue_overrides[{i}]", o) for i, o in enumerate(self.queue_overrides)]
+        if self.flow_model == "fluid":
+            for n in differs(("init_cwnd_packets", "tsq_limit_bytes"), tr, default_tr):
+                notes.append(f"transport.{n}: the fluid flow model has no windows or NIC queues (max-min rates only)")
+            given = [name for name, q in queues if q is not None and (name != "queue" or q != QueueConfig())]
+            if given:
+                notes.append(f"{', '.join(given)}: the fluid flow model reads no queue limits or thresholds "
+                             f"(max-min rates only)")
+        else:
+            for name, q in queues:
+                if q is not None and q.discipline == "fq":
+                    notes.append(f"{name}.discipline: \"fq\" is read as \"fifo\" by the flow backend (its flows "
+                                 f"share a port by max-min rates)")
+        return notes
 
     @model_validator(mode="after")
     def _a_packet_fits(self):
@@ -463,7 +510,14 @@ class Scenario(_Strict):
         if self.flows_csv:
             text = read_text(self._resolve_path(self.flows_csv), "flows_csv", "flows CSV file")
             lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
-            rows = list(csv.DictReader(lines))
+            reader = csv.DictReader(lines)
+            rows = list(reader)
+            # The header names the columns: each one a field of [[flows]] (a blank name holds no values).
+            columns = [f.alias or n for n, f in FlowConfig.model_fields.items()]
+            unknown = [c for c in (reader.fieldnames or []) if c.strip() and c.strip() not in columns]
+            if unknown:
+                raise ScenarioError(f"flows_csv: unknown column {unknown[0].strip()!r} in the header "
+                                    f"(allowed columns: {', '.join(columns)})")
             for i, r in enumerate(rows):
                 if None in r:
                     raise ScenarioError(f"flows_csv row {i + 1}: more values than the header has columns "
@@ -577,6 +631,28 @@ def _model_candidates(ann):
         yield from _model_candidates(a)
 
 
+# What a strict field takes, by pydantic's error type (quantities with units are not among them: see units.py).
+_TOML_TYPES = {"bool_type": "a boolean (true or false, unquoted)", "int_type": "an integer (e.g. 8, unquoted)",
+               "float_type": "a number (e.g. 0.5 or 1, unquoted)"}
+
+
+def _toml_type_of(v) -> str:
+    """A value as TOML calls its type, for 'must be ..., got ...'."""
+    if isinstance(v, bool):
+        return f"the boolean {str(v).lower()}"
+    if isinstance(v, str):
+        return f"the string {v!r}"
+    if isinstance(v, float):
+        return f"the float {v!r}"
+    if isinstance(v, int):
+        return f"the integer {v}"
+    if isinstance(v, (list, tuple)):
+        return "an array"
+    if isinstance(v, dict):
+        return "a table"
+    return f"a {type(v).__name__}"
+
+
 def format_validation_error(e: ValidationError, source: str) -> str:
     lines = []
     for err in e.errors():
@@ -595,6 +671,9 @@ def format_validation_error(e: ValidationError, source: str) -> str:
             if m:
                 where = f"{where}.{m.group(1)}" if where else m.group(1)
                 msg = m.group(2)
+        elif err["type"] in _TOML_TYPES:
+            # Strict types: a value of another TOML type is refused, never read as this one ("yes" as true).
+            msg = f"must be {_TOML_TYPES[err['type']]}, got {_toml_type_of(err.get('input'))}"
         if err["type"] == "finite_number":
             msg = "must be a finite number (inf and nan are not allowed)"
         lines.append(f"{where or '(top level)'}: {msg}")

@@ -15,7 +15,7 @@ hours (its "Unknown" kind; the paper: "hours or even days", section 2).
 import math
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import Field, field_validator
+from pydantic import Field, StrictInt, field_validator
 
 from .base import U32_MAX, Delay, ScenarioError, _Strict
 from .units import TimePs
@@ -43,10 +43,10 @@ class RecoveryConfig(_Strict):
     reinit_ps: Delay = 600 * S
     # Spare hosts: host indices or names, or how many (the lowest-numbered
     # hosts the job does not use); default 8 per 128 job hosts, rounded up.
-    spares: Optional[Union[Annotated[int, Field(ge=0, le=U32_MAX)],
-                           list[Union[Annotated[int, Field(ge=0)], str]]]] = None
+    spares: Optional[Union[Annotated[StrictInt, Field(ge=0, le=U32_MAX)],
+                           list[Union[Annotated[StrictInt, Field(ge=0)], str]]]] = None
     # Restarts before the job is given up.
-    max_restarts: int = Field(10, ge=0, le=U32_MAX)
+    max_restarts: StrictInt = Field(10, ge=0, le=U32_MAX)
 
     @field_validator("spares", mode="before")
     @classmethod

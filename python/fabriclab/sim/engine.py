@@ -67,9 +67,14 @@ def resolve_and_build(scenario: Scenario, apps: tuple[App, ...], memory_limit: i
 U64_MAX = 2**64 - 1
 
 
-def run(scenario: Scenario, sim: Simulator, apps: tuple[App, ...], progress: bool = False) -> Results:
+def run(scenario: Scenario, sim: Simulator, apps: tuple[App, ...], progress: bool = False,
+        topology: TopologyData | None = None) -> Results:
     """Runs a built simulation of ``scenario`` to the end (all flows
-    finished, or ``stop_ps``) and collects its results."""
+    finished, or ``stop_ps``) and collects its results. With ``progress``,
+    the run's expected time is announced first (on ``topology``, the one it
+    was built on) and a bar shows its progress after a second."""
+    if progress:
+        _announce(scenario, topology, apps)
     _prefetch_results(scenario, apps)
     target = scenario.arrivals_end_ps()
     stop = scenario.stop_ps
@@ -130,12 +135,27 @@ def _prefetch_results(scenario: Scenario, apps: tuple[App, ...]) -> None:
     threading.Thread(target=load, name="fabriclab-prefetch", daemon=True).start()
 
 
-def _start_bar(target_ps: int):
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+def _announce(scenario: Scenario, topology, apps: tuple[App, ...]) -> None:
+    """Before a run with progress: its expected events and run time
+    (limits.estimate_time; a long run is announced, never refused), and the
+    settings its backend does not read (Scenario.ignored_settings), on stderr."""
+    import sys
 
+    from .limits import estimate_text
+
+    print(f"estimate: {estimate_text(scenario, topology, apps)}", file=sys.stderr)
+    for note in scenario.ignored_settings():
+        print(f"note: ignored: {note}", file=sys.stderr)
+
+
+def _start_bar(target_ps: int):
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    # Elapsed and remaining wall time; the remaining from the pace of simulated time so far (the
+    # bar's units), so a run whose traffic thins out or grows is re-estimated as it goes.
     bar = Progress(
         TextColumn("{task.description}"), BarColumn(),
-        TextColumn("{task.fields[sim]}"), TimeElapsedColumn(),
+        TextColumn("{task.fields[sim]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
         transient=True,
     )
     bar.start()
@@ -171,6 +191,9 @@ def collect_results(scenario: Scenario, sim: Simulator, wall_s: float, apps: tup
         # Wall-clock figures vary run to run; everything above is deterministic.
         "performance": {"wall_time_s": wall_s, "events_per_s": sim.events / wall_s if wall_s > 0 else 0.0},
     }
+    ignored = scenario.ignored_settings()
+    if ignored:  # settings given that the backend does not read (Scenario.ignored_settings)
+        summary["ignored"] = ignored
     tables = sim.app_tables()
     logic = tables.get("switch_logic")
     if logic:

@@ -21,6 +21,11 @@ def estimate(scenario, topology_data=None):
     return limits.estimate(scenario, topology_data, APPS)
 
 
+def estimate_text(scenario, topology) -> str:
+    """The run's expected events and run time, one line (never refuses)."""
+    return limits.estimate_text(scenario, topology, APPS)
+
+
 def checked_topology(scenario, memory_limit=None, topology_data=None):
     """The memory check, then the scenario's topology: ``(estimate, topology)``."""
     return limits.checked_topology(scenario, memory_limit, topology_data, APPS)
@@ -41,8 +46,8 @@ def build_simulator(scenario, memory_limit=None, topology_data=None):
 def simulate(scenario, progress: bool = False, memory_limit=None):
     """Runs a scenario without ``[recovery]`` to the end (all flows
     finished, or ``stop_ps``)."""
-    sim, _ = resolve_and_build(scenario, memory_limit)
-    return engine.run(scenario, sim, APPS, progress)
+    sim, topology = resolve_and_build(scenario, memory_limit)
+    return engine.run(scenario, sim, APPS, progress, topology)
 
 
 def collect_results(scenario, sim, wall_s: float):

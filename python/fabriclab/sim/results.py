@@ -6,6 +6,7 @@ caller asks for a table (issue 13)."""
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -202,12 +203,23 @@ class OutputFolder:
     (``staging``), so an unwritable place fails before any work. Leaving
     normally renames the staging folder into place (with ``force``, the old
     folder is moved aside first and put back if that fails); leaving by an
-    exception removes everything it created. Errors name ``option``."""
+    exception removes everything it created. Errors name ``option``.
+
+    A process killed outright (SIGKILL, a power cut) cannot remove its
+    staging folder, so each holds a marker file (``MARKER``: host, pid and
+    the process's start time) until it is renamed into place; entering
+    removes the staging folders beside ``out`` whose marker names a process
+    of this host that no longer runs, and lists them in ``stale_removed``.
+    A folder without a readable marker, or of a process still running, or
+    of another host, is left alone."""
+
+    MARKER = ".fabriclab-staging"
 
     def __init__(self, out: Path, force: bool = False, inputs: tuple[Path, ...] = (), option: str = "--out"):
         self.out, self.force, self.inputs, self.option = Path(out), force, inputs, option
         self.staging: Path | None = None
         self._made: list[Path] = []
+        self.stale_removed: list[tuple[Path, int]] = []  # (folder, the pid that made it)
 
     def __enter__(self) -> "OutputFolder":
         from ..errors import InputError
@@ -232,8 +244,10 @@ class OutputFolder:
             for a in missing:
                 a.mkdir()
                 self._made.append(a)
+            self._remove_stale(where)
             self.staging = Path(tempfile.mkdtemp(prefix=f".{where.name}.tmp-", dir=where.parent))
             self.staging.chmod(0o755)
+            (self.staging / self.MARKER).write_text(json.dumps(_this_process()) + "\n")
         except OSError as e:
             self._cleanup()
             raise InputError(f"{opt}: cannot create {out}: {e.strerror or e}") from None
@@ -243,14 +257,40 @@ class OutputFolder:
         if exc_type is not None:
             self._cleanup()
             return False
+        import signal
+
+        # The rename into place is not interrupted: a signal that ends the run (SIGINT, SIGTERM, SIGHUP)
+        # is held until it is done, and acts then (on the old results or the new, never half of either).
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
         try:
             self._commit()
         except BaseException:
             self._cleanup()
             raise
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
         return False
 
+    def _remove_stale(self, where: Path) -> None:
+        """Removes the staging folders of ``where`` that a fabriclab process
+        of this host made and left when it died (see the class)."""
+        for d in where.parent.glob(f".{glob.escape(where.name)}.tmp-*"):
+            try:
+                if d.is_symlink() or not d.is_dir():
+                    continue
+                made_by = json.loads((d / self.MARKER).read_text())
+                if not isinstance(made_by, dict) or not isinstance(made_by.get("pid"), int):
+                    continue
+            except (OSError, ValueError):
+                continue  # not ours, or unreadable: left alone
+            if made_by.get("host") != _this_process()["host"] or _still_running(made_by):
+                continue
+            shutil.rmtree(d, ignore_errors=True)
+            if not d.exists():
+                self.stale_removed.append((d, made_by["pid"]))
+
     def _commit(self) -> None:
+        (self.staging / self.MARKER).unlink(missing_ok=True)
         out = self.out.resolve()
         if not out.exists():
             os.replace(self.staging, out)
@@ -273,3 +313,40 @@ class OutputFolder:
                 a.rmdir()
             except OSError:
                 pass
+
+
+def _proc_stat(pid: int) -> tuple[str, str] | None:
+    """(state, start time) of process ``pid`` from /proc/PID/stat (its 3rd
+    and 22nd fields; the start in clock ticks since boot), or None where
+    /proc cannot tell. A pid reused by a later process has another start time."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()  # after the command name, which may hold spaces
+    return (fields[0], fields[19]) if len(fields) > 19 else None
+
+
+def _this_process() -> dict:
+    import socket
+
+    stat = _proc_stat(os.getpid())
+    return {"host": socket.gethostname(), "pid": os.getpid(), "start": stat and stat[1]}
+
+
+def _still_running(made_by: dict) -> bool:
+    """Whether the process a staging marker names still runs (then its folder is not stale)."""
+    pid = made_by["pid"]
+    if pid <= 0:
+        return True  # not a process's id: left alone
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it runs, as another user
+        return True
+    stat = _proc_stat(pid)
+    if stat is None or made_by.get("start") is None:
+        return True
+    state, start = stat
+    return state != "Z" and start == made_by["start"]  # a zombie has ended; another start time: the pid was reused

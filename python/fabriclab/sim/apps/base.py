@@ -53,5 +53,9 @@ class App:
     def estimate(self, s, est, hosts: int, rate_bps: float) -> None:
         """Adds this app's memory to ``est`` (:class:`fabriclab.sim.limits.Estimate`)."""
 
+    def events(self, s, t, est) -> None:
+        """Adds the events this app's traffic is expected to cost on the built
+        topology ``t`` to ``est`` (:class:`fabriclab.sim.limits.TimeEstimate`)."""
+
     def collect(self, c: Collected) -> None:
         """Adds this app's tables and summary figures from the core's tables."""

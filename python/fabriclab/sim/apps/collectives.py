@@ -37,6 +37,14 @@ class Collectives(App):
         s = r.scenario
         r.spec["collectives"] = [_collective_core(s, i, c, r.topology) for i, c in enumerate(s.collectives)]
 
+    def events(self, s, t, est) -> None:
+        for i, c in enumerate(s.collectives):
+            p, where = _collective_plan(s, i, c, len(t.hosts))
+            sends = [(where[r], where[st.peer], st.bytes) for r, steps in enumerate(p.ranks) for st in steps
+                     if st.op == "send" and st.peer < len(where)]
+            if sends:
+                est.load(f"collectives[{i}]", sum(b for _, _, b in sends), len(sends), est.hops.weighted(sends))
+
     def collect(self, c: Collected) -> None:
         steps, ccl, summary = _tables(c.core_tables)
         if summary:
@@ -73,6 +81,7 @@ def collective_spec(plan, topo, rank_hosts: list[int], name: str = "collective",
 
 def _collective_core(s, i: int, c, t) -> dict:
     p, hosts = _collective_plan(s, i, c, len(t.hosts))
+    _check_qps(i, c, p.nranks)
     try:
         return collective_spec(p, t, hosts, name=c.name, start_ps=c.start_ps, traffic_class=c.class_,
                                reduce_bps=c.reduce_bps, send_overhead_ps=c.send_overhead_ps,
@@ -80,6 +89,29 @@ def _collective_core(s, i: int, c, t) -> dict:
                                qps=[q.model_dump() for q in c.qps], balance=c.balance, qp_depth=c.qp_depth)
     except ScenarioError as e:
         raise ScenarioError(f"collectives[{i}].{e}") from None
+
+
+def _check_qps(i: int, c, n: int) -> None:
+    """Collective ``i``'s queue-pair groups against its ``n`` ranks. The core
+    checks these too, but names the collective and counts ranks as a
+    half-open range."""
+    pairs = {}
+    for k, q in enumerate(c.qps):
+        where = f"collectives[{i}].qps[{k}]"
+        for key in ("rank", "peer"):
+            if getattr(q, key) >= n:
+                raise ScenarioError(f"{where}.{key}: rank {getattr(q, key)} out of range (the collective has "
+                                    f"{n} ranks: 0..{n - 1})")
+        if q.rank == q.peer:
+            raise ScenarioError(f"{where}.peer: {q.peer} is the group's own rank; give another rank of 0..{n - 1}")
+        if (q.rank, q.peer) in pairs:
+            raise ScenarioError(f"{where}: rank {q.rank} to peer {q.peer} is already "
+                                f"collectives[{i}].qps[{pairs[q.rank, q.peer]}]; list each pair once")
+        pairs[q.rank, q.peer] = k
+        for m, r in enumerate(q.repaths):
+            if r.qp >= len(q.src_ports):
+                raise ScenarioError(f"{where}.repaths[{m}].qp: QP {r.qp} out of range (the group has "
+                                    f"{len(q.src_ports)} QPs, one per src_ports entry: 0..{len(q.src_ports) - 1})")
 
 
 def _collective_plan(s, i: int, c, nh: int):

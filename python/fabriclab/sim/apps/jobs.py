@@ -12,7 +12,7 @@ from ...scenario.aggregation import AGGREGATION_ALLREDUCE
 from ...scenario.base import ScenarioError
 from ...scenario.model import JOB_ALLREDUCE, MAX_PLAN_CHUNKS
 from ...scenario.recovery import spare_hosts
-from ..limits import BYTES_PER_FLOW, BYTES_PER_TIMELINE_ROW
+from ..limits import BYTES_PER_FLOW, BYTES_PER_TIMELINE_ROW, EVENTS_PER_LAYER_PASS
 from .base import App, Collected, Resolving
 from .collectives import read_plan_file
 
@@ -58,6 +58,10 @@ class Jobs(App):
                     f"{j.iterations:,} iterations of {workers} workers x {layers:,} layers: about {est.count(rows)} "
                     f"timeline rows and {est.count(messages)} messages")
 
+    def events(self, s, t, est) -> None:
+        for i, j in enumerate(s.jobs):
+            _job_events(s, i, j, t, est)
+
     def collect(self, c: Collected) -> None:
         tables = c.core_tables
         jobs_arrow, timeline_arrow, job_summary = _jobs(tables)
@@ -74,6 +78,40 @@ class Jobs(App):
             _gradient_slack(job_summary, timeline_arrow.to_pandas())
             c.tables["jobs"], c.tables["timeline"] = jobs_arrow, timeline_arrow
         _job_telemetry(c)
+
+
+def _job_events(s, i, j, t, est) -> None:
+    """A job's allreduces (as its planner sends them) and its compute events."""
+    from ...scenario.profiles import BUILTIN, build_profile, builtin_size
+
+    nh = len(t.hosts)
+    workers = list(range(nh)) if j.workers == "all" else [w for w in j.workers if 0 <= w < nh]
+    n = len(workers)
+    if j.profile in BUILTIN:
+        layers, model = builtin_size(j.profile, j.layers, j.model_bytes)
+    else:
+        rows = build_profile(j.profile, j.compute_ps, j.model_bytes, j.layers, base_dir=s._base_dir)
+        layers, model = len(rows), sum(x["param_bytes"] for x in rows)
+    fusions = min(layers, math.ceil(model / j.fusion_bytes) + 1)
+    est.add(f"jobs[{i}]", 2 * layers * n * j.iterations * EVENTS_PER_LAYER_PASS)
+    if n < 2:
+        return
+    hops = est.hops
+    ring = [(workers[k], workers[(k + 1) % n]) for k in range(n)]
+    plan = None if j.allreduce in AGGREGATION_ALLREDUCE else _job_plan(s, i, j, n)
+    if j.allreduce in AGGREGATION_ALLREDUCE:
+        # Up to the aggregating switches and back: the model once each way per worker.
+        nbytes, messages, mean_hops = 2 * model * n, 2 * fusions * n, hops.mean(workers)
+    elif plan is None:  # the built-in ring: 2 (n - 1) steps of model / n bytes per worker
+        nbytes, messages = 2 * (n - 1) * model, 2 * (n - 1) * n * fusions
+        mean_hops = hops.weighted([(a, b, 1) for a, b in ring])
+    else:  # a plan built for plan["size_bytes"], scaled to each fusion
+        sends = [(workers[r], workers[st["peer"]], st["bytes"]) for r, steps in enumerate(plan["steps"])
+                 for st in steps if st["op"] == "send"]
+        sent = max(sum(b for _, _, b in sends), 1)
+        nbytes, messages = sent * model / plan["size_bytes"], len(sends) * fusions
+        mean_hops = hops.weighted(sends)
+    est.load(f"jobs[{i}]", nbytes * j.iterations, messages * j.iterations, mean_hops)
 
 
 def job_core(s, i: int, j, t) -> dict:

@@ -63,6 +63,25 @@ class Traffic(App):
                     f"about {est.count(flows)} flows (load or flows_per_s x duration_ps {tr.duration_ps} / mean flow size)")
 
 
+    def events(self, s, t, est) -> None:
+        nh = len(t.hosts)
+        for i, tr in enumerate(s.traffic):
+            hosts = list(range(nh)) if tr.hosts == "all" else sorted(set(h for h in tr.hosts if 0 <= h < nh))
+            end = tr.start_ps + tr.duration_ps if s.stop_ps is None else min(tr.start_ps + tr.duration_ps, s.stop_ps)
+            seconds = max(end - tr.start_ps, 0) / 1e12
+            try:
+                mean = _cdf_mean_bytes(load_cdf(tr.cdf, s._base_dir))
+            except CdfError as e:
+                raise InputError(f"traffic[{i}].cdf: {e}") from None
+            if tr.flows_per_s is not None:
+                flows = tr.flows_per_s * seconds
+                nbytes = flows * mean
+            else:
+                nbytes = tr.load * sum(est.hops.host_rate_bps(h) for h in hosts) * seconds / 8
+                flows = nbytes / mean
+            est.load(f"traffic[{i}]", nbytes, flows, est.hops.mean(hosts))
+
+
 class Flows(App):
     name = "flows"
 
@@ -90,6 +109,14 @@ class Flows(App):
         n = len(s.flows) + (_csv_rows(s) if s.flows_csv else 0)
         if n:
             est.add("flows", n * BYTES_PER_FLOW, f"{n:,} explicit flows")
+
+
+    def events(self, s, t, est) -> None:
+        nh = len(t.hosts)
+        flows = [f for f in s.explicit_flows(t) if f.src < nh and f.dst < nh]
+        if flows:
+            est.load("flows", sum(f.size_bytes for f in flows), len(flows),
+                     est.hops.weighted([(f.src, f.dst, f.size_bytes) for f in flows if f.src != f.dst]))
 
 
 def _cdf_mean_bytes(points) -> float:
