@@ -3,17 +3,12 @@
 //! the Python planners; expectations are sums computed directly.
 
 use fabriclab_runtime::{Communicator, Config, DType, ErrorKind, Fault, Prepared, RtError};
-use std::net::TcpListener;
 use std::thread;
 use std::time::{Duration, Instant};
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+mod common;
+use common::free_port;
+
 
 fn cfg(rank: u32, n: u32, port: u16) -> Config {
     let mut c = Config::new(rank, n, "127.0.0.1", port, "secret");

@@ -6,9 +6,12 @@
 
 use fabriclab_runtime::{Communicator, Config};
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
+
+mod common;
+use common::free_port;
 
 const RANKS: u32 = 4;
 const SILENT: usize = 20;
@@ -18,13 +21,6 @@ const GARBAGE: usize = 20;
 /// strangers alone held it back 40 s.
 const BOUND: Duration = Duration::from_secs(5);
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn cfg(rank: u32, port: u16) -> Config {
     let mut c = Config::new(rank, RANKS, "127.0.0.1", port, "secret");
