@@ -90,7 +90,15 @@ def edges(p: Probes) -> Edges:
     n = len(p.hosts)
     a = np.minimum(p.src, p.dst).astype(np.int64)
     b = np.maximum(p.src, p.dst).astype(np.int64)
-    keys, inv = np.unique(a * n + b, return_inverse=True)
+    key = a * n + b
+    if n * n <= 50_000_000:  # a table of every possible pair: no sort
+        seen = np.zeros(n * n, dtype=bool)
+        seen[key] = True
+        keys = np.flatnonzero(seen)
+        ids = np.cumsum(seen) - 1
+        inv = ids[key]
+    else:
+        keys, inv = np.unique(key, return_inverse=True)
     return Edges((keys // n).astype(np.int32), (keys % n).astype(np.int32), inv, p.src == a)
 
 
@@ -110,14 +118,14 @@ def check_connected(hosts: Sequence[str], e: Edges, reference: int) -> None:
 
 def check_true_drift(p: Probes) -> None:
     """Where probes carry true times: each host's clock rate against true time (a least-squares slope
-    over all its stamps) must be within ±MAX_DRIFT_PPM."""
+    over its stamps of seq-0 probes) must be within ±MAX_DRIFT_PPM."""
     if not p.has_truth:
         return
     n = len(p.hosts)
-    h = np.concatenate([p.src, p.src, p.dst, p.dst])
-    t = np.concatenate([p.true_tx0_ps, p.true_tx1_ps, p.true_rx0_ps, p.true_rx1_ps]) / 1000.0
-    c = np.concatenate([p.tx0_ns, p.tx1_ns, p.rx0_ns, p.rx1_ns]) - t
-    a, b = _lines(h, t, c, n)
+    h = np.concatenate([p.src, p.dst])
+    t = np.concatenate([p.true_tx0_ps, p.true_rx0_ps]) / 1000.0
+    c = np.concatenate([p.tx0_ns, p.rx0_ns]) - t
+    a, b = _lines(h, t - t.mean(), c, n)
     bad = np.flatnonzero(np.abs(b) * 1e6 > MAX_DRIFT_PPM)
     if bad.size:
         i = bad[0]
@@ -226,7 +234,7 @@ def _padded(group: np.ndarray, ngroups: int, x: np.ndarray, y: np.ndarray, fill:
     return px, py
 
 
-def huygens_edges(p: Probes, w: Windows, e: Edges, is_pure: np.ndarray) -> list[EdgeFit]:
+def huygens_edges(p: Probes, w: Windows, e: Edges, is_pure: np.ndarray, bound_ns: float) -> list[EdgeFit]:
     """Steps 1 and 2 for every window; refuses a window with fewer than two pure pairs each way on an edge."""
     nw, ne = w.count, e.count
     fwd = e.forward
@@ -243,7 +251,7 @@ def huygens_edges(p: Probes, w: Windows, e: Edges, is_pure: np.ndarray) -> list[
             f"probes: edge {a}-{b} in window {k} (from {w.start_ns + k * w.length_ns} ns on the reference's clock, "
             f"{w.length_ns / 1e9:g} s long) holds {counts[c, 0]} pure pair(s) {a}->{b} and {counts[c, 1]} "
             f"{b}->{a} (of {counts[c, 2]} and {counts[c, 3]}); the fit needs at least two each way. Probe more "
-            f"often, lengthen --window-s, or widen --pure-bound-ns (now the spacings must agree within it)")
+            f"often, lengthen --window-s, or widen --pure-bound-ns (now {bound_ns:g} ns)")
     fits = []
     for k in range(nw):
         m = is_pure & (w.of_pair == k)
@@ -504,7 +512,7 @@ def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float =
     erows: dict[str, list] = {c: [] for c in ("window", "window_mid_ns", "method", "a", "b", "offset_ns", "drift_ppm",
                                               "spread_ns", "pure_ab", "pure_ba", "pairs_ab", "pairs_ba")}
     hosts = np.array(p.hosts, dtype=object)
-    huy = huygens_edges(p, w, e, is_pure) if any(m.startswith("huygens") for m in methods) else None
+    huy = huygens_edges(p, w, e, is_pure, pure_bound_ns) if any(m.startswith("huygens") for m in methods) else None
     graph = Graph(n, e, ref) if "huygens" in methods or "huygens-no-ne" in methods else None
     for m in methods:
         fits = huy if m.startswith("huygens") else baseline_edges(p, w, e, m)

@@ -140,6 +140,19 @@ def _codes(col: pa.ChunkedArray, hosts: np.ndarray) -> np.ndarray:
     return np.searchsorted(hosts, names).astype(np.int32)[d.indices.to_numpy()]
 
 
+def _order_by_src_pair(src: np.ndarray, pair: np.ndarray, hosts: int) -> np.ndarray:
+    """Row order sorted by (src, pair), stable. Files are usually written in that order already (or
+    nearly), so one 64-bit key is checked first, then sorted stably (fast on nearly sorted keys); pair
+    ids too large to share a key with the host fall back to a two-key sort."""
+    bits = max(1, int(hosts - 1).bit_length())
+    if pair.size and int(pair.max()) < (1 << (63 - bits)):
+        key = (src.astype(np.int64) << (63 - bits)) | pair.astype(np.int64)
+        if np.all(key[1:] >= key[:-1]):
+            return np.arange(len(key))
+        return np.argsort(key, kind="stable")
+    return np.lexsort((pair, src))
+
+
 def _from_table(t: pa.Table) -> Probes:
     def dict_names(c):
         d = t.column(c).combine_chunks()
@@ -160,16 +173,16 @@ def _from_table(t: pa.Table) -> Probes:
     if selfs.size:
         r = int(selfs[0])
         raise ProbeFileError(f"probes: row {r} has src = dst = {hosts[src[r]]}; a probe goes to another host")
-    order = np.lexsort((seq, pair, src))
+    order = _order_by_src_pair(src, pair, len(hosts))
     n = len(order)
-    s_src, s_pair, s_seq = src[order], pair[order], seq[order]
-    # Sorted by (src, pair, seq), a well-formed file is a run of (seq 0, seq 1) couples of one (src, pair).
+    s_src, s_pair = src[order], pair[order]
+    # Sorted by (src, pair), a well-formed file is a run of couples of rows of one (src, pair).
     same_next = np.zeros(n, dtype=bool)
     same_next[:-1] = (s_src[1:] == s_src[:-1]) & (s_pair[1:] == s_pair[:-1])
     first = np.ones(n, dtype=bool)
     first[1:] = ~same_next[:-1]
-    group_size = np.diff(np.append(np.flatnonzero(first), n))
     starts = np.flatnonzero(first)
+    group_size = np.diff(np.append(starts, n))
     odd = np.flatnonzero(group_size != 2)
     if odd.size:
         g = odd[0]
@@ -178,6 +191,8 @@ def _from_table(t: pa.Table) -> Probes:
         raise ProbeFileError(f"probes: row {r}: pair {int(pair[r])} from {hosts[src[r]]} has {what}; a coded "
                              f"pair has exactly two probes, seq 0 and seq 1")
     i0, i1 = order[starts], order[starts + 1]
+    swap = seq[i0] > seq[i1]
+    i0, i1 = np.where(swap, i1, i0), np.where(swap, i0, i1)
     dup = np.flatnonzero(seq[i0] == seq[i1])
     if dup.size:
         r = int(i1[dup[0]])

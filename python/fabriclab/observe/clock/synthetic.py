@@ -150,7 +150,7 @@ def generate(hosts: int = 16, peers: int = 5, duration_s: float = 10.0, rate_hz:
         return sign * (rng.exponential(stamp_noise_ns, n) + tail)
 
     n = len(t0)
-    # Pair ids: the initiators' pairs 0..n-1, their echoes n..2n-1 (unique per sender).
+    # Pair ids: the initiators' pairs 0..n-1, their echoes n..2n-1, then renumbered per sender.
     # Initiator's pair, then the echo: sent turnaround_ns after the second probe arrives.
     tx_a0, tx_a1 = t0, t0 + spacing_ns
     rx_a0, rx_a1 = tx_a0 + base + queue(n), tx_a1 + base + queue(n)
@@ -171,6 +171,14 @@ def generate(hosts: int = 16, peers: int = 5, duration_s: float = 10.0, rate_hz:
     order = order[keep4[order]]
     srcs, dsts, true_tx, true_rx, seq, pair = (a[order] for a in (srcs, dsts, true_tx, true_rx, seq, pair))
     m = len(srcs)
+    # Renumber each sender's pairs 0, 1, ... in the order of their seq-0 sends.
+    first = seq == 0
+    per_src = np.cumsum(first) - 1
+    src_start = np.searchsorted(srcs, np.arange(hosts))
+    count_before = np.concatenate([[0], np.cumsum(first)])[src_start]
+    renum = np.empty(2 * n, dtype=np.uint64)
+    renum[pair[first].astype(np.int64)] = (per_src[first] - count_before[srcs[first]]).astype(np.uint64)
+    pair = renum[pair.astype(np.int64)]
     tx_ns = np.rint(clocks.read(srcs, true_tx) + noise(m, -1.0)).astype(np.int64)
     rx_ns = np.rint(clocks.read(dsts, true_rx) + noise(m, 1.0)).astype(np.int64)
     dictionary = pa.array(names, pa.string())
