@@ -340,3 +340,12 @@ def test_cli_estimates_and_scores_synthetic_probes(tmp_path):
     assert clocks.num_rows == 8 * 2 * 4
     edges = pq.read_table(tmp_path / "c.edges.parquet")
     assert {"a", "b", "offset_ns", "drift_ppm", "spread_ns", "pure_ab", "pure_ba"} <= set(edges.column_names)
+
+
+def test_cli_refuses_a_file_that_is_not_parquet(tmp_path):
+    path = tmp_path / "probes.parquet"
+    path.write_bytes(b"src,dst\nh0,h1\n")
+    r = run_cli("clock", "estimate", str(path), "--out", str(tmp_path / "c.parquet"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "not a readable Parquet file" in r.stderr
+    assert not (tmp_path / "c.parquet").exists()

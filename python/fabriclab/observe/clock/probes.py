@@ -120,7 +120,10 @@ def read(path: Path) -> Probes:
             raise ProbeFileError(f"probes: column {f.name} has type {schema.field(f.name).type}; "
                                  f"it must be {f.type} (docs/clockwork.md)")
     cols = [c for c in SCHEMA.names if c in names]
-    t = pq.read_table(str(path), columns=cols, read_dictionary=["src", "dst"])
+    try:
+        t = pq.read_table(str(path), columns=cols, read_dictionary=["src", "dst"])
+    except (pa.ArrowException, OSError) as e:
+        raise ProbeFileError(f"probes: cannot read the rows of {path} ({e})") from None
     if t.num_rows == 0:
         raise ProbeFileError(f"probes: {path} holds no rows")
     for c in REQUIRED:

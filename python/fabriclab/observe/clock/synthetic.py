@@ -26,6 +26,7 @@ from .probes import SCHEMA
 
 MAX_DRIFT_PPM = 1000.0
 STAMPS = ("none", "nic", "software")
+MAX_RECORDS = 200_000_000  # about 16 GB while generating
 
 
 class SyntheticInputError(InputError):
@@ -89,6 +90,16 @@ def generate(hosts: int = 16, peers: int = 5, duration_s: float = 10.0, rate_hz:
     _check("--stamps", stamps in STAMPS, f"must be one of {', '.join(STAMPS)}, got {stamps!r}")
     _check("--drift-spread-ppm", 0 <= drift_spread_ppm <= MAX_DRIFT_PPM,
            f"must be within 0 and {MAX_DRIFT_PPM:g} ppm (quartz drifts tens of ppm), got {drift_spread_ppm}")
+    for name, value in (("--stamp-noise-ns", stamp_noise_ns), ("--offset-spread-ns", offset_spread_ns),
+                        ("--drift-walk-ppm", drift_walk_ppm), ("queue_mean_ns", queue_mean_ns)):
+        _check(name, value >= 0 and np.isfinite(value), f"must be a finite number, zero or more, got {value}")
+    _check("--queue-prob", 0 <= queue_prob <= 1, f"must be a probability within 0 and 1, got {queue_prob}")
+    per_peer = int(np.floor(duration_s * rate_hz))
+    _check("--duration-s", per_peer >= 1, f"{duration_s:g} s at {rate_hz:g} pairs/s gives no coded pair; "
+           f"make duration x rate at least 1")
+    records = 4 * hosts * peers * per_peer
+    _check("--duration-s", records <= MAX_RECORDS, f"{hosts} hosts x {peers} peers x {per_peer} pairs would be "
+           f"{records:,} probe records; at most {MAX_RECORDS:,} (lower --hosts, --peers, --rate-hz or --duration-s)")
     lo, hi = base_delay_ns
     _check("base_delay_ns", 0 < lo <= hi, f"must be 0 < low <= high, got {base_delay_ns}")
     rng = np.random.default_rng(seed)
@@ -128,13 +139,12 @@ def generate(hosts: int = 16, peers: int = 5, duration_s: float = 10.0, rate_hz:
     pair_delay = rng.integers(lo, hi + 1, len(ukeys)).astype(np.float64)
 
     period_ns = 1e9 / rate_hz
-    per_edge = int(np.floor(duration_s * rate_hz))
     phase = rng.integers(0, int(period_ns), len(e_src)).astype(np.float64)
-    k = np.arange(per_edge, dtype=np.float64)
+    k = np.arange(per_peer, dtype=np.float64)
     t0 = (start_ns + phase[:, None] + k[None, :] * period_ns).ravel()     # initiator's seq-0 send, true ns
-    s = np.repeat(e_src, per_edge)
-    d = np.repeat(e_dst, per_edge)
-    base = np.repeat(pair_delay[e_pair], per_edge)
+    s = np.repeat(e_src, per_peer)
+    d = np.repeat(e_dst, per_peer)
+    base = np.repeat(pair_delay[e_pair], per_peer)
 
     def queue(n):
         if queue_prob <= 0:
