@@ -104,6 +104,12 @@ def test_drifting_clocks_are_recovered_exactly_on_a_graph_with_loops(tmp_path):
             want_o, want_d = b.truth("a", h, mid)
             assert o[h] == pytest.approx(want_o, abs=1e-6), (m, h)
             assert d[h] == pytest.approx(want_d, abs=1e-9), (m, h)
+    # The score's truth, from the rows' true times, is the same closed form; the error is zero.
+    h = r.clocks.filter(pa.compute.equal(r.clocks.column("method"), "huygens"))
+    for host, true, err in zip(*(h.column(x).to_pylist() for x in ("host", "true_offset_ns", "error_ns"))):
+        assert true == pytest.approx(b.truth("a", host, mid)[0], abs=1e-5), host
+        assert err == pytest.approx(0.0, abs=1e-5), host
+    assert [s["max_abs_error_ns"] < 1e-5 for s in r.score] == [True, True]
     # No noise: the loops close, so the residual uncertainty is zero.
     u = r.clocks.filter(pa.compute.equal(r.clocks.column("method"), "huygens")).column("offset_uncertainty_ns")
     assert max(u.to_pylist()) == pytest.approx(0.0, abs=1e-6)

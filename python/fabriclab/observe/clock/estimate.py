@@ -514,6 +514,7 @@ def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float =
     hosts = np.array(p.hosts, dtype=object)
     huy = huygens_edges(p, w, e, is_pure, pure_bound_ns) if any(m.startswith("huygens") for m in methods) else None
     graph = Graph(n, e, ref) if "huygens" in methods or "huygens-no-ne" in methods else None
+    huygens_edges_from = next((m for m in methods if m.startswith("huygens")), None)
     for m in methods:
         fits = huy if m.startswith("huygens") else baseline_edges(p, w, e, m)
         for k, fit in enumerate(fits):
@@ -536,11 +537,11 @@ def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float =
             rows["drift_ppm"].append(rate / 1e3)
             rows["offset_uncertainty_ns"].append(u_theta)
             rows["drift_uncertainty_ppm"].append(u_rate / 1e3)
-            if m in ("huygens", "ntp", "ptp"):
+            if m in ("ntp", "ptp") or m == huygens_edges_from:  # Huygens' raw edges once for both variants
                 ne = e.count
                 erows["window"].append(np.full(ne, k))
                 erows["window_mid_ns"].append(np.full(ne, mid))
-                erows["method"].append(np.full(ne, "huygens" if m == "huygens" else m, dtype=object))
+                erows["method"].append(np.full(ne, "huygens" if m.startswith("huygens") else m, dtype=object))
                 erows["a"].append(hosts[e.a])
                 erows["b"].append(hosts[e.b])
                 erows["offset_ns"].append(fit.theta_ns)
