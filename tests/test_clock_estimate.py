@@ -115,13 +115,31 @@ def test_drifting_clocks_are_recovered_exactly_on_a_graph_with_loops(tmp_path):
     assert max(u.to_pylist()) == pytest.approx(0.0, abs=1e-6)
 
 
+def test_clocks_hours_apart_share_the_reference_s_windows(tmp_path):
+    # b's clock is 1,000 s ahead of a's (never synchronised) and c's 1 h behind: windows stay those of
+    # a's clock and the fit is exact as before (the same closed form), to float64's precision there.
+    b = Builder({"a": 0, "b": 1_000_000_000_000, "c": -3_600_000_000_000}, {"a": 0, "b": 20, "c": -10})
+    mesh(b, [("a", "b"), ("b", "c"), ("c", "a")], 100_000_000, 390, 10_000_000, delay_ns=300_000)
+    p = pr.read(b.write(tmp_path / "p.parquet"))
+    r = est.estimate(p, ["huygens", "ntp"], window_s=2.0)
+    start = int(p.tx0_ns[p.src == 0].min())   # a's earliest send: a is the reference and starts first
+    assert sorted(set(r.clocks.column("window").to_pylist())) == [0, 1]
+    for k in (0, 1):
+        mid = start + (2 * k + 1) * 1_000_000_000
+        t = r.clocks.filter(pa.compute.equal(r.clocks.column("window"), k))
+        for m, h, o, d in zip(*(t.column(x).to_pylist() for x in ("method", "host", "offset_ns", "drift_ppm"))):
+            want_o, want_d = b.truth("a", h, mid)
+            assert o == pytest.approx(want_o, abs=1e-2), (m, k, h)  # float64 steps are 2e-4 ns near 1e12 ns
+            assert d == pytest.approx(want_d, abs=1e-6), (m, k, h)
+
+
 # ---------------------------------------------------------------- the network effect by hand
 
 def _triangle():
     # Hosts A, B, C; edges (a < b): A-B, A-C, B-C. The pairwise estimates A->B 20, B->C -15, C->A 5
     # become theta_B - theta_A = 20, theta_C - theta_B = -15 and theta_C - theta_A = -5.
     e = est.Edges(np.array([0, 0, 1], dtype=np.int32), np.array([1, 2, 2], dtype=np.int32), np.zeros(0), np.zeros(0))
-    fit = est.EdgeFit(np.array([20.0, -5.0, -15.0]), np.zeros(3), np.zeros(3), np.zeros((3, 4)))
+    fit = est.EdgeFit(np.array([20.0, -5.0, -15.0]), np.zeros(3), np.zeros(3), np.zeros((3, 4)), np.zeros(3))
     return e, fit
 
 

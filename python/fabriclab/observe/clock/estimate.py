@@ -50,7 +50,7 @@ class EstimateInputError(InputError):
 
 @dataclass
 class Windows:
-    start_ns: int      # the first window's start (the earliest seq-0 send stamp)
+    start_ns: int      # the first window's start on the reference's clock
     length_ns: int
     count: int
     of_pair: np.ndarray  # window index of each coded pair
@@ -59,19 +59,37 @@ class Windows:
         return self.start_ns + (np.asarray(k, dtype=np.float64) + 0.5) * self.length_ns
 
 
-def windows(p: Probes, window_s: float) -> Windows:
-    """A pair belongs to the window holding its seq-0 send stamp (the sender's clock; clocks differ by
-    far less than a window, and the linear fit covers a probe just across a boundary as well). The span
-    from the first to the last stamp is cut into round(span / window) windows (at least one); the last
-    absorbs the remainder, so it holds between half and one and a half windows."""
+def windows(p: Probes, window_s: float, coarse_ns: np.ndarray) -> Windows:
+    """Windows of the reference's clock. A pair belongs to the window holding its seq-0 send stamp moved
+    to the reference's clock by the sender's coarse offset (``coarse_offsets``: within a delay plus the
+    drift over the file, far less than a window; the linear fit covers a probe just across a boundary as
+    well). The span from the first to the last such time is cut into round(span / window) windows (at
+    least one); the last absorbs the remainder, so it holds between half and one and a half windows."""
     if not window_s > 0 or not np.isfinite(window_s):
         raise EstimateInputError(f"--window-s: must be a positive number of seconds, got {window_s}")
     w = int(round(window_s * 1e9))
-    t0 = int(p.tx0_ns.min())
-    span = int(p.tx0_ns.max()) - t0
+    t = p.tx0_ns - np.rint(coarse_ns[p.src]).astype(np.int64)
+    t0 = int(t.min())
+    span = int(t.max()) - t0
     count = max(1, int(np.floor(span / w + 0.5)))
-    k = np.minimum((p.tx0_ns - t0) // w, count - 1).astype(np.int64)
+    k = np.minimum((t - t0) // w, count - 1).astype(np.int64)
     return Windows(t0, w, count, k)
+
+
+def coarse_offsets(p: Probes, e: Edges, reference: Optional[int]) -> np.ndarray:
+    """Every host's offset against the reference to within a delay or so: per edge, the middle of the
+    tightest bounds over the whole file (least rx - tx a->b, greatest tx - rx b->a; no drift), added
+    along a breadth-first tree. Used to place windows on the reference's clock and to centre the fits,
+    so that hosts hours apart (no NTP yet) are handled as well as hosts µs apart."""
+    y = np.where(e.forward, p.rx0_ns - p.tx0_ns, p.tx0_ns - p.rx0_ns).astype(np.float64)
+    up = np.full(e.count, np.inf)
+    lo = np.full(e.count, -np.inf)
+    np.minimum.at(up, e.of_pair[e.forward], y[e.forward])
+    np.maximum.at(lo, e.of_pair[~e.forward], y[~e.forward])
+    mid = np.where(np.isfinite(up) & np.isfinite(lo), (up + lo) / 2, np.where(np.isfinite(up), up, lo))
+    zero = np.zeros(e.count)
+    fit = EdgeFit(mid, zero, zero, np.zeros((e.count, 4), dtype=np.int64), zero)
+    return along_tree(len(p.hosts), e, fit, reference, zero, add_linear=True)[0]
 
 
 @dataclass
@@ -211,13 +229,14 @@ def max_margin(ux: np.ndarray, uy: np.ndarray, lx: np.ndarray, ly: np.ndarray, l
 
 @dataclass
 class EdgeFit:
-    """Per edge of one window: b's offset relative to a (ns) at a's clock reading the window's middle,
-    and its rate (ns per s of a's clock), with a spread for the baselines."""
+    """Per edge of one window: b's offset relative to a (ns) at a's clock reading the window's middle plus
+    ``origin_ns``, and its rate (ns per s of a's clock), with a spread for the baselines."""
 
     theta_ns: np.ndarray
     delta_ns_per_s: np.ndarray
     spread_ns: np.ndarray   # huygens: the margin; ntp: min RTT / 2; ptp: the intercept's standard error
     counts: np.ndarray      # (edges, 4): pure a->b, pure b->a, pairs a->b, pairs b->a
+    origin_ns: np.ndarray   # x = 0 is a's clock reading the window's middle plus this (a's coarse offset)
 
 
 def _padded(group: np.ndarray, ngroups: int, x: np.ndarray, y: np.ndarray, fill: float):
@@ -234,7 +253,8 @@ def _padded(group: np.ndarray, ngroups: int, x: np.ndarray, y: np.ndarray, fill:
     return px, py
 
 
-def huygens_edges(p: Probes, w: Windows, e: Edges, is_pure: np.ndarray, bound_ns: float) -> list[EdgeFit]:
+def huygens_edges(p: Probes, w: Windows, e: Edges, is_pure: np.ndarray, bound_ns: float,
+                  coarse_ns: np.ndarray) -> list[EdgeFit]:
     """Steps 1 and 2 for every window; refuses a window with fewer than two pure pairs each way on an edge."""
     nw, ne = w.count, e.count
     fwd = e.forward
@@ -253,14 +273,17 @@ def huygens_edges(p: Probes, w: Windows, e: Edges, is_pure: np.ndarray, bound_ns
             f"{b}->{a} (of {counts[c, 2]} and {counts[c, 3]}); the fit needs at least two each way. Probe more "
             f"often, lengthen --window-s, or widen --pure-bound-ns (now {bound_ns:g} ns)")
     fits = []
+    origin = coarse_ns[e.a]
     for k in range(nw):
         m = is_pure & (w.of_pair == k)
-        mid = w.mid_ns(k)
         mf, mr = m & fwd, m & ~fwd
-        # On a's clock: a->b probes leave at tx0, b->a probes arrive at rx0.
-        ux, uy = _padded(e.of_pair[mf], ne, (p.tx0_ns[mf] - mid) / 1e9, (p.rx0_ns[mf] - p.tx0_ns[mf]).astype(float),
+        # On a's clock, from its reading of the window's middle (coarsely): a->b probes leave at tx0,
+        # b->a probes arrive at rx0.
+        zf = w.mid_ns(k) + origin[e.of_pair[mf]]
+        zr = w.mid_ns(k) + origin[e.of_pair[mr]]
+        ux, uy = _padded(e.of_pair[mf], ne, (p.tx0_ns[mf] - zf) / 1e9, (p.rx0_ns[mf] - p.tx0_ns[mf]).astype(float),
                          np.inf)
-        lx, ly = _padded(e.of_pair[mr], ne, (p.rx0_ns[mr] - mid) / 1e9, (p.tx0_ns[mr] - p.rx0_ns[mr]).astype(float),
+        lx, ly = _padded(e.of_pair[mr], ne, (p.rx0_ns[mr] - zr) / 1e9, (p.tx0_ns[mr] - p.rx0_ns[mr]).astype(float),
                          -np.inf)
         theta, delta, margin, at_limit = max_margin(ux, uy, lx, ly)
         if at_limit.any():
@@ -270,7 +293,7 @@ def huygens_edges(p: Probes, w: Windows, e: Edges, is_pure: np.ndarray, bound_ns
                 f"the two clocks of ±{_FIT_LIMIT_NS_PER_S / 1e3:g} ppm or more; allowed: each clock within "
                 f"±{MAX_DRIFT_PPM:g} ppm (are tx_ns and rx_ns in ns, and do both directions' probes spread over "
                 f"the window?)")
-        fits.append(EdgeFit(theta, delta, margin, counts[k * ne:(k + 1) * ne]))
+        fits.append(EdgeFit(theta, delta, margin, counts[k * ne:(k + 1) * ne], origin))
     return fits
 
 
@@ -307,22 +330,23 @@ def exchanges(p: Probes, e: Edges):
     return e.of_pair[i], off, rtt, t_a, i
 
 
-def baseline_edges(p: Probes, w: Windows, e: Edges, method: str) -> list[EdgeFit]:
+def baseline_edges(p: Probes, w: Windows, e: Edges, method: str, coarse_ns: np.ndarray) -> list[EdgeFit]:
     edge, off, rtt, t_a, first = exchanges(p, e)
     win = w.of_pair[first]
     ne = e.count
+    origin = coarse_ns[e.a]
     fits = []
     for k in range(w.count):
         m = win == k
         ek, ok_, rk = edge[m], off[m], rtt[m]
-        xk = (t_a[m] - w.mid_ns(k)) / 1e9
+        xk = (t_a[m] - w.mid_ns(k) - origin[ek]) / 1e9
         missing = np.setdiff1d(np.arange(ne), ek)
         if missing.size:
             j = int(missing[0])
             raise EstimateInputError(f"probes: edge {p.hosts[e.a[j]]}-{p.hosts[e.b[j]]} in window {k} holds no "
                                      f"exchange (a probe and a probe back after it) for the {method} baseline")
         theta, delta, spread = (_ntp_lines if method == "ntp" else _ptp_lines)(ek, xk, ok_, rk, ne)
-        fits.append(EdgeFit(theta, delta, spread, np.zeros((ne, 4), dtype=np.int64)))
+        fits.append(EdgeFit(theta, delta, spread, np.zeros((ne, 4), dtype=np.int64), origin))
     return fits
 
 
@@ -418,15 +442,17 @@ class Graph:
 
 def network_effect(g: Graph, fit: EdgeFit, passes: int = 8):
     """Offsets (ns) and rates (ns/s) of every host against the reference at the instant the reference reads
-    the window's middle, with their standard errors. An edge's line is on a's clock, which reads the
-    reference's middle plus theta_a then: its value there is theta_e + delta_e * theta_a, its rate against
-    the reference's clock delta_e * (1 + rate_a). Both need the solution, so the solve is repeated until
+    the window's middle, with their standard errors. An edge's line is on a's clock, x = 0 where it reads
+    the middle plus origin_e; a reads the middle plus theta_a at that instant, so the edge's value there is
+    theta_e + delta_e * (theta_a - origin_e), and its rate against the reference's clock delta_e *
+    (1 + rate_a). Both need the solution, so the solve starts from the coarse offsets and is repeated until
     it moves by under 1e-6 ns (each pass shrinks the change by about |delta| ~ 1e-5)."""
     e = g.e
     theta = np.zeros(g.n)
+    theta[e.a] = fit.origin_ns
     rate = np.zeros(g.n)
     for _ in range(passes):
-        v = fit.theta_ns + fit.delta_ns_per_s * theta[e.a] / 1e9
+        v = fit.theta_ns + fit.delta_ns_per_s * (theta[e.a] - fit.origin_ns) / 1e9
         r = fit.delta_ns_per_s * (1 + rate[e.a] / 1e9)
         new_theta, s_theta = g.solve(v)
         new_rate, s_rate = g.solve(r)
@@ -455,12 +481,12 @@ def along_tree(n: int, e: Edges, fit: EdgeFit, reference: Optional[int], edge_sd
     for h in order[1:]:
         q = pred[h]
         j = int(g[q, h]) - 1
-        th, de = fit.theta_ns[j], fit.delta_ns_per_s[j]
+        th, de, o = fit.theta_ns[j], fit.delta_ns_per_s[j], fit.origin_ns[j]
         if e.a[j] == q:   # the edge is (q, h): on q's clock
-            theta[h] = theta[q] + th + de * theta[q] / 1e9
+            theta[h] = theta[q] + th + de * (theta[q] - o) / 1e9
             rate[h] = rate[q] + de * (1 + rate[q] / 1e9)
         else:             # the edge is (h, q): on h's clock
-            theta[h] = (theta[q] - th) / (1 + de / 1e9)
+            theta[h] = (theta[q] - th + de * o / 1e9) / (1 + de / 1e9)
             rate[h] = (rate[q] - de) / (1 + de / 1e9)
         sd = edge_sd[j]
         unc[h] = unc[q] + sd if add_linear else np.hypot(unc[q], sd)
@@ -505,18 +531,19 @@ def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float =
     check_true_drift(p)
     e = edges(p)
     check_connected(p.hosts, e, 0 if ref is None else ref)
-    w = windows(p, window_s)
+    coarse = coarse_offsets(p, e, ref)
+    w = windows(p, window_s, coarse)
     is_pure = pure(p, pure_bound_ns)
     rows: dict[str, list] = {c: [] for c in ("window", "window_mid_ns", "host", "method", "reference", "offset_ns",
                                              "drift_ppm", "offset_uncertainty_ns", "drift_uncertainty_ppm")}
     erows: dict[str, list] = {c: [] for c in ("window", "window_mid_ns", "method", "a", "b", "offset_ns", "drift_ppm",
                                               "spread_ns", "pure_ab", "pure_ba", "pairs_ab", "pairs_ba")}
     hosts = np.array(p.hosts, dtype=object)
-    huy = huygens_edges(p, w, e, is_pure, pure_bound_ns) if any(m.startswith("huygens") for m in methods) else None
+    huy = huygens_edges(p, w, e, is_pure, pure_bound_ns, coarse) if any(m.startswith("huygens") for m in methods) else None
     graph = Graph(n, e, ref) if "huygens" in methods or "huygens-no-ne" in methods else None
     huygens_edges_from = next((m for m in methods if m.startswith("huygens")), None)
     for m in methods:
-        fits = huy if m.startswith("huygens") else baseline_edges(p, w, e, m)
+        fits = huy if m.startswith("huygens") else baseline_edges(p, w, e, m, coarse)
         for k, fit in enumerate(fits):
             mid = int(round(float(w.mid_ns(k))))
             if m == "huygens":
