@@ -265,6 +265,38 @@ def test_the_estimate_is_deterministic(tmp_path):
     assert ipc(a.clocks) == ipc(b.clocks) and ipc(a.edges) == ipc(b.edges)
 
 
+# ---------------------------------------------------------------- the reader
+
+def test_reader_pairs_the_same_probes_whatever_the_row_order(tmp_path):
+    t, _ = synthetic.generate(hosts=5, peers=2, duration_s=1, seed=2)
+    pr.write(t, tmp_path / "sorted.parquet")
+    pr.write(t.take(np.random.default_rng(0).permutation(t.num_rows)), tmp_path / "shuffled.parquet")
+
+    def pairs(p):
+        return sorted(zip(p.src.tolist(), p.dst.tolist(), p.tx0_ns.tolist(), p.tx1_ns.tolist(), p.rx0_ns.tolist(),
+                          p.rx1_ns.tolist()))
+
+    a, b = pr.read(tmp_path / "sorted.parquet"), pr.read(tmp_path / "shuffled.parquet")
+    assert len(a.src) == t.num_rows // 2
+    assert pairs(a) == pairs(b)
+    assert all(x[2] < x[3] for x in pairs(a))   # seq 0 is sent before seq 1 in the generator
+
+
+@pytest.mark.parametrize("seqs, dsts, words", [
+    ([0, 0], ["b", "b"], "has seq 0 twice"),
+    ([1, 0], ["b", "c"], "goes to two hosts (c and b)"),
+])
+def test_reader_refuses_a_malformed_pair(tmp_path, seqs, dsts, words):
+    path = tmp_path / "p.parquet"
+    pr.write(pr.table(["a", "a"], dsts, [7, 7], seqs, [10, 20], [30, 40]), path)
+    with pytest.raises(pr.ProbeFileError, match="pair 7 from a"):
+        try:
+            pr.read(path)
+        except pr.ProbeFileError as e:
+            assert words in str(e)
+            raise
+
+
 # ---------------------------------------------------------------- bad input through the real CLI
 
 def _good(tmp_path, **kw):

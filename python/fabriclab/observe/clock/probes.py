@@ -143,17 +143,40 @@ def _codes(col: pa.ChunkedArray, hosts: np.ndarray) -> np.ndarray:
     return np.searchsorted(hosts, names).astype(np.int32)[d.indices.to_numpy()]
 
 
-def _order_by_src_pair(src: np.ndarray, pair: np.ndarray, hosts: int) -> np.ndarray:
-    """Row order sorted by (src, pair), stable. Files are usually written in that order already (or
-    nearly), so one 64-bit key is checked first, then sorted stably (fast on nearly sorted keys); pair
-    ids too large to share a key with the host fall back to a two-key sort."""
+def _order_by_src_pair(src: np.ndarray, pair: np.ndarray, hosts: int) -> Optional[np.ndarray]:
+    """Row order sorted by (src, pair), stable; None when the rows are in that order already (as
+    fabriclab's writers put them: the fast path). Pair ids too large to share one 64-bit key with the
+    host fall back to a two-key sort."""
     bits = max(1, int(hosts - 1).bit_length())
     if pair.size and int(pair.max()) < (1 << (63 - bits)):
         key = (src.astype(np.int64) << (63 - bits)) | pair.astype(np.int64)
         if np.all(key[1:] >= key[:-1]):
-            return np.arange(len(key))
+            return None
         return np.argsort(key, kind="stable")
     return np.lexsort((pair, src))
+
+
+def _couples(s_src: np.ndarray, s_pair: np.ndarray) -> bool:
+    """Sorted by (src, pair): are the rows couples of one (src, pair) each, at even positions?"""
+    n = len(s_src)
+    return (n % 2 == 0 and np.array_equal(s_src[0::2], s_src[1::2]) and np.array_equal(s_pair[0::2], s_pair[1::2])
+            and not np.any((s_src[1:-1:2] == s_src[2::2]) & (s_pair[1:-1:2] == s_pair[2::2])))
+
+
+def _refuse_bad_group(s_src, s_pair, order, src, pair, hosts) -> None:
+    """The first (src, pair) that has not exactly two rows, named by its first row."""
+    n = len(s_src)
+    same_next = np.zeros(n, dtype=bool)
+    same_next[:-1] = (s_src[1:] == s_src[:-1]) & (s_pair[1:] == s_pair[:-1])
+    first = np.ones(n, dtype=bool)
+    first[1:] = ~same_next[:-1]
+    starts = np.flatnonzero(first)
+    group_size = np.diff(np.append(starts, n))
+    g = np.flatnonzero(group_size != 2)[0]
+    r = int(starts[g] if order is None else order[starts[g]])
+    what = "one probe only" if group_size[g] == 1 else f"{group_size[g]} probes"
+    raise ProbeFileError(f"probes: row {r}: pair {int(pair[r])} from {hosts[src[r]]} has {what}; a coded "
+                         f"pair has exactly two probes, seq 0 and seq 1")
 
 
 def _from_table(t: pa.Table) -> Probes:
@@ -176,36 +199,28 @@ def _from_table(t: pa.Table) -> Probes:
     if selfs.size:
         r = int(selfs[0])
         raise ProbeFileError(f"probes: row {r} has src = dst = {hosts[src[r]]}; a probe goes to another host")
-    order = _order_by_src_pair(src, pair, len(hosts))
-    n = len(order)
-    s_src, s_pair = src[order], pair[order]
     # Sorted by (src, pair), a well-formed file is a run of couples of rows of one (src, pair).
-    same_next = np.zeros(n, dtype=bool)
-    same_next[:-1] = (s_src[1:] == s_src[:-1]) & (s_pair[1:] == s_pair[:-1])
-    first = np.ones(n, dtype=bool)
-    first[1:] = ~same_next[:-1]
-    starts = np.flatnonzero(first)
-    group_size = np.diff(np.append(starts, n))
-    odd = np.flatnonzero(group_size != 2)
-    if odd.size:
-        g = odd[0]
-        r = int(order[starts[g]])
-        what = "one probe only" if group_size[g] == 1 else f"{group_size[g]} probes"
-        raise ProbeFileError(f"probes: row {r}: pair {int(pair[r])} from {hosts[src[r]]} has {what}; a coded "
-                             f"pair has exactly two probes, seq 0 and seq 1")
-    i0, i1 = order[starts], order[starts + 1]
-    swap = seq[i0] > seq[i1]
-    i0, i1 = np.where(swap, i1, i0), np.where(swap, i0, i1)
-    dup = np.flatnonzero(seq[i0] == seq[i1])
-    if dup.size:
-        r = int(i1[dup[0]])
-        raise ProbeFileError(f"probes: row {r}: pair {int(pair[r])} from {hosts[src[r]]} has seq {int(seq[r])} "
-                             f"twice; a coded pair has one probe with seq 0 and one with seq 1")
+    order = _order_by_src_pair(src, pair, len(hosts))
+    s_src, s_pair = (src, pair) if order is None else (src[order], pair[order])
+    if not _couples(s_src, s_pair):
+        _refuse_bad_group(s_src, s_pair, order, src, pair, hosts)
+    if order is None and np.all(seq[0::2] == 0) and np.all(seq[1::2] == 1):
+        i0, i1 = slice(0, None, 2), slice(1, None, 2)   # the fast path: views, no gathering
+    else:
+        rows = np.arange(len(src)) if order is None else order
+        i0, i1 = rows[0::2], rows[1::2]
+        swap = seq[i0] > seq[i1]
+        i0, i1 = np.where(swap, i1, i0), np.where(swap, i0, i1)
+        dup = np.flatnonzero(seq[i0] == seq[i1])
+        if dup.size:
+            r = int(i1[dup[0]])
+            raise ProbeFileError(f"probes: row {r}: pair {int(pair[r])} from {hosts[src[r]]} has seq "
+                                 f"{int(seq[r])} twice; a coded pair has one probe with seq 0 and one with seq 1")
     split = np.flatnonzero(dst[i0] != dst[i1])
     if split.size:
-        r = int(i1[split[0]])
+        r = int(np.arange(len(src))[i1][split[0]])
         raise ProbeFileError(f"probes: row {r}: pair {int(pair[r])} from {hosts[src[r]]} goes to two hosts "
-                             f"({hosts[dst[i0[split[0]]]]} and {hosts[dst[r]]}); both probes of a pair go to one dst")
+                             f"({hosts[dst[i0][split[0]]]} and {hosts[dst[r]]}); both probes of a pair go to one dst")
     p = Probes(hosts=list(hosts), src=src[i0], dst=dst[i0], tx0_ns=tx[i0], tx1_ns=tx[i1], rx0_ns=rx[i0],
                rx1_ns=rx[i1])
     if all(c in t.column_names for c in TRUTH) and all(t.column(c).null_count == 0 for c in TRUTH):
