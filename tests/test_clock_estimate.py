@@ -147,7 +147,7 @@ def test_huygens_triangle_loop_surplus_is_split_evenly():
     e, fit = _triangle()
     # Around A->B->C->A: 20 - 15 + 5 = 10 too much; least squares takes 10/3 off each edge:
     # A->B 20 - 10/3 = 16.67, B->C -15 - 10/3 = -18.33, C->A 5 - 10/3 = 1.67.
-    theta, rate, u, _ = est.network_effect(est.Graph(3, e, 0), fit)
+    theta, _, u, _ = est.network_effect(est.Graph(3, e, 0), fit)
     assert theta[0] == 0.0
     assert theta[1] == pytest.approx(50 / 3, abs=1e-12)
     assert theta[2] - theta[1] == pytest.approx(-55 / 3, abs=1e-12)
@@ -182,7 +182,7 @@ def test_max_margin_matches_highs_linear_programme():
             ly = theta + delta * lx - gap - rng.exponential(200, n_l)
             rows.append((ux, uy, lx, ly))
     w = max(max(len(r[0]), len(r[2])) for r in rows)
-    pad = lambda a, fill: np.concatenate([a, np.full(w - len(a), fill)])  # noqa: E731
+    pad = lambda a, fill: np.concatenate([a, np.full(w - len(a), fill)])
     UX = np.array([pad(r[0], 0.0) for r in rows])
     UY = np.array([pad(r[1], np.inf) for r in rows])
     LX = np.array([pad(r[2], 0.0) for r in rows])

@@ -24,8 +24,7 @@ def _out_file(path: Path, option: str) -> None:
 
 
 def _beside(out: Path, suffix: str) -> Path:
-    name = out.name[:-len(".parquet")] if out.name.endswith(".parquet") else out.name
-    return out.with_name(name + suffix)
+    return out.with_name(out.name.removesuffix(".parquet") + suffix)
 
 
 def register(app: typer.Typer) -> None:
@@ -99,7 +98,8 @@ def register(app: typer.Typer) -> None:
                                                "(at most 1000)."),
         drift_walk_ppm: float = typer.Option(0.0, "--drift-walk-ppm", help="Random walk of the drift, ppm per "
                                              "square root of a second."),
-        offset_spread_ns: float = typer.Option(100_000.0, "--offset-spread-ns", help="Offsets are drawn within ± this."),
+        offset_spread_ns: float = typer.Option(100_000.0, "--offset-spread-ns",
+                                               help="Offsets are drawn within ± this."),
         queue_prob: float = typer.Option(0.2, "--queue-prob", help="Chance that a probe queues."),
         seed: int = typer.Option(0, "--seed", help="Random seed."),
         truth: bool = typer.Option(True, "--truth/--no-truth", help="Write the true times (true_tx_ps, true_rx_ps)."),

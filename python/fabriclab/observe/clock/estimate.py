@@ -67,7 +67,7 @@ def windows(p: Probes, window_s: float, coarse_ns: np.ndarray) -> Windows:
     least one); the last absorbs the remainder, so it holds between half and one and a half windows."""
     if not window_s > 0 or not np.isfinite(window_s):
         raise EstimateInputError(f"--window-s: must be a positive number of seconds, got {window_s}")
-    w = int(round(window_s * 1e9))
+    w = round(window_s * 1e9)
     t = p.tx0_ns - np.rint(coarse_ns[p.src]).astype(np.int64)
     t0 = int(t.min())
     span = int(t.max()) - t0
@@ -143,7 +143,7 @@ def check_true_drift(p: Probes) -> None:
     h = np.concatenate([p.src, p.dst])
     t = np.concatenate([p.true_tx0_ps, p.true_rx0_ps]) / 1000.0
     c = np.concatenate([p.tx0_ns, p.rx0_ns]) - t
-    a, b = _lines(h, t - t.mean(), c, n)
+    _, b = _lines(h, t - t.mean(), c, n)
     bad = np.flatnonzero(np.abs(b) * 1e6 > MAX_DRIFT_PPM)
     if bad.size:
         i = bad[0]
@@ -536,16 +536,17 @@ def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float =
     is_pure = pure(p, pure_bound_ns)
     rows: dict[str, list] = {c: [] for c in ("window", "window_mid_ns", "host", "method", "reference", "offset_ns",
                                              "drift_ppm", "offset_uncertainty_ns", "drift_uncertainty_ppm")}
-    erows: dict[str, list] = {c: [] for c in ("window", "window_mid_ns", "method", "a", "b", "offset_ns", "drift_ppm",
-                                              "spread_ns", "pure_ab", "pure_ba", "pairs_ab", "pairs_ba")}
+    erows: dict[str, list] = {c: [] for c in ("window", "window_mid_ns", "method", "a", "b", "a_clock_ns", "offset_ns",
+                                              "drift_ppm", "spread_ns", "pure_ab", "pure_ba", "pairs_ab", "pairs_ba")}
     hosts = np.array(p.hosts, dtype=object)
-    huy = huygens_edges(p, w, e, is_pure, pure_bound_ns, coarse) if any(m.startswith("huygens") for m in methods) else None
+    runs_huygens = any(m.startswith("huygens") for m in methods)
+    huy = huygens_edges(p, w, e, is_pure, pure_bound_ns, coarse) if runs_huygens else None
     graph = Graph(n, e, ref) if "huygens" in methods or "huygens-no-ne" in methods else None
     huygens_edges_from = next((m for m in methods if m.startswith("huygens")), None)
     for m in methods:
         fits = huy if m.startswith("huygens") else baseline_edges(p, w, e, m, coarse)
         for k, fit in enumerate(fits):
-            mid = int(round(float(w.mid_ns(k))))
+            mid = round(float(w.mid_ns(k)))
             if m == "huygens":
                 theta, rate, u_theta, u_rate = network_effect(graph, fit)
             else:
@@ -571,6 +572,7 @@ def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float =
                 erows["method"].append(np.full(ne, "huygens" if m.startswith("huygens") else m, dtype=object))
                 erows["a"].append(hosts[e.a])
                 erows["b"].append(hosts[e.b])
+                erows["a_clock_ns"].append(w.mid_ns(k) + fit.origin_ns)
                 erows["offset_ns"].append(fit.theta_ns)
                 erows["drift_ppm"].append(fit.delta_ns_per_s / 1e3)
                 erows["spread_ns"].append(fit.spread_ns)
@@ -581,8 +583,9 @@ def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float =
                            "drift_ppm": pa.float64(), "offset_uncertainty_ns": pa.float64(),
                            "drift_uncertainty_ppm": pa.float64()})
     edge_table = _table(erows, {"window": pa.uint32(), "window_mid_ns": pa.int64(), "method": pa.string(),
-                                "a": pa.string(), "b": pa.string(), "offset_ns": pa.float64(),
-                                "drift_ppm": pa.float64(), "spread_ns": pa.float64(), "pure_ab": pa.int64(),
+                                "a": pa.string(), "b": pa.string(), "a_clock_ns": pa.float64(),
+                                "offset_ns": pa.float64(), "drift_ppm": pa.float64(), "spread_ns": pa.float64(),
+                                "pure_ab": pa.int64(),
                                 "pure_ba": pa.int64(), "pairs_ab": pa.int64(), "pairs_ba": pa.int64()})
     out = Estimate(clocks, edge_table)
     if p.has_truth:
