@@ -184,7 +184,8 @@ def max_margin(ux: np.ndarray, uy: np.ndarray, lx: np.ndarray, ly: np.ndarray, l
     convex, so it is concave and piecewise linear in delta. It is maximised exactly by Kelley's cutting
     planes in one dimension: keep a bracket whose ends have supergradients of opposite signs, evaluate at
     the crossing of the two ends' tangents, and stop when the function reaches the tangents there (that
-    point is then a maximiser); each step passes a breakpoint, so it ends after finitely many. Rows are
+    point is then a maximiser); each step that does not stop finds a linear piece not seen before, so it
+    ends after finitely many. Rows are
     solved together, vectorised. ``at_limit``: the best delta lies at or beyond ±limit."""
     def evaluate(rows, d):
         su = uy[rows] - d[:, None] * ux[rows]
