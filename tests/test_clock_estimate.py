@@ -133,6 +133,26 @@ def test_clocks_hours_apart_share_the_reference_s_windows(tmp_path):
             assert d == pytest.approx(want_d, abs=1e-6), (m, k, h)
 
 
+def test_the_score_reads_a_wandering_clock_at_the_instant_itself(tmp_path):
+    # Drifts wander (0.5 ppm per square root of a second: steps of 0.05 ppm every 10 ms). The truth is the
+    # generator's own clock at the instant the reference reads each window's middle, found here by fixed
+    # point. Over the +-50 ms the score fits, the wander bends a clock by a few ns at most (0.1 ppm over
+    # 50 ms is 5 ns, and a line through it halves that), plus 0.5 ns of rounding to whole ns; a line over
+    # the whole 2 s window would miss by 100s of ns.
+    t, clk = synthetic.generate(hosts=8, peers=3, duration_s=6, seed=4, drift_walk_ppm=0.5, stamps="none",
+                                queue_prob=0.0)
+    pr.write(t, tmp_path / "p.parquet")
+    r = est.estimate(pr.read(tmp_path / "p.parquet"), ["huygens"])
+    idx = {h: i for i, h in enumerate(clk.hosts)}
+    for k, mid, h, true in zip(*(r.clocks.column(x).to_pylist()
+                                 for x in ("window", "window_mid_ns", "host", "true_offset_ns"))):
+        at = float(mid)
+        for _ in range(10):
+            at = mid - (clk.read(np.array([0]), np.array([at]))[0] - at)
+        want = clk.read(np.array([idx[h]]), np.array([at]))[0] - mid
+        assert true == pytest.approx(want, abs=10.0), (k, h)
+
+
 # ---------------------------------------------------------------- the network effect by hand
 
 def _triangle():

@@ -601,32 +601,40 @@ def _table(rows: dict, types: dict) -> pa.Table:
 
 # ---------------------------------------------------------------- the score against true time
 
-def true_offsets(p: Probes, w: Windows, ref: Optional[int]) -> np.ndarray:
+def true_offsets(p: Probes, w: Windows, ref: Optional[int], near_ns: float = 50e6) -> np.ndarray:
     """(windows, hosts): each host's true offset against the reference at the instant the reference's
-    clock reads the window's middle. Per host and window, its stamps' clock error (stamp - true time)
-    is fitted by a least-squares line against true time (averaging the stamps' noise); the instant is
-    found by fixed-point iteration on the reference's line (or the hosts' mean line)."""
+    clock reads the window's middle. Per host and window, its stamps' clock error (stamp - true time) is
+    fitted by a least-squares line against true time, which averages the stamps' noise; the instant is
+    found on the reference's line (or the hosts' mean line) by fixed-point iteration. The lines are then
+    fitted again on the stamps within ``near_ns`` (50 ms) of that instant only, so that a wandering drift
+    (curved clocks) is read where it is, not averaged over the window; a host with fewer than two stamps
+    there keeps its window's line."""
     n = len(p.hosts)
     h = np.concatenate([p.src, p.src, p.dst, p.dst]).astype(np.int64)
     k = np.tile(w.of_pair, 4)
     t = np.concatenate([p.true_tx0_ps, p.true_tx1_ps, p.true_rx0_ps, p.true_rx1_ps]) / 1000.0
     c = np.concatenate([p.tx0_ns, p.tx1_ns, p.rx0_ns, p.rx1_ns]) - t
-    base = np.zeros(w.count)
-    for kk in range(w.count):
-        base[kk] = float(w.mid_ns(kk))
-    tt = t - base[k]   # centred per window for precision
-    a, b = _lines(k * n + h, tt, c, w.count * n)
-    a, b = a.reshape(w.count, n), b.reshape(w.count, n)
-    out = np.zeros((w.count, n))
-    for kk in range(w.count):
-        rel = 0.0      # the instant, true ns from the window's middle (true-time scale)
-        for _ in range(6):
-            err = a[kk] + b[kk] * rel
-            ref_err = err.mean() if ref is None else err[ref]
-            rel = -ref_err  # reference reads mid + rel + ref_err == mid
-        err = a[kk] + b[kk] * rel
-        out[kk] = err - (err.mean() if ref is None else err[ref])
+    tt = t - w.mid_ns(k)   # centred per window for precision
+    group = k * n + h
+    a, b = (x.reshape(w.count, n) for x in _lines(group, tt, c, w.count * n))
+    instant, _ = _at_instant(a, b, ref)
+    near = np.abs(tt - instant[k]) <= near_ns
+    a2, b2 = (x.reshape(w.count, n) for x in _lines(group[near], tt[near], c[near], w.count * n))
+    enough = np.bincount(group[near], minlength=w.count * n).reshape(w.count, n) >= 2
+    _, out = _at_instant(np.where(enough, a2, a), np.where(enough, b2, b), ref)
     return out
+
+
+def _at_instant(a: np.ndarray, b: np.ndarray, ref: Optional[int]) -> tuple[np.ndarray, np.ndarray]:
+    """From per (window, host) lines err = a + b * t of clock error against true time t (ns from the
+    window's middle): the instant the reference reads the middle (err_ref(t) = -t), and every host's
+    offset against the reference there."""
+    rel = np.zeros(a.shape[0])
+    for _ in range(6):
+        err = a + b * rel[:, None]
+        rel = -(err.mean(axis=1) if ref is None else err[:, ref])
+    err = a + b * rel[:, None]
+    return rel, err - (err.mean(axis=1, keepdims=True) if ref is None else err[:, ref:ref + 1])
 
 
 def _scored(p: Probes, w: Windows, ref: Optional[int], clocks: pa.Table):
