@@ -603,25 +603,51 @@ def _table(rows: dict, types: dict) -> pa.Table:
 
 def true_offsets(p: Probes, w: Windows, ref: Optional[int], near_ns: float = 50e6) -> np.ndarray:
     """(windows, hosts): each host's true offset against the reference at the instant the reference's
-    clock reads the window's middle. Per host and window, its stamps' clock error (stamp - true time) is
-    fitted by a least-squares line against true time, which averages the stamps' noise; the instant is
-    found on the reference's line (or the hosts' mean line) by fixed-point iteration. The lines are then
-    fitted again on the stamps within ``near_ns`` (50 ms) of that instant only, so that a wandering drift
-    (curved clocks) is read where it is, not averaged over the window; a host with fewer than two stamps
-    there keeps its window's line."""
+    clock reads the window's middle, from the rows' stamps and true times.
+
+    A stamp's clock error (stamp - true time) is the clock's plus the stamp's noise. Per host and window,
+    a least-squares line of it against true time locates the instant (on the reference's line, or the
+    hosts' mean line, by fixed-point iteration). The clock is then read near that instant only, within
+    ``near_ns`` (50 ms), so that a wandering drift (a curved clock) is read where it is: the slope is the
+    least-squares one of those stamps, and the level the mean of two medians, of the send stamps' and of
+    the receive stamps' errors about that slope. Medians shrug off a heavy tail, and noise that makes send
+    stamps early and receive stamps late by mirror-image amounts cancels between the two. A host with
+    fewer than two stamps of each kind there keeps its window's line."""
     n = len(p.hosts)
+    m = len(p.src)
     h = np.concatenate([p.src, p.src, p.dst, p.dst]).astype(np.int64)
     k = np.tile(w.of_pair, 4)
     t = np.concatenate([p.true_tx0_ps, p.true_tx1_ps, p.true_rx0_ps, p.true_rx1_ps]) / 1000.0
     c = np.concatenate([p.tx0_ns, p.tx1_ns, p.rx0_ns, p.rx1_ns]) - t
+    is_tx = np.arange(4 * m) < 2 * m
     tt = t - w.mid_ns(k)   # centred per window for precision
     group = k * n + h
-    a, b = (x.reshape(w.count, n) for x in _lines(group, tt, c, w.count * n))
+    size = w.count * n
+    a, b = (x.reshape(w.count, n) for x in _lines(group, tt, c, size))
     instant, _ = _at_instant(a, b, ref)
     near = np.abs(tt - instant[k]) <= near_ns
-    a2, b2 = (x.reshape(w.count, n) for x in _lines(group[near], tt[near], c[near], w.count * n))
-    enough = np.bincount(group[near], minlength=w.count * n).reshape(w.count, n) >= 2
+    g, tn, cn, txn = group[near], tt[near], c[near], is_tx[near]
+    _, slope = _lines(g, tn, cn, size)
+    resid = cn - slope[g] * tn
+    level = (_medians(g[txn], resid[txn], size) + _medians(g[~txn], resid[~txn], size)) / 2
+    enough = ((np.bincount(g[txn], minlength=size) >= 2) & (np.bincount(g[~txn], minlength=size) >= 2))
+    a2, b2 = level.reshape(w.count, n), slope.reshape(w.count, n)
+    enough = enough.reshape(w.count, n)
     _, out = _at_instant(np.where(enough, a2, a), np.where(enough, b2, b), ref)
+    return out
+
+
+def _medians(group: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """The median of ``values`` per group (nan for an empty group)."""
+    order = np.lexsort((values, group))
+    g, v = group[order], values[order]
+    cnt = np.bincount(g, minlength=size)
+    start = np.concatenate([[0], np.cumsum(cnt)[:-1]])
+    out = np.full(size, np.nan)
+    has = cnt > 0
+    lo = start[has] + (cnt[has] - 1) // 2
+    hi = start[has] + cnt[has] // 2
+    out[has] = (v[lo] + v[hi]) / 2
     return out
 
 

@@ -19,6 +19,11 @@ rx_ns          int64              receive time on the receiver's clock, ns
 true_tx_ps     uint64, nullable   true send time, ps (where known: the simulator)
 true_rx_ps     uint64, nullable   true receive time, ps
 =============  =================  ==================================================
+
+The true times are the true instants at which the clocks were read for tx_ns and rx_ns, so that
+``tx_ns`` is the sender's clock at ``true_tx_ps`` (rounded to ns), and likewise for rx. Timestamp
+noise is then the gap between those instants and the probe's true departure and arrival, which the
+records need not carry; a score against truth is exact whatever the noise.
 """
 
 from __future__ import annotations

@@ -192,8 +192,12 @@ def generate(hosts: int = 16, peers: int = 5, duration_s: float = 10.0, rate_hz:
     # Rows in (src, pair, seq) order: the reader's fast path.
     order = np.lexsort((seq, pair, srcs))
     srcs, dsts, true_tx, true_rx, seq, pair = (a[order] for a in (srcs, dsts, true_tx, true_rx, seq, pair))
-    tx_ns = np.rint(clocks.read(srcs, true_tx) + noise(m, -1.0)).astype(np.int64)
-    rx_ns = np.rint(clocks.read(dsts, true_rx) + noise(m, 1.0)).astype(np.int64)
+    # Stamp noise moves the instant a clock is read away from the probe's departure or arrival; the
+    # true times are those instants (the schema's meaning), so each stamp is its clock there exactly.
+    true_tx = np.maximum(true_tx + noise(m, -1.0), 0.0)
+    true_rx = true_rx + noise(m, 1.0)
+    tx_ns = np.rint(clocks.read(srcs, true_tx)).astype(np.int64)
+    rx_ns = np.rint(clocks.read(dsts, true_rx)).astype(np.int64)
     dictionary = pa.array(names, pa.string())
     cols = [pa.DictionaryArray.from_arrays(pa.array(srcs.astype(np.int32)), dictionary),
             pa.DictionaryArray.from_arrays(pa.array(dsts.astype(np.int32)), dictionary),
