@@ -414,7 +414,6 @@ class Graph:
         np.add.at(lap, (e.a, e.b), -1.0)
         np.add.at(lap, (e.b, e.a), -1.0)
         self.keep = np.delete(np.arange(n), r)
-        self._r = r
         self._factor = cho_factor(lap[np.ix_(self.keep, self.keep)])
         inv = np.zeros((n, n))
         inv[np.ix_(self.keep, self.keep)] = cho_solve(self._factor, np.eye(n - 1))
