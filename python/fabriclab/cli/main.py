@@ -33,6 +33,8 @@ from ..observe.compare import register as _register_compare  # noqa: E402
 _register_compare(app)
 from ..systems.panama.cli import register as _register_panama  # noqa: E402
 _register_panama(app)
+from ..observe.clock.cli import register as _register_clock  # noqa: E402
+_register_clock(app)
 
 # Markup off: user text (paths, names, messages) is printed literally.
 err = Console(stderr=True, markup=False)

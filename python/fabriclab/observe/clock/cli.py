@@ -1,0 +1,120 @@
+"""`fabriclab clock estimate` (clock offsets and drifts from probe records) and `fabriclab clock synth`
+(seeded synthetic probe records). `register(app)` adds them to the main CLI; bad input is an
+InputError (exit 2). Heavy modules are imported inside the commands, so `fabriclab --help` stays fast."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ...errors import InputError
+
+
+def _out_file(path: Path, option: str) -> None:
+    if path.is_dir():
+        raise InputError(f"{option}: {path} is a folder; give a file name")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"{option}: the folder {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise InputError(f"{option}: the folder {parent} is not writable")
+
+
+def _beside(out: Path, suffix: str) -> Path:
+    return out.with_name(out.name.removesuffix(".parquet") + suffix)
+
+
+def register(app: typer.Typer) -> None:
+    clock_app = typer.Typer(no_args_is_help=True, help="Clock sync from probe records (Huygens; docs/clockwork.md).")
+    app.add_typer(clock_app, name="clock")
+
+    @clock_app.command("estimate")
+    def estimate_cmd(
+        probes: Path = typer.Argument(..., metavar="PROBES", help="probes.parquet (schema: docs/clockwork.md)."),
+        out: Path = typer.Option(..., "--out", help="clocks.parquet to write: every host's offset and drift per "
+                                 "window and method."),
+        window_s: float = typer.Option(2.0, "--window-s", help="Window length, seconds of the reference's clock."),
+        method: str = typer.Option("huygens", "--method", help="huygens, huygens-no-ne, ntp, ptp or all."),
+        reference: Optional[str] = typer.Option(None, "--reference", help="A host name, or 'mean' (the ensemble "
+                                                "mean); default: the first host in sorted order."),
+        pure_bound_ns: float = typer.Option(100.0, "--pure-bound-ns", help="A coded pair is pure when its receive "
+                                            "spacing is within this of its send spacing."),
+        edges: Optional[Path] = typer.Option(None, "--edges", help="Where to write the per-edge estimates; default: "
+                                             "beside --out as NAME.edges.parquet."),
+        score: Optional[Path] = typer.Option(None, "--score", help="With true times in the probes: where to write "
+                                             "the error score; default: beside --out as NAME.score.csv."),
+    ) -> None:
+        """Every host's clock offset (ns) and drift (ppm) against a reference, per window: Huygens' coded-probe
+        filter, max-margin fit and network effect, and the baselines."""
+        from . import estimate as est
+        from . import probes as pr
+
+        methods = list(est.METHODS) if method == "all" else [method]
+        if methods[0] not in est.METHODS:
+            raise InputError(f"--method: {method!r} is not a method; allowed: {', '.join(est.METHODS)} or all")
+        edges = edges or _beside(out, ".edges.parquet")
+        _out_file(out, "--out")
+        _out_file(edges, "--edges")
+        p = pr.read(probes)
+        score_path = (score or _beside(out, ".score.csv")) if p.has_truth else None
+        if score_path is not None:
+            _out_file(score_path, "--score")
+        r = est.estimate(p, methods, window_s=window_s, pure_bound_ns=pure_bound_ns, reference=reference)
+        import pyarrow.parquet as pq
+
+        pq.write_table(r.clocks, str(out))
+        pq.write_table(r.edges, str(edges))
+        typer.echo(f"wrote {out} ({r.clocks.num_rows} rows: {len(p.hosts)} hosts, "
+                   f"{r.clocks.num_rows // max(1, len(p.hosts) * len(methods))} windows, {', '.join(methods)}) "
+                   f"and {edges}")
+        if r.score is not None:
+            lines = ["method,samples,p50_abs_error_ns,p99_abs_error_ns,max_abs_error_ns"]
+            lines += [f"{s['method']},{s['samples']},{s['p50_abs_error_ns']:.3f},{s['p99_abs_error_ns']:.3f},"
+                      f"{s['max_abs_error_ns']:.3f}" for s in r.score]
+            score_path.write_text("\n".join(lines) + "\n")
+            typer.echo("error against true time (|offset error| over hosts and windows, ns):")
+            typer.echo(f"  {'method':<14} {'samples':>8} {'p50':>12} {'p99':>12} {'max':>12}")
+            for s in r.score:
+                typer.echo(f"  {s['method']:<14} {s['samples']:>8} {s['p50_abs_error_ns']:>12.3f} "
+                           f"{s['p99_abs_error_ns']:>12.3f} {s['max_abs_error_ns']:>12.3f}")
+            typer.echo(f"wrote {score_path}")
+
+    @clock_app.command("synth")
+    def synth_cmd(
+        out: Path = typer.Option(..., "--out", help="probes.parquet to write."),
+        hosts: int = typer.Option(16, "--hosts", help="Number of hosts."),
+        peers: int = typer.Option(5, "--peers", help="K: peers each host probes (at most hosts - 1)."),
+        duration_s: float = typer.Option(10.0, "--duration-s", help="Seconds of probes."),
+        rate_hz: float = typer.Option(50.0, "--rate-hz", help="Coded pairs per second to each peer."),
+        spacing_ns: int = typer.Option(10_000, "--spacing-ns", help="Spacing of a coded pair's two probes."),
+        stamps: str = typer.Option("nic", "--stamps", help="Timestamp noise: none, nic (tens of ns) or software "
+                                   "(µs, heavy tail)."),
+        stamp_noise_ns: float = typer.Option(20.0, "--stamp-noise-ns", help="nic: the noise's standard deviation; "
+                                             "software: its mean."),
+        drift_spread_ppm: float = typer.Option(30.0, "--drift-spread-ppm", help="Drifts are drawn within ± this "
+                                               "(at most 1000)."),
+        drift_walk_ppm: float = typer.Option(0.0, "--drift-walk-ppm", help="Random walk of the drift, ppm per "
+                                             "square root of a second."),
+        offset_spread_ns: float = typer.Option(100_000.0, "--offset-spread-ns",
+                                               help="Offsets are drawn within ± this."),
+        queue_prob: float = typer.Option(0.2, "--queue-prob", help="Chance that a probe queues."),
+        seed: int = typer.Option(0, "--seed", help="Random seed."),
+        truth: bool = typer.Option(True, "--truth/--no-truth", help="Write the true times (true_tx_ps, true_rx_ps)."),
+    ) -> None:
+        """Seeded synthetic probe records from known clocks (no fabric: a delay per pair of hosts, queueing and
+        timestamp noise), for trying the estimator."""
+        from . import probes as pr
+        from . import synthetic
+
+        _out_file(out, "--out")
+        t, _ = synthetic.generate(hosts=hosts, peers=peers, duration_s=duration_s, rate_hz=rate_hz,
+                                  spacing_ns=spacing_ns, seed=seed, offset_spread_ns=offset_spread_ns,
+                                  drift_spread_ppm=drift_spread_ppm, drift_walk_ppm=drift_walk_ppm,
+                                  queue_prob=queue_prob, stamps=stamps, stamp_noise_ns=stamp_noise_ns)
+        if not truth:
+            t = t.drop_columns(["true_tx_ps", "true_rx_ps"])
+        pr.write(t, out)
+        typer.echo(f"wrote {out} ({t.num_rows} probes, {hosts} hosts x {peers} peers, {duration_s:g} s)")
