@@ -275,6 +275,7 @@ fn table_dict<'py>(py: Python<'py>, t: Table) -> PyResult<Bound<'py, PyDict>> {
         match col {
             Column::U32(v) => d.set_item(name, v)?,
             Column::U64(v) => d.set_item(name, v)?,
+            Column::I64(v) => d.set_item(name, v)?,
             Column::OptU64(v) => d.set_item(name, v)?,
             Column::F64(v) => d.set_item(name, v)?,
             Column::Str(v) => d.set_item(name, v)?,
