@@ -124,7 +124,13 @@ impl Probes {
         for h in 0..hosts {
             let mut p: Vec<u32> = sample(&mut rng, hosts as usize - 1, spec.peers as usize)
                 .into_iter()
-                .map(|i| if i as u32 >= h { i as u32 + 1 } else { i as u32 })
+                .map(|i| {
+                    if i as u32 >= h {
+                        i as u32 + 1
+                    } else {
+                        i as u32
+                    }
+                })
                 .collect();
             p.sort_unstable();
             peers.push(p);
@@ -267,14 +273,43 @@ impl App for Probes {
         done.sort_by_key(|r| (r.src, r.pair, r.seq));
         let ns = |ps: i64| ps.div_euclid(1000);
         let probes = Table::new("probes")
-            .col("src", Column::Str(done.iter().map(|r| self.names[r.src as usize].clone()).collect()))
-            .col("dst", Column::Str(done.iter().map(|r| self.names[r.dst as usize].clone()).collect()))
+            .col(
+                "src",
+                Column::Str(
+                    done.iter()
+                        .map(|r| self.names[r.src as usize].clone())
+                        .collect(),
+                ),
+            )
+            .col(
+                "dst",
+                Column::Str(
+                    done.iter()
+                        .map(|r| self.names[r.dst as usize].clone())
+                        .collect(),
+                ),
+            )
             .col("pair", Column::U64(done.iter().map(|r| r.pair).collect()))
-            .col("seq", Column::U32(done.iter().map(|r| r.seq as u32).collect()))
-            .col("tx_ns", Column::I64(done.iter().map(|r| ns(r.tx_ps)).collect()))
-            .col("rx_ns", Column::I64(done.iter().map(|r| ns(r.rx.expect("arrived").0)).collect()))
-            .col("true_tx_ps", Column::U64(done.iter().map(|r| r.true_tx_ps).collect()))
-            .col("true_rx_ps", Column::U64(done.iter().map(|r| r.rx.expect("arrived").1).collect()));
+            .col(
+                "seq",
+                Column::U32(done.iter().map(|r| r.seq as u32).collect()),
+            )
+            .col(
+                "tx_ns",
+                Column::I64(done.iter().map(|r| ns(r.tx_ps)).collect()),
+            )
+            .col(
+                "rx_ns",
+                Column::I64(done.iter().map(|r| ns(r.rx.expect("arrived").0)).collect()),
+            )
+            .col(
+                "true_tx_ps",
+                Column::U64(done.iter().map(|r| r.true_tx_ps).collect()),
+            )
+            .col(
+                "true_rx_ps",
+                Column::U64(done.iter().map(|r| r.rx.expect("arrived").1).collect()),
+            );
         let load = Table::new("probe_load")
             .col("host", Column::Str(self.names.clone()))
             .col("probes_sent", Column::U64(self.sent.clone()));

@@ -136,20 +136,28 @@ impl Clocks {
                 return Err(format!("clocks.groups[{g}]: an empty group"));
             }
             for &h in members {
-                let slot = osc_of
-                    .get_mut(h as usize)
-                    .ok_or(format!("clocks.groups[{g}]: host index {h} out of range (0..{hosts})"))?;
+                let slot = osc_of.get_mut(h as usize).ok_or(format!(
+                    "clocks.groups[{g}]: host index {h} out of range (0..{hosts})"
+                ))?;
                 if *slot != u32::MAX {
-                    return Err(format!("clocks.groups[{g}]: host {h} is already in another group"));
+                    return Err(format!(
+                        "clocks.groups[{g}]: host {h} is already in another group"
+                    ));
                 }
                 *slot = oscs.len() as u32;
             }
-            oscs.push(Oscillator { id: members[0], steps: Vec::new() });
+            oscs.push(Oscillator {
+                id: members[0],
+                steps: Vec::new(),
+            });
         }
         for (h, slot) in osc_of.iter_mut().enumerate() {
             if *slot == u32::MAX {
                 *slot = oscs.len() as u32;
-                oscs.push(Oscillator { id: h as u32, steps: Vec::new() });
+                oscs.push(Oscillator {
+                    id: h as u32,
+                    steps: Vec::new(),
+                });
             }
         }
         // Each oscillator's starting drift: a member's explicit one (all
@@ -178,7 +186,8 @@ impl Clocks {
                 Some((d, _)) => d,
                 None => spec.drift_sigma_ppm * gauss(key(seed, DRIFT, osc.id as u64, 0)),
             };
-            osc.steps.push((d.clamp(-MAX_DRIFT_PPM, MAX_DRIFT_PPM), 0.0));
+            osc.steps
+                .push((d.clamp(-MAX_DRIFT_PPM, MAX_DRIFT_PPM), 0.0));
         }
         let offset_ps = spec
             .hosts
@@ -194,7 +203,11 @@ impl Clocks {
         Ok(Clocks {
             seed,
             wander_ppm: spec.wander_ppm,
-            every_ps: if spec.wander_ppm > 0.0 { spec.wander_every_ps } else { 0 },
+            every_ps: if spec.wander_ppm > 0.0 {
+                spec.wander_every_ps
+            } else {
+                0
+            },
             osc_of,
             offset_ps,
             stamping: spec.hosts.iter().map(|h| h.stamping).collect(),
@@ -229,8 +242,10 @@ impl Clocks {
             let i = osc.steps.len();
             let (d, phase) = osc.steps[i - 1];
             let next = d + wander * gauss(key(seed, WALK, osc.id as u64, i as u64));
-            osc.steps
-                .push((next.clamp(-MAX_DRIFT_PPM, MAX_DRIFT_PPM), phase + d * every / 1e6));
+            osc.steps.push((
+                next.clamp(-MAX_DRIFT_PPM, MAX_DRIFT_PPM),
+                phase + d * every / 1e6,
+            ));
         }
         osc.steps[k]
     }
@@ -320,26 +335,50 @@ mod tests {
     }
 
     fn host(offset_ps: Option<i64>, drift_ppm: Option<f64>) -> HostClockSpec {
-        HostClockSpec { offset_ps, drift_ppm, stamping: Stamping::Nic }
+        HostClockSpec {
+            offset_ps,
+            drift_ppm,
+            stamping: Stamping::Nic,
+        }
     }
 
     #[test]
     fn a_reading_is_true_time_plus_offset_plus_drift_times_t() {
-        let s = spec(vec![host(Some(1_000), Some(10.0)), host(Some(-5_000_000), Some(-25.0))], vec![], 0.0);
+        let s = spec(
+            vec![
+                host(Some(1_000), Some(10.0)),
+                host(Some(-5_000_000), Some(-25.0)),
+            ],
+            vec![],
+            0.0,
+        );
         let mut c = Clocks::new(&s, 2, 7).unwrap();
         // 1 ms at +10 ppm gains 10 ns; at -25 ppm loses 25 ns.
         assert_eq!(c.read_ps(0, 1_000_000_000), 1_000_000_000 + 1_000 + 10_000);
-        assert_eq!(c.read_ps(1, 1_000_000_000), 1_000_000_000 - 5_000_000 - 25_000);
+        assert_eq!(
+            c.read_ps(1, 1_000_000_000),
+            1_000_000_000 - 5_000_000 - 25_000
+        );
         // 2.5 s at +10 ppm: 25 us.
-        assert_eq!(c.read_ps(0, 2_500_000_000_000), 2_500_000_000_000 + 1_000 + 25_000_000);
+        assert_eq!(
+            c.read_ps(0, 2_500_000_000_000),
+            2_500_000_000_000 + 1_000 + 25_000_000
+        );
         assert_eq!(c.read_ps(0, 0), 1_000);
         // With zero noise a stamp is the reading.
-        assert_eq!(c.stamp_ps(0, 1_000_000_000, 3, true), 1_000_000_000 + 11_000);
+        assert_eq!(
+            c.stamp_ps(0, 1_000_000_000, 3, true),
+            1_000_000_000 + 11_000
+        );
     }
 
     #[test]
     fn hosts_of_one_group_share_drift_and_walk() {
-        let hosts = vec![host(Some(0), Some(8.0)), host(Some(500), None), host(Some(0), None)];
+        let hosts = vec![
+            host(Some(0), Some(8.0)),
+            host(Some(500), None),
+            host(Some(0), None),
+        ];
         let mut c = Clocks::new(&spec(hosts, vec![vec![0, 1]], 0.5), 3, 11).unwrap();
         assert_eq!(c.oscillator(0), c.oscillator(1));
         assert_ne!(c.oscillator(0), c.oscillator(2));
@@ -352,7 +391,10 @@ mod tests {
         }
         // The walk moved the drift, and host 2's walk is its own.
         assert_ne!(c.drift_ppm(0, 40_000_000_000), 8.0);
-        assert_ne!(c.drift_ppm(2, 40_000_000_000), c.drift_ppm(0, 40_000_000_000));
+        assert_ne!(
+            c.drift_ppm(2, 40_000_000_000),
+            c.drift_ppm(0, 40_000_000_000)
+        );
     }
 
     #[test]
@@ -363,7 +405,8 @@ mod tests {
         assert_eq!(d[0], 5.0);
         // Half-way through step 3: the phase is every × (d0 + d1 + d2) + every/2 × d3.
         let t = 3 * every + every / 2;
-        let phase = ((d[0] + d[1] + d[2]) * every as f64 / 1e6 + d[3] * (every / 2) as f64 / 1e6).round();
+        let phase =
+            ((d[0] + d[1] + d[2]) * every as f64 / 1e6 + d[3] * (every / 2) as f64 / 1e6).round();
         assert_eq!(c.read_ps(0, t), t as i64 + phase as i64);
     }
 
@@ -372,9 +415,16 @@ mod tests {
         let hosts = || vec![host(None, None), host(None, None), host(None, None)];
         let times: Vec<u64> = (0..200).map(|i| (i * 7_919 % 200) * 123_456_789).collect();
         let mut a = Clocks::new(&spec(hosts(), vec![vec![2, 0]], 0.2), 3, 99).unwrap();
-        let forward: Vec<i64> = times.iter().map(|&t| a.read_ps((t % 3) as u32, t)).collect();
+        let forward: Vec<i64> = times
+            .iter()
+            .map(|&t| a.read_ps((t % 3) as u32, t))
+            .collect();
         let mut b = Clocks::new(&spec(hosts(), vec![vec![2, 0]], 0.2), 3, 99).unwrap();
-        let mut backward: Vec<i64> = times.iter().rev().map(|&t| b.read_ps((t % 3) as u32, t)).collect();
+        let mut backward: Vec<i64> = times
+            .iter()
+            .rev()
+            .map(|&t| b.read_ps((t % 3) as u32, t))
+            .collect();
         backward.reverse();
         assert_eq!(forward, backward);
         // Another seed, other clocks.
@@ -384,7 +434,12 @@ mod tests {
 
     #[test]
     fn true_time_inverts_the_reading() {
-        let mut c = Clocks::new(&spec(vec![host(Some(-3_000_000), Some(-700.0))], vec![], 2.0), 1, 5).unwrap();
+        let mut c = Clocks::new(
+            &spec(vec![host(Some(-3_000_000), Some(-700.0))], vec![], 2.0),
+            1,
+            5,
+        )
+        .unwrap();
         for local in [0i64, 1, 999_999, 5_000_000_000, 123_456_789_012] {
             let t = c.true_time_ps(0, local);
             assert!(c.read_ps(0, t) >= local);
@@ -399,7 +454,12 @@ mod tests {
         let hosts = vec![host(None, Some(1.0)), host(None, Some(2.0))];
         let e = Clocks::new(&spec(hosts, vec![vec![0, 1]], 0.0), 2, 1).unwrap_err();
         assert!(e.starts_with("clocks.hosts[1].drift_ppm"), "{e}");
-        let e = Clocks::new(&spec(vec![host(None, None)], vec![vec![0], vec![0]], 0.0), 1, 1).unwrap_err();
+        let e = Clocks::new(
+            &spec(vec![host(None, None)], vec![vec![0], vec![0]], 0.0),
+            1,
+            1,
+        )
+        .unwrap_err();
         assert!(e.starts_with("clocks.groups[1]"), "{e}");
     }
 }
