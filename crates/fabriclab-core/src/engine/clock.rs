@@ -448,6 +448,57 @@ mod tests {
     }
 
     #[test]
+    fn stamping_noise_has_its_distribution() {
+        let mut s = spec(
+            vec![
+                host(Some(0), Some(0.0)),
+                HostClockSpec {
+                    offset_ps: Some(0),
+                    drift_ppm: Some(0.0),
+                    stamping: Stamping::Software,
+                },
+            ],
+            vec![],
+            0.0,
+        );
+        s.nic_sigma_ps = 20_000;
+        s.software_median_ps = 1_000_000;
+        s.software_shape = 0.8;
+        let mut c = Clocks::new(&s, 2, 4).unwrap();
+        let t = 5_000_000_000u64;
+        let n = 20_000u64;
+        // nic: zero mean, sigma 20 ns (the sample's within 2 % and 0.5 ns).
+        let nic: Vec<f64> = (0..n)
+            .map(|k| (c.stamp_ps(0, t, k, true) - t as i64) as f64)
+            .collect();
+        let mean = nic.iter().sum::<f64>() / n as f64;
+        let sd = (nic.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64).sqrt();
+        assert!(
+            mean.abs() < 500.0 && (sd - 20_000.0).abs() < 400.0,
+            "{mean} {sd}"
+        );
+        // software: late on receive, early on send, median 1 us, p99 = 1 us x e^(0.8 x 2.326) = 6.43 us.
+        let mut rx: Vec<i64> = (0..n)
+            .map(|k| c.stamp_ps(1, t, k, true) - t as i64)
+            .collect();
+        rx.sort_unstable();
+        assert!(rx[0] > 0);
+        assert!(
+            (rx[n as usize / 2] - 1_000_000).abs() < 30_000,
+            "{}",
+            rx[n as usize / 2]
+        );
+        assert!(
+            (rx[n as usize * 99 / 100] - 6_430_000).abs() < 400_000,
+            "{}",
+            rx[n as usize * 99 / 100]
+        );
+        assert!((0..100).all(|k| c.stamp_ps(1, t, k, false) < t as i64));
+        // One key, one draw: a stamp repeated is the same stamp.
+        assert_eq!(c.stamp_ps(1, t, 7, true), c.stamp_ps(1, t, 7, true));
+    }
+
+    #[test]
     fn bad_input_names_the_field() {
         let e = Clocks::new(&spec(vec![host(None, Some(1000.5))], vec![], 0.0), 1, 1).unwrap_err();
         assert!(e.starts_with("clocks.hosts[0].drift_ppm"), "{e}");
