@@ -155,3 +155,29 @@ def test_bad_input_exits_2_naming_the_field(tmp_path, cli, extra, needles):
     assert "Traceback" not in r.stderr
     for n in needles:
         assert n in r.stderr, (n, r.stderr)
+
+
+def _real_ns_bounds(host: str, mono_ns: int) -> tuple[int, int]:
+    """The host's clock in ns over the picoseconds that floor to ``mono_ns`` (the reading is increasing)."""
+    return reading_ps(host, mono_ns * 1000) // 1000, reading_ps(host, mono_ns * 1000 + 999) // 1000
+
+
+def test_ccl_real_columns_read_the_hosts_clocks():
+    """With [clocks], ccl.parquet's real columns are the row's host's clock; mono columns stay true time."""
+    s = star(clocks=explicit_clocks(),
+             collectives=[{"planner": "ring", "op": "allreduce", "size_bytes": "64KB", "hosts": [0, 2]}],
+             jobs=[{"workers": [1, 2], "layers": 2, "model_bytes": "40KB", "compute_ps": "50us", "iterations": 1}])
+    ccl = simulate(s).ccl
+    hosts = {("collective", 0): "h0", ("collective", 1): "h2", ("job", 0): "h1", ("job", 1): "h2"}
+    checked = 0
+    for _, r in ccl.iterrows():
+        host = hosts[("collective" if r["op_id"] == 0 else "job", r["rank"])]
+        for what in ("post", "send_start", "send_end", "recv_arrival", "recv_done"):
+            mono, real = r[f"{what}_mono_ns"], r[f"{what}_real_ns"]
+            if mono is None or mono != mono:  # null
+                assert real is None or real != real
+                continue
+            lo, hi = _real_ns_bounds(host, int(mono))
+            assert lo <= real <= hi, (host, what, mono, real, lo, hi)
+            checked += 1
+    assert checked > 20 and set(ccl["op_id"]) >= {0, 1}

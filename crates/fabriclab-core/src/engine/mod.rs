@@ -221,6 +221,11 @@ impl Simulation {
         }
         merge_tables(all)
     }
+    /// What host `host`'s clock reads at true time `t_ps` (after a run: the
+    /// host-clock columns of telemetry); `None` when hosts have no clocks.
+    pub fn host_clock_ps(&mut self, host: u32, t_ps: u64) -> Option<i64> {
+        self.clocks.as_mut().map(|c| c.read_ps(host, t_ps))
+    }
     pub fn probes(&self) -> &[Box<dyn Probe>] {
         &self.probes
     }
