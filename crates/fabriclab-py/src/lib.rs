@@ -245,10 +245,15 @@ impl Simulator {
         }
         self.with(|sim| {
             let read = |sim: &mut Simulation, h: u32, t: Option<u64>| {
-                t.and_then(|t| sim.host_clock_ps(h, t)).map(|ps| ps.div_euclid(1000))
+                t.and_then(|t| sim.host_clock_ps(h, t))
+                    .map(|ps| ps.div_euclid(1000))
             };
             sim.host_clock_ps(0, 0).map(|_| {
-                hosts.iter().zip(&times_ps).map(|(&h, &t)| read(sim, h, t)).collect()
+                hosts
+                    .iter()
+                    .zip(&times_ps)
+                    .map(|(&h, &t)| read(sim, h, t))
+                    .collect()
             })
         })
     }

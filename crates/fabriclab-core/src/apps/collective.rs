@@ -502,7 +502,11 @@ impl App for CollectiveApp {
                 .col("collective", Column::Str(vec![name; rank.len()]))
                 .col(
                     "host",
-                    Column::U32(rank.iter().map(|&r| self.spec.rank_hosts[r as usize]).collect()),
+                    Column::U32(
+                        rank.iter()
+                            .map(|&r| self.spec.rank_hosts[r as usize])
+                            .collect(),
+                    ),
                 )
                 .col("rank", Column::U32(rank))
                 .col("step", Column::U32(step))

@@ -86,11 +86,25 @@ fn clock_table(c: &Clocks, topo: &Topology) -> Table {
     Table::new("clocks")
         .col(
             "host",
-            Column::Str(hosts.clone().map(|h| topo.names[topo.hosts[h as usize] as usize].clone()).collect()),
+            Column::Str(
+                hosts
+                    .clone()
+                    .map(|h| topo.names[topo.hosts[h as usize] as usize].clone())
+                    .collect(),
+            ),
         )
-        .col("oscillator", Column::U32(hosts.clone().map(|h| c.oscillator(h)).collect()))
-        .col("offset_ps", Column::I64(hosts.clone().map(|h| c.offset_ps(h)).collect()))
-        .col("drift_ppm", Column::F64(hosts.map(|h| c.initial_drift_ppm(h)).collect()))
+        .col(
+            "oscillator",
+            Column::U32(hosts.clone().map(|h| c.oscillator(h)).collect()),
+        )
+        .col(
+            "offset_ps",
+            Column::I64(hosts.clone().map(|h| c.offset_ps(h)).collect()),
+        )
+        .col(
+            "drift_ppm",
+            Column::F64(hosts.map(|h| c.initial_drift_ppm(h)).collect()),
+        )
 }
 
 impl Simulation {
@@ -133,7 +147,10 @@ impl Simulation {
     /// Gives every host a clock of its own (before the run starts); without
     /// it every host's clock reads true time.
     pub fn set_clocks(&mut self, clocks: Clocks) {
-        assert!(!self.started, "clocks must be set before the simulation starts");
+        assert!(
+            !self.started,
+            "clocks must be set before the simulation starts"
+        );
         assert_eq!(clocks.hosts(), self.topo.num_hosts(), "a clock per host");
         self.clocks = Some(clocks);
     }
