@@ -29,6 +29,7 @@ def test_columns_are_the_documented_ones(run):
     from pathlib import Path
 
     doc = (Path(__file__).parent.parent / "docs" / "telemetry.md").read_text()
+    doc = doc.split("## Probe telemetry")[0]  # ccl.parquet's part
     names = []
     for cell in re.findall(r"^\| (`[^|]+`) \|", doc, re.M):
         names += re.findall(r"`(\w+)`", cell)

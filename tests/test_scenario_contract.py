@@ -113,6 +113,12 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
                     "until_ps": "3ms"},
                    {"kind": "link_degraded", "at_ps": "1ms", "link": ["leaf0", "spine1"], "loss": 0.01},
                    {"kind": "pcie_slow", "at_ps": "2ms", "host": 1, "factor": 2.0}],
+        "clocks": {"offset_sigma_ps": "50us", "drift_sigma_ppm": 5.0, "wander_ppm": 0.02, "wander_every_ps": "500us",
+                   "stamping": "nic", "nic_sigma_ps": "10ns", "software_median_ps": "2us", "software_shape": 0.5,
+                   "hosts": {"h0": {"offset_ps": "-5us", "drift_ppm": 3.0, "stamping": "software"}},
+                   "groups": [["h1", "h2"]]},
+        "probes": {"peers": 3, "pair_every_ps": "1ms", "spacing_ps": "5us", "size_bytes": 64, "class": 2,
+                   "start_ps": "10us", "duration_ps": "2ms"},
         "outputs": {"flows": True, "links": True, "messages": True, "queues_every_ps": "1ms"},
     }
     s = Scenario.from_dict(copy.deepcopy(raw))
@@ -233,6 +239,10 @@ def test_full_scenario_fills_every_section(tmp_path):
     assert set(raw["traffic"][0]) | {"flows_per_s"} == set(pyd["PoissonTrafficConfig"]["properties"])
     assert set().union(*raw["collectives"]) == set(pyd["CollectiveConfig"]["properties"])
     assert set().union(*raw["faults"]) == set(pyd["FaultConfig"]["properties"])
+    assert set(raw["clocks"]) == set(pyd["ClocksConfig"]["properties"])
+    assert set(raw["clocks"]["hosts"]["h0"]) == set(pyd["HostClockConfig"]["properties"])
+    assert set(raw["probes"]) == set(pyd["ProbesConfig"]["properties"])
+    assert core["clocks"] is not None and core["probes"] is not None
     assert core["jobs"][0]["faults"], "a rank fault reaches its job"
     # [recovery] needs a scenario of one job and no collectives (tested in test_recovery_section_is_python_only).
     assert set(raw) - {"flows_csv", "fabriclab_version"} == set(Scenario.model_json_schema()["properties"]) - {
@@ -305,6 +315,11 @@ TRANSLATED = {
     "AggregationConfig": ("AggregationSpec", {"timeout_ps"}, {"jobs"}),
     "QpGroupConfig": ("QpGroupSpec", set(), set()),
     "QpRepathConfig": ("RepathSpec", set(), set()),
+    # stamping (every host's default) -> hosts[].stamping; hosts by name -> one entry per host; groups of
+    # names -> of host indices
+    "ClocksConfig": ("ClockSpec", {"stamping"}, set()),
+    "HostClockConfig": ("HostClockSpec", set(), set()),
+    "ProbesConfig": ("ProbeSpec", set(), set()),
 }
 # Models the core never sees as such (resolved into other data, or Python-only).
 NOT_IN_CORE = {"StarTopology": "built into topology.nodes/links", "LeafSpineTopology": "built into topology.nodes/links",
@@ -365,7 +380,8 @@ def test_core_refuses_unknown_fields_everywhere(tmp_path):
 
 def test_pydantic_refuses_unknown_fields_everywhere(tmp_path):
     _, raw = full_scenario(tmp_path)
-    paths = [p for p in _object_paths(raw) if not (p and p[-1] == "slowdown")]  # slowdown is a map
+    # slowdown and clocks.hosts are maps (their keys are ranks and host names)
+    paths = [p for p in _object_paths(raw) if not (p and p[-1] == "slowdown") and p != ("clocks", "hosts")]
     assert len(paths) >= 15
     for path in paths:
         bad = copy.deepcopy(raw)

@@ -56,6 +56,10 @@ pub struct FabricSpec {
     /// Timed link changes (both backends).
     #[serde(default)]
     pub link_events: Vec<LinkEventSpec>,
+    /// Host clocks (offsets, drifts and their wander, stamping noise);
+    /// `None`: every host's clock reads true time.
+    #[serde(default)]
+    pub clocks: Option<crate::engine::ClockSpec>,
     /// Hard stop of simulated time; `None` runs until no event is left.
     #[serde(default)]
     pub stop_ps: Option<u64>,
@@ -217,7 +221,14 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
         let kind = REGISTRY.iter().find(|k| k.key == *key).expect("registered");
         apps.extend((kind.build)(value, &env)?);
     }
+    let clocks = match &f.clocks {
+        Some(c) => Some(crate::engine::Clocks::new(c, topo.num_hosts(), f.seed)?),
+        None => None,
+    };
     let mut sim = Simulation::new(topo, backend, f.routing.ecmp_hash_seed, t.mss_bytes);
+    if let Some(c) = clocks {
+        sim.set_clocks(c);
+    }
     sim.set_link_events(f.link_events.clone(), f.routing.convergence_ps);
     for a in apps {
         sim.add_app(a);

@@ -230,6 +230,34 @@ impl Simulator {
 
     /// Samples every port's bands every `every_ps` while the network is busy,
     /// at most `max_rows` rows (call before the first `run_until`).
+    /// Host `hosts[i]`'s clock at true time `times_ps[i]`, in ns rounded
+    /// down (None where the time is None); None when hosts have no clocks.
+    fn host_clock_ns(
+        &mut self,
+        hosts: Vec<u32>,
+        times_ps: Vec<Option<u64>>,
+    ) -> PyResult<Option<Vec<Option<i64>>>> {
+        let n = self.sim.topology().num_hosts() as u32;
+        if hosts.len() != times_ps.len() || hosts.iter().any(|&h| h >= n) {
+            return Err(PyValueError::new_err(format!(
+                "hosts and times_ps: equally long, hosts within 0..{n}"
+            )));
+        }
+        self.with(|sim| {
+            let read = |sim: &mut Simulation, h: u32, t: Option<u64>| {
+                t.and_then(|t| sim.host_clock_ps(h, t))
+                    .map(|ps| ps.div_euclid(1000))
+            };
+            sim.host_clock_ps(0, 0).map(|_| {
+                hosts
+                    .iter()
+                    .zip(&times_ps)
+                    .map(|(&h, &t)| read(sim, h, t))
+                    .collect()
+            })
+        })
+    }
+
     fn sample_queues(&mut self, every_ps: u64, max_rows: usize) -> PyResult<()> {
         if every_ps == 0 {
             return Err(PyValueError::new_err("sampling interval must be positive"));
@@ -275,6 +303,7 @@ fn table_dict<'py>(py: Python<'py>, t: Table) -> PyResult<Bound<'py, PyDict>> {
         match col {
             Column::U32(v) => d.set_item(name, v)?,
             Column::U64(v) => d.set_item(name, v)?,
+            Column::I64(v) => d.set_item(name, v)?,
             Column::OptU64(v) => d.set_item(name, v)?,
             Column::F64(v) => d.set_item(name, v)?,
             Column::Str(v) => d.set_item(name, v)?,

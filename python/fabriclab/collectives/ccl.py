@@ -13,6 +13,8 @@ COLUMNS = [
     "send_queue_ns", "recv_wait_ns",
 ]
 SOURCES = ("runtime", "simulator")
+# The instants of a row, each a mono and a real column.
+TIMES = ("post", "send_start", "send_end", "recv_arrival", "recv_done")
 
 
 def schema(source: str):
@@ -37,14 +39,15 @@ def table(rows: dict, source: str):
     return pa.table({f.name: pa.array(rows[f.name], type=f.type) for f in s}, schema=s)
 
 
-def from_simulation(collectives: dict, steps: dict):
+def from_simulation(collectives: dict, steps: dict, host_clock=None):
     """The simulator's collectives as ccl rows. ``collectives`` and ``steps`` are the
     core's tables: one row per collective (name, op, algorithm), one per plan step
     (rank, step, op, peer, seq, offset_bytes, bytes, reduce, start_ps, end_ps,
     data_ps). Each collective is one op; op_id is its index in the scenario.
 
-    Simulated time has no host clocks: mono and real columns both hold
-    simulated nanoseconds (picoseconds // 1000). A send posts at the step's
+    Mono columns hold simulated (true) nanoseconds (picoseconds // 1000);
+    real columns too, or, with ``host_clock`` (the scenario's host clocks,
+    ``Collected.host_clock``), the row's host's clock at that instant. A send posts at the step's
     start, starts when its message leaves (after the send overhead) and ends
     when the message has arrived (the simulator has no kernel buffer to hand
     it to); a receive's arrival is its message's, and it is done when its
@@ -53,6 +56,7 @@ def from_simulation(collectives: dict, steps: dict):
     meta = {name: (op, algo) for name, op, algo in
             zip(collectives["collective"], collectives["op"], collectives["algorithm"])}
     rows: dict[str, list] = {c: [] for c in COLUMNS}
+    real_ps: dict[str, list] = {w: [] for w in TIMES}
     n = len(steps["rank"])
     for k in range(n):
         name = steps["collective"][k]
@@ -76,13 +80,20 @@ def from_simulation(collectives: dict, steps: dict):
         for what, v in times.items():
             rows[f"{what}_mono_ns"].append(v)
             rows[f"{what}_real_ns"].append(v)
+        ps = {"post": start, "send_start": data if send else None, "send_end": end if send else None,
+              "recv_arrival": None if send else data, "recv_done": None if send else end}
+        for what, v in ps.items():
+            real_ps[what].append(v)
         rows["send_queue_ns"].append(moved - post if send and moved is not None and post is not None else None)
         rows["recv_wait_ns"].append(max(0, moved - post) if not send and moved is not None and post is not None
                                     else None)
+    if host_clock is not None:
+        for what, v in real_ps.items():
+            rows[f"{what}_real_ns"] = host_clock(list(steps["host"]), v)
     return table(rows, "simulator")
 
 
-def from_jobs(job_ccl: dict, algorithms: dict[str, str], first_op: int):
+def from_jobs(job_ccl: dict, algorithms: dict[str, str], first_op: int, host_clock=None):
     """The training jobs' allreduces as ccl rows (the core's ``job_ccl`` table:
     one row per message as one rank saw it, times in picoseconds). Jobs in the
     order of their first row; each job's allreduces are ops numbered on from
@@ -90,7 +101,9 @@ def from_jobs(job_ccl: dict, algorithms: dict[str, str], first_op: int):
     fusions some ranks joined but that never started). ``algorithms``: the
     job's allreduce (ring, tree, ...) by job name. ``seq`` counts a rank's
     steps with the same peer and kind in the op; ``offset_bytes`` is null (a
-    job's messages are partitions of a fusion, not ranges of one buffer)."""
+    job's messages are partitions of a fusion, not ranges of one buffer).
+    With ``host_clock``, real columns hold the row's host's clock (as in
+    :func:`from_simulation`)."""
     import numpy as np
     import pandas as pd
 
@@ -124,6 +137,13 @@ def from_jobs(job_ccl: dict, algorithms: dict[str, str], first_op: int):
     for what, v in times.items():
         cols[f"{what}_mono_ns"] = v
         cols[f"{what}_real_ns"] = v
+    if host_clock is not None:
+        ps = {c: d[c].astype("Int64") for c in ("post_ps", "start_ps", "end_ps")}
+        at = {"post": ps["post_ps"], "send_start": pick(send, ps["start_ps"]), "send_end": pick(send, ps["end_ps"]),
+              "recv_arrival": pick(~send, ps["start_ps"]), "recv_done": pick(~send, ps["end_ps"])}
+        hosts = [int(h) for h in d["host"]]
+        for what, v in at.items():
+            cols[f"{what}_real_ns"] = pd.Series(host_clock(hosts, _values(v)), dtype="Int64")
     cols["send_queue_ns"] = pick(send, times["send_start"] - times["post"])
     cols["recv_wait_ns"] = pick(~send, (times["recv_arrival"] - times["post"]).clip(lower=0))
     import pyarrow as pa

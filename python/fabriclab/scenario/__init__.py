@@ -14,7 +14,7 @@ import importlib
 
 # The package's modules: `from . import topology` asks this package for the
 # name before importing the module, which must not load the schema.
-_MODULES = {"aggregation", "base", "cdfs", "fabric", "faults", "gpus", "model", "profiles", "recovery", "topology",
+_MODULES = {"aggregation", "base", "cdfs", "clocks", "fabric", "faults", "gpus", "model", "profiles", "recovery", "topology",
             "units"}
 
 

@@ -46,6 +46,7 @@ from .fabric import (
     TopologyConfig,
     TransportConfig,
 )
+from .clocks import ClocksConfig, ProbesConfig
 from .faults import FaultConfig
 from .recovery import RecoveryConfig
 from .recovery import check_scenario as _check_recovery
@@ -286,6 +287,10 @@ class Scenario(_Strict):
     faults: list[FaultConfig] = Field(default_factory=list)
     # Detection, isolation and restart of the job (docs/c4-recovery.md).
     recovery: Optional[RecoveryConfig] = None
+    # Host clocks (docs/clockwork.md); absent: every clock reads true time.
+    clocks: Optional[ClocksConfig] = None
+    # The probe mesh (docs/clockwork.md): probes.parquet.
+    probes: Optional[ProbesConfig] = None
     outputs: OutputsConfig = Field(default_factory=OutputsConfig)
     # Written into scenario.resolved.toml by the version that ran it; informative only.
     fabriclab_version: Optional[str] = None
@@ -593,6 +598,8 @@ class Scenario(_Strict):
         from .profiles import p100_iteration_ps
 
         ends += [c.start_ps for c in self.collectives]
+        if self.probes is not None:
+            ends.append(self.probes.start_ps + self.probes.duration_ps)
         ends += [j.start_ps + j.iterations * (j.compute_ps or p100_iteration_ps(j.profile) or 0)
                  + (j.iterations - 1) // (j.checkpoint_iterations or j.iterations) * (j.checkpoint_ps or 0)
                  for j in self.jobs]

@@ -200,7 +200,8 @@ def collect_results(scenario: Scenario, sim: Simulator, wall_s: float, apps: tup
         summary["switch_logic"] = {}
         for node, counter, value in zip(logic["node"], logic["counter"], logic["value"]):
             summary["switch_logic"].setdefault(node, {})[counter] = value
-    collected = Collected(scenario, tables)
+    host_clock = sim.host_clock_ns if sim.host_clock_ns([], []) is not None else None
+    collected = Collected(scenario, tables, host_clock=host_clock)
     for app in apps:
         app.collect(collected)
     summary.update(collected.summary)

@@ -102,6 +102,10 @@ class Results:
     accelerators_arrow: pa.Table | None = None
     # Functional aggregation: every value of every result a worker received.
     aggregation_values_arrow: pa.Table | None = None
+    # Host clocks at time 0 (clocks.parquet) and the probe mesh's probes
+    # (probes.parquet), docs/clockwork.md.
+    clocks_arrow: pa.Table | None = None
+    probes_arrow: pa.Table | None = None
 
     flows_arrow = CoreTable()
     links_arrow = CoreTable()
@@ -151,6 +155,16 @@ class Results:
         return None if self.accelerators_arrow is None else self.accelerators_arrow.to_pandas()
 
     @property
+    def probes(self) -> pd.DataFrame | None:
+        """Every probe of the probe mesh that arrived (probes.parquet, docs/telemetry.md)."""
+        return None if self.probes_arrow is None else self.probes_arrow.to_pandas()
+
+    @property
+    def clocks(self) -> pd.DataFrame | None:
+        """Every host's clock at time 0: oscillator, offset, drift (clocks.parquet)."""
+        return None if self.clocks_arrow is None else self.clocks_arrow.to_pandas()
+
+    @property
     def classes(self) -> pd.DataFrame | None:
         """Per-class transmitted bytes of every port over time (classes.parquet)."""
         return None if self.classes_arrow is None else self.classes_arrow.to_pandas()
@@ -183,7 +197,8 @@ class Results:
                 tables[name] = self.__dict__.get(f"_{name}_arrow")
         tables |= {"jobs": self.jobs_arrow, "timeline": self.timeline_arrow, "steps": self.steps_arrow,
                    "ccl": self.ccl_arrow, "faults": self.faults_arrow, "aggregation": self.aggregation_arrow,
-                   "accelerators": self.accelerators_arrow, "aggregation_values": self.aggregation_values_arrow}
+                   "accelerators": self.accelerators_arrow, "aggregation_values": self.aggregation_values_arrow,
+                   "clocks": self.clocks_arrow, "probes": self.probes_arrow}
         if any(t is not None for t in tables.values()):
             import pyarrow.parquet as pq
 

@@ -500,6 +500,14 @@ impl App for CollectiveApp {
                 .col("end_ps", Column::OptU64(vec![self.end_ps])),
             Table::new("steps")
                 .col("collective", Column::Str(vec![name; rank.len()]))
+                .col(
+                    "host",
+                    Column::U32(
+                        rank.iter()
+                            .map(|&r| self.spec.rank_hosts[r as usize])
+                            .collect(),
+                    ),
+                )
                 .col("rank", Column::U32(rank))
                 .col("step", Column::U32(step))
                 .col("op", Column::Str(op))

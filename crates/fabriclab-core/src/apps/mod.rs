@@ -3,6 +3,7 @@
 
 pub mod collective;
 pub mod job;
+pub mod probes;
 pub mod qps;
 pub mod slack;
 pub mod traffic;
@@ -34,6 +35,7 @@ pub const REGISTRY: &[AppKind] = &[
     traffic::FLOWS,
     collective::KIND,
     job::KIND,
+    probes::KIND,
 ];
 
 /// The schema of a section that is a list of `T` (every app section is one).

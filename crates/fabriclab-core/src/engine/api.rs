@@ -5,6 +5,7 @@
 //! start arriving and when all have arrived ([`App::on_receive`],
 //! [`App::on_complete`]), and keeps its own timers ([`Api::schedule`]).
 
+use super::clock::Clocks;
 use super::events::{AppTimers, Ev, PackedEv};
 use super::net::{Arrival, Backend, BackendSend, Completion, Ctx};
 use super::probe::Probe;
@@ -126,6 +127,7 @@ pub struct Api<'a> {
     pub(super) holds: &'a mut Holds,
     pub(super) hash_seed: u64,
     pub(super) mss_bytes: u32,
+    pub(super) clocks: Option<&'a mut Clocks>,
 }
 
 /// The engine's buffers a backend writes into while an app calls it.
@@ -152,10 +154,30 @@ impl Api<'_> {
     pub fn now(&self) -> u64 {
         self.now
     }
-    /// The time a node's local clock shows now. Every clock equals simulated
-    /// time today; the hook is where a clock model (offset, drift) will go.
-    pub fn local_time_ps(&self, _node: u32) -> u64 {
-        self.now
+    /// What host `host`'s clock reads now (ps; negative before its zero):
+    /// simulated time when the scenario gives hosts no clocks.
+    pub fn local_time_ps(&mut self, host: u32) -> i64 {
+        match self.clocks.as_deref_mut() {
+            Some(c) => c.read_ps(host, self.now),
+            None => self.now as i64,
+        }
+    }
+    /// A timestamp host `host` takes now: its clock's reading plus its
+    /// stamping noise (none without clocks). `key` names the stamp (the same
+    /// key gives the same noise); `rx`: a receive rather than a send.
+    pub fn stamp_ps(&mut self, host: u32, key: u64, rx: bool) -> i64 {
+        match self.clocks.as_deref_mut() {
+            Some(c) => c.stamp_ps(host, self.now, key, rx),
+            None => self.now as i64,
+        }
+    }
+    /// The earliest true time at which host `host`'s clock reads `local_ps`
+    /// (to act at a time of the host's clock).
+    pub fn true_time_ps(&mut self, host: u32, local_ps: i64) -> u64 {
+        match self.clocks.as_deref_mut() {
+            Some(c) => c.true_time_ps(host, local_ps),
+            None => local_ps.max(0) as u64,
+        }
     }
     pub fn topology(&self) -> &Topology {
         self.topo

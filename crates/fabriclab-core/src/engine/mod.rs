@@ -5,10 +5,12 @@
 //!
 //! The files, from the bottom up: `events.rs` (the events as the queue holds
 //! them), `record.rs` (what is kept of every message), `table.rs` (result
-//! tables), `probe.rs` (observers), `net.rs` (the backend interface),
+//! tables), `probe.rs` (observers), `clock.rs` (host clocks), `net.rs` (the
+//! backend interface),
 //! `api.rs` (the application interface), and this file, the main loop.
 
 pub mod api;
+pub mod clock;
 pub mod events;
 pub mod net;
 pub mod probe;
@@ -16,6 +18,7 @@ pub mod record;
 pub mod table;
 
 pub use api::{Api, App, Message, MsgId};
+pub use clock::{ClockSpec, Clocks};
 pub use events::{Ev, NetEv};
 pub use net::{
     Arrival, Backend, BackendSend, BandSample, ClassSample, Completion, Ctx, LinkChange, LinkStats,
@@ -73,6 +76,35 @@ pub struct Simulation {
     /// Apps holding the run open ([`Api::hold_run`]): once some did and all
     /// have released it, the run ends, whatever else is still going.
     holds: Holds,
+    /// Host clocks; `None`: every clock reads true time.
+    clocks: Option<Clocks>,
+}
+
+/// Each host's clock at time 0: its oscillator, offset and drift.
+fn clock_table(c: &Clocks, topo: &Topology) -> Table {
+    let hosts = 0..c.hosts() as u32;
+    Table::new("clocks")
+        .col(
+            "host",
+            Column::Str(
+                hosts
+                    .clone()
+                    .map(|h| topo.names[topo.hosts[h as usize] as usize].clone())
+                    .collect(),
+            ),
+        )
+        .col(
+            "oscillator",
+            Column::U32(hosts.clone().map(|h| c.oscillator(h)).collect()),
+        )
+        .col(
+            "offset_ps",
+            Column::I64(hosts.clone().map(|h| c.offset_ps(h)).collect()),
+        )
+        .col(
+            "drift_ppm",
+            Column::F64(hosts.map(|h| c.initial_drift_ppm(h)).collect()),
+        )
 }
 
 impl Simulation {
@@ -108,7 +140,19 @@ impl Simulation {
             link_events: Vec::new(),
             convergence_ps: 0,
             holds: Holds::default(),
+            clocks: None,
         }
+    }
+
+    /// Gives every host a clock of its own (before the run starts); without
+    /// it every host's clock reads true time.
+    pub fn set_clocks(&mut self, clocks: Clocks) {
+        assert!(
+            !self.started,
+            "clocks must be set before the simulation starts"
+        );
+        assert_eq!(clocks.hosts(), self.topo.num_hosts(), "a clock per host");
+        self.clocks = Some(clocks);
     }
 
     /// Timed link events (before the run starts; checked by the builder) and
@@ -184,11 +228,20 @@ impl Simulation {
     pub fn app_tag(&self, app: u16) -> &str {
         self.apps[app as usize].tag()
     }
-    /// Every app's result tables, then the backend's, tables of one name concatenated.
+    /// Every app's result tables, then the backend's, tables of one name
+    /// concatenated, then the clocks' ground truth (`clocks`) if hosts have clocks.
     pub fn app_tables(&self) -> Vec<Table> {
         let mut all: Vec<Table> = self.apps.iter().flat_map(|a| a.tables()).collect();
         all.extend(self.backend.tables());
+        if let Some(c) = &self.clocks {
+            all.push(clock_table(c, &self.topo));
+        }
         merge_tables(all)
+    }
+    /// What host `host`'s clock reads at true time `t_ps` (after a run: the
+    /// host-clock columns of telemetry); `None` when hosts have no clocks.
+    pub fn host_clock_ps(&mut self, host: u32, t_ps: u64) -> Option<i64> {
+        self.clocks.as_mut().map(|c| c.read_ps(host, t_ps))
     }
     pub fn probes(&self) -> &[Box<dyn Probe>] {
         &self.probes
@@ -222,6 +275,7 @@ impl Simulation {
             holds: &mut self.holds,
             hash_seed: self.hash_seed,
             mss_bytes: self.mss_bytes,
+            clocks: self.clocks.as_mut(),
         };
         f(self.apps[app as usize].as_mut(), &mut api)
     }

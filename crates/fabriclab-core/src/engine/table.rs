@@ -5,6 +5,7 @@
 pub enum Column {
     U32(Vec<u32>),
     U64(Vec<u64>),
+    I64(Vec<i64>),
     /// Nullable (e.g. an end time of something unfinished).
     OptU64(Vec<Option<u64>>),
     F64(Vec<f64>),
@@ -16,6 +17,7 @@ impl Column {
         match self {
             Column::U32(v) => v.len(),
             Column::U64(v) => v.len(),
+            Column::I64(v) => v.len(),
             Column::OptU64(v) => v.len(),
             Column::F64(v) => v.len(),
             Column::Str(v) => v.len(),
@@ -29,6 +31,7 @@ impl Column {
         match (self, other) {
             (Column::U32(a), Column::U32(b)) => a.extend(b),
             (Column::U64(a), Column::U64(b)) => a.extend(b),
+            (Column::I64(a), Column::I64(b)) => a.extend(b),
             (Column::OptU64(a), Column::OptU64(b)) => a.extend(b),
             (Column::F64(a), Column::F64(b)) => a.extend(b),
             (Column::Str(a), Column::Str(b)) => a.extend(b),

@@ -7,9 +7,11 @@ A new app: a section in ``fabriclab.scenario``, a module here with its
 :class:`~fabriclab.sim.apps.base.App`, and a line below."""
 
 from .aggregation import AGGREGATION
+from .clocks import CLOCKS
 from .collectives import COLLECTIVES
 from .faults import FAULTS
 from .jobs import JOBS
+from .probes import PROBES
 from .traffic import FLOWS, TRAFFIC
 
-APPS = (TRAFFIC, FLOWS, COLLECTIVES, JOBS, FAULTS, AGGREGATION)
+APPS = (CLOCKS, TRAFFIC, FLOWS, COLLECTIVES, JOBS, FAULTS, AGGREGATION, PROBES)

@@ -28,12 +28,15 @@ class Resolving:
 @dataclass
 class Collected:
     """What the apps make of a finished run: Arrow tables by file name
-    (``<name>.parquet``) and summary sections by key."""
+    (``<name>.parquet``) and summary sections by key. ``host_clock(hosts,
+    times_ps)`` reads hosts' clocks (ns, rounded down; None for a None time)
+    when the scenario gives them (``[clocks]``), else it is None."""
 
     scenario: object
     core_tables: dict
     tables: dict = field(default_factory=dict)
     summary: dict = field(default_factory=dict)
+    host_clock: object = None
 
 
 class App:

@@ -212,7 +212,7 @@ def _job_telemetry(c: Collected) -> None:
     ccl = c.tables.get("ccl")
     first = 0 if ccl is None else len(c.scenario.collectives)
     algorithms = {j.name: str(j.allreduce) for j in c.scenario.jobs}
-    rows = from_jobs(jc, algorithms, first)
+    rows = from_jobs(jc, algorithms, first, c.host_clock)
     c.tables["ccl"] = rows if ccl is None else pa.concat_tables([ccl, rows])
 
 

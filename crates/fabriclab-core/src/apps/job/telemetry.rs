@@ -132,6 +132,14 @@ impl TrainingJob {
             )
             .col("op", Column::U32(r.iter().map(|x| x.op).collect()))
             .col("rank", Column::U32(r.iter().map(|x| x.rank).collect()))
+            .col(
+                "host",
+                Column::U32(
+                    r.iter()
+                        .map(|x| self.spec.workers[x.rank as usize])
+                        .collect(),
+                ),
+            )
             .col("peer", Column::U32(r.iter().map(|x| x.peer).collect()))
             .col("step", Column::U32(r.iter().map(|x| x.step).collect()))
             .col(
