@@ -27,7 +27,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-
 from conftest import why_no_box
 from fabriclab.observe.clock import agent as ag
 from fabriclab.observe.clock import estimate as est
@@ -83,7 +82,7 @@ def loopback(tmp_path_factory):
              "--start-ns", str(start), "--out", str(d / f"{me}.parquet")],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
     for p in procs:
-        o, e = p.communicate(timeout=30)
+        _, e = p.communicate(timeout=30)
         assert p.returncode == 0, e
     j = ag.join([d / "a.parquet", d / "b.parquet"])
     pr.write(j.table, d / "probes.parquet")
@@ -221,6 +220,8 @@ def test_box_mesh_recovers_emulated_offsets(tmp_path):
     r = fl("cluster", "up", str(ROOT / "examples" / "cluster-star4-1g.toml"), "--name", BOX, timeout=120)
     try:
         assert r.returncode == 0, r.stderr
+        bad = fl("clock", "mesh", "--cluster", BOX, "--peers", "4", "--out", str(tmp_path / "x.parquet"))
+        assert bad.returncode == 2 and "--peers" in bad.stderr, bad.stderr   # K beyond N - 1 = 3
         offsets = [20_000, -45_000, 70_000, 5_000]
         drifts = [15.0, -8.0, 25.0, -20.0]
         out = tmp_path / "probes.parquet"

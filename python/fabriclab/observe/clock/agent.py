@@ -281,7 +281,7 @@ class Agent:
             at = data.rfind(MAGIC)
             if t is None or not origin_ok or at < 0 or len(data) < at + HEADER.size:
                 continue
-            _, _, kind, seq, nlen, pair, _ = HEADER.unpack_from(data, at)
+            _, _, _, seq, _, pair, _ = HEADER.unpack_from(data, at)
             dst = self.pending.pop((pair, seq), None)   # pair ids are unique per sender
             if dst is None:
                 continue
@@ -343,8 +343,7 @@ class Agent:
         rng = random.Random(self.name)
         period_ns = 1e9 / self.rate_hz
         start = self.start_ns if self.start_ns is not None else time.time_ns()
-        if start < time.time_ns():
-            start = time.time_ns()
+        start = max(start, time.time_ns())
         # per peer, staggered over the period; the next send time on CLOCK_REALTIME
         due = [start + period_ns * (i + 0.5) / max(1, len(self.peers)) for i in range(len(self.peers))]
         stop = start + self.duration_s * 1e9
@@ -361,8 +360,7 @@ class Agent:
                         self._send_pair(s, name, addr)
                         # jittered by ±10 % so that pairs do not lock to one another's phase
                         due[i] += period_ns * rng.uniform(0.9, 1.1)
-                        if due[i] < now:
-                            due[i] = now
+                        due[i] = max(due[i], now)
                 nxt = min([d for d in due if d < stop], default=end)
                 wait_ms = max(0.0, (min(nxt, end) - time.time_ns()) / 1e6)
                 for _, ev in poll.poll(min(wait_ms, 50.0)):
@@ -371,6 +369,8 @@ class Agent:
                     if ev & select.POLLIN:
                         self._receive(s)
             self._drain_errqueue(s)
+        except KeyboardInterrupt:   # SIGINT, or SIGTERM from the CLI: stop and keep what was recorded
+            self.counts["interrupted"] = 1
         finally:
             s.close()
         self.counts["tx_unstamped"] = len(self.pending)
@@ -557,10 +557,10 @@ def mesh(cluster: str, out: Path, duration_s: float = 3.0, peers: Optional[int] 
             limit = start_delay_s + duration_s + 30
             for i, p in enumerate(procs):
                 try:
-                    o, e = p.communicate(timeout=limit)
+                    _, e = p.communicate(timeout=limit)
                 except subprocess.TimeoutExpired:
                     p.kill()
-                    o, e = p.communicate()
+                    _, e = p.communicate()
                 if log is not None and e:
                     log.write(e)
                 if p.returncode != 0:

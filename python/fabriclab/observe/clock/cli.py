@@ -158,7 +158,16 @@ def register(app: typer.Typer) -> None:
         clock = ag.EmulatedClock(offset_ns, drift_ppm, time.time_ns() if epoch_ns is None else epoch_ns)
         a = ag.Agent(name, addr, peer_list, duration_s, rate_hz, spacing_ns, clock, start_ns=start_ns,
                      linger_s=linger_s, stamps=stamps)
-        counts = a.run()
+        import signal
+
+        def _stop(_sig, _frame):
+            raise KeyboardInterrupt
+
+        old = signal.signal(signal.SIGTERM, _stop)
+        try:
+            counts = a.run()
+        finally:
+            signal.signal(signal.SIGTERM, old)
         ag.write_half(a, out)
         typer.echo(f"wrote {out}: {len(a.tx)} sent and {len(a.rx)} received probes ({a.mode} stamps); "
                    + ", ".join(f"{k} {v}" for k, v in counts.items()))
