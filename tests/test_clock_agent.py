@@ -70,7 +70,7 @@ def loopback(tmp_path_factory):
     pa_, pb = free_udp_ports(2)
     port = {"a": pa_, "b": pb}
     epoch = time.time_ns()
-    start = epoch + 1_500_000_000     # both agents listen before either probes
+    start = epoch + 2_500_000_000     # both agents listen before either probes (Python starts in ~1 s)
     env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
     procs = []
     for me, other in (("a", "b"), ("b", "a")):
