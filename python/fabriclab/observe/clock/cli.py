@@ -118,3 +118,104 @@ def register(app: typer.Typer) -> None:
             t = t.drop_columns(["true_tx_ps", "true_rx_ps"])
         pr.write(t, out)
         typer.echo(f"wrote {out} ({t.num_rows} probes, {hosts} hosts x {peers} peers, {duration_s:g} s)")
+
+    @clock_app.command("agent")
+    def agent_cmd(
+        name: str = typer.Option(..., "--name", help="This host's name, as its peers name it."),
+        listen: str = typer.Option(..., "--listen", help="ADDR:PORT to bind (UDP, IPv4)."),
+        peers: str = typer.Option("", "--peers", help="NAME=ADDR:PORT,... : the peers this agent probes. Every probe "
+                                  "received is echoed whatever this list says."),
+        duration_s: float = typer.Option(..., "--duration-s", help="Seconds of probing."),
+        rate_hz: float = typer.Option(100.0, "--rate-hz", help="Coded pairs per second to each peer."),
+        spacing_ns: int = typer.Option(20_000, "--spacing-ns", help="Spacing of a coded pair's two probes, ns "
+                                       "on this host's clock."),
+        out: Path = typer.Option(..., "--out", help="This agent's half of the records (Parquet): what it sent and "
+                                 "received; `fabriclab clock join` makes probes.parquet of all the halves."),
+        offset_ns: int = typer.Option(0, "--offset-ns", help="Emulated clock: offset added to every stamp."),
+        drift_ppm: float = typer.Option(0.0, "--drift-ppm", help="Emulated clock: drift, ppm (within ±1000)."),
+        epoch_ns: Optional[int] = typer.Option(None, "--epoch-ns", help="Emulated clock: the CLOCK_REALTIME instant "
+                                               "where the drift term is zero; default: the agent's start."),
+        start_ns: Optional[int] = typer.Option(None, "--start-ns", help="CLOCK_REALTIME instant to start probing "
+                                               "(default: now); it listens and echoes from the start."),
+        linger_s: float = typer.Option(0.5, "--linger-s", help="Seconds to keep echoing after the last probe."),
+        stamps: str = typer.Option("kernel", "--stamps", help="kernel (SO_TIMESTAMPING software stamps) or user "
+                                   "(user-space clock_gettime)."),
+    ) -> None:
+        """A real clock agent: coded UDP probe pairs to its peers, echoes, kernel timestamps, an emulated clock
+        (docs/clockwork.md, "The real agent")."""
+        import time
+
+        from . import agent as ag
+
+        ag.check_options(name, duration_s, rate_hz, spacing_ns, drift_ppm)
+        addr = ag.parse_addr(listen, "--listen")
+        peer_list = ag.parse_peers(peers, name)
+        if stamps not in ("kernel", "user"):
+            raise InputError(f"--stamps: {stamps!r} is not kernel or user")
+        if not 0 <= linger_s <= 60:
+            raise InputError(f"--linger-s: must be within 0..60, got {linger_s}")
+        _out_file(out, "--out")
+        clock = ag.EmulatedClock(offset_ns, drift_ppm, time.time_ns() if epoch_ns is None else epoch_ns)
+        a = ag.Agent(name, addr, peer_list, duration_s, rate_hz, spacing_ns, clock, start_ns=start_ns,
+                     linger_s=linger_s, stamps=stamps)
+        import signal
+
+        def _stop(_sig, _frame):
+            raise KeyboardInterrupt
+
+        old = signal.signal(signal.SIGTERM, _stop)
+        try:
+            counts = a.run()
+        finally:
+            signal.signal(signal.SIGTERM, old)
+        ag.write_half(a, out)
+        typer.echo(f"wrote {out}: {len(a.tx)} sent and {len(a.rx)} received probes ({a.mode} stamps); "
+                   + ", ".join(f"{k} {v}" for k, v in counts.items()))
+
+    @clock_app.command("join")
+    def join_cmd(
+        halves: list[Path] = typer.Argument(..., metavar="HALVES...", help="The agents' --out files."),
+        out: Path = typer.Option(..., "--out", help="probes.parquet to write."),
+    ) -> None:
+        """Joins the agents' halves into probes.parquet: each probe's send stamp from its sender, its receive
+        stamp from its receiver; pairs not whole on both sides are dropped (and counted)."""
+        from . import agent as ag
+        from . import probes as pr
+
+        _out_file(out, "--out")
+        j = ag.join(halves)
+        if j.probes == 0:
+            raise InputError("HALVES: no probe is in both a sender's and a receiver's half; are these the halves of "
+                             "agents that probed one another?")
+        pr.write(j.table, out)
+        typer.echo(f"wrote {out}: {j.probes} probes ({j.probes // 2} pairs); {j.dropped_pairs} pairs dropped "
+                   "(a probe lost or unstamped)")
+
+    @clock_app.command("mesh")
+    def mesh_cmd(
+        cluster: str = typer.Option("box", "--cluster", help="A cluster-in-a-box made by `fabriclab cluster up`."),
+        out: Path = typer.Option(..., "--out", help="probes.parquet to write (and NAME.emulated.csv beside it: "
+                                 "every host's emulated offset and drift)."),
+        duration_s: float = typer.Option(3.0, "--duration-s", help="Seconds of probing."),
+        peers: Optional[int] = typer.Option(None, "--peers", help="K, peers per host (default 5, or all if fewer)."),
+        rate_hz: float = typer.Option(100.0, "--rate-hz", help="Coded pairs per second to each peer."),
+        spacing_ns: int = typer.Option(20_000, "--spacing-ns", help="Spacing of a coded pair's probes, ns."),
+        offset_spread_ns: float = typer.Option(100_000.0, "--offset-spread-ns", help="Emulated offsets are drawn "
+                                               "within ± this."),
+        drift_spread_ppm: float = typer.Option(30.0, "--drift-spread-ppm", help="Emulated drifts are drawn within "
+                                               "± this (at most 1000)."),
+        seed: int = typer.Option(0, "--seed", help="Random seed (peers, offsets, drifts)."),
+        stamps: str = typer.Option("kernel", "--stamps", help="kernel or user."),
+    ) -> None:
+        """One clock agent in every host of a cluster-in-a-box, K peers each, seeded emulated clocks; the halves
+        joined into one probes.parquet. Needs root."""
+        from . import agent as ag
+
+        if stamps not in ("kernel", "user"):
+            raise InputError(f"--stamps: {stamps!r} is not kernel or user")
+        _out_file(out, "--out")
+        j = ag.mesh(cluster, out, duration_s=duration_s, peers=peers, rate_hz=rate_hz, spacing_ns=spacing_ns,
+                    offset_spread_ns=offset_spread_ns, drift_spread_ppm=drift_spread_ppm, seed=seed, stamps=stamps)
+        noise = ag.stamp_noise(j.table)
+        typer.echo(f"wrote {out}: {j.probes} probes from {len(j.hosts)} hosts; {j.dropped_pairs} pairs dropped; "
+                   f"rx - tx above the delay floor: p50 {noise['p50_ns']:.0f} ns, p99 {noise['p99_ns']:.0f} ns")

@@ -1,0 +1,581 @@
+"""The real clock agent (docs/clockwork.md, "The real agent"): coded probe pairs over UDP between
+real hosts, stamped by the kernel (SO_TIMESTAMPING), with an emulated clock per host.
+
+One agent runs per host (``fabriclab clock agent``). Every 1/rate s it sends each peer a coded pair:
+two small datagrams ``spacing`` apart on its clock. It echoes every probe pair it receives as a pair
+of its own in the reverse direction, so both directions of every probed edge are measured.
+
+**Stamps.** The socket asks the kernel for software timestamps (SOF_TIMESTAMPING_TX_SOFTWARE |
+RX_SOFTWARE | SOFTWARE). The send stamp comes back on the socket's error queue (``MSG_ERRQUEUE``,
+the packet's copy with an ``SCM_TIMESTAMPING`` message), taken where the driver hands the packet
+to the device (``skb_tx_timestamp``: loopback and veth both call it); the receive stamp comes with
+the datagram (``SCM_TIMESTAMPING``), taken as the packet enters the stack. Both read
+CLOCK_REALTIME. Hardware stamps need a NIC that offers them (``ethtool -T``); loopback and veth
+offer none, so the agent reports what the listening interface offers and uses software stamps.
+If the kernel refuses SO_TIMESTAMPING the agent says so on stderr and falls back to user-space
+stamps (``clock_gettime`` just before ``sendto`` and just after ``recvmsg``); the half file's
+metadata records which.
+
+**The emulated clock.** All hosts of a cluster-in-a-box (and two agents on one machine) share one
+oscillator and one CLOCK_REALTIME, which time namespaces do not shift. So each agent turns every
+stamp t it takes, kernel stamps included, into its emulated clock's reading
+``t + offset + drift x (t - epoch)`` (``--offset-ns``, ``--drift-ppm``, ``--epoch-ns``). The
+unemulated stamps are the truth (``true_tx_ps`` / ``true_rx_ps`` = stamp ns x 1000): the true
+instants at which the clocks were read, as probes.parquet defines them.
+
+**Rows: halves joined afterwards.** The kernel's send stamp is known to the sender only after the
+probe has left, so no single host can write a whole row. Each agent writes its half (``--out``):
+a row per probe it sent (side ``tx``: its send stamp) and per probe it received (side ``rx``: its
+receive stamp), keyed by (src, dst, pair, seq). ``join`` (``fabriclab clock join``) matches the
+halves into probes.parquet rows; a pair with a probe lost or unstamped is dropped whole, and
+counted. No follow-up message (PTP's two-step) is needed, so the probes are the only traffic.
+"""
+
+from __future__ import annotations
+
+import array
+import fcntl
+import json
+import os
+import random
+import select
+import socket
+import struct
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ...errors import InputError
+from . import probes as pr
+
+# <linux/net_tstamp.h>, <asm-generic/socket.h> (x86-64 and arm64: 64-bit time_t, so the old numbers)
+SO_TIMESTAMPING = 37
+SCM_TIMESTAMPING = SO_TIMESTAMPING
+SOF_TX_HARDWARE, SOF_TX_SOFTWARE, SOF_RX_HARDWARE, SOF_RX_SOFTWARE = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+SOF_SOFTWARE, SOF_RAW_HARDWARE = 1 << 4, 1 << 6
+SOFTWARE_FLAGS = SOF_TX_SOFTWARE | SOF_RX_SOFTWARE | SOF_SOFTWARE
+IP_RECVERR = 11
+SO_EE_ORIGIN_TIMESTAMPING = 4
+SCM_TSTAMP_SND = 0
+SIOCETHTOOL, SIOCGIFADDR, ETHTOOL_GET_TS_INFO = 0x8946, 0x8915, 0x41
+
+MAGIC = b"FLCK"
+HEADER = struct.Struct("!4sBBBBQq")   # magic, version, kind (0 probe, 1 echo), seq, name length, pair, tx stamp
+VERSION = 1
+PROBE, ECHO = 0, 1
+MAX_DRIFT_PPM = 1000.0
+
+HALF_SCHEMA = pa.schema([
+    pa.field("side", pa.string(), nullable=False),    # "tx": a probe this host sent; "rx": one it received
+    pa.field("src", pa.string(), nullable=False),
+    pa.field("dst", pa.string(), nullable=False),
+    pa.field("pair", pa.uint64(), nullable=False),
+    pa.field("seq", pa.uint8(), nullable=False),
+    pa.field("stamp_ns", pa.int64(), nullable=False),  # this host's emulated clock
+    pa.field("true_ns", pa.int64(), nullable=False),    # the unemulated stamp (CLOCK_REALTIME)
+])
+
+
+class AgentInputError(InputError):
+    """Bad options for the agent, the join or the mesh; the message names the option."""
+
+
+# ---------------------------------------------------------------- options
+
+
+def parse_addr(spec: str, option: str) -> tuple[str, int]:
+    host, sep, port = spec.rpartition(":")
+    if not sep or not host:
+        raise AgentInputError(f"{option}: {spec!r} lacks a port; give ADDR:PORT, e.g. 10.1.0.1:31900")
+    try:
+        p = int(port)
+    except ValueError:
+        raise AgentInputError(f"{option}: the port of {spec!r} is not a number") from None
+    if not 1 <= p <= 65535:
+        raise AgentInputError(f"{option}: the port of {spec!r} must be within 1..65535")
+    try:
+        socket.inet_aton(host)
+    except OSError:
+        raise AgentInputError(f"{option}: {host!r} in {spec!r} is not an IPv4 address") from None
+    return host, p
+
+
+def parse_peers(spec: str, me: str) -> list[tuple[str, tuple[str, int]]]:
+    """``NAME=ADDR:PORT,...`` -> [(name, (addr, port))]."""
+    out = []
+    for item in (s.strip() for s in spec.split(",")):
+        if not item:
+            continue
+        name, sep, addr = item.partition("=")
+        if not sep or not name:
+            raise AgentInputError(f"--peers: {item!r} is not NAME=ADDR:PORT")
+        if name == me:
+            raise AgentInputError(f"--peers: {name!r} is this agent's own --name")
+        if name in (n for n, _ in out):
+            raise AgentInputError(f"--peers: {name!r} is given twice")
+        out.append((name, parse_addr(addr, "--peers")))
+    return out
+
+
+def check_options(name: str, duration_s: float, rate_hz: float, spacing_ns: int, drift_ppm: float) -> None:
+    if not name or len(name.encode()) > 64 or "," in name or "=" in name:
+        raise AgentInputError(f"--name: {name!r} must be 1..64 bytes without ',' or '='")
+    if not duration_s > 0:
+        raise AgentInputError(f"--duration-s: must be > 0, got {duration_s}")
+    if not rate_hz > 0:
+        raise AgentInputError(f"--rate-hz: must be > 0, got {rate_hz}")
+    if not 0 <= spacing_ns < 1e9 / rate_hz / 2:
+        raise AgentInputError(f"--spacing-ns: must be within 0 and half the probe period ({1e9 / rate_hz / 2:.0f} "
+                              f"ns at --rate-hz {rate_hz:g}), got {spacing_ns}")
+    if not abs(drift_ppm) <= MAX_DRIFT_PPM:
+        raise AgentInputError(f"--drift-ppm: must be within ±{MAX_DRIFT_PPM:g} ppm (quartz drifts by tens), "
+                              f"got {drift_ppm}")
+
+
+# ---------------------------------------------------------------- the emulated clock
+
+
+@dataclass
+class EmulatedClock:
+    """Reads ``t + offset + drift x (t - epoch)`` for a true CLOCK_REALTIME stamp t (ns)."""
+
+    offset_ns: int = 0
+    drift_ppm: float = 0.0
+    epoch_ns: int = 0
+
+    def read(self, true_ns: int) -> int:
+        return true_ns + self.offset_ns + round(self.drift_ppm * 1e-6 * (true_ns - self.epoch_ns))
+
+
+# ---------------------------------------------------------------- hardware stamps: what the NIC offers
+
+
+def _iface_of(addr: str) -> Optional[str]:
+    want = socket.inet_aton(addr)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, ifname in socket.if_nameindex():
+            try:
+                r = fcntl.ioctl(s.fileno(), SIOCGIFADDR, struct.pack("16s16x", ifname.encode()[:15]))
+            except OSError:
+                continue
+            if r[20:24] == want:
+                return ifname
+    return None
+
+
+def hardware_offer(addr: str) -> str:
+    """What the interface holding ``addr`` offers for hardware stamps (ETHTOOL_GET_TS_INFO), in words."""
+    ifname = _iface_of(addr)
+    if ifname is None:
+        return f"no interface holds {addr}"
+    info = array.array("B", struct.pack("IIiI3II3I", ETHTOOL_GET_TS_INFO, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0))
+    addr_of_info, _ = info.buffer_info()
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            fcntl.ioctl(s.fileno(), SIOCETHTOOL, struct.pack("16sP8x", ifname.encode()[:15], addr_of_info))
+    except OSError as e:
+        return f"{ifname}: no answer to ETHTOOL_GET_TS_INFO ({e.strerror})"
+    caps = struct.unpack("IIiI", info.tobytes()[:16])[1]
+    hw = caps & (SOF_TX_HARDWARE | SOF_RX_HARDWARE | SOF_RAW_HARDWARE)
+    return (f"{ifname}: offers hardware stamps (so_timestamping 0x{caps:x}); this agent uses software stamps"
+            if hw else f"{ifname}: no hardware stamps (so_timestamping 0x{caps:x}); software stamps")
+
+
+# ---------------------------------------------------------------- the agent
+
+
+def _ts(anc) -> Optional[int]:
+    """The software stamp (ns) of an SCM_TIMESTAMPING control message, if any."""
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPING and len(data) >= 16:
+            sec, nsec = struct.unpack_from("qq", data, 0)
+            if sec or nsec:
+                return sec * 1_000_000_000 + nsec
+    return None
+
+
+@dataclass
+class Agent:
+    name: str
+    listen: tuple[str, int]
+    peers: list[tuple[str, tuple[str, int]]]
+    duration_s: float
+    rate_hz: float = 100.0
+    spacing_ns: int = 20_000
+    clock: EmulatedClock = field(default_factory=EmulatedClock)
+    start_ns: Optional[int] = None     # true CLOCK_REALTIME instant to start probing (default: now)
+    linger_s: float = 0.5              # keep echoing and collecting stamps this long after the last probe
+    stamps: str = "kernel"             # kernel, or user (user-space stamps)
+    log: object = sys.stderr
+
+    def __post_init__(self):
+        self.tx: list[tuple] = []      # (dst, pair, seq, true_ns)
+        self.rx: list[tuple] = []      # (src, pair, seq, true_ns)
+        self.pending: dict[tuple, str] = {}   # (pair, seq) -> dst, sent and awaiting its kernel stamp
+        self.echo_of: dict[tuple, int] = {}   # (src, their pair) -> our echo pair
+        self.next_pair = 0
+        self.counts = {"pairs_sent": 0, "echo_pairs_sent": 0, "probes_received": 0, "tx_stamps": 0,
+                       "tx_unstamped": 0, "send_errors": 0, "foreign": 0}
+        self.mode = self.stamps
+        self.hw = ""
+
+    def _say(self, msg: str) -> None:
+        if self.log is not None:
+            print(f"clock agent {self.name}: {msg}", file=self.log, flush=True)
+
+    def _open(self) -> socket.socket:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 21)
+        try:
+            s.bind(self.listen)
+        except OSError as e:
+            s.close()
+            raise AgentInputError(f"--listen: cannot bind {self.listen[0]}:{self.listen[1]} ({e.strerror})") from None
+        if self.mode == "kernel":
+            try:
+                s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, SOFTWARE_FLAGS)
+            except OSError as e:
+                self.mode = "user"
+                self._say(f"the kernel refused SO_TIMESTAMPING ({e.strerror}); falling back to user-space stamps "
+                          "(clock_gettime around sendto/recvmsg: tens of µs of noise)")
+        s.setblocking(False)
+        try:
+            self.hw = hardware_offer(self.listen[0]) if self.listen[0] != "0.0.0.0" else "listening on all interfaces"
+        except OSError as e:
+            self.hw = f"unknown ({e.strerror})"
+        return s
+
+    def _send(self, s, dst: str, addr, kind: int, pair: int, seq: int) -> None:
+        t_user = time.time_ns()
+        name = self.name.encode()
+        msg = HEADER.pack(MAGIC, VERSION, kind, seq, len(name), pair, self.clock.read(t_user)) + name
+        try:
+            s.sendto(msg, addr)
+        except OSError:
+            self.counts["send_errors"] += 1
+            return
+        if self.mode == "kernel":
+            self.pending[(pair, seq)] = dst
+            self._drain_errqueue(s)
+        else:
+            self.tx.append((dst, pair, seq, t_user))
+
+    def _drain_errqueue(self, s) -> None:
+        while True:
+            try:
+                data, anc, _, _ = s.recvmsg(512, 512, socket.MSG_ERRQUEUE)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return
+            t = _ts(anc)
+            origin_ok = any(lv == socket.IPPROTO_IP and kd == IP_RECVERR and len(d) >= 16
+                            and d[4] == SO_EE_ORIGIN_TIMESTAMPING and struct.unpack_from("I", d, 8)[0] == SCM_TSTAMP_SND
+                            for lv, kd, d in anc)
+            at = data.rfind(MAGIC)
+            if t is None or not origin_ok or at < 0 or len(data) < at + HEADER.size:
+                continue
+            _, _, _, seq, _, pair, _ = HEADER.unpack_from(data, at)
+            dst = self.pending.pop((pair, seq), None)   # pair ids are unique per sender
+            if dst is None:
+                continue
+            self.tx.append((dst, pair, seq, t))
+            self.counts["tx_stamps"] += 1
+
+    def _receive(self, s) -> None:
+        while True:
+            try:
+                data, anc, _, addr = s.recvmsg(512, 512)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return
+            t = _ts(anc) if self.mode == "kernel" else None
+            if t is None:
+                t = time.time_ns()
+            if len(data) < HEADER.size or data[:4] != MAGIC:
+                self.counts["foreign"] += 1
+                continue
+            _, ver, kind, seq, nlen, pair, _ = HEADER.unpack_from(data)
+            src = data[HEADER.size:HEADER.size + nlen].decode(errors="replace")
+            if ver != VERSION or seq > 1 or src == self.name:
+                self.counts["foreign"] += 1
+                continue
+            self.rx.append((src, pair, seq, t))
+            self.counts["probes_received"] += 1
+            if kind != PROBE:
+                continue
+            # echo: a pair of our own back to the sender, each probe as its original arrives
+            if seq == 0:
+                e = self._new_pair()
+                self.echo_of[(src, pair)] = e
+                self._send(s, src, addr, ECHO, e, 0)
+            else:
+                e = self.echo_of.pop((src, pair), None)
+                if e is not None:
+                    self._send(s, src, addr, ECHO, e, 1)
+                    self.counts["echo_pairs_sent"] += 1
+
+    def _new_pair(self) -> int:
+        p = self.next_pair
+        self.next_pair += 1
+        return p
+
+    def _send_pair(self, s, dst: str, addr) -> None:
+        p = self._new_pair()
+        self._send(s, dst, addr, PROBE, p, 0)
+        # the spacing on this host's (emulated) clock
+        until = time.perf_counter_ns() + self.spacing_ns / (1 + self.clock.drift_ppm * 1e-6)
+        while time.perf_counter_ns() < until:
+            pass
+        self._send(s, dst, addr, PROBE, p, 1)
+        self.counts["pairs_sent"] += 1
+
+    def run(self) -> dict:
+        s = self._open()
+        self._say(f"listening on {self.listen[0]}:{self.listen[1]}; stamps: {self.mode}; hardware: {self.hw}")
+        rng = random.Random(self.name)
+        period_ns = 1e9 / self.rate_hz
+        start = self.start_ns if self.start_ns is not None else time.time_ns()
+        start = max(start, time.time_ns())
+        # per peer, staggered over the period; the next send time on CLOCK_REALTIME
+        due = [start + period_ns * (i + 0.5) / max(1, len(self.peers)) for i in range(len(self.peers))]
+        stop = start + self.duration_s * 1e9
+        end = stop + self.linger_s * 1e9
+        poll = select.poll()
+        poll.register(s, select.POLLIN | select.POLLERR)
+        try:
+            while True:
+                now = time.time_ns()
+                if now >= end:
+                    break
+                for i, (name, addr) in enumerate(self.peers):
+                    if due[i] <= now and due[i] < stop:
+                        self._send_pair(s, name, addr)
+                        # jittered by ±10 % so that pairs do not lock to one another's phase
+                        due[i] += period_ns * rng.uniform(0.9, 1.1)
+                        due[i] = max(due[i], now)
+                nxt = min([d for d in due if d < stop], default=end)
+                wait_ms = max(0.0, (min(nxt, end) - time.time_ns()) / 1e6)
+                for _, ev in poll.poll(min(wait_ms, 50.0)):
+                    if ev & select.POLLERR:
+                        self._drain_errqueue(s)
+                    if ev & select.POLLIN:
+                        self._receive(s)
+            self._drain_errqueue(s)
+        except KeyboardInterrupt:   # SIGINT, or SIGTERM from the CLI: stop and keep what was recorded
+            self.counts["interrupted"] = 1
+        finally:
+            s.close()
+        self.counts["tx_unstamped"] = len(self.pending)
+        return self.counts
+
+    def half_table(self) -> pa.Table:
+        c = self.clock
+        tx = sorted(self.tx, key=lambda r: (r[1], r[2]))
+        rx = sorted(self.rx, key=lambda r: (r[0], r[1], r[2]))
+        side = ["tx"] * len(tx) + ["rx"] * len(rx)
+        src = [self.name] * len(tx) + [r[0] for r in rx]
+        dst = [r[0] for r in tx] + [self.name] * len(rx)
+        rows = tx + rx
+        t = pa.table({
+            "side": pa.array(side, pa.string()), "src": pa.array(src, pa.string()), "dst": pa.array(dst, pa.string()),
+            "pair": pa.array([r[1] for r in rows], pa.uint64()), "seq": pa.array([r[2] for r in rows], pa.uint8()),
+            "stamp_ns": pa.array([c.read(r[3]) for r in rows], pa.int64()),
+            "true_ns": pa.array([r[3] for r in rows], pa.int64()),
+        }, schema=HALF_SCHEMA)
+        meta = {"host": self.name, "stamps": self.mode, "hardware": self.hw, "offset_ns": c.offset_ns,
+                "drift_ppm": c.drift_ppm, "epoch_ns": c.epoch_ns, "counts": self.counts}
+        return t.replace_schema_metadata({b"fabriclab.clock.agent": json.dumps(meta).encode()})
+
+
+def write_half(agent: Agent, path: Path) -> None:
+    pq.write_table(agent.half_table(), str(path))
+
+
+# ---------------------------------------------------------------- the join
+
+
+@dataclass
+class Joined:
+    table: pa.Table
+    hosts: dict                 # host -> its metadata (stamps, offset, drift, epoch, counts)
+    probes: int = 0
+    dropped_pairs: int = 0      # pairs with a probe lost, or a half missing
+    origin_ns: int = 0          # the CLOCK_REALTIME instant (unemulated) that 0 stands for in the joined file
+
+
+def read_half(path: Path) -> tuple[pa.Table, dict]:
+    path = Path(path)
+    if not path.is_file():
+        raise AgentInputError(f"HALVES: no such file: {path}")
+    try:
+        t = pq.read_table(str(path))
+    except (pa.ArrowException, OSError) as e:
+        raise AgentInputError(f"HALVES: {path} is not a readable Parquet file ({e})") from None
+    missing = [f.name for f in HALF_SCHEMA if f.name not in t.column_names]
+    if missing:
+        raise AgentInputError(f"HALVES: {path} lacks the column(s) {', '.join(missing)}; is it an agent's --out?")
+    meta = json.loads((t.schema.metadata or {}).get(b"fabriclab.clock.agent", b"{}"))
+    return t.select(HALF_SCHEMA.names).cast(HALF_SCHEMA), meta
+
+
+def join(halves: Sequence) -> Joined:
+    """Agents' halves (paths or (table, meta)) -> probes.parquet rows: each probe's send stamp from its
+    sender's half, its receive stamp from its receiver's; pairs not whole on both sides are dropped."""
+    tables, hosts = [], {}
+    for h in halves:
+        t, meta = h if isinstance(h, tuple) else read_half(h)
+        tables.append(t)
+        if "host" in meta:
+            hosts[meta["host"]] = meta
+    if not tables:
+        raise AgentInputError("HALVES: give at least one agent's half file")
+    df = pa.concat_tables(tables).to_pandas()
+    key = ["src", "dst", "pair", "seq"]
+    tx = df[df.side == "tx"].drop(columns="side").rename(columns={"stamp_ns": "tx_ns", "true_ns": "true_tx"})
+    rx = df[df.side == "rx"].drop(columns="side").rename(columns={"stamp_ns": "rx_ns", "true_ns": "true_rx"})
+    m = tx.merge(rx, on=key, how="inner")
+    whole = m.groupby(["src", "pair"])["seq"].transform("size") == 2
+    pairs_all = len(tx.groupby(["src", "pair"]).size()) if len(tx) else 0
+    m = m[whole].sort_values(["src", "pair", "seq"], kind="stable")
+    # One shared origin for every stamp and true time: a whole second at or before the first true stamp.
+    # CLOCK_REALTIME in ps does not fit uint64 (2^64 ps is 213 days), and float64 (the estimator's
+    # arithmetic) holds ns exactly only below 2^53 ns (104 days). Moving the time axis's origin for all
+    # hosts alike changes no offset, drift or delay.
+    origin = (int(min(m.true_tx.min(), m.true_rx.min())) // 10**9) * 10**9 if len(m) else 0
+    t = pa.table({
+        "src": pa.array(m.src.to_numpy(), pa.string()), "dst": pa.array(m.dst.to_numpy(), pa.string()),
+        "pair": pa.array(m.pair.to_numpy(np.uint64), pa.uint64()), "seq": pa.array(m.seq.to_numpy(np.uint8), pa.uint8()),
+        "tx_ns": pa.array(m.tx_ns.to_numpy(np.int64) - origin, pa.int64()),
+        "rx_ns": pa.array(m.rx_ns.to_numpy(np.int64) - origin, pa.int64()),
+        "true_tx_ps": pa.array((m.true_tx.to_numpy(np.int64) - origin) * 1000, pa.uint64()),
+        "true_rx_ps": pa.array((m.true_rx.to_numpy(np.int64) - origin) * 1000, pa.uint64()),
+    }, schema=pr.SCHEMA)
+    meta = {"origin_ns": origin, "hosts": hosts,
+            "truth": "the unemulated kernel stamps; true time only where every agent read one CLOCK_REALTIME "
+                     "(one machine, a cluster-in-a-box)"}
+    t = t.replace_schema_metadata({b"fabriclab.clock.join": json.dumps(meta).encode()})
+    return Joined(t, hosts, probes=t.num_rows, dropped_pairs=pairs_all - t.num_rows // 2, origin_ns=origin)
+
+
+# ---------------------------------------------------------------- stamp noise
+
+
+def stamp_noise(t: pa.Table) -> dict:
+    """The spread of true rx - true tx per direction of each edge, above that direction's least (the delay
+    floor): what the stamps add to a constant path delay, plus any queueing. Percentiles in ns."""
+    df = t.select(["src", "dst", "true_tx_ps", "true_rx_ps"]).to_pandas()
+    d = (df.true_rx_ps.astype(np.int64) - df.true_tx_ps.astype(np.int64)) / 1000.0
+    floor = d.groupby([df.src, df.dst]).transform("min")
+    x = (d - floor).to_numpy()
+    return {"probes": int(x.size), "floor_ns_median": float(np.median(floor)),
+            "p50_ns": float(np.percentile(x, 50)), "p90_ns": float(np.percentile(x, 90)),
+            "p99_ns": float(np.percentile(x, 99)), "max_ns": float(x.max())}
+
+
+# ---------------------------------------------------------------- the mesh in a cluster-in-a-box
+
+
+PORT = 31900
+
+
+def choose_peers(n: int, k: int, seed: int) -> list[list[int]]:
+    """Host i probes (i + 1) mod n and k - 1 others drawn at random (so the probe graph is connected)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        first = (i + 1) % n
+        rest = [j for j in range(n) if j not in (i, first)]
+        extra = rng.choice(rest, size=k - 1, replace=False).tolist() if k > 1 else []
+        out.append([first] + sorted(extra))
+    return out
+
+
+def mesh(cluster: str, out: Path, duration_s: float = 3.0, peers: Optional[int] = None, rate_hz: float = 100.0,
+         spacing_ns: int = 20_000, offsets_ns: Optional[Sequence[int]] = None,
+         drifts_ppm: Optional[Sequence[float]] = None, offset_spread_ns: float = 100_000.0,
+         drift_spread_ppm: float = 30.0, seed: int = 0, stamps: str = "kernel", start_delay_s: float = 3.0,
+         log=sys.stderr) -> Joined:
+    """One agent per host of box ``cluster`` (``ip netns exec``), K peers each, seeded emulated clocks
+    (or the given ones); the halves joined into ``out`` (probes.parquet). Host h's agent is named by the
+    box's label (h0, h1, ...)."""
+    import subprocess
+    import tempfile
+
+    from ...runtime.cluster.apply import load_state
+
+    state = load_state(cluster, "--cluster")
+    if state.get("status") != "up":
+        raise AgentInputError(f"--cluster: cluster {cluster!r} is not up (status {state.get('status')})")
+    hosts = state["hosts"]
+    n = len(hosts)
+    if n < 2:
+        raise AgentInputError(f"--cluster: cluster {cluster!r} has {n} host; the mesh needs two or more")
+    k = min(5, n - 1) if peers is None else peers
+    if not 1 <= k <= n - 1:
+        raise AgentInputError(f"--peers: K must be within 1..{n - 1} (the box has {n} hosts), got {k}")
+    check_options("mesh", duration_s, rate_hz, spacing_ns, 0.0)
+    if not 0 <= drift_spread_ppm <= MAX_DRIFT_PPM:
+        raise AgentInputError(f"--drift-spread-ppm: must be within 0..{MAX_DRIFT_PPM:g}, got {drift_spread_ppm}")
+    rng = np.random.default_rng(seed)
+    if offsets_ns is None:
+        offsets_ns = [int(v) for v in rng.uniform(-offset_spread_ns, offset_spread_ns, n)]
+    if drifts_ppm is None:
+        drifts_ppm = [float(v) for v in rng.uniform(-drift_spread_ppm, drift_spread_ppm, n)]
+    if len(offsets_ns) != n or len(drifts_ppm) != n:
+        raise AgentInputError(f"offsets/drifts: give one per host ({n})")
+    for d in drifts_ppm:
+        if not abs(d) <= MAX_DRIFT_PPM:
+            raise AgentInputError(f"--drift-ppm: must be within ±{MAX_DRIFT_PPM:g} ppm, got {d}")
+    graph = choose_peers(n, k, seed)
+    epoch = time.time_ns()
+    start = epoch + int(start_delay_s * 1e9)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[3])] +
+                                        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    with tempfile.TemporaryDirectory(prefix="fabriclab-clock-mesh-") as tmp:
+        procs, halves = [], []
+        try:
+            for i, h in enumerate(hosts):
+                half = Path(tmp) / f"{h['label']}.half.parquet"
+                halves.append(half)
+                peer_spec = ",".join(f"{hosts[j]['label']}={hosts[j]['addr']}:{PORT}" for j in graph[i])
+                argv = ["ip", "netns", "exec", h["ns"], sys.executable, "-m", "fabriclab.cli", "clock", "agent",
+                        "--name", h["label"], "--listen", f"{h['addr']}:{PORT}", "--peers", peer_spec,
+                        "--duration-s", str(duration_s), "--rate-hz", str(rate_hz), "--spacing-ns", str(spacing_ns),
+                        "--offset-ns", str(offsets_ns[i]), "--drift-ppm", repr(drifts_ppm[i]),
+                        "--epoch-ns", str(epoch), "--start-ns", str(start), "--stamps", stamps, "--out", str(half)]
+                procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                              text=True))
+            limit = start_delay_s + duration_s + 30
+            for i, p in enumerate(procs):
+                try:
+                    _, e = p.communicate(timeout=limit)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    _, e = p.communicate()
+                if log is not None and e:
+                    log.write(e)
+                if p.returncode != 0:
+                    raise RuntimeError(f"clock mesh: the agent in {hosts[i]['label']} exited with {p.returncode}: "
+                                       f"{e.strip()[-500:]}")
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        j = join(halves)
+    pr.write(j.table, Path(out))
+    truth = Path(out).with_name(Path(out).name.removesuffix(".parquet") + ".emulated.csv")
+    lines = ["host,offset_ns,drift_ppm,epoch_ns,peers"]
+    lines += [f"{h['label']},{offsets_ns[i]},{drifts_ppm[i]!r},{epoch},{' '.join(hosts[x]['label'] for x in graph[i])}"
+              for i, h in enumerate(hosts)]
+    truth.write_text("\n".join(lines) + "\n")
+    return j
