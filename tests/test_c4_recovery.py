@@ -1,4 +1,4 @@
-"""Isolation and restart of a failed job (python/fabriclab/c4/recovery.py,
+"""Isolation and restart of a failed job (python/fabriclab/systems/c4/recovery.py,
 docs/c4-recovery.md), against hand sums of the accounting rules:
 
 - a cycle's post-checkpoint time is the fault time minus the end of the

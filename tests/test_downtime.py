@@ -1,4 +1,4 @@
-"""C4's Table 3 model (fabriclab/downtime.py): downtime accounted error by
+"""C4's Table 3 model (fabriclab/systems/c4/downtime.py): downtime accounted error by
 error against a hand sum, the closed form against many seeded months, and
 the reproduction command."""
 

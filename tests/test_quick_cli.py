@@ -1,4 +1,4 @@
-"""The quick path of `fabriclab run` and `validate` (fabriclab/_quick.py,
+"""The quick path of `fabriclab run` and `validate` (fabriclab/cli/quick.py,
 issue 13): which command lines it takes (the rest go to typer), that it
 gives the same output, files and exit codes as the typer application, and
 that it does not import typer."""

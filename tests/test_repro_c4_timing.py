@@ -1,4 +1,4 @@
-"""The diagnosis benchmark's fault timing (repro/c4.py, docs/c4.md "Fault
+"""The diagnosis benchmark's fault timing (systems/c4/repro_diagnosis.py, docs/c4.md "Fault
 timing"): the fault comes after the intended number of fault-free
 iterations. The expected count is derived from the drawn multiple u of the
 measured iteration (ITERATION_PS): iteration k ends at about (k + 1) x the

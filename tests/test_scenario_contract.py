@@ -9,7 +9,7 @@ The core's side is its JSON Schema derived from the serde types themselves
   listed below (TRANSLATED) with what they become, so a field added on one
   side only fails until it is wired through;
 - emitted keys: for a scenario filling every section and optional field,
-  the keys of every object ``to_core()`` emits equal the properties of the
+  the keys of every object ``core_spec()`` emits equal the properties of the
   core's schema object at that place (``$ref`` and ``anyOf``/``oneOf``
   resolved), every required property among them, enum and const values
   allowed, integers within the core's type, and every core object refuses
@@ -283,7 +283,7 @@ def test_check_catches_a_field_on_one_side(tmp_path, core_schema):
 # must have the same name on both sides.
 TRANSLATED = {
     # faults -> jobs[].faults and link_events
-    # recovery: Python runs the job in segments (c4/recovery.py)
+    # recovery: Python runs the job in segments (systems/c4/recovery.py)
     "Scenario": ("FabricSpec", {"name", "flows_csv", "outputs", "fabriclab_version", "faults", "recovery"}, set()),
     "QueueConfig": ("QueueSpec", set(), set()),
     # node/to names -> from/to indices; the inherited queue fields -> queue
@@ -326,8 +326,8 @@ NOT_IN_CORE = {"StarTopology": "built into topology.nodes/links", "LeafSpineTopo
                "FatTreeTopology": "built into topology.nodes/links", "FileTopology": "read into topology.nodes/links",
                "OutputsConfig": "what Python writes; queue sampling is Simulator.sample_queues",
                "JobAggregationConfig": "built by the controller into aggregation.jobs (trees, window, sync_fraction)",
-               "FaultConfig": "compiled into jobs[].faults (WorkerFault) and link_events (c4/faults.py)",
-               "RecoveryConfig": "Python runs the job in segments, each a scenario of its own (c4/recovery.py)"}
+               "FaultConfig": "compiled into jobs[].faults (WorkerFault) and link_events (scenario/faults.py and sim/apps/faults.py)",
+               "RecoveryConfig": "Python runs the job in segments, each a scenario of its own (systems/c4/recovery.py)"}
 
 
 def _core_props(core_schema: dict, name: str) -> set:

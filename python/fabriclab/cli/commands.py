@@ -1,5 +1,5 @@
 """What `fabriclab run` and `fabriclab validate` do, without the parser:
-the typer commands in cli.py and the quick path in _quick.py both call
+the typer commands in main.py and the quick path in quick.py both call
 these, so both give the same results, output and errors. Nothing here
 imports typer; rich only when something is printed."""
 

@@ -3,8 +3,8 @@ start-up): a plain command line of one of these two commands is parsed here
 and run without importing typer, click's copy, rich or the other commands'
 modules (about 0.08 s of CPU of every run). Anything else (help, another
 command, an unknown or repeated option, a value typer would refuse or read
-differently) returns None and goes to the typer application in cli.py,
-which then gives its usual answer. Errors raised while running go to cli.py's
+differently) returns None and goes to the typer application in main.py,
+which then gives its usual answer. Errors raised while running go to main.py's
 handler: the same message and exit code either way."""
 
 from __future__ import annotations

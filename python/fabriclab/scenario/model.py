@@ -81,7 +81,7 @@ class FlowConfig(_Strict):
 
 
 class JobConfig(_Strict):
-    """A data-parallel training job (see fabriclab/profiles.py and docs/scenario.md)."""
+    """A data-parallel training job (see fabriclab/scenario/profiles.py and docs/scenario.md)."""
 
     name: str = "job"
     workers: Union[Literal["all"], list[StrictInt]] = "all"

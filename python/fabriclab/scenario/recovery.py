@@ -2,10 +2,10 @@
 failed job is detected, its suspect isolated and replaced from a pool of
 spare hosts, and the job restarted from its last checkpoint (C4, section
 3.1 and figure 3). Light on imports: the schema loads it with every
-scenario; the run itself is ``recovery.py``.
+scenario; the run itself is ``fabriclab/systems/c4/recovery.py``.
 
 Default durations are those of the Table 3 model's C4D practice
-(``fabriclab/downtime.py``): automatic isolation 5 minutes ("minutes",
+(``fabriclab/systems/c4/downtime.py``): automatic isolation 5 minutes ("minutes",
 section 4.2.1), re-initialisation 10 minutes, and a manual diagnosis of 3
 hours (its "Unknown" kind; the paper: "hours or even days", section 2).
 """
@@ -28,12 +28,12 @@ SPARES_PER = (8, 128)
 class RecoveryConfig(_Strict):
     """Detection, isolation and restart of the scenario's one job."""
 
-    # "c4d": the C4D master (c4/detector.py), with NCCL's watchdog still armed
+    # "c4d": the C4D master (systems/c4/detector.py), with NCCL's watchdog still armed
     # behind it (what it misses, the watchdog catches, and people diagnose);
     # "watchdog": the watchdog alone, every diagnosis by people.
     detector: Literal["c4d", "watchdog"] = "c4d"
     # An allreduce unfinished this long after its first event fires the
-    # watchdog (PyTorch's default is 10 minutes; c4/baselines.py uses 1 s).
+    # watchdog (PyTorch's default is 10 minutes; systems/c4/baselines.py uses 1 s).
     watchdog_timeout_ps: Annotated[TimePs, Field(gt=0)] = S
     # The suspect named by C4D isolated and replaced automatically.
     isolation_ps: Delay = 300 * S

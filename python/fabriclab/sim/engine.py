@@ -17,13 +17,13 @@ from .._core import Simulator
 from .._version import __version__
 from ..scenario.base import ScenarioError
 from ..scenario.fabric import fabric_core
-from .apps.base import Collected, Resolving
+from .app import Collected, Resolving
 from .limits import checked_topology, queue_row_budget
 
 if TYPE_CHECKING:
     from ..scenario.model import Scenario
     from ..scenario.topology import TopologyData
-    from .apps.base import App
+    from .app import App
     from .results import Results
 
 # Progress is reported after each slice of simulated time; the core runs a
@@ -34,16 +34,20 @@ PROGRESS_AFTER_S = 1.0
 
 def core_spec(scenario: Scenario, apps: tuple[App, ...], topology_data: TopologyData | None = None) -> dict:
     """The resolved scenario as the core reads it (every value explicit):
-    the fabric sections, then each app's, on the scenario's topology or
+    the apps' sections and the fabric's, on the scenario's topology or
     ``topology_data`` (GPU servers built in code)."""
     t = topology_data if topology_data is not None else scenario.build_topology()
     names = {n["name"]: i for i, n in enumerate(t.nodes)}
     r = Resolving(scenario, t, names)
     r.spec.update({"seed": scenario.seed, "backend": scenario.backend, "flow_model": scenario.flow_model,
                    "topology": t.to_core(), "stop_ps": scenario.stop_ps})
+    for app in apps:
+        if not app.after_fabric:
+            app.resolve(r)
     r.spec.update(fabric_core(scenario, t, names))
     for app in apps:
-        app.resolve(r)
+        if app.after_fabric:
+            app.resolve(r)
     return r.spec
 
 
@@ -149,7 +153,13 @@ def _announce(scenario: Scenario, topology, apps: tuple[App, ...]) -> None:
 
 
 def _start_bar(target_ps: int):
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     # Elapsed and remaining wall time; the remaining from the pace of simulated time so far (the
     # bar's units), so a run whose traffic thins out or grows is re-estimated as it goes.
@@ -213,5 +223,5 @@ def collect_results(scenario: Scenario, sim: Simulator, wall_s: float, apps: tup
         summary["queue_samples"] = {"rows": sim.queue_rows, "stopped_at_ps": sim.queue_sampling_stopped_ps}
     return Results(flows_parquet=flows_parquet, links_parquet=links_parquet, summary=summary,
                    resolved=scenario.resolved_dict(), messages_parquet=messages,
-                   queues_parquet=queues, classes_parquet=classes,
-                   **{f"{name}_arrow": table for name, table in collected.tables.items()})
+                   queues_parquet=queues, classes_parquet=classes, tables=collected.tables,
+                   table_names=tuple(dict.fromkeys(n for app in apps for n in app.tables)))

@@ -5,6 +5,7 @@ C4 recovery runner drives it segment by segment (``fabriclab.api``)."""
 
 from __future__ import annotations
 
+from ..scenario.base import ScenarioError
 from . import engine, limits
 from .apps import APPS
 
@@ -45,7 +46,11 @@ def build_simulator(scenario, memory_limit=None, topology_data=None):
 
 def simulate(scenario, progress: bool = False, memory_limit=None):
     """Runs a scenario without ``[recovery]`` to the end (all flows
-    finished, or ``stop_ps``)."""
+    finished, or ``stop_ps``). A scenario with ``[recovery]`` is refused:
+    :func:`fabriclab.simulate` runs it segment by segment."""
+    if scenario.recovery is not None:
+        raise ScenarioError("recovery: this runs a scenario as one plain simulation; one with [recovery] runs "
+                            "through fabriclab.simulate (detection, isolation and restarts, docs/c4-recovery.md)")
     sim, topology = resolve_and_build(scenario, memory_limit)
     return engine.run(scenario, sim, APPS, progress, topology)
 

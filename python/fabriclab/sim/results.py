@@ -86,32 +86,32 @@ class Results:
     links_parquet: bytes = field(repr=False)
     summary: dict
     resolved: dict = field(repr=False, default_factory=dict)
-    jobs_arrow: pa.Table | None = None
-    timeline_arrow: pa.Table | None = None
     # The core's messages, queue samples and per-class port bytes, as Parquet files' bytes.
     messages_parquet: bytes | None = field(default=None, repr=False)
     queues_parquet: bytes | None = field(default=None, repr=False)
     classes_parquet: bytes | None = field(default=None, repr=False)
-    steps_arrow: pa.Table | None = None
-    ccl_arrow: pa.Table | None = None
-    # Ground truth of the scenario's [[faults]] (faults.parquet, docs/c4.md).
-    faults_arrow: pa.Table | None = None
-    # In-network aggregation: every worker's counts (aggregation.parquet) and
-    # the accelerators' buffer occupancy over time (accelerators.parquet).
-    aggregation_arrow: pa.Table | None = None
-    accelerators_arrow: pa.Table | None = None
-    # Functional aggregation: every value of every result a worker received.
-    aggregation_values_arrow: pa.Table | None = None
-    # Host clocks at time 0 (clocks.parquet) and the probe mesh's probes
-    # (probes.parquet), docs/clockwork.md.
-    clocks_arrow: pa.Table | None = None
-    probes_arrow: pa.Table | None = None
+    # The apps' tables by file name (<name>.parquet), as each app's collect made
+    # them (fabriclab.sim.apps): jobs, timeline, steps, ccl, faults,
+    # aggregation, accelerators, aggregation_values, clocks, probes, ...; and
+    # every name the run's apps may make, so that res.<name> is None when
+    # this run made none (res.jobs without [[jobs]]).
+    tables: dict = field(default_factory=dict, repr=False)
+    table_names: tuple = ()
 
     flows_arrow = CoreTable()
     links_arrow = CoreTable()
     messages_arrow = CoreTable()
     queues_arrow = CoreTable()
     classes_arrow = CoreTable()
+
+    def __getattr__(self, name: str):
+        # An app's table: res.<name>_arrow (Arrow) or res.<name> (pandas), None
+        # when this run made none.
+        base = name.removesuffix("_arrow")
+        if base in self.__dict__.get("tables", {}) or base in self.__dict__.get("table_names", ()):
+            t = self.__dict__["tables"].get(base)
+            return t if name.endswith("_arrow") or t is None else t.to_pandas()
+        raise AttributeError(f"'Results' object has no attribute {name!r}")
 
     @property
     def flows(self) -> pd.DataFrame:
@@ -122,47 +122,8 @@ class Results:
         return self.links_arrow.to_pandas()
 
     @property
-    def jobs(self) -> pd.DataFrame | None:
-        return None if self.jobs_arrow is None else self.jobs_arrow.to_pandas()
-
-    @property
-    def timeline(self) -> pd.DataFrame | None:
-        return None if self.timeline_arrow is None else self.timeline_arrow.to_pandas()
-
-    @property
     def messages(self) -> pd.DataFrame | None:
         return None if self.messages_arrow is None else self.messages_arrow.to_pandas()
-
-    @property
-    def steps(self) -> pd.DataFrame | None:
-        return None if self.steps_arrow is None else self.steps_arrow.to_pandas()
-
-    @property
-    def ccl(self) -> pd.DataFrame | None:
-        """The collectives' messages in the runtime's telemetry schema (docs/telemetry.md)."""
-        return None if self.ccl_arrow is None else self.ccl_arrow.to_pandas()
-
-    @property
-    def aggregation(self) -> pd.DataFrame | None:
-        return None if self.aggregation_arrow is None else self.aggregation_arrow.to_pandas()
-
-    @property
-    def aggregation_values(self) -> pd.DataFrame | None:
-        return None if self.aggregation_values_arrow is None else self.aggregation_values_arrow.to_pandas()
-
-    @property
-    def accelerators(self) -> pd.DataFrame | None:
-        return None if self.accelerators_arrow is None else self.accelerators_arrow.to_pandas()
-
-    @property
-    def probes(self) -> pd.DataFrame | None:
-        """Every probe of the probe mesh that arrived (probes.parquet, docs/telemetry.md)."""
-        return None if self.probes_arrow is None else self.probes_arrow.to_pandas()
-
-    @property
-    def clocks(self) -> pd.DataFrame | None:
-        """Every host's clock at time 0: oscillator, offset, drift (clocks.parquet)."""
-        return None if self.clocks_arrow is None else self.clocks_arrow.to_pandas()
 
     @property
     def classes(self) -> pd.DataFrame | None:
@@ -195,10 +156,7 @@ class Results:
                 (folder / f"{name}.parquet").write_bytes(data)
             else:  # a table the caller assigned, if any
                 tables[name] = self.__dict__.get(f"_{name}_arrow")
-        tables |= {"jobs": self.jobs_arrow, "timeline": self.timeline_arrow, "steps": self.steps_arrow,
-                   "ccl": self.ccl_arrow, "faults": self.faults_arrow, "aggregation": self.aggregation_arrow,
-                   "accelerators": self.accelerators_arrow, "aggregation_values": self.aggregation_values_arrow,
-                   "clocks": self.clocks_arrow, "probes": self.probes_arrow}
+        tables |= self.tables
         if any(t is not None for t in tables.values()):
             import pyarrow.parquet as pq
 

@@ -1,10 +1,13 @@
 """The simulator's apps, registered in one place (as the core's are, in
 ``crates/fabriclab-core/src/apps/mod.rs``). Resolution runs them in this
-order: the faults app writes onto the jobs' specs and the fabric's link
-events, and the aggregation app numbers the jobs that aggregate; collection
-runs them in this order too, so the collectives' ccl rows precede the jobs'.
+order, those marked ``after_fabric`` once the fabric is resolved: the
+faults app writes onto the jobs' specs and the fabric's link events, and
+the aggregation app numbers the jobs that aggregate; a scenario with
+several mistakes is told of the first in this order. Collection runs them
+in this order too; the ccl rows of collectives precede the jobs' whatever
+the order.
 A new app: a section in ``fabriclab.scenario``, a module here with its
-:class:`~fabriclab.sim.apps.base.App`, and a line below."""
+:class:`~fabriclab.sim.app.App`, and a line below."""
 
 from .aggregation import AGGREGATION
 from .clocks import CLOCKS
@@ -14,4 +17,4 @@ from .jobs import JOBS
 from .probes import PROBES
 from .traffic import FLOWS, TRAFFIC
 
-APPS = (CLOCKS, TRAFFIC, FLOWS, COLLECTIVES, JOBS, FAULTS, AGGREGATION, PROBES)
+APPS = (CLOCKS, TRAFFIC, FLOWS, JOBS, COLLECTIVES, FAULTS, AGGREGATION, PROBES)

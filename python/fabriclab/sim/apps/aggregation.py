@@ -22,7 +22,7 @@ from ...scenario.aggregation import (
     JobAggregationConfig,
 )
 from ...scenario.base import ScenarioError
-from .base import App, Collected, Resolving
+from ..app import App, Collected, Resolving
 
 
 def _neighbours(t) -> list[list[int]]:
@@ -184,7 +184,8 @@ def aggregation_core(agg: AggregationConfig | None, jobs, t) -> dict | None:
 
 class Aggregation(App):
     name = "aggregation"
-    tables = True
+    after_fabric = True
+    tables = ("aggregation", "accelerators", "aggregation_values")
 
     def active(self, s) -> bool:
         return any(j.allreduce in AGGREGATION_ALLREDUCE for j in s.jobs)

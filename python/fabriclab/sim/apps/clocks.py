@@ -7,7 +7,7 @@ seed), the walk's memory counted, and the ground truth at time 0
 from __future__ import annotations
 
 from ...scenario.base import ScenarioError
-from .base import App, Collected, Resolving
+from ..app import App, Collected, Resolving
 
 # A wander step kept per oscillator: its drift and phase (two f64).
 BYTES_PER_WANDER_STEP = 16
@@ -22,7 +22,7 @@ def _host_index(t, names: dict[str, int], name: str, field: str) -> int:
 
 class Clocks(App):
     name = "clocks"
-    tables = True
+    tables = ("clocks",)
 
     def active(self, s) -> bool:
         return s.clocks is not None

@@ -12,7 +12,7 @@ from ...collectives.verify import PlanError, verify
 from ...scenario.base import ScenarioError
 from ...scenario.model import COLLECTIVE_REDUCE_BPS, COLLECTIVE_SEND_OVERHEAD_PS
 from ...util.inputs import read_text
-from .base import App, Collected, Resolving
+from ..app import App, Collected, Resolving
 
 
 def read_plan_file(path: Path, field_name: str):
@@ -28,7 +28,7 @@ def read_plan_file(path: Path, field_name: str):
 
 class Collectives(App):
     name = "collectives"
-    tables = True
+    tables = ("steps", "ccl")
 
     def active(self, s) -> bool:
         return bool(s.collectives)
@@ -50,7 +50,15 @@ class Collectives(App):
         if summary:
             c.summary["collectives"] = summary
         if steps is not None:
-            c.tables["steps"], c.tables["ccl"] = steps, ccl
+            c.tables["steps"] = steps
+            # The collectives' rows come first in ccl.parquet, before the jobs' (docs/telemetry.md).
+            jobs_rows = c.tables.get("ccl")
+            if jobs_rows is None:
+                c.tables["ccl"] = ccl
+            else:
+                import pyarrow as pa
+
+                c.tables["ccl"] = pa.concat_tables([ccl, jobs_rows])
 
 
 def collective_spec(plan, topo, rank_hosts: list[int], name: str = "collective",

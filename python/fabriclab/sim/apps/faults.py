@@ -5,7 +5,7 @@ simulator's mechanisms (job faults and link events; the table of kinds is in
 
 from ...scenario.base import ScenarioError
 from ...scenario.faults import RANK_KINDS, SYNDROME, FaultConfig, component
-from .base import App, Collected, Resolving
+from ..app import App, Collected, Resolving
 
 
 def compile_faults(s, t, names: dict[str, int]) -> tuple[dict[int, list[dict]], list[dict]]:
@@ -33,7 +33,7 @@ def compile_faults(s, t, names: dict[str, int]) -> tuple[dict[int, list[dict]], 
                                            "factor": f.factor or 1.0})
             continue
         if f.kind == "pcie_slow":
-            node = _host_node(f.host, t, names, f"{where}.host")
+            node = host_node(f.host, t, names, f"{where}.host")
             links = [k for k, lk in enumerate(t.links) if node in (lk["a"], lk["b"])]
         else:
             a, b = (node_index(names, n, f"{where}.link[{j}]") for j, n in enumerate(f.link))
@@ -41,11 +41,12 @@ def compile_faults(s, t, names: dict[str, int]) -> tuple[dict[int, list[dict]], 
             if not links:
                 raise ScenarioError(f"{where}.link: no link joins {f.link[0]!r} and {f.link[1]!r}")
         for k in links:
-            events.extend(_link_events(f, k, t.links[k]["rate_bps"]))
+            events.extend(fault_link_events(f, k, t.links[k]["rate_bps"]))
     return jobs, events
 
 
-def _host_node(host, t, names, field: str) -> int:
+def host_node(host, t, names, field: str) -> int:
+    """The node of a fault's host, given by index or name; ``field`` names it in errors."""
     if isinstance(host, int):
         if not 0 <= host < len(t.hosts):
             raise ScenarioError(f"{field}: host index {host} out of range (the topology has hosts 0..{len(t.hosts) - 1})")
@@ -55,7 +56,8 @@ def _host_node(host, t, names, field: str) -> int:
     return names[host]
 
 
-def _link_events(f: FaultConfig, k: int, rate_bps: int) -> list[dict]:
+def fault_link_events(f: FaultConfig, k: int, rate_bps: int) -> list[dict]:
+    """The core's link events of fault ``f`` on link ``k`` (of rate ``rate_bps``)."""
     def ev(at, action, rate=None, loss=None):
         return {"at_ps": at, "link": k, "action": action, "rate_bps": rate, "loss": loss}
 
@@ -95,7 +97,8 @@ def ground_truth(s) -> "object":
 
 class Faults(App):
     name = "faults"
-    tables = True
+    after_fabric = True
+    tables = ("faults",)
 
     def active(self, s) -> bool:
         return bool(s.faults)

@@ -12,14 +12,14 @@ from ...scenario.aggregation import AGGREGATION_ALLREDUCE
 from ...scenario.base import ScenarioError
 from ...scenario.model import JOB_ALLREDUCE, MAX_PLAN_CHUNKS
 from ...scenario.recovery import spare_hosts
+from ..app import App, Collected, Resolving
 from ..limits import BYTES_PER_FLOW, BYTES_PER_TIMELINE_ROW, EVENTS_PER_LAYER_PASS
-from .base import App, Collected, Resolving
 from .collectives import read_plan_file
 
 
 class Jobs(App):
     name = "jobs"
-    tables = True
+    tables = ("jobs", "timeline", "ccl")
 
     def active(self, s) -> bool:
         return bool(s.jobs)
@@ -201,7 +201,7 @@ def _job_plan(s, i: int, j, n: int) -> dict | None:
 
 
 def _job_telemetry(c: Collected) -> None:
-    """The jobs' allreduces appended to the collectives' ccl rows (docs/telemetry.md)."""
+    """The jobs' allreduces, after the collectives' rows of ccl.parquet (docs/telemetry.md)."""
     jc = c.core_tables.get("job_ccl")
     if not jc or not jc["job"]:
         return
@@ -209,10 +209,12 @@ def _job_telemetry(c: Collected) -> None:
 
     from ...collectives.ccl import from_jobs
 
-    ccl = c.tables.get("ccl")
-    first = 0 if ccl is None else len(c.scenario.collectives)
+    # The jobs' ops are numbered after the collectives', which come first in ccl.parquet.
+    co = c.core_tables.get("collectives")
+    first = len(c.scenario.collectives) if co and co["collective"] else 0
     algorithms = {j.name: str(j.allreduce) for j in c.scenario.jobs}
     rows = from_jobs(jc, algorithms, first, c.host_clock)
+    ccl = c.tables.get("ccl")
     c.tables["ccl"] = rows if ccl is None else pa.concat_tables([ccl, rows])
 
 

@@ -6,7 +6,7 @@ estimator reads; the summary reports the mesh's overhead."""
 from __future__ import annotations
 
 from ...scenario.base import WIRE_OVERHEAD_BYTES, ScenarioError
-from .base import App, Collected, Resolving
+from ..app import App, Collected, Resolving
 
 # A probe's row: the core's record while the run lasts (about 64 bytes and
 # its index entry), then its Arrow row (two names, six numbers).
@@ -33,7 +33,7 @@ def probes_sent(p, hosts: int) -> float:
 
 class Probes(App):
     name = "probes"
-    tables = True
+    tables = ("probes",)
 
     def active(self, s) -> bool:
         return s.probes is not None

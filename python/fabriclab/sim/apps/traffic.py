@@ -7,8 +7,8 @@ from ...errors import InputError
 from ...scenario.base import ScenarioError
 from ...scenario.cdfs import CdfError, load_cdf
 from ...scenario.fabric import node_index
+from ..app import App, Resolving
 from ..limits import BYTES_PER_FLOW
-from .base import App, Resolving
 
 
 class Traffic(App):

@@ -7,7 +7,7 @@ diagnosis and isolation time and the re-initialisation the job restarts
 from its last complete checkpoint in a new segment. A fault on a
 component that was not isolated stays in force. The time is accounted in
 the paper's four parts (section 2, figure 1; Table 3), as
-``fabriclab/downtime.py`` models them.
+``fabriclab/systems/c4/downtime.py`` models them.
 
 Entry point: :func:`simulate` (``fabriclab run`` calls it for a scenario
 with ``[recovery]``)."""
@@ -344,12 +344,12 @@ def _segment_link_events(user: list, struck: list, st: _State, g: int) -> list:
     """The segment's link events: for each link, its state at the restart
     (the result of every earlier event, the user's and the struck faults',
     in the order the simulator applied them: by time, the user's first at
-    a tie, as to_core lists them), then the later events shifted by ``g``;
+    a tie, as the faults app lists them), then the later events shifted by ``g``;
     an isolated link is down from 0 and nothing else changes it. Events are
     per pair of nodes (every parallel link between them), as
     ``[[link_events]]`` are; a rate is the first parallel link's."""
     from ...scenario.fabric import links_joining
-    from ...sim.apps.faults import _host_node, _link_events
+    from ...sim.apps.faults import fault_link_events, host_node
 
     t = st.topology
     names = [n["name"] for n in t.nodes]
@@ -358,7 +358,7 @@ def _segment_link_events(user: list, struck: list, st: _State, g: int) -> list:
     for x in struck:
         f = x.cfg
         if f.kind == "pcie_slow":
-            node = _host_node(f.host, t, index, "faults.host")
+            node = host_node(f.host, t, index, "faults.host")
             links = [(k, next(n for n in (t.links[k]["a"], t.links[k]["b"]) if n != node))
                      for k, lk in enumerate(t.links) if node in (lk["a"], lk["b"])]
             pairs = {}
@@ -369,7 +369,7 @@ def _segment_link_events(user: list, struck: list, st: _State, g: int) -> list:
             pairs = {tuple(sorted(f.link)): k}
         for pair, k in pairs.items():
             evs += [(e["at_ps"], pair, e["action"], e["rate_bps"], e["loss"])
-                    for e in _link_events(f, k, t.links[k]["rate_bps"])]
+                    for e in fault_link_events(f, k, t.links[k]["rate_bps"])]
     evs = [e for e in sorted(evs, key=lambda e: e[0]) if e[1] not in st.isolated_links]  # stable: ties keep order
     state: dict = {}  # pair -> {"down": bool, "rate": bps, "loss": p}
     for at, pair, action, rate, loss in evs:
@@ -534,10 +534,10 @@ def _iteration_ends(res: "Results", n: int) -> list[int]:
 # ---------------------------------------------------------------- faults and isolation
 def _fault_host(f: FaultConfig, st: _State) -> int:
     """The host index of a ``pcie_slow`` fault's host."""
-    from ...sim.apps.faults import _host_node
+    from ...sim.apps.faults import host_node
 
     t = st.topology
-    node = _host_node(f.host, t, {n["name"]: i for i, n in enumerate(t.nodes)}, "faults.host")
+    node = host_node(f.host, t, {n["name"]: i for i, n in enumerate(t.nodes)}, "faults.host")
     return t.hosts.index(node)
 
 

@@ -2,7 +2,7 @@
 (C4 section 3.1, figure 3) on seeded jobs with one fault each, under C4D
 with automatic isolation and under the watchdog with people diagnosing;
 each run's measured four-part downtime beside what the Table 3 model
-(``fabriclab/downtime.py``) predicts for the same error and parameters
+(``fabriclab/systems/c4/downtime.py``) predicts for the same error and parameters
 (docs/c4-recovery.md)."""
 
 from __future__ import annotations

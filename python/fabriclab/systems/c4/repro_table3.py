@@ -1,7 +1,7 @@
 """C4's Table 3 as a model (`fabriclab reproduce c4-table3`): the
 error-induced downtime of a month-long 2400-GPU job under the June 2023
 practice and under C4D, part by part, beside the paper's percentages.
-The model and every assumed parameter are in fabriclab/downtime.py."""
+The model and every assumed parameter are in fabriclab/systems/c4/downtime.py."""
 
 from __future__ import annotations
 

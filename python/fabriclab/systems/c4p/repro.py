@@ -1,5 +1,5 @@
 """C4P's figures 8 to 13 (C4 paper, section 4.2.2) on the C4P testbed
-model (fabriclab/c4p), flow backend with fluid max-min rates (figure 10:
+model (fabriclab/systems/c4p), flow backend with fluid max-min rates (figure 10:
 packet backend with DCQCN).
 
 - fig8: one allreduce job over 2..16 servers, ECMP versus C4P's paths.

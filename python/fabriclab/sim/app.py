@@ -2,10 +2,11 @@
 core, its share of the memory estimate, and its result tables.
 
 The scenario is plain validated data (``fabriclab.scenario``); the fabric
-sections are resolved by the scenario's own ``fabric_core``. Each app then
-adds what is its own to the core's spec, in the order of the registry
-(``fabriclab.sim.apps.APPS``), and after the run turns the core's app tables
-into Arrow tables and summary figures. The core's own registry of app kinds
+sections are resolved by the scenario's own ``fabric_core``. Each app adds
+what is its own to the core's spec, in the order of the registry
+(``fabriclab.sim.apps.APPS``; those with ``after_fabric`` once the fabric
+is resolved), and after the run turns the core's app tables into Arrow
+tables and summary figures. The core's own registry of app kinds
 (``crates/fabriclab-core/src/apps/mod.rs``) reads the same sections."""
 
 from __future__ import annotations
@@ -43,8 +44,12 @@ class App:
     """One kind of app. Every hook is optional: the defaults add nothing."""
 
     name = ""
-    # Whether collect builds Arrow tables (the engine then loads pyarrow early).
-    tables = False
+    # Resolved after the fabric sections (it writes onto them: link events, the
+    # aggregation section), else before them, in the registry's order.
+    after_fabric = False
+    # The files (<name>.parquet) its collect may add, as Arrow tables (the
+    # engine then loads pyarrow early); Results answers res.<name> for each.
+    tables: tuple[str, ...] = ()
 
     def active(self, s) -> bool:
         """Whether scenario ``s`` uses this app at all."""
