@@ -35,6 +35,8 @@ from ..systems.panama.cli import register as _register_panama  # noqa: E402
 _register_panama(app)
 from ..observe.clock.cli import register as _register_clock  # noqa: E402
 _register_clock(app)
+from ..observe.owd_cli import register as _register_owd  # noqa: E402
+_register_owd(app)
 
 # Markup off: user text (paths, names, messages) is printed literally.
 err = Console(stderr=True, markup=False)

@@ -147,3 +147,66 @@ def jobs(times: dict[str, np.ndarray]) -> bytes | None:
     ax.set_title("training jobs: iteration times (slowest worker)")
     fig.tight_layout()
     return _png(fig)
+
+
+def owd_matrix(owd: pd.DataFrame) -> bytes | None:
+    """The one-way delays' excess (queueing) per connection: src x dst heatmaps of the median and the p99."""
+    if not len(owd):
+        return None
+    plt = _plt()
+    hosts = sorted(set(owd["src"]) | set(owd["dst"]))
+    idx = {h: i for i, h in enumerate(hosts)}
+    g = owd.groupby(["src", "dst"])["excess_ns"]
+    stats = {"median": g.median(), "p99": g.quantile(0.99)}
+    vmax = max(float(stats["p99"].max()), 1e-9)
+    unit, scale = time_unit(vmax * 1e3)
+    scale /= 1e3  # ps per unit -> ns per unit
+    n = len(hosts)
+    size = min(5.0, 2.0 + 0.12 * n)
+    fig, axes = plt.subplots(1, 2, figsize=(2 * size + 1.6, size))
+    for ax, (name, s) in zip(axes, stats.items()):
+        m = np.full((n, n), np.nan)
+        for (a, b), v in s.items():
+            m[idx[a], idx[b]] = v / scale
+        im = ax.imshow(m, cmap="viridis", vmin=0, vmax=vmax / scale, interpolation="nearest")
+        ax.set_title(f"{name} excess one-way delay ({unit})", fontsize=10)
+        ax.set_xlabel("dst")
+        ax.set_ylabel("src")
+        if n <= 32:
+            ax.set_xticks(range(n), hosts, rotation=90, fontsize=7)
+            ax.set_yticks(range(n), hosts, fontsize=7)
+        fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def owd_timeline(owd: pd.DataFrame, most: int = 6) -> bytes | None:
+    """One-way delay over the send time, one panel per connection: the ``most`` busiest (by messages), or all
+    when there are no more; the base as a line, the true delay (a simulated run) as crosses."""
+    if not len(owd):
+        return None
+    plt = _plt()
+    counts = owd.groupby(["src", "dst"]).size().sort_values(ascending=False, kind="stable")
+    conns = list(counts.index[:most])
+    t0 = int(owd["send_start_ns"].min())
+    tspan = max(float(owd["send_start_ns"].max() - t0), 1.0)
+    tunit, tscale = time_unit(tspan * 1e3)
+    dmax = max(float(owd["owd_ns"].abs().max()), 1.0)
+    dunit, dscale = time_unit(dmax * 1e3)
+    fig, axes = plt.subplots(len(conns), 1, figsize=(8, 1.2 + 1.6 * len(conns)), sharex=True, squeeze=False)
+    for ax, (a, b) in zip(axes[:, 0], conns):
+        d = owd[(owd["src"] == a) & (owd["dst"] == b)].sort_values("send_start_ns")
+        x = (d["send_start_ns"].to_numpy(dtype=float) - t0) * 1e3 / tscale
+        ax.plot(x, d["owd_ns"].to_numpy(dtype=float) * 1e3 / dscale, ".", ms=3, label="one-way delay")
+        ax.axhline(float(d["base_ns"].min()) * 1e3 / dscale, color="C2", lw=1, label="base")
+        true = d["true_owd_ns"].dropna()
+        if len(true):
+            xt = (d.loc[true.index, "send_start_ns"].to_numpy(dtype=float) - t0) * 1e3 / tscale
+            ax.plot(xt, true.to_numpy(dtype=float) * 1e3 / dscale, "x", ms=3, color="C3", label="true")
+        ax.set_ylabel(f"{a}→{b} ({dunit})", fontsize=8)
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=7, loc="upper right")
+    axes[0, 0].set_title(f"one-way delay per connection ({len(conns)} of {len(counts)}, the busiest)", fontsize=10)
+    axes[-1, 0].set_xlabel(f"send start ({tunit} after the first)")
+    fig.tight_layout()
+    return _png(fig)
