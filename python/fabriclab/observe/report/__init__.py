@@ -5,7 +5,8 @@ Sections, each present when its files are: the run at a glance (summary.json);
 flows by size bucket and class, FCT and slowdown CDFs (flows.parquet); the
 busiest links (links.parquet); messages per app (messages.parquet) and queue
 occupancy over time of the busiest ports (queues.parquet); training jobs
-(jobs.parquet); sweep points (points.parquet); a reproduction's plots and
+(jobs.parquet); one-way delays of collective messages (owd.parquet, from
+``fabriclab owd``); sweep points (points.parquet); a reproduction's plots and
 tables (*.png, *.csv); the resolved scenario and the whole summary.
 """
 
@@ -80,9 +81,19 @@ def build_report(folder: Path) -> Path:
     scenario = None
     if (folder / "scenario.resolved.toml").is_file():
         scenario = _read(folder / "scenario.resolved.toml", lambda p: p.read_text())
+    owd = _optional(folder, "owd.parquet", ("src", "dst", "send_start_ns", "owd_ns", "base_ns", "excess_ns"),
+                    ("send_start_ns", "owd_ns", "base_ns", "excess_ns"))
+    owd_clocks = None
+    if owd is not None:
+        import pyarrow.parquet as pq
+
+        meta = _read(folder / "owd.parquet", pq.read_schema).metadata or {}
+        owd_clocks = {k.decode(): v.decode() for k, v in meta.items()}
     pngs = sorted(folder.glob("*.png"))
+    if owd is not None:  # the OWD section draws its own figures from owd.parquet
+        pngs = [p for p in pngs if p.name not in ("owd_matrix.png", "owd_timeline.png")]
     csvs = [(p, _read(p, pd.read_csv)) for p in sorted(folder.glob("*.csv"))]
-    if all(x is None for x in (summary, points, flows, jobs, messages, queues)) and not pngs:
+    if all(x is None for x in (summary, points, flows, jobs, messages, queues, owd)) and not pngs:
         raise InputError(f"report: {folder} holds no fabriclab results (summary.json, *.parquet or *.png)")
 
     job_times = sections.job_times(jobs) if jobs is not None else None
@@ -110,6 +121,13 @@ def build_report(folder: Path) -> Path:
         png = plots.jobs({n: j.times_ps for n, j in job_times.items()})
         parts.append(section("jobs", "Training jobs", sections.jobs_table(job_times)
                              + (figure(png, "training jobs' iteration times") if png is not None else "")))
+    if owd is not None:
+        body = sections.owd_section(owd, owd_clocks)
+        for png, cap in ((plots.owd_matrix(owd), "median and p99 excess one-way delay, src x dst"),
+                         (plots.owd_timeline(owd), "one-way delay per connection over time")):
+            if png is not None:
+                body += figure(png, cap)
+        parts.append(section("owd", "One-way delays of collective messages", body))
     if points is not None:
         parts.append(section("sweep", "Sweep points", sections.points_table(points)))
     if pngs or csvs:

@@ -261,3 +261,40 @@ def frame_table(df: pd.DataFrame, columns: list[str] | None = None) -> str:
 
 def points_table(points: pd.DataFrame) -> str:
     return frame_table(points, [c for c in points.columns if _keep_point_column(str(c))])
+
+
+# ------------------------------------------------------------------ one-way delays (owd.parquet)
+
+OWD_HEADERS = ["connection", "messages", "base", "p50 excess", "p99 excess", "p50 sender delay", "p99 |error|"]
+BUSIEST_CONNECTIONS = 15
+
+
+def owd_section(owd: pd.DataFrame, meta: dict | None) -> str:
+    """How the clocks were corrected, and per connection (the busiest by messages) the base, the excess's
+    median and p99, the sender-side delay and, in a simulated run, the p99 error against true time."""
+    if not len(owd):
+        return note("no messages")
+    meta = meta or {}
+    if meta.get("clocks") == "corrected":
+        how = (f"clocks corrected by an estimate (method {meta.get('method') or '?'}, reference "
+               f"{meta.get('reference') or '?'})")
+    else:
+        how = "clocks uncorrected: each delay includes the receiver's minus the sender's clock offset"
+    g = owd.groupby(["src", "dst"], sort=True)
+    d = pd.DataFrame({"messages": g.size(), "base": g["base_ns"].min(), "p50": g["excess_ns"].median(),
+                      "p99": g["excess_ns"].quantile(0.99)})
+    d["sender"] = g["sender_delay_ns"].median() if "sender_delay_ns" in owd.columns else np.nan
+    if "error_ns" in owd.columns:
+        d["error"] = g["error_ns"].apply(lambda e: e.abs().quantile(0.99) if e.notna().any() else np.nan)
+    else:
+        d["error"] = np.nan
+    d = d.sort_values("messages", ascending=False, kind="stable")
+    rows = []
+    for (a, b), r in d.head(BUSIEST_CONNECTIONS).iterrows():
+        rows.append([f"{a} → {b}", fmt.count(int(r["messages"])),
+                     *(MISSING if pd.isna(r[c]) else fmt.time_ps(float(r[c]) * 1e3)
+                       for c in ("base", "p50", "p99", "sender", "error"))])
+    return (note(f"{len(owd):,} messages, {len(d)} connections; {how}. Base: the least delay of the "
+                 f"connection (propagation and serialization); excess: the rest (queueing).")
+            + table(OWD_HEADERS, rows)
+            + note(f"the {min(len(d), BUSIEST_CONNECTIONS)} busiest of {len(d)} connections by messages"))
