@@ -197,12 +197,13 @@ def owd_timeline(owd: pd.DataFrame, most: int = 6) -> bytes | None:
     for ax, (a, b) in zip(axes[:, 0], conns):
         d = owd[(owd["src"] == a) & (owd["dst"] == b)].sort_values("send_start_ns")
         x = (d["send_start_ns"].to_numpy(dtype=float) - t0) * 1e3 / tscale
-        ax.plot(x, d["owd_ns"].to_numpy(dtype=float) * 1e3 / dscale, ".", ms=3, label="one-way delay")
+        ax.plot(x, d["owd_ns"].to_numpy(dtype=float) * 1e3 / dscale, "o", ms=5, mfc="none", color="C0",
+                label="one-way delay")
         ax.axhline(float(d["base_ns"].min()) * 1e3 / dscale, color="C2", lw=1, label="base")
         true = d["true_owd_ns"].dropna()
         if len(true):
             xt = (d.loc[true.index, "send_start_ns"].to_numpy(dtype=float) - t0) * 1e3 / tscale
-            ax.plot(xt, true.to_numpy(dtype=float) * 1e3 / dscale, "x", ms=3, color="C3", label="true")
+            ax.plot(xt, true.to_numpy(dtype=float) * 1e3 / dscale, "x", ms=3, color="C3", label="true (simulated)")
         ax.set_ylabel(f"{a}→{b} ({dunit})", fontsize=8)
         ax.grid(alpha=0.3)
     axes[0, 0].legend(fontsize=7, loc="upper right")
