@@ -165,3 +165,47 @@ def test_ground_truth_clocks_file_is_refused_with_a_hint(lone, tmp_path):
     r = run_cli("owd", str(lone), "--clocks", str(lone / "clocks.parquet"), "--out", str(tmp_path / "o"))
     assert r.returncode == 2
     assert "window_mid_ns" in r.stderr and "clock estimate" in r.stderr
+
+
+def test_each_reading_is_corrected_by_its_own_window_at_epoch_scale():
+    # Hand-built rows, wall clocks since the Unix epoch (1.7e18 ns: beyond float64's exact ns). Host a is
+    # 100 ns ahead of the reference in window 0 and 300 ns in window 1 (no drift); b is 1,000 ns behind with
+    # +50 ppm. Two messages a -> b, each 20,000 ns long in reference time, one in each window.
+    from fabriclab.observe import owd as ow
+
+    e = 1_700_000_000_000_000_000
+    mids = (e, e + 1_000_000_000)
+    clocks = pd.DataFrame([
+        {"window": w, "window_mid_ns": mid, "host": h, "method": "huygens", "reference": "a0",
+         "offset_ns": off, "drift_ppm": d}
+        for w, mid in enumerate(mids)
+        for h, off, d in (("a", (100.0, 300.0)[w], 0.0), ("b", -1000.0, 50.0))])
+
+    def clock(h, ref):  # the host's reading when the reference reads ref (within the window of mid)
+        w = 0 if ref < e + 500_000_000 else 1
+        off = clocks[(clocks.window == w) & (clocks.host == h)].iloc[0]
+        return mids[w] + int(round(ref - mids[w] + off.offset_ns + off.drift_ppm * 1e-6 * (ref - mids[w])))
+
+    rows = []
+    for k, ref_send in enumerate((e + 200_000_000, e + 1_200_000_000)):
+        ref_arr = ref_send + 20_000
+        base = {"op_id": 0, "collective": "broadcast", "seq": k, "stream": 0, "bytes": 100, "post_mono_ns": 0}
+        rows.append({**base, "rank": 0, "peer": 1, "kind": "send", "send_start_mono_ns": 10,
+                     "send_start_real_ns": clock("a", ref_send), "recv_arrival_mono_ns": None,
+                     "recv_arrival_real_ns": None})
+        rows.append({**base, "rank": 1, "peer": 0, "kind": "recv", "send_start_mono_ns": None,
+                     "send_start_real_ns": None, "recv_arrival_mono_ns": 0, "recv_arrival_real_ns": clock("b", ref_arr)})
+    ints = ("send_start_mono_ns", "send_start_real_ns", "recv_arrival_mono_ns", "recv_arrival_real_ns")
+    ccl = pd.DataFrame({c: (pd.array([r[c] for r in rows], dtype="Int64") if c in ints else [r[c] for r in rows])
+                        for c in rows[0]})  # Int64 from Python ints: no float64 on the way
+    o = ow.compute(ccl, {(0, 0): "a", (0, 1): "b"}, clocks, source="runtime")
+    t = o.table.sort_values("seq")
+    assert list(t["send_window"]) == [0, 1] and list(t["recv_window"]) == [0, 1]
+    # b's clock runs 50 ppm fast for the 200 ms from its window's middle: 10,001 ns, corrected away.
+    assert (t["owd_ns"] - 20_000).abs().max() <= 1.0
+    assert list(t["send_start_ns"]) == [e + 200_000_000, e + 1_200_000_000]
+    assert t["true_owd_ns"].isna().all() and t["error_ns"].isna().all()  # the runtime: no truth
+    # Uncorrected: b's reading minus a's, by hand: each arrival is 200.02 ms after its window's middle, where
+    # b reads 50 ppm of that (10,001 ns) fast and 1,000 ns behind; a is 100 or 300 ns ahead.
+    u = ow.compute(ccl, {(0, 0): "a", (0, 1): "b"}, None, source="runtime").table.sort_values("seq")
+    assert list(u["owd_ns"]) == [20_000 - 1000 + 10_001 - 100, 20_000 - 1000 + 10_001 - 300]
