@@ -209,3 +209,20 @@ def test_each_reading_is_corrected_by_its_own_window_at_epoch_scale():
     # b reads 50 ppm of that (10,001 ns) fast and 1,000 ns behind; a is 100 or 300 ns ahead.
     u = ow.compute(ccl, {(0, 0): "a", (0, 1): "b"}, None, source="runtime").table.sort_values("seq")
     assert list(u["owd_ns"]) == [20_000 - 1000 + 10_001 - 100, 20_000 - 1000 + 10_001 - 300]
+
+
+def test_hosts_option_places_ranks_of_a_run_without_scenario(lone, tmp_path):
+    # As the runtime's folders: ccl.parquet alone. Ranks are rank<r> unless --hosts names them.
+    import shutil
+
+    run = tmp_path / "bare"
+    run.mkdir()
+    shutil.copy(lone / "ccl.parquet", run / "ccl.parquet")
+    clocks = str(_true_clocks(tmp_path / "clocks.parquet"))
+    r = run_cli("owd", str(run), "--clocks", clocks, "--out", str(tmp_path / "o1"))
+    assert r.returncode == 2 and "rank0" in r.stderr
+    t, _ = _owd(run, "--clocks", clocks, "--hosts", "h0,h1", out=tmp_path / "o2")
+    assert (t.iloc[0]["src"], t.iloc[0]["dst"]) == ("h0", "h1")
+    assert abs(t.iloc[0]["owd_ns"] - LONE_OWD_NS) <= 1.01
+    r = run_cli("owd", str(run), "--hosts", "h0", "--out", str(tmp_path / "o3"))
+    assert r.returncode == 2 and "--hosts" in r.stderr and "rank 1" in r.stderr

@@ -99,10 +99,11 @@ def read_clocks(path: Path) -> pd.DataFrame:
     return d
 
 
-def rank_hosts(run_dir: Path, ccl: pd.DataFrame) -> tuple[dict[tuple[int, int], str], list[str]]:
+def rank_hosts(run_dir: Path, ccl: pd.DataFrame, names: list[str] | None = None
+               ) -> tuple[dict[tuple[int, int], str], list[str]]:
     """(op_id, rank) -> host name. A simulated run's ``[[collectives]]`` place rank r on ``hosts[r]`` (default
-    host r) of the resolved scenario's topology; other ops (training jobs, the runtime) are not mapped yet, and
-    their ranks are named ``rank<r>``."""
+    host r) of the resolved scenario's topology; every other op (training jobs, the runtime) puts rank r on
+    ``names[r]`` when given (``--hosts``), else its ranks are named ``rank<r>``."""
     notes = []
     mapping: dict[tuple[int, int], str] = {}
     scen = Path(run_dir) / "scenario.resolved.toml"
@@ -120,7 +121,15 @@ def rank_hosts(run_dir: Path, ccl: pd.DataFrame) -> tuple[dict[tuple[int, int], 
                 if 0 <= h < len(names):
                     mapping[(i, r)] = names[h]
     unmapped = [o for o in ops if not any(k[0] == o for k in mapping)]
-    if unmapped:
+    if unmapped and names:
+        for o in unmapped:
+            for r in sorted(int(r) for r in pd.unique(ccl.loc[ccl["op_id"] == o, "rank"])):
+                if r >= len(names):
+                    raise OwdError(f"owd: --hosts names {len(names)} hosts, but op {o} has rank {r}; give one "
+                                   f"host per rank, rank 0 first")
+                mapping[(o, r)] = names[r]
+        notes.append(f"ops {unmapped[:5]}{' ...' if len(unmapped) > 5 else ''}: rank r on --hosts' r-th host")
+    elif unmapped:
         notes.append(f"ops {unmapped[:5]}{' ...' if len(unmapped) > 5 else ''}: rank to host map unknown (a job's "
                      f"or the runtime's ops), hosts named rank<r>")
     return mapping, notes
@@ -258,15 +267,15 @@ def write(o: Owd, path: Path) -> None:
 
 
 def run(run_dir: Path, clocks_path: Path | None = None, out: Path | None = None, method: str | None = None,
-        timelines: int = 6) -> tuple[Owd, list[Path]]:
+        timelines: int = 6, hosts: list[str] | None = None) -> tuple[Owd, list[Path]]:
     """``fabriclab owd``: owd.parquet, owd_matrix.png and owd_timeline.png in ``out`` (default: the run folder)."""
     ccl, source = read_ccl(run_dir)
     clocks = read_clocks(clocks_path) if clocks_path is not None else None
     out = Path(out) if out is not None else Path(run_dir)
     if out.exists() and not out.is_dir():
         raise OwdError(f"owd: --out: {out} is a file; give a folder")
-    hosts, notes = rank_hosts(run_dir, ccl)
-    o = compute(ccl, hosts, clocks, method, source)
+    rank_map, notes = rank_hosts(run_dir, ccl, hosts)
+    o = compute(ccl, rank_map, clocks, method, source)
     o.notes[:0] = notes
     out.mkdir(parents=True, exist_ok=True)
     from .report import plots

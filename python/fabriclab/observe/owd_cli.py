@@ -21,6 +21,9 @@ def register(app: typer.Typer) -> None:
                                            "RUN_DIR."),
         method: Optional[str] = typer.Option(None, "--method", help="Which of --clocks' methods to use; default "
                                              "huygens, or the only one."),
+        hosts: Optional[str] = typer.Option(None, "--hosts", help="Comma-separated host names, rank 0 first: "
+                                            "where the ranks of ops the run's scenario does not place ran (the "
+                                            "runtime's, training jobs'); default rank<r>."),
         timelines: int = typer.Option(6, "--timelines", min=1, help="Connections drawn in the timeline (the "
                                       "busiest)."),
     ) -> None:
@@ -28,7 +31,12 @@ def register(app: typer.Typer) -> None:
         the sender-side delay; owd.parquet, the src x dst matrix and timelines per connection as PNG."""
         from . import owd as ow
 
-        o, written = ow.run(run_dir, clocks, out, method, timelines)
+        names = None
+        if hosts is not None:
+            names = [h.strip() for h in hosts.split(",")]
+            if not all(names):
+                raise ow.OwdError(f"owd: --hosts {hosts!r}: an empty host name; give names separated by commas")
+        o, written = ow.run(run_dir, clocks, out, method, timelines, names)
         t = o.table
         how = (f"clocks corrected by {clocks} (method {o.method}, reference {o.reference})" if o.corrected
                else "clocks UNCORRECTED (no --clocks): delays include the hosts' clock offsets")
