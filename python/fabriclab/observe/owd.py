@@ -183,7 +183,14 @@ def compute(ccl: pd.DataFrame, hosts: dict[tuple[int, int], str], clocks: pd.Dat
     r = pd.DataFrame({"op_id": recv["op_id"].astype(np.int64), "src_rank": recv["peer"].astype(np.int64),
                       "dst_rank": recv["rank"].astype(np.int64), "seq": recv["seq"].astype(np.int64),
                       "arr_mono": recv["recv_arrival_mono_ns"], "arr_real": recv["recv_arrival_real_ns"]})
-    m = s.merge(r, on=["op_id", "src_rank", "dst_rank", "seq"], how="inner", validate="one_to_one")
+    key = ["op_id", "src_rank", "dst_rank", "seq"]
+    for rows, kind in ((s, "send"), (r, "recv")):
+        dup = rows.duplicated(key)
+        if dup.any():
+            d = rows[dup].iloc[0]
+            raise OwdError(f"owd: ccl.parquet has two {kind} rows of op {d['op_id']} from rank {d['src_rank']} to "
+                           f"rank {d['dst_rank']} with seq {d['seq']}; seq must number a rank pair's messages")
+    m = s.merge(r, on=key, how="inner")
     done = m["send_real"].notna() & m["arr_real"].notna()
     if (~done).any():
         notes.append(f"{int((~done).sum())} messages without a send start or an arrival (unfinished) left out")
