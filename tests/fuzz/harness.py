@@ -559,12 +559,13 @@ def expected_outputs(scenario: dict, out_dir: Path | None = None) -> list[str]:
             outs = tomllib.loads(resolved.read_text()).get("outputs", {})
         except Exception:
             pass
-    names = ["summary.json", "scenario.resolved.toml"]
-    if outs.get("flows", True) is not False:
-        names.append("flows.parquet")
-    if outs.get("links", True) is not False:
-        names.append("links.parquet")
-    return names
+    tables = [f"{t}.parquet" for t in ("flows", "links") if outs.get(t, True) is not False]
+    if isinstance(scenario.get("recovery"), dict):
+        # A run with [recovery] writes its cycles and the job's iterations, and each
+        # segment's own results under segments/<k>/ (docs/c4-recovery.md): the first at least.
+        return ["summary.json", "scenario.resolved.toml", "recovery.parquet", "jobs.parquet",
+                "segments/1/summary.json", *(f"segments/1/{t}" for t in tables)]
+    return ["summary.json", "scenario.resolved.toml", *tables]
 
 
 def check_scenario(scenario: dict, runner, workdir: Path, cfg: Config | None = None, toml: str | None = None) -> Outcome:
