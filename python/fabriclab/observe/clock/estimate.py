@@ -300,6 +300,8 @@ def huygens_edges(p: Probes, w: Windows, e: Edges, is_pure: np.ndarray, bound_ns
                          -np.inf)
         theta, delta, margin, at_limit = max_margin(ux, uy, lx, ly)
         gone = is_short[k * ne:(k + 1) * ne]
+        if drop_short:  # an edge whose few pure pairs leave the drift unbounded is left out as well
+            gone = gone | at_limit
         theta, delta, margin = (np.where(gone, np.nan, v) for v in (theta, delta, margin))
         at_limit = at_limit & ~gone
         if at_limit.any():
