@@ -5,10 +5,8 @@ gives Huygens errors of a few ns, as the setup implies), and Huygens beats NTP-s
 import csv
 
 import numpy as np
-
-from fabriclab.systems.clockwork import repro_sync as R
-
 from conftest import run_cli
+from fabriclab.systems.clockwork import repro_sync as R
 
 
 def test_quick_mode_writes_every_method_and_configuration(tmp_path):
@@ -16,7 +14,8 @@ def test_quick_mode_writes_every_method_and_configuration(tmp_path):
     r = run_cli("reproduce", "clock-sync", "--out", str(out), "--quick", "--workers", "2")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "huygens p50/p99/max" in r.stdout
-    rows = list(csv.DictReader(open(out / "clock_sync.csv")))
+    with open(out / "clock_sync.csv") as f:
+        rows = list(csv.DictReader(f))
     want = {(c["fabric"], c["load"], c["stamps"], c["k"], m) for c in R.grid(True) for m in R.METHOD_NAMES}
     got = {(x["fabric"], float(x["load"]), x["stamps"], int(x["k"]), x["method"]) for x in rows}
     assert got == want and len(rows) == len(want)

@@ -188,14 +188,14 @@ def summarise(rows: list[dict]) -> dict:
         key = dict(fabric=r["fabric"], stamps=r["stamps"], load=r["load"], k=r["k"])
         ntp, ptp, nne = (_get(rows, method=m, **key) for m in ("ntp", "ptp", "huygens-no-ne"))
         h = r["p99_ns"]
-        gain = min(ntp["p99_ns"], ptp["p99_ns"]) / h if h == h and h > 0 else float("nan")
+        gain = min(ntp["p99_ns"], ptp["p99_ns"]) / h if np.isfinite(h) and h > 0 else float("nan")
         checks.append(dict(key, huygens_p99_ns=h, target_ns=TARGET_P99_NS[r["stamps"]],
                            p99_ok=bool(h <= TARGET_P99_NS[r["stamps"]]),
                            gain_over_baselines=gain,
                            gain_ok=None if r["load"] < 0.4 else bool(gain >= TARGET_GAIN)))
         growth.setdefault(f"{r['fabric']}/{r['stamps']}/K={r['k']}", {})[f"{int(r['load'] * 100)}%"] = h
         ne.setdefault(f"{r['fabric']}/{r['stamps']}/{int(r['load'] * 100)}%", {})[f"K={r['k']}"] = (
-            nne["p99_ns"] / h if h == h and h > 0 else float("nan"))
+            nne["p99_ns"] / h if np.isfinite(h) and h > 0 else float("nan"))
     return {"targets": checks, "huygens_p99_by_load": growth, "network_effect_gain_by_k": ne}
 
 
