@@ -427,3 +427,65 @@ def test_cli_refuses_a_file_that_is_not_parquet(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "not a readable Parquet file" in r.stderr
     assert not (tmp_path / "c.parquet").exists()
+
+
+# ---------------------------------------------------------------- heavy load: short edges, a wrong edge
+
+def _complete(names):
+    return [(x, y) for i, x in enumerate(names) for y in names[i + 1:]]
+
+
+def test_drop_short_edges_leaves_an_edge_out_and_the_loops_carry_it(tmp_path):
+    # Four hosts, every pair probed; a-b's probes b->a all impure (first probe stamped 500 ns late at a),
+    # so a-b holds no pure pair b->a. Refused by default (naming the edge); with drop_short_edges the
+    # edge is left out and b is reached through c and d: still exact (no noise, symmetric delays).
+    b = Builder({"a": 0, "b": 5_000, "c": -7_000, "d": 11_000})
+    for k in range(100):
+        for i, (x, y) in enumerate(_complete("abcd")):
+            t = 100_000_000 + k * 10_000_000 + i * 1_000_000
+            back = b.pair(x, y, t, 300_000)
+            b.pair(y, x, back + 200_000, 300_000, rx0_shift_ns=500 if (x, y) == ("a", "b") else 0)
+    p = pr.read(b.write(tmp_path / "p.parquet"))
+    with pytest.raises(est.EstimateInputError, match="edge a-b in window 0"):
+        est.estimate(p, ["huygens"])
+    r = est.estimate(p, ["huygens", "huygens-no-ne"], drop_short_edges=True)
+    for m in ("huygens", "huygens-no-ne"):
+        o, _ = offsets(r, m)
+        assert o == pytest.approx({"a": 0, "b": 5_000, "c": -7_000, "d": 11_000}, abs=1e-6), m
+    e = r.edges.to_pandas().set_index(["a", "b"])
+    assert np.isnan(e.loc[("a", "b"), "offset_ns"]) and e.loc[("a", "b"), "pure_ba"] == 0
+    # Cut a host off entirely: refused, naming it.
+    b2 = Builder({"a": 0, "b": 5_000, "c": -7_000})
+    for k in range(100):
+        for i, (x, y) in enumerate(_complete("abc")):
+            t = 100_000_000 + k * 10_000_000 + i * 1_000_000
+            back = b2.pair(x, y, t, 300_000)
+            b2.pair(y, x, back + 200_000, 300_000, rx0_shift_ns=500 if "c" in (x, y) else 0)
+    p2 = pr.read(b2.write(tmp_path / "p2.parquet"))
+    with pytest.raises(est.EstimateInputError, match="left out.*host c"):
+        est.estimate(p2, ["huygens"], drop_short_edges=True)
+
+
+def test_robust_network_effect_ignores_one_queued_edge(tmp_path):
+    # Five hosts, every pair probed, no noise, 300 us each way; but every pair a->b waits 4,000 ns more in
+    # a queue, both probes alike (pure). Edge a-b's max-margin line then sits 2,000 ns (half the asymmetry)
+    # above b - a; every other edge is exact. Least squares on the complete graph K_5 (L+ = I / 5 on
+    # mean-zero potentials) spreads the 2,000 as theta = 2,000 / 5 x (e_b - e_a): against a, b is off by
+    # 800 ns and c, d, e by 400. Least absolute deviations (one wrong edge of four at every host) and then
+    # the biweight leave a-b out: every host within a few ns (the floor of the weights, pure_bound_ns / 2 =
+    # 5 ns, lets a-b keep a weight of at most 5 / 2,000 of the others' in the first stage only).
+    true = {"a": 0, "b": 5_000, "c": -7_000, "d": 11_000, "e": 3_000}
+    b = Builder(true)
+    for k in range(100):
+        for i, (x, y) in enumerate(_complete("abcde")):
+            t = 100_000_000 + k * 10_000_000 + i * 1_000_000
+            back = b.pair(x, y, t, 304_000 if (x, y) == ("a", "b") else 300_000)
+            b.pair(y, x, back + 200_000, 300_000)
+    p = pr.read(b.write(tmp_path / "p.parquet"))
+    e = est.estimate(p, ["huygens"], pure_bound_ns=10).edges.to_pandas().set_index(["a", "b"])
+    assert e.loc[("a", "b"), "offset_ns"] == pytest.approx(5_000 + 2_000, abs=1e-6)
+    plain, _ = offsets(est.estimate(p, ["huygens"], pure_bound_ns=10), "huygens")
+    want_plain = {"a": 0, "b": 5_800, "c": -7_000 + 400, "d": 11_000 + 400, "e": 3_000 + 400}
+    assert plain == pytest.approx(want_plain, abs=1e-6)
+    robust, _ = offsets(est.estimate(p, ["huygens"], pure_bound_ns=10, robust=True), "huygens")
+    assert robust == pytest.approx(true, abs=3.0)

@@ -42,6 +42,12 @@ def register(app: typer.Typer) -> None:
                                                 "mean); default: the first host in sorted order."),
         pure_bound_ns: float = typer.Option(100.0, "--pure-bound-ns", help="A coded pair is pure when its receive "
                                             "spacing is within this of its send spacing."),
+        drop_short_edges: bool = typer.Option(False, "--drop-short-edges", help="Huygens: leave out of a window an "
+                                              "edge with fewer than two pure pairs each way (instead of refusing), "
+                                              "while the edges kept connect every host."),
+        robust: bool = typer.Option(False, "--robust", help="Huygens: the network effect by least absolute "
+                                    "deviations then Tukey's biweight, so that a few wrong edges (queued probes) "
+                                    "do not pull the others."),
         edges: Optional[Path] = typer.Option(None, "--edges", help="Where to write the per-edge estimates; default: "
                                              "beside --out as NAME.edges.parquet."),
         score: Optional[Path] = typer.Option(None, "--score", help="With true times in the probes: where to write "
@@ -62,7 +68,8 @@ def register(app: typer.Typer) -> None:
         score_path = (score or _beside(out, ".score.csv")) if p.has_truth else None
         if score_path is not None:
             _out_file(score_path, "--score")
-        r = est.estimate(p, methods, window_s=window_s, pure_bound_ns=pure_bound_ns, reference=reference)
+        r = est.estimate(p, methods, window_s=window_s, pure_bound_ns=pure_bound_ns, reference=reference,
+                         drop_short_edges=drop_short_edges, robust=robust)
         import pyarrow.parquet as pq
 
         pq.write_table(r.clocks, str(out))

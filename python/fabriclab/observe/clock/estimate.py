@@ -120,7 +120,14 @@ def edges(p: Probes) -> Edges:
     return Edges((keys // n).astype(np.int32), (keys % n).astype(np.int32), inv, p.src == a)
 
 
-def check_connected(hosts: Sequence[str], e: Edges, reference: int) -> None:
+def _kept(e: Edges, fit: "EdgeFit", keep: np.ndarray) -> tuple[Edges, "EdgeFit"]:
+    """The edges ``keep`` selects, with their fits (the pairs' edge indices are not carried)."""
+    sub = Edges(e.a[keep], e.b[keep], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool))
+    return sub, EdgeFit(fit.theta_ns[keep], fit.delta_ns_per_s[keep], fit.spread_ns[keep], fit.counts[keep],
+                        fit.origin_ns[keep])
+
+
+def check_connected(hosts: Sequence[str], e: Edges, reference: int, where: str = "") -> None:
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
@@ -130,7 +137,7 @@ def check_connected(hosts: Sequence[str], e: Edges, reference: int) -> None:
     cut = np.flatnonzero(label != label[reference])
     if cut.size:
         raise EstimateInputError(
-            f"probes: the probe graph is not connected: host {hosts[cut[0]]} ({cut.size} host(s) in all) has no "
+            f"probes: the probe graph{where} is not connected: host {hosts[cut[0]]} ({cut.size} host(s) in all) has no "
             f"path of probed pairs to {hosts[reference]}; every host must be linked to the reference by probes")
 
 
@@ -255,16 +262,21 @@ def _padded(group: np.ndarray, ngroups: int, x: np.ndarray, y: np.ndarray, fill:
 
 
 def huygens_edges(p: Probes, w: Windows, e: Edges, is_pure: np.ndarray, bound_ns: float,
-                  coarse_ns: np.ndarray) -> list[EdgeFit]:
-    """Steps 1 and 2 for every window; refuses a window with fewer than two pure pairs each way on an edge."""
+                  coarse_ns: np.ndarray, drop_short: bool = False, min_pure: int = 2) -> list[EdgeFit]:
+    """Steps 1 and 2 for every window; refuses a window with fewer than two pure pairs each way on an edge,
+    or with ``drop_short`` leaves that edge out of that window (its estimate nan; ``estimate`` then solves
+    the network effect over the edges kept, and refuses only a graph they no longer connect)."""
     nw, ne = w.count, e.count
     fwd = e.forward
     cell = w.of_pair * ne + e.of_pair
     counts = np.zeros((nw * ne, 4), dtype=np.int64)
     for col, m in enumerate((is_pure & fwd, is_pure & ~fwd, fwd, ~fwd)):
         counts[:, col] = np.bincount(cell[m], minlength=nw * ne)
-    short = np.flatnonzero((counts[:, 0] < 2) | (counts[:, 1] < 2))
-    if short.size:
+    is_short = (counts[:, 0] < 2) | (counts[:, 1] < 2)
+    if drop_short:
+        is_short |= (counts[:, 0] < min_pure) | (counts[:, 1] < min_pure)
+    short = np.flatnonzero(is_short)
+    if short.size and not drop_short:
         c = short[0]
         k, j = divmod(int(c), ne)
         a, b = p.hosts[e.a[j]], p.hosts[e.b[j]]
@@ -287,6 +299,11 @@ def huygens_edges(p: Probes, w: Windows, e: Edges, is_pure: np.ndarray, bound_ns
         lx, ly = _padded(e.of_pair[mr], ne, (p.rx0_ns[mr] - zr) / 1e9, (p.tx0_ns[mr] - p.rx0_ns[mr]).astype(float),
                          -np.inf)
         theta, delta, margin, at_limit = max_margin(ux, uy, lx, ly)
+        gone = is_short[k * ne:(k + 1) * ne]
+        if drop_short:  # an edge whose few pure pairs leave the drift unbounded is left out as well
+            gone = gone | at_limit
+        theta, delta, margin = (np.where(gone, np.nan, v) for v in (theta, delta, margin))
+        at_limit = at_limit & ~gone
         if at_limit.any():
             j = int(np.flatnonzero(at_limit)[0])
             raise EstimateInputError(
@@ -403,16 +420,18 @@ class Graph:
     has the same edges. For the ensemble mean as reference, the solution is shifted to mean 0 (least
     squares fixes theta only up to a constant)."""
 
-    def __init__(self, n: int, e: Edges, reference: Optional[int]):
+    def __init__(self, n: int, e: Edges, reference: Optional[int], weights: Optional[np.ndarray] = None):
         from scipy.linalg import cho_factor, cho_solve
 
         self.n, self.e, self.reference = n, e, reference
+        w = np.ones(e.count) if weights is None else np.asarray(weights, dtype=np.float64)
+        self.w = w
         r = 0 if reference is None else reference
         lap = np.zeros((n, n))
-        np.add.at(lap, (e.a, e.a), 1.0)
-        np.add.at(lap, (e.b, e.b), 1.0)
-        np.add.at(lap, (e.a, e.b), -1.0)
-        np.add.at(lap, (e.b, e.a), -1.0)
+        np.add.at(lap, (e.a, e.a), w)
+        np.add.at(lap, (e.b, e.b), w)
+        np.add.at(lap, (e.a, e.b), -w)
+        np.add.at(lap, (e.b, e.a), -w)
         self.keep = np.delete(np.arange(n), r)
         self._factor = cho_factor(lap[np.ix_(self.keep, self.keep)])
         inv = np.zeros((n, n))
@@ -429,14 +448,14 @@ class Graph:
         from scipy.linalg import cho_solve
 
         rhs = np.zeros(self.n)
-        np.add.at(rhs, self.e.b, v)
-        np.add.at(rhs, self.e.a, -v)
+        np.add.at(rhs, self.e.b, self.w * v)
+        np.add.at(rhs, self.e.a, -self.w * v)
         theta = np.zeros(self.n)
         theta[self.keep] = cho_solve(self._factor, rhs[self.keep])
         if self.reference is None:
             theta -= theta.mean()
         res = v - (theta[self.e.b] - theta[self.e.a])
-        sigma = float(np.sqrt(res @ res / self.dof)) if self.dof > 0 else float("nan")
+        sigma = float(np.sqrt((self.w * res) @ res / self.w.mean() / self.dof)) if self.dof > 0 else float("nan")
         return theta, sigma
 
 
@@ -462,6 +481,57 @@ def network_effect(g: Graph, fit: EdgeFit, passes: int = 8):
             break
     sd = np.sqrt(g.var_shape)
     return theta, rate, s_theta * sd, s_rate * sd
+
+
+ROBUST_PASSES = 30
+TUKEY_C = 4.685  # Tukey's biweight constant (95 % efficiency under Gaussian residuals)
+
+
+def robust_graph(g: Graph, fit: EdgeFit, floor_ns: float) -> Graph:
+    """The network effect made robust to a few bad edges. Least squares spreads an edge's error around
+    every loop through it: an edge whose bounds are set by queued probes (under heavy load a direction
+    may keep no pair near its base delay in a window) is wrong by up to microseconds and pulls every host
+    near it. Two stages of iteratively reweighted least squares (an MM-estimate):
+
+    1. Least absolute deviations (min over theta of sum_e |v_e - (theta_b - theta_a)|; each edge weighted
+       by 1 / max(|residual|, ``floor_ns``), the stamps' own spread). It ignores the wrong edges as long
+       as, across every cut of the probe graph, they are fewer than half; its residuals then show them.
+    2. From there, Tukey's biweight: weight (1 - u^2)^2 with u the residual over 4.685 robust sigmas
+       (1.4826 x the median absolute residual, at least ``floor_ns``), 0 beyond, so that the wrong edges
+       drop out entirely and the rest count as in least squares. An edge keeps a token weight 1e-6 when
+       the edges kept would not connect every host.
+
+    Returns the reweighted graph."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    e, n = g.e, g.n
+
+    def residuals(graph):
+        theta, _ = graph.solve(fit.theta_ns)
+        return fit.theta_ns - (theta[e.b] - theta[e.a])
+
+    cur, w = g, np.ones(e.count)
+    for stage in ("lad", "biweight"):
+        for _ in range(ROBUST_PASSES):
+            res = residuals(cur)
+            if stage == "lad":
+                new = 1.0 / np.maximum(np.abs(res), floor_ns)
+                new /= new.max()
+            else:
+                scale = max(1.4826 * float(np.median(np.abs(res))), floor_ns)
+                u = res / (TUKEY_C * scale)
+                new = np.where(np.abs(u) < 1, (1 - u * u) ** 2, 0.0)
+                kept = new > 0
+                lab = connected_components(coo_matrix((np.ones(int(kept.sum())), (e.a[kept], e.b[kept])),
+                                                      shape=(n, n)), directed=False)[1]
+                if np.any(lab != lab[0]):
+                    new = np.maximum(new, 1e-6)
+            if np.allclose(new, w, rtol=1e-3, atol=1e-6):
+                break
+            w = new
+            cur = Graph(n, e, g.reference, w)
+    return cur
 
 
 def along_tree(n: int, e: Edges, fit: EdgeFit, reference: Optional[int], edge_sd: np.ndarray, add_linear: bool):
@@ -520,8 +590,16 @@ def reference_index(hosts: Sequence[str], reference: Optional[str]) -> Optional[
 
 
 def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float = DEFAULT_WINDOW_S,
-             pure_bound_ns: float = DEFAULT_PURE_BOUND_NS, reference: Optional[str] = None) -> Estimate:
-    """Every host's offset (ns) and drift (ppm) against the reference, per window and method."""
+             pure_bound_ns: float = DEFAULT_PURE_BOUND_NS, reference: Optional[str] = None,
+             drop_short_edges: bool = False, min_pure: int = 2, robust: bool = False) -> Estimate:
+    """Every host's offset (ns) and drift (ppm) against the reference, per window and method.
+
+    ``drop_short_edges``: an edge with fewer than two pure pairs each way in a window is left out of that
+    window's Huygens estimates (both variants) instead of refusing the file, as long as the edges kept still
+    connect every host to the reference (refused otherwise, naming a cut-off host). Under heavy load few
+    pairs stay pure; the loops through the other edges then carry the estimate (docs/clockwork.md).
+    ``robust``: Huygens' network effect by iteratively reweighted least squares (``robust_graph``), so that a
+    few edges whose loops do not close do not pull the others."""
     for m in methods:
         if m not in METHODS:
             raise EstimateInputError(f"--method: {m!r} is not a method; allowed: {', '.join(METHODS)} or all")
@@ -540,22 +618,30 @@ def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float =
                                               "drift_ppm", "spread_ns", "pure_ab", "pure_ba", "pairs_ab", "pairs_ba")}
     hosts = np.array(p.hosts, dtype=object)
     runs_huygens = any(m.startswith("huygens") for m in methods)
-    huy = huygens_edges(p, w, e, is_pure, pure_bound_ns, coarse) if runs_huygens else None
+    huy = huygens_edges(p, w, e, is_pure, pure_bound_ns, coarse, drop_short_edges, min_pure) if runs_huygens else None
     graph = Graph(n, e, ref) if "huygens" in methods or "huygens-no-ne" in methods else None
     huygens_edges_from = next((m for m in methods if m.startswith("huygens")), None)
     for m in methods:
         fits = huy if m.startswith("huygens") else baseline_edges(p, w, e, m, coarse)
         for k, fit in enumerate(fits):
             mid = round(float(w.mid_ns(k)))
+            ek, fk, gk = e, fit, graph
+            if m.startswith("huygens") and np.isnan(fit.theta_ns).any():  # drop_short_edges left some out
+                ek, fk = _kept(e, fit, np.isfinite(fit.theta_ns))
+                check_connected(p.hosts, ek, 0 if ref is None else ref, f" in window {k} (edges with fewer "
+                                f"than two pure pairs each way left out)")
+                gk = Graph(n, ek, ref)
             if m == "huygens":
-                theta, rate, u_theta, u_rate = network_effect(graph, fit)
+                if robust:
+                    gk = robust_graph(gk, fk, pure_bound_ns / 2)
+                theta, rate, u_theta, u_rate = network_effect(gk, fk)
             else:
                 if m == "huygens-no-ne":
-                    _, sigma = graph.solve(fit.theta_ns)  # the loops' residual spread, per edge
-                    sd = np.full(e.count, sigma)
+                    _, sigma = gk.solve(fk.theta_ns)  # the loops' residual spread, per edge
+                    sd = np.full(ek.count, sigma)
                 else:
-                    sd = fit.spread_ns
-                theta, rate, u_theta, u_rate = along_tree(n, e, fit, ref, sd, add_linear=(m == "ntp"))
+                    sd = fk.spread_ns
+                theta, rate, u_theta, u_rate = along_tree(n, ek, fk, ref, sd, add_linear=(m == "ntp"))
             rows["window"].append(np.full(n, k))
             rows["window_mid_ns"].append(np.full(n, mid))
             rows["host"].append(hosts)
