@@ -32,24 +32,9 @@ class Jobs(App):
         r.spec["jobs"] = jobs
 
     def estimate(self, s, est, hosts: int, rate_bps: float) -> None:
-        from ...scenario.profiles import (
-            BUILTIN,
-            ProfileError,
-            build_profile,
-            builtin_size,
-        )
-
         for i, j in enumerate(s.jobs):
             workers = hosts if j.workers == "all" else len(j.workers)
-            if j.profile in BUILTIN:  # counted, not built: a billion layers must not be made to be refused
-                layers, model = builtin_size(j.profile, j.layers, j.model_bytes)
-            else:
-                try:
-                    rows = build_profile(j.profile, j.compute_ps, j.model_bytes, j.layers, base_dir=s._base_dir)
-                except ProfileError as e:
-                    raise ScenarioError(f"jobs[{i}].{e}") from None
-                layers, model = len(rows), sum(x["param_bytes"] for x in rows)
-            fusions = min(layers, math.ceil(model / j.fusion_bytes) + 1)
+            layers, _, fusions = _job_size(s, i, j)
             rows = workers * j.iterations * (2 * layers + fusions)
             messages = j.iterations * fusions * workers * 2 * max(workers - 1, 1)
             # Blame the count furthest above its default (5 iterations, 100 layers).
@@ -80,19 +65,29 @@ class Jobs(App):
         _job_telemetry(c)
 
 
-def _job_events(s, i, j, t, est) -> None:
-    """A job's allreduces (as its planner sends them) and its compute events."""
-    from ...scenario.profiles import BUILTIN, build_profile, builtin_size
+def _job_size(s, i: int, j) -> tuple[int, int, int]:
+    """Job ``i``'s layers, model bytes and fusions, for the estimates: a
+    built-in profile counted, not built (a billion layers must not be made
+    to be refused), any other built."""
+    from ...scenario.profiles import BUILTIN, ProfileError, build_profile, builtin_size
 
-    nh = len(t.hosts)
-    workers = list(range(nh)) if j.workers == "all" else [w for w in j.workers if 0 <= w < nh]
-    n = len(workers)
     if j.profile in BUILTIN:
         layers, model = builtin_size(j.profile, j.layers, j.model_bytes)
     else:
-        rows = build_profile(j.profile, j.compute_ps, j.model_bytes, j.layers, base_dir=s._base_dir)
+        try:
+            rows = build_profile(j.profile, j.compute_ps, j.model_bytes, j.layers, base_dir=s._base_dir)
+        except ProfileError as e:
+            raise ScenarioError(f"jobs[{i}].{e}") from None
         layers, model = len(rows), sum(x["param_bytes"] for x in rows)
-    fusions = min(layers, math.ceil(model / j.fusion_bytes) + 1)
+    return layers, model, min(layers, math.ceil(model / j.fusion_bytes) + 1)
+
+
+def _job_events(s, i, j, t, est) -> None:
+    """A job's allreduces (as its planner sends them) and its compute events."""
+    nh = len(t.hosts)
+    workers = list(range(nh)) if j.workers == "all" else [w for w in j.workers if 0 <= w < nh]
+    n = len(workers)
+    layers, model, fusions = _job_size(s, i, j)
     est.add(f"jobs[{i}]", 2 * layers * n * j.iterations * EVENTS_PER_LAYER_PASS)
     if n < 2:
         return
