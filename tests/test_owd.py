@@ -212,12 +212,16 @@ def test_each_reading_is_corrected_by_its_own_window_at_epoch_scale():
 
 
 def test_hosts_option_places_ranks_of_a_run_without_scenario(lone, tmp_path):
-    # As the runtime's folders: ccl.parquet alone. Ranks are rank<r> unless --hosts names them.
-    import shutil
+    # As the runtime's folders: ccl.parquet alone, its host column null. Ranks are rank<r> unless --hosts
+    # names them.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     run = tmp_path / "bare"
     run.mkdir()
-    shutil.copy(lone / "ccl.parquet", run / "ccl.parquet")
+    t = pq.read_table(lone / "ccl.parquet")
+    i = t.schema.get_field_index("host")
+    pq.write_table(t.set_column(i, t.schema.field(i), pa.nulls(len(t), pa.string())), run / "ccl.parquet")
     clocks = str(_true_clocks(tmp_path / "clocks.parquet"))
     r = run_cli("owd", str(run), "--clocks", clocks, "--out", str(tmp_path / "o1"))
     assert r.returncode == 2 and "rank0" in r.stderr
@@ -226,3 +230,23 @@ def test_hosts_option_places_ranks_of_a_run_without_scenario(lone, tmp_path):
     assert abs(t.iloc[0]["owd_ns"] - LONE_OWD_NS) <= 1.01
     r = run_cli("owd", str(run), "--hosts", "h0", "--out", str(tmp_path / "o3"))
     assert r.returncode == 2 and "--hosts" in r.stderr and "rank 1" in r.stderr
+
+
+def test_training_jobs_messages_are_placed_on_their_workers_hosts(tmp_path):
+    # A job's rank r runs on workers[r] (docs/scenario.md); every ccl row names that host, so `fabriclab owd`
+    # places the job's messages without --hosts. Workers [2, 1]: rank 0 on h2, rank 1 on h1.
+    (tmp_path / "s.toml").write_text(
+        'name = "owd-job"\nbackend = "packet"\n[topology]\nkind = "star"\nhosts = 3\n'
+        '[clocks]\nwander_ppm = 0\n'
+        '[[jobs]]\nname = "j"\nworkers = [2, 1]\nprofile = "resnet50"\nlayers = 2\nmodel_bytes = 200000\n'
+        'compute_ps = "100us"\niterations = 2\n')
+    run = tmp_path / "run"
+    r = run_cli("run", str(tmp_path / "s.toml"), "--out", str(run), "-q")
+    assert r.returncode == 0, r.stderr
+    ccl = pd.read_parquet(run / "ccl.parquet")
+    assert len(ccl) > 0
+    assert dict(ccl.groupby("rank")["host"].unique().map(list)) == {0: ["h2"], 1: ["h1"]}
+    t, out = _owd(run, out=tmp_path / "o")
+    assert set(zip(t["src"], t["dst"])) == {("h2", "h1"), ("h1", "h2")}
+    # Uncorrected OWDs hold the receiver's minus the sender's clock offset; the truth is there regardless.
+    assert t["true_owd_ns"].notna().all() and (t["true_owd_ns"] > 0).all()

@@ -228,8 +228,13 @@ impl Simulator {
         self.sim.samples().rows.len()
     }
 
-    /// Samples every port's bands every `every_ps` while the network is busy,
-    /// at most `max_rows` rows (call before the first `run_until`).
+    /// The hosts' names, in host-index order (the topology's node names).
+    #[getter]
+    fn host_names(&self) -> Vec<String> {
+        let t = self.sim.topology();
+        t.hosts.iter().map(|&n| t.names[n as usize].clone()).collect()
+    }
+
     /// Host `hosts[i]`'s clock at true time `times_ps[i]`, in ns rounded
     /// down (None where the time is None); None when hosts have no clocks.
     fn host_clock_ns(
@@ -258,6 +263,8 @@ impl Simulator {
         })
     }
 
+    /// Samples every port's bands every `every_ps` while the network is busy,
+    /// at most `max_rows` rows (call before the first `run_until`).
     fn sample_queues(&mut self, every_ps: u64, max_rows: usize) -> PyResult<()> {
         if every_ps == 0 {
             return Err(PyValueError::new_err("sampling interval must be positive"));

@@ -4,10 +4,10 @@ the same analysis runs on both. One row per message as one rank saw it."""
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 COLUMNS = [
-    "op_id", "collective", "algorithm", "dtype", "rank", "peer", "step", "kind", "seq", "offset_bytes", "bytes",
-    "stream", "reduce",
+    "op_id", "collective", "algorithm", "dtype", "rank", "host", "peer", "step", "kind", "seq", "offset_bytes",
+    "bytes", "stream", "reduce",
     "post_mono_ns", "send_start_mono_ns", "send_end_mono_ns", "recv_arrival_mono_ns", "recv_done_mono_ns",
     "post_real_ns", "send_start_real_ns", "send_end_real_ns", "recv_arrival_real_ns", "recv_done_real_ns",
     "send_queue_ns", "recv_wait_ns",
@@ -23,7 +23,7 @@ def schema(source: str):
     if source not in SOURCES:
         raise ValueError(f"source: {source!r} is not one of {', '.join(SOURCES)}")
     types = {c: pa.int64() for c in COLUMNS}
-    types.update({c: pa.string() for c in ("collective", "algorithm", "dtype", "kind")})
+    types.update({c: pa.string() for c in ("collective", "algorithm", "dtype", "host", "kind")})
     types["reduce"] = pa.bool_()
     for c in ("rank", "peer", "step", "seq", "stream"):
         types[c] = pa.int32()
@@ -39,7 +39,7 @@ def table(rows: dict, source: str):
     return pa.table({f.name: pa.array(rows[f.name], type=f.type) for f in s}, schema=s)
 
 
-def from_simulation(collectives: dict, steps: dict, host_clock=None):
+def from_simulation(collectives: dict, steps: dict, host_clock=None, host_names=None):
     """The simulator's collectives as ccl rows. ``collectives`` and ``steps`` are the
     core's tables: one row per collective (name, op, algorithm), one per plan step
     (rank, step, op, peer, seq, offset_bytes, bytes, reduce, start_ps, end_ps,
@@ -47,7 +47,8 @@ def from_simulation(collectives: dict, steps: dict, host_clock=None):
 
     Mono columns hold simulated (true) nanoseconds (picoseconds // 1000);
     real columns too, or, with ``host_clock`` (the scenario's host clocks,
-    ``Collected.host_clock``), the row's host's clock at that instant. A send posts at the step's
+    ``Collected.host_clock``), the row's host's clock at that instant. ``host``
+    is the row's host's name from ``host_names`` (by host index), else null. A send posts at the step's
     start, starts when its message leaves (after the send overhead) and ends
     when the message has arrived (the simulator has no kernel buffer to hand
     it to); a receive's arrival is its message's, and it is done when its
@@ -72,6 +73,7 @@ def from_simulation(collectives: dict, steps: dict, host_clock=None):
         for c, col in (("rank", "rank"), ("peer", "peer"), ("step", "step"), ("seq", "seq"),
                        ("offset_bytes", "offset_bytes"), ("bytes", "bytes")):
             rows[c].append(steps[col][k])
+        rows["host"].append(None if host_names is None else host_names[steps["host"][k]])
         rows["kind"].append("send" if send else "recv")
         rows["stream"].append(0)
         rows["reduce"].append(bool(steps["reduce"][k]) and not send)
@@ -93,7 +95,7 @@ def from_simulation(collectives: dict, steps: dict, host_clock=None):
     return table(rows, "simulator")
 
 
-def from_jobs(job_ccl: dict, algorithms: dict[str, str], first_op: int, host_clock=None):
+def from_jobs(job_ccl: dict, algorithms: dict[str, str], first_op: int, host_clock=None, host_names=None):
     """The training jobs' allreduces as ccl rows (the core's ``job_ccl`` table:
     one row per message as one rank saw it, times in picoseconds). Jobs in the
     order of their first row; each job's allreduces are ops numbered on from
@@ -102,8 +104,8 @@ def from_jobs(job_ccl: dict, algorithms: dict[str, str], first_op: int, host_clo
     job's allreduce (ring, tree, ...) by job name. ``seq`` counts a rank's
     steps with the same peer and kind in the op; ``offset_bytes`` is null (a
     job's messages are partitions of a fusion, not ranges of one buffer).
-    With ``host_clock``, real columns hold the row's host's clock (as in
-    :func:`from_simulation`)."""
+    With ``host_clock``, real columns hold the row's host's clock, and with
+    ``host_names`` the ``host`` column names it (as in :func:`from_simulation`)."""
     import numpy as np
     import pandas as pd
 
@@ -131,7 +133,9 @@ def from_jobs(job_ccl: dict, algorithms: dict[str, str], first_op: int, host_clo
              "recv_done": pick(~send, ns["end_ps"])}
     cols = {"op_id": d["op_id"], "collective": ["allreduce"] * len(d),
             "algorithm": [algorithms.get(j, a) for j, a in zip(d["job"], d["algorithm"])],
-            "dtype": [None] * len(d), "rank": d["rank"], "peer": d["peer"], "step": d["step"], "kind": d["kind"],
+            "dtype": [None] * len(d), "rank": d["rank"],
+            "host": [None] * len(d) if host_names is None else [host_names[int(h)] for h in d["host"]],
+            "peer": d["peer"], "step": d["step"], "kind": d["kind"],
             "seq": d["seq"], "offset_bytes": [None] * len(d), "bytes": d["bytes"], "stream": [0] * len(d),
             "reduce": (d["reduce"] != 0) & ~send}
     for what, v in times.items():

@@ -101,26 +101,37 @@ def read_clocks(path: Path) -> pd.DataFrame:
 
 def rank_hosts(run_dir: Path, ccl: pd.DataFrame, names: list[str] | None = None
                ) -> tuple[dict[tuple[int, int], str], list[str]]:
-    """(op_id, rank) -> host name. A simulated run's ``[[collectives]]`` place rank r on ``hosts[r]`` (default
-    host r) of the resolved scenario's topology; every other op (training jobs, the runtime) puts rank r on
-    ``names[r]`` when given (``--hosts``), else its ranks are named ``rank<r>``."""
+    """(op_id, rank) -> host name. Rows that name their host (the ``host``
+    column: every row the simulator writes, collectives' and training jobs')
+    are placed by it. Without it, a simulated run's ``[[collectives]]`` entry
+    places rank r on ``hosts[r]`` (default host r) of the resolved scenario's
+    topology (a ccl.parquet written before the column existed); any other op
+    (the runtime's) puts rank r on ``names[r]`` when given (``--hosts``), else
+    its ranks are named ``rank<r>``."""
     notes = []
     mapping: dict[tuple[int, int], str] = {}
-    scen = Path(run_dir) / "scenario.resolved.toml"
+    if "host" in ccl.columns:
+        named = ccl[ccl["host"].notna()]
+        for (o, r), h in named.groupby(["op_id", "rank"], sort=False)["host"].first().items():
+            mapping[(int(o), int(r))] = str(h)
     ops = sorted(int(o) for o in pd.unique(ccl["op_id"]))
-    if scen.is_file():
+    unmapped = [o for o in ops if not any(k[0] == o for k in mapping)]
+    scen = Path(run_dir) / "scenario.resolved.toml"
+    if unmapped and scen.is_file():
         from ..scenario import Scenario
 
         s = Scenario.load(scen)
         t = s.build_topology()
-        names = [t.nodes[h]["name"] for h in t.hosts]
+        topo_names = [t.nodes[h]["name"] for h in t.hosts]
         for i, c in enumerate(s.collectives):
+            if i not in unmapped:
+                continue
             ranks = sorted(int(r) for r in pd.unique(ccl.loc[ccl["op_id"] == i, "rank"]))
             for r in ranks:
                 h = c.hosts[r] if c.hosts is not None else r
-                if 0 <= h < len(names):
-                    mapping[(i, r)] = names[h]
-    unmapped = [o for o in ops if not any(k[0] == o for k in mapping)]
+                if 0 <= h < len(topo_names):
+                    mapping[(i, r)] = topo_names[h]
+        unmapped = [o for o in ops if not any(k[0] == o for k in mapping)]
     if unmapped and names:
         for o in unmapped:
             for r in sorted(int(r) for r in pd.unique(ccl.loc[ccl["op_id"] == o, "rank"])):
@@ -130,8 +141,8 @@ def rank_hosts(run_dir: Path, ccl: pd.DataFrame, names: list[str] | None = None
                 mapping[(o, r)] = names[r]
         notes.append(f"ops {unmapped[:5]}{' ...' if len(unmapped) > 5 else ''}: rank r on --hosts' r-th host")
     elif unmapped:
-        notes.append(f"ops {unmapped[:5]}{' ...' if len(unmapped) > 5 else ''}: rank to host map unknown (a job's "
-                     f"or the runtime's ops), hosts named rank<r>")
+        notes.append(f"ops {unmapped[:5]}{' ...' if len(unmapped) > 5 else ''}: rank to host map unknown (the "
+                     f"runtime's ops), hosts named rank<r>; give --hosts")
     return mapping, notes
 
 

@@ -35,6 +35,7 @@ class Telemetry:
             for c in ("op_id", "collective", "algorithm", "dtype", "rank", "peer", "step", "kind", "seq",
                       "offset_bytes", "bytes", "stream", "reduce"):
                 rows[c] += ch[c]
+            rows["host"] += [None] * len(ch["op_id"])
             for clock in ("mono", "real"):
                 rows[f"post_{clock}_ns"] += ch[f"post_{clock}_ns"]
                 st, en = ch[f"start_{clock}_ns"], ch[f"end_{clock}_ns"]

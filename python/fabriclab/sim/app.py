@@ -31,13 +31,15 @@ class Collected:
     """What the apps make of a finished run: Arrow tables by file name
     (``<name>.parquet``) and summary sections by key. ``host_clock(hosts,
     times_ps)`` reads hosts' clocks (ns, rounded down; None for a None time)
-    when the scenario gives them (``[clocks]``), else it is None."""
+    when the scenario gives them (``[clocks]``), else it is None. ``host_names``:
+    the hosts' names by host index (the topology's node names)."""
 
     scenario: object
     core_tables: dict
     tables: dict = field(default_factory=dict)
     summary: dict = field(default_factory=dict)
     host_clock: object = None
+    host_names: list = field(default_factory=list)
 
 
 class App:

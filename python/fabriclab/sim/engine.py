@@ -211,7 +211,7 @@ def collect_results(scenario: Scenario, sim: Simulator, wall_s: float, apps: tup
         for node, counter, value in zip(logic["node"], logic["counter"], logic["value"]):
             summary["switch_logic"].setdefault(node, {})[counter] = value
     host_clock = sim.host_clock_ns if sim.host_clock_ns([], []) is not None else None
-    collected = Collected(scenario, tables, host_clock=host_clock)
+    collected = Collected(scenario, tables, host_clock=host_clock, host_names=sim.host_names)
     for app in apps:
         app.collect(collected)
     summary.update(collected.summary)

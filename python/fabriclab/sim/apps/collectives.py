@@ -46,7 +46,7 @@ class Collectives(App):
                 est.load(f"collectives[{i}]", sum(b for _, _, b in sends), len(sends), est.hops.weighted(sends))
 
     def collect(self, c: Collected) -> None:
-        steps, ccl, summary = _tables(c.core_tables, c.host_clock)
+        steps, ccl, summary = _tables(c.core_tables, c.host_clock, c.host_names)
         if summary:
             c.summary["collectives"] = summary
         if steps is not None:
@@ -165,7 +165,7 @@ def _collective_plan(s, i: int, c, nh: int):
     return p, hosts
 
 
-def _tables(tables: dict, host_clock=None):
+def _tables(tables: dict, host_clock=None, host_names=None):
     """The steps of every collective (steps.parquet), its messages in the
     telemetry schema (ccl.parquet, shared with the runtime) and, per
     collective, its start, end and duration (None while unfinished) for the summary."""
@@ -186,7 +186,7 @@ def _tables(tables: dict, host_clock=None):
         "peer": pa.array(st["peer"], pa.uint32()), "bytes": pa.array(st["bytes"], pa.uint64()),
         "start_ps": pa.array(st["start_ps"], pa.uint64()), "end_ps": pa.array(st["end_ps"], pa.uint64()),
     })
-    return steps, from_simulation(co, st, host_clock), summary
+    return steps, from_simulation(co, st, host_clock, host_names or None), summary
 
 
 COLLECTIVES = Collectives()

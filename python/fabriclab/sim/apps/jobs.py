@@ -208,7 +208,7 @@ def _job_telemetry(c: Collected) -> None:
     co = c.core_tables.get("collectives")
     first = len(c.scenario.collectives) if co and co["collective"] else 0
     algorithms = {j.name: str(j.allreduce) for j in c.scenario.jobs}
-    rows = from_jobs(jc, algorithms, first, c.host_clock)
+    rows = from_jobs(jc, algorithms, first, c.host_clock, c.host_names or None)
     ccl = c.tables.get("ccl")
     c.tables["ccl"] = rows if ccl is None else pa.concat_tables([ccl, rows])
 

@@ -496,7 +496,7 @@ def _telemetry(sim, tables: dict, job):
     if not jc or not jc["job"]:
         # No allreduce has begun yet: nothing for the detectors to read.
         return pd.DataFrame(columns=["op_id", "rank", "post_mono_ns"]), msgs
-    return from_jobs(jc, {job.name: str(job.allreduce)}, 0).to_pandas(), msgs
+    return from_jobs(jc, {job.name: str(job.allreduce)}, 0, host_names=sim.host_names).to_pandas(), msgs
 
 
 def _crossed_links(msgs, job: str) -> set:
