@@ -181,3 +181,41 @@ def test_ccl_real_columns_read_the_hosts_clocks():
             assert lo <= real <= hi, (host, what, mono, real, lo, hi)
             checked += 1
     assert checked > 20 and set(ccl["op_id"]) >= {0, 1}
+
+
+def test_overhead_per_link_matches_the_links_own_byte_counts(tmp_path, cli):
+    # Probes alone on a star: every route is unique (acks take the reversed route exactly), so each link
+    # direction's probe bytes as placed from messages.parquet must equal what the engine's port counted
+    # (links.parquet), and the share is those bytes over rate x duration, by hand.
+    text = """
+name = "ovh"
+seed = 4
+stop_ps = "12ms"
+[topology]
+kind = "star"
+hosts = 3
+link_rate_bps = "10Gbps"
+[clocks]
+[probes]
+peers = 2
+pair_every_ps = "1ms"
+size_bytes = 2000
+duration_ps = "10ms"
+"""
+    (tmp_path / "s.toml").write_text(text)
+    r = cli("run", str(tmp_path / "s.toml"), "--out", str(tmp_path / "run"), "-q")
+    assert r.returncode == 0, r.stderr
+    r = cli("clock", "overhead", str(tmp_path / "run"))
+    assert r.returncode == 0, r.stderr
+    import pandas as pd
+
+    o = pd.read_csv(tmp_path / "run" / "probe_links.csv")
+    links = pq.read_table(tmp_path / "run" / "links.parquet").to_pandas()
+    m = o.merge(links[["src_node", "dst_node", "bytes"]], on=["src_node", "dst_node"])
+    assert len(m) == 6 and (m["bytes"] > 0).all()
+    # 2000 bytes: a 1460-byte segment (1538 on the wire) and a 540-byte one (618), each acked by 84 bytes.
+    assert (m["data_bytes"] % (1538 + 618) == 0).all() and (m["ack_bytes"] % (2 * 84) == 0).all()
+    assert (m["data_bytes"] + m["ack_bytes"] == m["bytes"]).all()
+    assert ((m["share"] - m["bytes"] * 8 / (10e9 * 0.010)).abs() < 1e-12).all()
+    r = cli("clock", "overhead", str(tmp_path / "nowhere"))
+    assert r.returncode == 2 and "not a folder" in r.stderr

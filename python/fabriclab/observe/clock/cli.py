@@ -226,3 +226,20 @@ def register(app: typer.Typer) -> None:
         noise = ag.stamp_noise(j.table)
         typer.echo(f"wrote {out}: {j.probes} probes from {len(j.hosts)} hosts; {j.dropped_pairs} pairs dropped; "
                    f"rx - tx above the delay floor: p50 {noise['p50_ns']:.0f} ns, p99 {noise['p99_ns']:.0f} ns")
+
+    @clock_app.command("overhead")
+    def overhead_cmd(
+        run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="A simulated run's folder, with [probes]."),
+        out: Optional[Path] = typer.Option(None, "--out", help="Folder for probe_links.csv (default RUN_DIR)."),
+    ) -> None:
+        """What the simulated probe mesh costs each link: probe bytes (data frames on their routes, acks on the
+        reversed routes) per second and as a share of the link's rate, to probe_links.csv."""
+        from . import overhead as ov
+
+        o = ov.run(run_dir, out)
+        t = o.links
+        top = t.sort_values("share", ascending=False, kind="stable").iloc[0]
+        typer.echo(f"{o.probes} probes over {o.seconds:g} s; busiest link {top['src_node']} -> {top['dst_node']}: "
+                   f"{top['bytes_per_s'] / 1e6:.3f} MB/s, {100 * top['share']:.4f} % of its rate; mean over links "
+                   f"{100 * t['share'].mean():.4f} %")
+        typer.echo(f"wrote {(run_dir if out is None else out) / 'probe_links.csv'}")
