@@ -466,6 +466,32 @@ def test_drop_short_edges_leaves_an_edge_out_and_the_loops_carry_it(tmp_path):
         est.estimate(p2, ["huygens"], drop_short_edges=True)
 
 
+def test_drop_short_edges_leaves_out_an_edge_whose_drift_is_unbounded(tmp_path):
+    # Four hosts, every pair probed. Edge a-b keeps pure pairs both ways, but a->b's only in the window's
+    # second half and b->a's only in its first half (the others' first probe stamped 500 ns late). An upper
+    # bound that lies only to the right of every lower bound does not bound the slope: tilting the line down
+    # widens the margin without end, so the fit runs to its +-2,000 ppm limit. Refused by default (naming the
+    # edge and the drift limit); with drop_short_edges the edge is left out and the loops give the truth.
+    truth = {"a": 0, "b": 5_000, "c": -7_000, "d": 11_000}
+    b = Builder(truth)
+    for k in range(100):
+        for i, (x, y) in enumerate(_complete("abcd")):
+            t = 100_000_000 + k * 10_000_000 + i * 1_000_000
+            ab = (x, y) == ("a", "b")
+            back = b.pair(x, y, t, 300_000, rx0_shift_ns=500 if ab and k < 50 else 0)
+            b.pair(y, x, back + 200_000, 300_000, rx0_shift_ns=500 if ab and k >= 50 else 0)
+    p = pr.read(b.write(tmp_path / "p.parquet"))
+    with pytest.raises(est.EstimateInputError, match="edge a-b in window 0: the probes imply a drift"):
+        est.estimate(p, ["huygens"])
+    r = est.estimate(p, ["huygens", "huygens-no-ne"], drop_short_edges=True)
+    for m in ("huygens", "huygens-no-ne"):
+        o, _ = offsets(r, m)
+        assert o == pytest.approx(truth, abs=1e-6), m
+    e = r.edges.to_pandas().set_index(["a", "b"])
+    e = e[e["method"] == "huygens"]
+    assert np.isnan(e.loc[("a", "b"), "offset_ns"]) and e.loc[("a", "b"), "pure_ab"] == 50
+
+
 def test_robust_network_effect_ignores_one_queued_edge(tmp_path):
     # Five hosts, every pair probed, no noise, 300 us each way; but every pair a->b waits 4,000 ns more in
     # a queue, both probes alike (pure). Edge a-b's max-margin line then sits 2,000 ns (half the asymmetry)
