@@ -38,7 +38,7 @@ from ...util.parallel import map_runs
 
 MS = 10**9
 CLOUDS = 100
-QUICK_CLOUDS = 5
+QUICK_CLOUDS = 4
 DURATION_MS = 1000
 QUICK_DURATION_MS = 1000
 WINDOW_MS = 100
@@ -76,7 +76,9 @@ def one(seed: int, duration_ms: int = DURATION_MS, window_ms: int = WINDOW_MS, *
     df = res.probes
     df = df[df.groupby(["src", "pair"]).seq.transform("size") == 2]  # pairs cut by the stop: both probes or none
     p = pr._from_table(pa.Table.from_pandas(df.reset_index(drop=True), preserve_index=False))
-    e = est.estimate(p, window_s=window_ms / 1000, pure_bound_ns=PURE_BOUND_NS, drop_short_edges=True, robust=True)
+    with np.errstate(invalid="ignore"):  # the fit's bracket on a flat margin (observe/clock/estimate.py)
+        e = est.estimate(p, window_s=window_ms / 1000, pure_bound_ns=PURE_BOUND_NS, drop_short_edges=True,
+                         robust=True)
     r = co.detect(e.clocks, p, **detect_kw)
     cloud = res.cloud.to_dict("list")
     machine = {v: m for v, m, t in zip(cloud["vm"], cloud["machine"], cloud["tenant"]) if t == "tenant"}
