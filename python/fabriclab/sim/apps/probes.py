@@ -60,8 +60,10 @@ class Probes(App):
             return
         members = mesh_hosts(r.scenario, len(r.topology.hosts))
         if p.peers >= len(members):
-            raise ScenarioError(f"probes.peers: {p.peers} peers need more hosts than that (the mesh has "
-                                f"{len(members)}); give at most {len(members) - 1}")
+            where = (f"the topology has {len(members)}" if len(members) == len(r.topology.hosts) else
+                     f"the mesh has {len(members)}: probes.hosts, or with [cloud] the tenant's VMs")
+            raise ScenarioError(f"probes.peers: {p.peers} peers need more hosts than that ({where}); "
+                                f"give at most {len(members) - 1}")
         r.spec["probes"] = {"peers": p.peers, "pair_every_ps": p.pair_every_ps, "spacing_ps": p.spacing_ps,
                             "size_bytes": p.size_bytes, "class": p.class_, "start_ps": p.start_ps,
                             "duration_ps": p.duration_ps, "hosts": members}
