@@ -60,9 +60,11 @@ def scenario(seed: int, duration_ms: int = DURATION_MS) -> dict:
     }
 
 
-def one(seed: int, duration_ms: int = DURATION_MS, window_ms: int = WINDOW_MS, **detect_kw) -> dict:
-    """Simulates cloud ``seed``, estimates its clocks and detects; returns the
-    pairs' truth, decisions and statistics."""
+def one(seed: int, duration_ms: int = DURATION_MS, window_ms: int = WINDOW_MS, delays: bool = True,
+        **detect_kw) -> dict:
+    """Simulates cloud ``seed``, estimates its clocks and detects (``delays``:
+    with the probes' sender-side delay correlation); returns the pairs'
+    truth, decisions and statistics."""
     import pyarrow as pa
 
     from ...observe.clock import colocation as co
@@ -79,7 +81,7 @@ def one(seed: int, duration_ms: int = DURATION_MS, window_ms: int = WINDOW_MS, *
     with np.errstate(invalid="ignore"):  # the fit's bracket on a flat margin (observe/clock/estimate.py)
         e = est.estimate(p, window_s=window_ms / 1000, pure_bound_ns=PURE_BOUND_NS, drop_short_edges=True,
                          robust=True)
-    r = co.detect(e.clocks, p, **detect_kw)
+    r = co.detect(e.clocks, p if delays else None, **detect_kw)
     cloud = res.cloud.to_dict("list")
     machine = {v: m for v, m, t in zip(cloud["vm"], cloud["machine"], cloud["tenant"]) if t == "tenant"}
     pairs = r.pairs.to_pydict()
