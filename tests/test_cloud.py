@@ -165,3 +165,23 @@ def test_probe_hosts_out_of_the_topology_are_refused():
     raw = _small(probes={"peers": 1, "hosts": [0, 99]})
     with pytest.raises(ScenarioError, match="probes.hosts: host index 99"):
         core_spec(Scenario.from_dict(raw))
+
+
+def test_vms_of_one_machine_share_its_nic():
+    # vm0 and vm1 on pm0, vm2 and vm3 on pm1 (the 2 x 2 cloud above); VMs capped at 8 Gbit/s, NICs 10 Gbit/s.
+    # Alone, a 10 MB flow vm0 -> vm2 runs at its VM's cap: at least 10 MB x 8 / 8 Gbit/s = 10 ms. With vm1 -> vm3
+    # beside it, both cross pm0's NIC: together at most 10 Gbit/s, so the later ends after 20 MB x 8 / 10 Gbit/s
+    # = 16 ms; were the NIC not shared they would each end near 10 ms.
+    def run(flows):
+        s = Scenario.from_dict({"cloud": {
+            "fabric": {"kind": "leaf_spine", "leaves": 1, "hosts_per_leaf": 2, "spines": 1, "link_rate_bps": "10Gbps",
+                       "link_delay_ps": "1us"},
+            "vms_per_host": 2, "vm_egress_bps": "8Gbps", "vm_link_delay_ps": "100ns", "tenant_vms": 4},
+            "flows": [{"src": a, "dst": b, "size_bytes": "10MB"} for a, b in flows],
+            "outputs": {"messages": False}})
+        return simulate(s).flows.end_ps.max() / 1e9
+
+    alone = run([(0, 2)])
+    both = run([(0, 2), (1, 3)])
+    assert 10.0 < alone < 11.5
+    assert both > 16.0 and both < 18.5
