@@ -5,7 +5,6 @@ probe mesh, the resolved scenario, and bad input (exit 2)."""
 
 from collections import Counter
 
-import numpy as np
 import pytest
 from fabriclab.scenario.cloud import CloudConfig, machines, place
 from fabriclab.scenario.model import Scenario, ScenarioError
@@ -102,9 +101,9 @@ def test_vms_of_one_machine_read_one_drift():
 
 
 def test_the_mesh_is_the_tenants_and_the_run_is_deterministic(tmp_path, cli):
-    import tomllib
-
+    import pyarrow.parquet as pq
     import tomli_w
+    from fabriclab.util.toml import tomllib
 
     path = tmp_path / "c.toml"
     path.write_text(tomli_w.dumps(_small()))
@@ -113,8 +112,6 @@ def test_the_mesh_is_the_tenants_and_the_run_is_deterministic(tmp_path, cli):
         assert r.returncode == 0, r.stderr
     for f in ("probes.parquet", "cloud.parquet", "clocks.parquet"):
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
-    import pyarrow.parquet as pq
-
     p = pq.read_table(tmp_path / "a" / "probes.parquet").to_pydict()
     assert set(p["src"]) | set(p["dst"]) == {f"vm{i}" for i in range(6)}
     # The resolved scenario runs the same (its [cloud] without a [topology]).
