@@ -118,7 +118,7 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
                    "hosts": {"h0": {"offset_ps": "-5us", "drift_ppm": 3.0, "stamping": "software"}},
                    "groups": [["h1", "h2"]]},
         "probes": {"peers": 3, "pair_every_ps": "1ms", "spacing_ps": "5us", "size_bytes": 64, "class": 2,
-                   "start_ps": "10us", "duration_ps": "2ms"},
+                   "start_ps": "10us", "duration_ps": "2ms", "hosts": [3, 0, 1, 2]},
         "outputs": {"flows": True, "links": True, "messages": True, "queues_every_ps": "1ms"},
     }
     s = Scenario.from_dict(copy.deepcopy(raw))
@@ -244,9 +244,10 @@ def test_full_scenario_fills_every_section(tmp_path):
     assert set(raw["probes"]) == set(pyd["ProbesConfig"]["properties"])
     assert core["clocks"] is not None and core["probes"] is not None
     assert core["jobs"][0]["faults"], "a rank fault reaches its job"
-    # [recovery] needs a scenario of one job and no collectives (tested in test_recovery_section_is_python_only).
+    # [recovery] needs a scenario of one job and no collectives (tested in test_recovery_section_is_python_only);
+    # [cloud] builds the topology in place of [topology] (tested in test_cloud_lowers_onto_what_the_core_reads).
     assert set(raw) - {"flows_csv", "fabriclab_version"} == set(Scenario.model_json_schema()["properties"]) - {
-        "flows_csv", "fabriclab_version", "recovery"}
+        "flows_csv", "fabriclab_version", "recovery", "cloud"}
 
 
 def test_emitted_json_is_exactly_what_the_core_reads(tmp_path, core_schema):
@@ -284,7 +285,9 @@ def test_check_catches_a_field_on_one_side(tmp_path, core_schema):
 TRANSLATED = {
     # faults -> jobs[].faults and link_events
     # recovery: Python runs the job in segments (systems/c4/recovery.py)
-    "Scenario": ("FabricSpec", {"name", "flows_csv", "outputs", "fabriclab_version", "faults", "recovery"}, set()),
+    # cloud: Python builds the topology, hypervisor queues, neighbours' traffic and clock groups (scenario/cloud.py)
+    "Scenario": ("FabricSpec", {"name", "flows_csv", "outputs", "fabriclab_version", "faults", "recovery", "cloud"},
+                 set()),
     "QueueConfig": ("QueueSpec", set(), set()),
     # node/to names -> from/to indices; the inherited queue fields -> queue
     "QueueOverrideConfig": ("QueueOverride", {"node", "discipline", "bands", "priomap", "limit_bytes",
@@ -322,7 +325,8 @@ TRANSLATED = {
     "ProbesConfig": ("ProbeSpec", set(), set()),
 }
 # Models the core never sees as such (resolved into other data, or Python-only).
-NOT_IN_CORE = {"StarTopology": "built into topology.nodes/links", "LeafSpineTopology": "built into topology.nodes/links",
+NOT_IN_CORE = {"CloudConfig": "built into topology, queue_overrides, traffic and clocks.groups (scenario/cloud.py)",
+               "StarTopology": "built into topology.nodes/links", "LeafSpineTopology": "built into topology.nodes/links",
                "FatTreeTopology": "built into topology.nodes/links", "FileTopology": "read into topology.nodes/links",
                "OutputsConfig": "what Python writes; queue sampling is Simulator.sample_queues",
                "JobAggregationConfig": "built by the controller into aggregation.jobs (trees, window, sync_fraction)",
@@ -393,6 +397,33 @@ def test_pydantic_refuses_unknown_fields_everywhere(tmp_path):
         field = f"{where}.{UNKNOWN}" if where else UNKNOWN
         with pytest.raises(ScenarioError, match=re.escape(f"{field}: unknown field")):
             Scenario.from_dict(bad)
+
+
+def test_cloud_lowers_onto_what_the_core_reads(core_schema):
+    """[cloud] with every field given lowers onto sections the core reads
+    (its topology, hypervisor queues, neighbours' traffic, clock groups and
+    the tenant's probe mesh), exactly as the schema says; an unknown field
+    is refused naming it."""
+    raw = {"stop_ps": "5ms",
+           "cloud": {"fabric": {"kind": "fat_tree", "k": 4, "link_rate_bps": "10Gbps"}, "vms_per_host": 2,
+                     "vm_egress_bps": "4Gbps", "vm_link_delay_ps": "1us",
+                     "hypervisor_queue": {"limit_packets": 500, "ecn_threshold_packets": "off"},
+                     "tenant_vms": 6, "occupancy": 0.5, "busy_share": 1.0, "neighbour_load": 0.2,
+                     "neighbour_cdf": "websearch", "neighbour_class": 1, "neighbour_start_ps": "1ms",
+                     "neighbour_duration_ps": "2ms"},
+           "clocks": {}, "probes": {"peers": 2, "pair_every_ps": "1ms", "duration_ps": "2ms"}}
+    pyd = Scenario.model_json_schema(by_alias=True)["$defs"]
+    assert set(raw["cloud"]) == set(pyd["CloudConfig"]["properties"])
+    s = Scenario.from_dict(copy.deepcopy(raw))
+    core = json.loads(json.dumps(core_spec(s)))
+    errs = check(core, core_schema, core_schema, "scenario", [])
+    assert not errs, "\n".join(errs)
+    assert core["traffic"] and core["queue_overrides"] and core["clocks"]["groups"]
+    assert core["probes"]["hosts"] == list(range(6))
+    Simulator(json.dumps(core))
+    raw["cloud"][UNKNOWN] = 1
+    with pytest.raises(ScenarioError, match=f"cloud.{UNKNOWN}"):
+        Scenario.from_dict(raw)
 
 
 def test_recovery_section_is_python_only():

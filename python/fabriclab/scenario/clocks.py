@@ -101,6 +101,14 @@ class ProbesConfig(_Strict):
     class_: TrafficClass = Field(0, alias="class")
     start_ps: Delay = 0
     duration_ps: Annotated[TimePs, Field(gt=0)] = 10_000_000_000
+    # The hosts of the mesh (host indices); None: every host, or with [cloud] the tenant's VMs.
+    hosts: Optional[list[Annotated[int, Field(ge=0, le=U32_MAX)]]] = None
+
+    @model_validator(mode="after")
+    def _distinct_hosts(self):
+        if self.hosts is not None and len(set(self.hosts)) != len(self.hosts):
+            raise ValueError(f"hosts: each host once, got {self.hosts}")
+        return self
 
     @model_validator(mode="after")
     def _spacing_fits(self):

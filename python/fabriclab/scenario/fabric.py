@@ -276,7 +276,7 @@ def fabric_core(s, t: topo.TopologyData, names: dict[str, int]) -> dict:
         core_pfc = {"classes": p.classes, "xoff_bytes": p.xoff_bytes, "xon_bytes": p.xon_bytes,
                     "headroom_bytes": headroom, "pause_quanta": p.pause_quanta, "xoff_fraction": p.xoff_fraction}
     overrides = []
-    for i, o in enumerate(s.queue_overrides):
+    for i, o in enumerate(s.all_queue_overrides()):
         ends = [None if getattr(o, key) is None else node_index(names, getattr(o, key), f"queue_overrides[{i}].{key}")
                 for key in ("node", "to")]
         overrides.append({"from": ends[0], "to": ends[1], "queue": _core_queue(o)})

@@ -47,6 +47,7 @@ from .fabric import (
     TransportConfig,
 )
 from .clocks import ClocksConfig, ProbesConfig
+from .cloud import CloudConfig
 from .faults import FaultConfig
 from .recovery import RecoveryConfig
 from .recovery import check_scenario as _check_recovery
@@ -291,6 +292,9 @@ class Scenario(_Strict):
     clocks: Optional[ClocksConfig] = None
     # The probe mesh (docs/clockwork.md): probes.parquet.
     probes: Optional[ProbesConfig] = None
+    # A public cloud (docs/clockwork.md): builds the topology from its provider
+    # fabric and its VMs' placement; cloud.parquet.
+    cloud: Optional[CloudConfig] = None
     outputs: OutputsConfig = Field(default_factory=OutputsConfig)
     # Written into scenario.resolved.toml by the version that ran it; informative only.
     fabriclab_version: Optional[str] = None
@@ -313,6 +317,18 @@ class Scenario(_Strict):
                 self.queue_overrides[i] = QueueOverrideConfig(**merged, node=o.node, to=o.to)
             except ValidationError as e:
                 raise ValueError(f"queue_overrides[{i}]: {e.errors()[0]['msg']}") from None
+        return self
+
+    @model_validator(mode="after")
+    def _cloud_builds_the_topology(self):
+        if self.cloud is None:
+            return self
+        if "topology" in self.model_fields_set:
+            raise ValueError("topology: [cloud] builds the topology (its provider fabric is cloud.fabric, a table "
+                             "of kind leaf_spine or fat_tree); drop [topology] or [cloud]")
+        if self.clocks is not None and self.clocks.groups:
+            raise ValueError("clocks.groups: [cloud] fills the groups from its placement (the VMs of one machine "
+                             "share its oscillator); give no groups with [cloud]")
         return self
 
     @model_validator(mode="after")
@@ -399,6 +415,8 @@ class Scenario(_Strict):
         full = self.transport.mss_bytes + WIRE_OVERHEAD_BYTES
         queues = [("queue", self.queue), ("host_queue", self.host_queue)]
         queues += [(f"queue_overrides[{i}]", o) for i, o in enumerate(self.queue_overrides)]
+        if self.cloud is not None:
+            queues.append(("cloud.hypervisor_queue", self.cloud.hypervisor_queue))
         for name, q in queues:
             if q is not None and q.limit_bytes is not None and q.limit_bytes < full:
                 raise ValueError(f"{name}.limit_bytes: {q.limit_bytes} bytes cannot hold one full segment "
@@ -488,7 +506,44 @@ class Scenario(_Strict):
         return s
 
     # ------------------------------------------------------------------ resolving
+    def build_cloud(self):
+        """The cloud of ``[cloud]`` (its topology and placement); None without it."""
+        if self.cloud is None:
+            return None
+        from .cloud import build
+
+        return build(self.cloud, self.seed)
+
+    def all_traffic(self) -> list[PoissonTrafficConfig]:
+        """``[[traffic]]`` and, with ``[cloud]``, the noisy neighbours' Poisson
+        traffic (after the scenario's own entries)."""
+        c = self.cloud
+        if c is None:
+            return list(self.traffic)
+        noisy = self.build_cloud().noisy_vms()
+        if len(noisy) < 2:
+            return list(self.traffic)
+        duration = c.neighbour_duration_ps
+        if duration is None:
+            duration = self.probes.start_ps + self.probes.duration_ps if self.probes else 10**12
+        return [*self.traffic, PoissonTrafficConfig.model_validate(
+            {"load": c.neighbour_load, "cdf": c.neighbour_cdf, "start_ps": c.neighbour_start_ps,
+             "duration_ps": duration, "hosts": noisy, "class": c.neighbour_class, "tag": "neighbours"})]
+
+    def all_queue_overrides(self) -> list[QueueOverrideConfig]:
+        """``[[queue_overrides]]`` and, with ``[cloud]``, each machine's
+        hypervisor queue (its node's port toward its ToR), before them so that
+        the scenario's own overrides win."""
+        if self.cloud is None:
+            return list(self.queue_overrides)
+        cl = self.build_cloud()
+        q = {k: getattr(self.cloud.hypervisor_queue, k) for k in QUEUE_FIELDS}
+        own = [QueueOverrideConfig(**q, node=m, to=tor) for m, tor in zip(cl.machine_names, cl.tor_names)]
+        return own + list(self.queue_overrides)
+
     def build_topology(self) -> topo.TopologyData:
+        if self.cloud is not None:
+            return self.build_cloud().topology
         t = self.topology
         try:
             if isinstance(t, StarTopology):
@@ -548,9 +603,11 @@ class Scenario(_Strict):
         from .cdfs import BUILTIN as CDFS
         from .profiles import BUILTIN as PROFILES
 
-        if d["topology"]["kind"] == "file":
+        if d.get("topology", {}).get("kind") == "file":
             yield d["topology"], "path"
         yield from ((tr, "cdf") for tr in d["traffic"] if tr["cdf"] not in CDFS)
+        if d.get("cloud") and d["cloud"]["neighbour_cdf"] not in CDFS:
+            yield d["cloud"], "neighbour_cdf"
         if d.get("flows_csv"):
             yield d, "flows_csv"
         for j in d["jobs"]:
@@ -578,10 +635,13 @@ class Scenario(_Strict):
 
         dump = self.model_dump(by_alias=True, exclude_none=True)
         dump.pop("fabriclab_version", None)  # the version that wrote it; this one writes its own
+        if self.cloud is not None:
+            dump.pop("topology")  # [cloud] builds it
         d = {"fabriclab_version": __version__, **dump}
         # Queue limits and thresholds default to a value, so "none" must be
         # written explicitly (as "off") for the resolved file to mean the same.
-        for table in [d["queue"], d.get("host_queue"), *d.get("queue_overrides", [])]:
+        for table in [d["queue"], d.get("host_queue"), *d.get("queue_overrides", []),
+                      d.get("cloud", {}).get("hypervisor_queue")]:
             for k in ("limit_bytes", "limit_packets", "ecn_threshold_bytes", "ecn_threshold_packets"):
                 if table is not None:
                     table.setdefault(k, "off")
@@ -593,7 +653,7 @@ class Scenario(_Strict):
 
     def arrivals_end_ps(self) -> int:
         """When the last scheduled arrival can happen (progress target)."""
-        ends = [tr.start_ps + tr.duration_ps for tr in self.traffic]
+        ends = [tr.start_ps + tr.duration_ps for tr in self.all_traffic()]
         ends += [f.start_ps for f in self.flows]
         from .profiles import p100_iteration_ps
 

@@ -1,5 +1,6 @@
 //! The probe mesh (Huygens' coded probes, the talk's always-on mesh): every
-//! host probes `peers` others, chosen seeded and distinct. Every
+//! host of the mesh (every host, or the `hosts` given) probes `peers`
+//! others of the mesh, chosen seeded and distinct. Every
 //! `pair_every_ps / peers` a host sends a coded pair to its next peer in
 //! turn: two small messages `spacing_ps` apart by its own clock. Every probe
 //! arriving at its peer is echoed back at once as a probe of the reverse
@@ -36,6 +37,9 @@ pub struct ProbeSpec {
     pub start_ps: u64,
     /// Pairs start until `start_ps + duration_ps`.
     pub duration_ps: u64,
+    /// The hosts of the mesh (host indices, distinct); `None`: every host.
+    #[serde(default)]
+    pub hosts: Option<Vec<u32>>,
 }
 
 pub const KIND: AppKind = AppKind {
@@ -50,9 +54,27 @@ fn build_probes(v: &serde_json::Value, env: &BuildEnv) -> Result<Vec<Box<dyn App
         return Ok(Vec::new());
     };
     let hosts = env.topo.num_hosts() as u32;
-    if spec.peers == 0 || spec.peers >= hosts {
+    let members: Vec<u32> = match &spec.hosts {
+        None => (0..hosts).collect(),
+        Some(list) => {
+            let mut seen = vec![false; hosts as usize];
+            for &h in list {
+                if h >= hosts {
+                    return Err(format!(
+                        "probes.hosts: host {h} is not a host of the topology (it has {hosts})"
+                    ));
+                }
+                if std::mem::replace(&mut seen[h as usize], true) {
+                    return Err(format!("probes.hosts: host {h} is given twice"));
+                }
+            }
+            list.clone()
+        }
+    };
+    let n = members.len() as u32;
+    if spec.peers == 0 || spec.peers >= n {
         return Err(format!(
-            "probes.peers: {} peers need more hosts than that (the topology has {hosts})",
+            "probes.peers: {} peers need more hosts than that (the mesh has {n})",
             spec.peers
         ));
     }
@@ -72,7 +94,7 @@ fn build_probes(v: &serde_json::Value, env: &BuildEnv) -> Result<Vec<Box<dyn App
         .iter()
         .map(|&n| env.topo.names[n as usize].clone())
         .collect();
-    Ok(vec![Box::new(Probes::new(spec, hosts, env.seed, names))])
+    Ok(vec![Box::new(Probes::new(spec, hosts, &members, env.seed, names))])
 }
 
 /// A probe sent; `rx_ps` once it arrived.
@@ -100,7 +122,9 @@ pub struct Probes {
     spec: ProbeSpec,
     seed: u64,
     names: Vec<String>,
-    /// Per host: its peers, its slots' phase, its next send, its next pair id.
+    /// The hosts of the mesh.
+    members: Vec<u32>,
+    /// Per host: its peers (none off the mesh), its slots' phase, its next send, its next pair id.
     peers: Vec<Vec<u32>>,
     phase_ps: Vec<u64>,
     next: Vec<Next>,
@@ -116,27 +140,24 @@ pub struct Probes {
 }
 
 impl Probes {
-    fn new(spec: ProbeSpec, hosts: u32, seed: u64, names: Vec<String>) -> Probes {
+    fn new(spec: ProbeSpec, hosts: u32, members: &[u32], seed: u64, names: Vec<String>) -> Probes {
         let mut rng = ChaCha8Rng::seed_from_u64(mix64(seed ^ 0x5052_4f42_4553));
         let gap_ps = spec.pair_every_ps / spec.peers as u64;
-        let mut peers = Vec::with_capacity(hosts as usize);
-        let mut phase_ps = Vec::with_capacity(hosts as usize);
-        for h in 0..hosts {
-            let mut p: Vec<u32> = sample(&mut rng, hosts as usize - 1, spec.peers as usize)
+        let mut peers = vec![Vec::new(); hosts as usize];
+        let mut phase_ps = vec![0; hosts as usize];
+        // Members are drawn in the order given (every host: 0, 1, ...); a
+        // host's peers are the others, by their place in the list.
+        for (k, &h) in members.iter().enumerate() {
+            let mut p: Vec<u32> = sample(&mut rng, members.len() - 1, spec.peers as usize)
                 .into_iter()
-                .map(|i| {
-                    if i as u32 >= h {
-                        i as u32 + 1
-                    } else {
-                        i as u32
-                    }
-                })
+                .map(|i| members[if i >= k { i + 1 } else { i }])
                 .collect();
             p.sort_unstable();
-            peers.push(p);
-            phase_ps.push(rng.gen_range(0..gap_ps));
+            peers[h as usize] = p;
+            phase_ps[h as usize] = rng.gen_range(0..gap_ps);
         }
         Probes {
+            members: members.to_vec(),
             end_ps: spec.start_ps.saturating_add(spec.duration_ps),
             seed,
             names,
@@ -214,8 +235,8 @@ fn stamp_key(src: u32, dst: u32, pair: u64, seq: u8, rx: bool) -> u64 {
 
 impl App for Probes {
     fn start(&mut self, api: &mut Api) {
-        for h in 0..self.peers.len() as u32 {
-            self.schedule_slot(api, h, 0);
+        for k in 0..self.members.len() {
+            self.schedule_slot(api, self.members[k], 0);
         }
     }
 

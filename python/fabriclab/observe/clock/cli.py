@@ -89,6 +89,45 @@ def register(app: typer.Typer) -> None:
                            f"{s['p99_abs_error_ns']:>12.3f} {s['max_abs_error_ns']:>12.3f}")
             typer.echo(f"wrote {score_path}")
 
+    @clock_app.command("colocation")
+    def colocation_cmd(
+        clocks: Path = typer.Argument(..., metavar="CLOCKS", help="clocks.parquet (`fabriclab clock estimate`)."),
+        out: Path = typer.Option(..., "--out", help="groups to write (Parquet): group, host, size, confidence."),
+        probes: Optional[Path] = typer.Option(None, "--probes", help="probes.parquet: adds the sender-side delay "
+                                              "correlation (default: clocks only)."),
+        pairs: Optional[Path] = typer.Option(None, "--pairs", help="Where to write every pair's statistics; "
+                                             "default: beside --out as NAME.pairs.parquet."),
+        method: str = typer.Option("huygens", "--method", help="The estimator's method to read."),
+        hosts: Optional[str] = typer.Option(None, "--hosts", help="Comma-separated hosts to group (default: "
+                                            "every host of CLOCKS)."),
+        alpha: float = typer.Option(1e-4, "--alpha", help="Significance of the test 'one oscillator'."),
+        offset_floor_ns: float = typer.Option(3.0, "--offset-floor-ns", help="Least noise of an offset "
+                                              "difference."),
+        drift_floor_ppm: float = typer.Option(0.05, "--drift-floor-ppm", help="Least uncertainty of a drift."),
+    ) -> None:
+        """VMs sharing a physical machine: equal drift and a constant offset difference across windows (one
+        oscillator), helped by correlated sender-side delays (docs/clockwork.md)."""
+        from . import colocation as co
+        from . import probes as pr
+
+        pairs = pairs or _beside(out, ".pairs.parquet")
+        _out_file(out, "--out")
+        _out_file(pairs, "--pairs")
+        t = co.read_clocks(clocks)
+        p = pr.read(probes) if probes is not None else None
+        names = [h.strip() for h in hosts.split(",") if h.strip()] if hosts else None
+        r = co.detect(t, p, method=method, alpha=alpha, offset_floor_ns=offset_floor_ns,
+                      drift_floor_ppm=drift_floor_ppm, hosts=names)
+        import pyarrow.parquet as pq
+
+        pq.write_table(r.groups, str(out))
+        pq.write_table(r.pairs, str(pairs))
+        g = r.groups.to_pydict()
+        for k, members in enumerate(r.group_sets()):
+            conf = next(c for gg, c in zip(g["group"], g["confidence"]) if gg == k)
+            typer.echo(f"  group {k}: {', '.join(sorted(members))} (confidence {conf:.3f})")
+        typer.echo(f"wrote {out} ({len(r.group_sets())} groups of {r.groups.num_rows} hosts) and {pairs}")
+
     @clock_app.command("synth")
     def synth_cmd(
         out: Path = typer.Option(..., "--out", help="probes.parquet to write."),

@@ -11,10 +11,11 @@ A new app: a section in ``fabriclab.scenario``, a module here with its
 
 from .aggregation import AGGREGATION
 from .clocks import CLOCKS
+from .cloud import CLOUD
 from .collectives import COLLECTIVES
 from .faults import FAULTS
 from .jobs import JOBS
 from .probes import PROBES
 from .traffic import FLOWS, TRAFFIC
 
-APPS = (CLOCKS, TRAFFIC, FLOWS, JOBS, COLLECTIVES, FAULTS, AGGREGATION, PROBES)
+APPS = (CLOCKS, TRAFFIC, FLOWS, JOBS, COLLECTIVES, FAULTS, AGGREGATION, PROBES, CLOUD)

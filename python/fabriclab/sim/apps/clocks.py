@@ -37,8 +37,15 @@ class Clocks(App):
         for name, h in c.hosts.items():
             i = _host_index(t, r.names, name, f"clocks.hosts.{name}")
             hosts[i] = {"offset_ps": h.offset_ps, "drift_ppm": h.drift_ppm, "stamping": h.stamping or c.stamping}
+        # With [cloud], the VMs of one machine share its oscillator (the scenario refuses groups given too).
+        given = c.groups if r.scenario.cloud is None else r.scenario.build_cloud().groups()
         groups = [[_host_index(t, r.names, name, f"clocks.groups[{g}][{k}]") for k, name in enumerate(members)]
-                  for g, members in enumerate(c.groups)]
+                  for g, members in enumerate(given)]
+        for g in groups:
+            drifts = {hosts[i]["drift_ppm"] for i in g} - {None}
+            if len(drifts) > 1:
+                raise ScenarioError(f"clocks.hosts: VMs of one machine ({', '.join(t.nodes[t.hosts[i]]['name'] for i in g)}) "
+                                    f"share its oscillator but are given different drift_ppm ({sorted(drifts)})")
         r.spec["clocks"] = {
             "offset_sigma_ps": c.offset_sigma_ps, "drift_sigma_ppm": c.drift_sigma_ppm, "wander_ppm": c.wander_ppm,
             "wander_every_ps": c.wander_every_ps, "nic_sigma_ps": c.nic_sigma_ps,

@@ -31,6 +31,21 @@ def probes_sent(p, hosts: int) -> float:
     return 4 * pairs
 
 
+def mesh_hosts(s, hosts: int) -> list[int]:
+    """The host indices of the mesh: ``probes.hosts``, else with ``[cloud]``
+    the tenant's VMs (the tenant controls only its own), else every host."""
+    p = s.probes
+    if p.hosts is not None:
+        bad = [h for h in p.hosts if h >= hosts]
+        if bad:
+            raise ScenarioError(f"probes.hosts: host index {bad[0]} out of range (the topology has hosts "
+                                f"0..{hosts - 1})")
+        return list(p.hosts)
+    if s.cloud is not None:
+        return list(range(s.cloud.tenant_vms))
+    return list(range(hosts))
+
+
 class Probes(App):
     name = "probes"
     tables = ("probes",)
@@ -43,19 +58,21 @@ class Probes(App):
         if p is None:
             r.spec["probes"] = None
             return
-        hosts = len(r.topology.hosts)
-        if p.peers >= hosts:
-            raise ScenarioError(f"probes.peers: {p.peers} peers need more hosts than that (the topology has {hosts}); "
-                                f"give at most {hosts - 1}")
+        members = mesh_hosts(r.scenario, len(r.topology.hosts))
+        if p.peers >= len(members):
+            where = (f"the topology has {len(members)}" if len(members) == len(r.topology.hosts) else
+                     f"the mesh has {len(members)}: probes.hosts, or with [cloud] the tenant's VMs")
+            raise ScenarioError(f"probes.peers: {p.peers} peers need more hosts than that ({where}); "
+                                f"give at most {len(members) - 1}")
         r.spec["probes"] = {"peers": p.peers, "pair_every_ps": p.pair_every_ps, "spacing_ps": p.spacing_ps,
                             "size_bytes": p.size_bytes, "class": p.class_, "start_ps": p.start_ps,
-                            "duration_ps": p.duration_ps}
+                            "duration_ps": p.duration_ps, "hosts": members}
 
     def estimate(self, s, est, hosts: int, rate_bps: float) -> None:
         p = s.probes
         if p is None:
             return
-        n = probes_sent(p, hosts)
+        n = probes_sent(p, hosts if p.hosts is None and s.cloud is None else len(mesh_hosts(s, hosts)))
         est.add("probes.pair_every_ps", n * BYTES_PER_PROBE,
                 f"about {est.count(n)} probes (hosts x peers {p.peers} x 4 per pair_every_ps {p.pair_every_ps} "
                 f"over duration_ps {p.duration_ps})")

@@ -15,13 +15,13 @@ class Traffic(App):
     name = "traffic"
 
     def active(self, s) -> bool:
-        return bool(s.traffic)
+        return bool(s.all_traffic())
 
     def resolve(self, r: Resolving) -> None:
         s, t = r.scenario, r.topology
         nh = len(t.hosts)
         out = []
-        for i, tr in enumerate(s.traffic):
+        for i, tr in enumerate(s.all_traffic()):
             try:
                 cdf = load_cdf(tr.cdf, s._base_dir)
             except CdfError as e:
@@ -48,7 +48,7 @@ class Traffic(App):
         r.spec["traffic"] = out
 
     def estimate(self, s, est, hosts: int, rate_bps: float) -> None:
-        for i, tr in enumerate(s.traffic):
+        for i, tr in enumerate(s.all_traffic()):
             n_hosts = hosts if tr.hosts == "all" else len(set(tr.hosts))
             seconds = tr.duration_ps / 1e12
             if tr.flows_per_s is not None:
@@ -65,7 +65,7 @@ class Traffic(App):
 
     def events(self, s, t, est) -> None:
         nh = len(t.hosts)
-        for i, tr in enumerate(s.traffic):
+        for i, tr in enumerate(s.all_traffic()):
             hosts = list(range(nh)) if tr.hosts == "all" else sorted(set(h for h in tr.hosts if 0 <= h < nh))
             end = tr.start_ps + tr.duration_ps if s.stop_ps is None else min(tr.start_ps + tr.duration_ps, s.stop_ps)
             seconds = max(end - tr.start_ps, 0) / 1e12
