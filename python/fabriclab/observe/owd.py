@@ -74,7 +74,12 @@ def read_ccl(run_dir: Path) -> tuple[pd.DataFrame, str | None]:
         raise OwdError(f"owd: {path} lacks the column(s) {', '.join(missing)} (schema: docs/telemetry.md)")
     meta = t.schema.metadata or {}
     source = meta.get(b"source", b"").decode() or None
-    return t.to_pandas(), source
+    # nullable integers stay integers: through float64 a CLOCK_REALTIME reading (1.8e18 ns) would lose its
+    # last 8 bits (256 ns steps)
+    import pyarrow as pa
+
+    ints = {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype(), pa.uint64(): pd.UInt64Dtype()}
+    return t.to_pandas(types_mapper=ints.get), source
 
 
 def read_clocks(path: Path) -> pd.DataFrame:
