@@ -284,7 +284,7 @@ TBOX = "tn" + SUFFIX
 
 @pytest.fixture(scope="module")
 def timens_box(tmp_path_factory):
-    """A 4-host star with time namespaces of the offsets MONO; an agent mesh on CLOCK_MONOTONIC for 4 s and,
+    """A 4-host star with time namespaces of the offsets MONO; an agent mesh on CLOCK_MONOTONIC for 5 s and,
     while it probes, the runtime's allreduces (telemetry on) through the box."""
     import threading
 
@@ -300,10 +300,12 @@ def timens_box(tmp_path_factory):
         out["offsets_seen"] = [fl("cluster", "exec", f"h{i}", "--name", TBOX, "--", "cat",
                                   "/proc/self/timens_offsets").stdout for i in range(4)]
         mesh = {}
-        t = threading.Thread(target=lambda: mesh.update(j=ag.mesh(TBOX, d / "probes.parquet", duration_s=4.0,
-                                                                  peers=2, rate_hz=100, start_delay_s=2.5, log=None)))
+        # every agent listens before any probes (Python's start takes seconds on a busy machine), and the
+        # runtime's messages fall within the probes' span
+        t = threading.Thread(target=lambda: mesh.update(j=ag.mesh(TBOX, d / "probes.parquet", duration_s=5.0,
+                                                                  peers=2, rate_hz=100, start_delay_s=4.0, log=None)))
         t.start()
-        time.sleep(3.5)   # the runtime's messages fall within the probes' span
+        time.sleep(4.5)
         rb = fl("runtime", "bench", "--cluster", TBOX, "-n", "4", "--sizes", "64K:256K", "--iters", "3", "--warmup",
                 "1", "--telemetry", str(d / "rt"), timeout=60)
         t.join(timeout=60)
