@@ -119,7 +119,7 @@ def register(app: typer.Typer) -> None:
         stamps: str = typer.Option("nic", "--stamps", help="Timestamp noise: none, nic (tens of ns) or software "
                                    "(µs, heavy tail)."),
         stamp_noise_ns: float = typer.Option(20.0, "--stamp-noise-ns", help="nic: the noise's standard deviation; "
-                                             "software: its mean."),
+                                             "software: the median of its log-normal (335 fits this lab's veths)."),
         drift_spread_ppm: float = typer.Option(30.0, "--drift-spread-ppm", help="Drifts are drawn within ± this "
                                                "(at most 1000)."),
         drift_walk_ppm: float = typer.Option(0.0, "--drift-walk-ppm", help="Random walk of the drift, ppm per "
