@@ -1,6 +1,6 @@
 """Clock sync in the cluster-in-a-box: our agent mesh + `fabriclab clock estimate` against linuxptp's ptp4l,
 on the same host pairs, idle and under cross traffic; and the runtime's one-way delays corrected with the
-agent's clocks. Not a test (root, linuxptp, ~3 minutes); run it by hand:
+agent's clocks. Not a test (root, linuxptp, ~5 minutes); run it by hand:
 
     sudo python benches/bench_box_clock.py [--scenario examples/cluster-star4-200m.toml] [--duration-s 30]
         [--loads idle,tcp40,tcp80,allreduce] [--window-s 2] [--seed 1] [--json out.json]
