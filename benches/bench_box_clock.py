@@ -190,36 +190,40 @@ def run_load(load: str, state: dict, a, work: Path) -> dict:
     rate = state["links"][0]["rate_bps"]
     wd = work / load
     wd.mkdir(parents=True, exist_ok=True)
-    ptp = linuxptp.PtpRun(hosts, wd / "ptp").start()
-    time.sleep(3.0)   # announce, unicast grants, the delay filter filling
-    total = a.duration_s + START_S + 2.0
+    if load not in ("idle", "allreduce") and not (load.startswith("tcp") and load[3:].isdigit()):
+        raise SystemExit(f"--loads: unknown load {load!r} (idle, tcpNN, allreduce)")
+    ptp = linuxptp.PtpRun(hosts, wd / "ptp")
     procs, collect, stop, ar = [], None, threading.Event(), []
     thread = None
-    if load.startswith("tcp"):
-        procs, collect = tcp_load(hosts, rate, int(load[3:]) / 100.0, total)
-    elif load == "allreduce":
-        thread = threading.Thread(target=allreduce_load, args=(stop, wd / "tele", ar), daemon=True)
-        (wd / "tele").mkdir(exist_ok=True)
-        thread.start()
-    elif load != "idle":
-        raise SystemExit(f"--loads: unknown load {load!r}")
-    t_mesh = time.time_ns()
-    out = wd / "probes.parquet"
-    # every agent must be listening before any probes: Python's start under load takes seconds
-    ag.mesh(NAME, out, duration_s=a.duration_s, peers=3, rate_hz=100, seed=a.seed, start_delay_s=START_S, log=None)
-    t0, t1 = t_mesh + int(START_S * 1e9), t_mesh + int((START_S + a.duration_s) * 1e9)
-    samples = ptp.stop()
-    stop.set()
     res = {"load": load}
-    if collect is not None:
-        res["tcp_wire_load"] = [round(x, 3) for x in collect()]
-    if thread is not None:
-        thread.join(timeout=120)
-        res["allreduce_runs"] = len(ar)
-        res["allreduce_busbw_bps"] = [r["busbw_bps"] for r in ar]
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
+    try:   # whatever happens, ptp4l, pmc and the load stop before the box is removed
+        ptp.start()
+        time.sleep(3.0)   # announce, unicast grants, the delay filter filling
+        total = a.duration_s + START_S + 2.0
+        if load.startswith("tcp"):
+            procs, collect = tcp_load(hosts, rate, int(load[3:]) / 100.0, total)
+        elif load == "allreduce":
+            thread = threading.Thread(target=allreduce_load, args=(stop, wd / "tele", ar), daemon=True)
+            (wd / "tele").mkdir(exist_ok=True)
+            thread.start()
+        t_mesh = time.time_ns()
+        out = wd / "probes.parquet"
+        # every agent must be listening before any probes: Python's start under load takes seconds
+        ag.mesh(NAME, out, duration_s=a.duration_s, peers=3, rate_hz=100, seed=a.seed, start_delay_s=START_S,
+                log=None)
+        t0, t1 = t_mesh + int(START_S * 1e9), t_mesh + int((START_S + a.duration_s) * 1e9)
+    finally:
+        samples = ptp.stop()
+        stop.set()
+        if collect is not None:
+            res["tcp_wire_load"] = [round(x, 3) for x in collect()]
+        if thread is not None:
+            thread.join(timeout=120)
+            res["allreduce_runs"] = len(ar)
+            res["allreduce_busbw_bps"] = [r["busbw_bps"] for r in ar]
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
     try:
         errs, est_res = our_errors(out, hosts, a.window_s)
     except est.EstimateInputError as e:

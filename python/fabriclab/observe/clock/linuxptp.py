@@ -136,7 +136,11 @@ class PtpRun:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-        return {label: parse_pmc((self.workdir / f"pmc-{label}.txt").read_text()) for label in self.pollers}
+        out = {}
+        for label in self.pollers:
+            f = self.workdir / f"pmc-{label}.txt"
+            out[label] = parse_pmc(f.read_text()) if f.exists() else []
+        return out
 
 
 def errors_in(samples: dict[str, list[tuple[int, int]]], t0_ns: int, t1_ns: int) -> np.ndarray:
