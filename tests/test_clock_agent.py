@@ -17,6 +17,7 @@ About 15 s in all."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -25,6 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pytest
 from conftest import why_no_box
@@ -174,6 +176,35 @@ def test_join_matches_halves_drops_broken_pairs_and_moves_the_origin(tmp_path):
     assert p.has_truth and len(p.src) == 2
 
 
+def test_join_gives_monotonic_stamps_an_origin_of_their_own():
+    # Stamps on CLOCK_MONOTONIC (days of uptime) beside true CLOCK_REALTIME times (since 1970): the stamps get
+    # a whole second at or before their own first as origin, so the offset between x and y (2.5 s, the
+    # difference of their time namespaces) and every delay survive in the file's small numbers.
+    T = 1_795_000_000_700_000_000
+    M = 400_000_123_000_000          # x's CLOCK_MONOTONIC at T
+    D = 2_500_000_000                # y's namespace is 2.5 s ahead of x's
+    x = half([("tx", "x", "y", 0, 0, M, T), ("tx", "x", "y", 0, 1, M + 20_000, T + 20_000)], "x")
+    y = half([("rx", "x", "y", 0, 0, M + D + 900, T + 900), ("rx", "x", "y", 0, 1, M + D + 20_950, T + 20_950)],
+             "y")
+    j = ag.join([x, y])
+    assert j.origin_ns == T - 700_000_000 and j.stamp_origin_ns == 400_000_000_000_000
+    rows = j.table.to_pylist()
+    assert rows[0]["tx_ns"] == 123_000_000 and rows[0]["rx_ns"] == 123_000_000 + D + 900
+    assert rows[1]["rx_ns"] - rows[1]["tx_ns"] == D + 950
+    meta = json.loads(j.table.schema.metadata[b"fabriclab.clock.join"])
+    assert meta["stamp_origin_ns"] == j.stamp_origin_ns
+
+
+def test_realtime_minus_monotonic_brackets_a_fresh_reading():
+    # D = CLOCK_REALTIME - CLOCK_MONOTONIC is one constant; reading m1, r, m2 bounds it by r - m2 <= D <= r - m1.
+    # A later bracket must overlap the first (no step in between), and the bracket is narrow (tens of ns on
+    # vDSO reads; 20 us allows a preempted read on a busy machine).
+    lo, hi = ag.realtime_minus_monotonic()
+    assert lo <= hi and hi - lo < 20_000
+    lo2, hi2 = ag.realtime_minus_monotonic(50)
+    assert max(lo, lo2) <= min(hi, hi2) + 1000
+
+
 # ---------------------------------------------------------------- bad input and the fallback
 
 
@@ -242,3 +273,99 @@ def test_box_mesh_recovers_emulated_offsets(tmp_path):
     finally:
         fl("cluster", "down", "--name", BOX)
     assert not list_namespaces(f"flbox-{BOX}-")
+
+
+# ---------------------------------------------------------------- time namespaces in the box
+
+
+MONO = [0, 1_234_567_891, -987_654_321, 42_000]   # CLOCK_MONOTONIC offsets of h0..h3, ns
+TBOX = "tn" + SUFFIX
+
+
+@pytest.fixture(scope="module")
+def timens_box(tmp_path_factory):
+    """A 4-host star with time namespaces of the offsets MONO; an agent mesh on CLOCK_MONOTONIC for 5 s and,
+    while it probes, the runtime's allreduces (telemetry on) through the box."""
+    import threading
+
+    from fabriclab.runtime.cluster.apply import list_namespaces
+
+    d = tmp_path_factory.mktemp("timens")
+    fl("cluster", "down", "--name", TBOX)
+    r = fl("cluster", "up", str(ROOT / "examples" / "cluster-star4-1g.toml"), "--name", TBOX, "--mono-offsets-ns",
+           ",".join(map(str, MONO)), timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = {"dir": d}
+    try:
+        out["offsets_seen"] = [fl("cluster", "exec", f"h{i}", "--name", TBOX, "--", "cat",
+                                  "/proc/self/timens_offsets").stdout for i in range(4)]
+        mesh = {}
+        # every agent listens before any probes (Python's start takes seconds on a busy machine), and the
+        # runtime's messages fall within the probes' span
+        t = threading.Thread(target=lambda: mesh.update(j=ag.mesh(TBOX, d / "probes.parquet", duration_s=5.0,
+                                                                  peers=2, rate_hz=100, start_delay_s=4.0, log=None)))
+        t.start()
+        time.sleep(4.5)
+        rb = fl("runtime", "bench", "--cluster", TBOX, "-n", "4", "--sizes", "64K:256K", "--iters", "3", "--warmup",
+                "1", "--telemetry", str(d / "rt"), timeout=60)
+        t.join(timeout=60)
+        out["bench"] = rb
+        out["join"] = mesh.get("j")
+    finally:
+        fl("cluster", "down", "--name", TBOX)
+    out["left"] = list_namespaces(f"flbox-{TBOX}-")
+    out["timens_left"] = sorted(p.name for p in Path("/run/fabriclab/timens").glob(f"{TBOX}-*")) \
+        if Path("/run/fabriclab/timens").is_dir() else []
+    return out
+
+
+@pytest.mark.skipif(box_reason is not None, reason=box_reason or "")
+def test_box_time_namespace_offsets_are_recovered(timens_box):
+    # Each host reads the offset the box was given (in the kernel's "monotonic S NS" form) ...
+    for i, text in enumerate(timens_box["offsets_seen"]):
+        s, ns = divmod(MONO[i], 10**9)
+        assert "monotonic" in text and text.split()[1:3] == [str(s), str(ns)], (i, text)
+    # ... and the estimator recovers every host's offset against h0 from the agents' CLOCK_MONOTONIC stamps
+    # within the software-stamp target (500 ns), with the true relative drift 0 within 1 ppm.
+    j = timens_box["join"]
+    assert j is not None and all(m["clock"] == "monotonic" for m in j.hosts.values())
+    p = pr.read(timens_box["dir"] / "probes.parquet")
+    c = est.estimate(p, ["huygens"], window_s=2.0, pure_bound_ns=2000.0, reference="h0").clocks.to_pandas()
+    assert len(c) >= 4
+    for _, row in c.iterrows():
+        i = int(row.host[1:])
+        assert abs(row.offset_ns - (MONO[i] - MONO[0])) <= 500, (row.host, row.offset_ns)
+        assert abs(row.drift_ppm) <= 1.0, (row.host, row.drift_ppm)
+    # cluster down removed the namespaces and the time namespaces' files
+    assert not timens_box["left"] and not timens_box["timens_left"]
+
+
+@pytest.mark.skipif(box_reason is not None, reason=box_reason or "")
+def test_box_runtime_one_way_delays_corrected_by_the_agent_clocks(timens_box):
+    # The runtime's ranks ran in the same time namespaces, so their *_mono_ns carry the offsets MONO. With the
+    # mesh's clocks, `fabriclab owd --clock mono` must give OWDs whose error against truth is within the target:
+    # the truth is (arrival mono - receiver's offset) - (send mono - sender's offset), since every namespace's
+    # CLOCK_MONOTONIC is the machine's plus its offset.
+    from fabriclab.observe import owd as ow
+
+    assert timens_box["bench"].returncode == 0, timens_box["bench"].stderr
+    d = timens_box["dir"]
+    r = fl("clock", "estimate", str(d / "probes.parquet"), "--out", str(d / "clocks.parquet"), "--pure-bound-ns",
+           "2000", "--reference", "h0", "--window-s", "2")
+    assert r.returncode == 0, r.stderr
+    r = fl("owd", str(d / "rt"), "--clocks", str(d / "clocks.parquet"), "--hosts", "h0,h1,h2,h3", "--clock", "mono",
+           "--out", str(d / "owd"))
+    assert r.returncode == 0, r.stderr
+    t = pd.read_parquet(d / "owd" / "owd.parquet")
+    ccl, _ = ow.read_ccl(d / "rt")
+    snd = ccl[ccl.kind == "send"].rename(columns={"rank": "src_rank", "peer": "dst_rank"})
+    rcv = ccl[ccl.kind == "recv"].rename(columns={"rank": "dst_rank", "peer": "src_rank"})
+    key = ["op_id", "src_rank", "dst_rank", "seq"]
+    m = t.merge(snd[key + ["send_start_mono_ns"]], on=key).merge(rcv[key + ["recv_arrival_mono_ns"]], on=key)
+    assert len(m) == len(t) and len(t) > 50
+    off = {f"h{i}": v for i, v in enumerate(MONO)}
+    true = ((m.recv_arrival_mono_ns.astype("int64") - m.dst.map(off)) -
+            (m.send_start_mono_ns.astype("int64") - m.src.map(off))).astype(float)
+    err = (m.owd_ns - true).abs()
+    assert err.quantile(0.99) <= 500, err.describe()
+    assert (true > 0).all()

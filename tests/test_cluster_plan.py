@@ -203,6 +203,10 @@ def test_cli_refuses_bad_input_with_exit_2(cli, tmp_path):
     assert r.returncode == 2 and r.stderr.startswith("error: --cluster: no cluster 'nosuchbox1'")
     r = cli("runtime", "bench", "--baseline", "nccl", "-n", "2", "--sizes", "1K:1K")
     assert r.returncode == 2 and r.stderr.startswith("error: --baseline: unknown baseline 'nccl'")
+    f.write_text('[topology]\nkind = "star"\nhosts = 4\n')
+    for bad in ("1,2", "0,1,2,x"):   # one offset per host, integers (ns); refused before anything is built
+        r = cli("cluster", "up", str(f), "--name", "nosuchbox1", "--mono-offsets-ns", bad)
+        assert r.returncode == 2 and r.stderr.startswith("error: --mono-offsets-ns: "), r.stderr
 
 
 def _with(obj, **fields):

@@ -250,3 +250,51 @@ def test_training_jobs_messages_are_placed_on_their_workers_hosts(tmp_path):
     assert set(zip(t["src"], t["dst"])) == {("h2", "h1"), ("h1", "h2")}
     # Uncorrected OWDs hold the receiver's minus the sender's clock offset; the truth is there regardless.
     assert t["true_owd_ns"].notna().all() and (t["true_owd_ns"] > 0).all()
+
+
+def test_monotonic_readings_with_a_stamp_origin_and_real_truth(tmp_path):
+    # The runtime in a box with time namespaces: its *_mono_ns are each host's CLOCK_MONOTONIC, the machine's
+    # plus the namespace's offset (a: +5 s, b: -2 s), and its *_real_ns the one CLOCK_REALTIME (true time).
+    # The clocks (as `fabriclab clock estimate` writes them from a joined mesh with --clock monotonic) are on
+    # the stamps' scale less the join's stamp origin O, carried in the file's metadata. Two messages a -> b of
+    # 20,000 ns true time; b is the reference, so a's offset against it is +7 s.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fabriclab.observe import owd as ow
+
+    mono0, real0 = 400_000_000_000_000, 1_700_000_000_000_000_000   # the machine's clocks at one instant
+    off = {"a": 5_000_000_000, "b": -2_000_000_000}
+    origin = 399_000_000_000_000
+    rows = []
+    for k, t in enumerate((1_000_000, 900_000_000)):          # ns after the instant
+        base = {"op_id": 0, "collective": "broadcast", "seq": k, "stream": 0, "bytes": 100, "post_mono_ns": 0}
+        rows.append({**base, "rank": 0, "peer": 1, "kind": "send", "send_start_mono_ns": mono0 + t + off["a"],
+                     "send_start_real_ns": real0 + t, "recv_arrival_mono_ns": None, "recv_arrival_real_ns": None})
+        rows.append({**base, "rank": 1, "peer": 0, "kind": "recv", "send_start_mono_ns": None,
+                     "send_start_real_ns": None, "recv_arrival_mono_ns": mono0 + t + 20_000 + off["b"],
+                     "recv_arrival_real_ns": real0 + t + 20_000})
+    ints = ("send_start_mono_ns", "send_start_real_ns", "recv_arrival_mono_ns", "recv_arrival_real_ns")
+    ccl = pd.DataFrame({c: (pd.array([r[c] for r in rows], dtype="Int64") if c in ints else [r[c] for r in rows])
+                        for c in rows[0]})
+    mid = mono0 + off["b"] - origin + 500_000_000                       # the reference's reading, less O
+    clocks = pa.table({"window": [0, 0], "window_mid_ns": [mid, mid], "host": ["a", "b"],
+                       "method": ["huygens"] * 2, "reference": ["b"] * 2,
+                       "offset_ns": [float(off["a"] - off["b"]), 0.0], "drift_ppm": [0.0, 0.0]})
+    path = tmp_path / "clocks.parquet"
+    pq.write_table(clocks.replace_schema_metadata({b"fabriclab.clock.stamp_origin_ns": str(origin).encode()}),
+                   str(path))
+    c = ow.read_clocks(path)
+    assert c.attrs["stamp_origin_ns"] == origin
+    hosts = {(0, 0): "a", (0, 1): "b"}
+    t = ow.compute(ccl, hosts, c, source="runtime", clock="mono", true_real=True).table
+    assert (t["owd_ns"] - 20_000).abs().max() <= 1.0
+    assert list(t["true_owd_ns"]) == [20_000, 20_000]
+    assert t["error_ns"].abs().max() <= 1.0
+    # The reference's readings come back on its own (unshifted) scale: b's CLOCK_MONOTONIC at each send.
+    assert list(t["send_start_ns"]) == [mono0 + 1_000_000 + off["b"], mono0 + 900_000_000 + off["b"]]
+    # Uncorrected, the mono readings carry b's minus a's namespace offset.
+    u = ow.compute(ccl, hosts, None, source="runtime", clock="mono").table
+    assert list(u["owd_ns"]) == [20_000 + off["b"] - off["a"]] * 2
+    with pytest.raises(ow.OwdError, match="--clock"):
+        ow.compute(ccl, hosts, c, source="runtime", clock="tai")

@@ -74,7 +74,12 @@ def read_ccl(run_dir: Path) -> tuple[pd.DataFrame, str | None]:
         raise OwdError(f"owd: {path} lacks the column(s) {', '.join(missing)} (schema: docs/telemetry.md)")
     meta = t.schema.metadata or {}
     source = meta.get(b"source", b"").decode() or None
-    return t.to_pandas(), source
+    # nullable integers stay integers: through float64 a CLOCK_REALTIME reading (1.8e18 ns) would lose its
+    # last 8 bits (256 ns steps)
+    import pyarrow as pa
+
+    ints = {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype(), pa.uint64(): pd.UInt64Dtype()}
+    return t.to_pandas(types_mapper=ints.get), source
 
 
 def read_clocks(path: Path) -> pd.DataFrame:
@@ -96,6 +101,11 @@ def read_clocks(path: Path) -> pd.DataFrame:
     if bad.any():
         r = d[bad].iloc[0]
         raise OwdError(f"owd: --clocks: {path}: host {r['host']} window {r['window']} has no offset or drift")
+    import pyarrow.parquet as pq
+
+    # the hosts' clock reading that window_mid_ns 0 stands for (a joined probes file's stamp origin)
+    meta = pq.read_schema(str(path)).metadata or {}
+    d.attrs["stamp_origin_ns"] = int(meta.get(b"fabriclab.clock.stamp_origin_ns", b"0"))
     return d
 
 
@@ -181,8 +191,18 @@ def _correct(host: np.ndarray, reading: np.ndarray, clocks: pd.DataFrame, what: 
 # ------------------------------------------------------------------ the delays
 
 def compute(ccl: pd.DataFrame, hosts: dict[tuple[int, int], str], clocks: pd.DataFrame | None = None,
-            method: str | None = None, source: str | None = None) -> Owd:
-    """The one-way delay of every message whose send started and whose receive arrived."""
+            method: str | None = None, source: str | None = None, clock: str = "real",
+            true_real: bool = False) -> Owd:
+    """The one-way delay of every message whose send started and whose receive arrived.
+
+    ``clock``: which of ccl.parquet's readings are the hosts' clocks: ``real`` (``*_real_ns``) or ``mono``
+    (``*_mono_ns``: in the runtime, each host's CLOCK_MONOTONIC, which a time namespace moves). With
+    ``true_real`` the ``*_real_ns`` readings are taken as true time (one machine: every rank read one
+    CLOCK_REALTIME, as in a cluster-in-a-box), so the runtime's rows get a true OWD and an error too."""
+    if clock not in ("real", "mono"):
+        raise OwdError(f"owd: --clock {clock!r}: give real or mono")
+    if source == "simulator" and clock == "mono":
+        raise OwdError("owd: --clock mono: a simulated run's *_mono_ns columns are true time, not the hosts' clocks")
     notes: list[str] = []
     send = ccl[ccl["kind"] == "send"]
     recv = ccl[ccl["kind"] == "recv"]
@@ -217,8 +237,8 @@ def compute(ccl: pd.DataFrame, hosts: dict[tuple[int, int], str], clocks: pd.Dat
 
     m["src"] = host(m["op_id"], m["src_rank"])
     m["dst"] = host(m["op_id"], m["dst_rank"])
-    send_real = m["send_real"].to_numpy(dtype=np.int64)
-    arr_real = m["arr_real"].to_numpy(dtype=np.int64)
+    send_real = m[f"send_{clock}"].to_numpy(dtype=np.int64)
+    arr_real = m[f"arr_{clock}"].to_numpy(dtype=np.int64)
     reference = None
     if clocks is not None:
         methods = sorted(map(str, pd.unique(clocks["method"])))
@@ -230,8 +250,10 @@ def compute(ccl: pd.DataFrame, hosts: dict[tuple[int, int], str], clocks: pd.Dat
             raise OwdError(f"owd: --method {method}: --clocks holds only {', '.join(methods)}")
         c = clocks[clocks["method"] == method]
         reference = str(c["reference"].iloc[0])
-        sm, sf, sw = _correct(m["src"].to_numpy(dtype=object), send_real, c, "sent messages")
-        am, af, aw = _correct(m["dst"].to_numpy(dtype=object), arr_real, c, "received messages")
+        origin = int(clocks.attrs.get("stamp_origin_ns", 0))
+        sm, sf, sw = _correct(m["src"].to_numpy(dtype=object), send_real - origin, c, "sent messages")
+        am, af, aw = _correct(m["dst"].to_numpy(dtype=object), arr_real - origin, c, "received messages")
+        sm, am = sm + origin, am + origin
         owd = (am - sm).astype(np.float64) + (af - sf)
         m["send_start_ns"] = sm + np.rint(sf).astype(np.int64)
         m["recv_arrival_ns"] = am + np.rint(af).astype(np.int64)
@@ -246,8 +268,9 @@ def compute(ccl: pd.DataFrame, hosts: dict[tuple[int, int], str], clocks: pd.Dat
     m["base_ns"] = m.groupby(["src", "dst"])["owd_ns"].transform("min")
     m["excess_ns"] = m["owd_ns"] - m["base_ns"]
     m["sender_delay_ns"] = (m["send_mono"] - m["post_mono"]).astype("Int64")
-    if source == "simulator":
-        m["true_owd_ns"] = (m["arr_mono"] - m["send_mono"]).astype("Int64")
+    if source == "simulator" or true_real:
+        t = "mono" if source == "simulator" else "real"
+        m["true_owd_ns"] = (m[f"arr_{t}"] - m[f"send_{t}"]).astype("Int64")
         m["error_ns"] = m["owd_ns"] - m["true_owd_ns"].astype(np.float64)
     else:
         m["true_owd_ns"] = pd.array([pd.NA] * len(m), dtype="Int64")
@@ -285,7 +308,8 @@ def write(o: Owd, path: Path) -> None:
 
 
 def run(run_dir: Path, clocks_path: Path | None = None, out: Path | None = None, method: str | None = None,
-        timelines: int = 6, hosts: list[str] | None = None) -> tuple[Owd, list[Path]]:
+        timelines: int = 6, hosts: list[str] | None = None, clock: str = "real",
+        true_real: bool = False) -> tuple[Owd, list[Path]]:
     """``fabriclab owd``: owd.parquet, owd_matrix.png and owd_timeline.png in ``out`` (default: the run folder)."""
     ccl, source = read_ccl(run_dir)
     clocks = read_clocks(clocks_path) if clocks_path is not None else None
@@ -293,7 +317,7 @@ def run(run_dir: Path, clocks_path: Path | None = None, out: Path | None = None,
     if out.exists() and not out.is_dir():
         raise OwdError(f"owd: --out: {out} is a file; give a folder")
     rank_map, notes = rank_hosts(run_dir, ccl, hosts)
-    o = compute(ccl, rank_map, clocks, method, source)
+    o = compute(ccl, rank_map, clocks, method, source, clock, true_real)
     o.notes[:0] = notes
     out.mkdir(parents=True, exist_ok=True)
     from .report import plots

@@ -26,6 +26,12 @@ def register(app: typer.Typer) -> None:
                                             "runtime's, training jobs'); default rank<r>."),
         timelines: int = typer.Option(6, "--timelines", min=1, help="Connections drawn in the timeline (the "
                                       "busiest)."),
+        clock: str = typer.Option("real", "--clock", help="Which readings are the hosts' clocks: real (the "
+                                  "*_real_ns columns) or mono (*_mono_ns: the runtime's CLOCK_MONOTONIC, e.g. in a "
+                                  "box with time namespaces, with clocks from an agent mesh run with --clock "
+                                  "monotonic)."),
+        true_real: bool = typer.Option(False, "--true-real", help="The *_real_ns readings are true time (every "
+                                       "rank on one machine, as in a cluster-in-a-box): report each OWD's error."),
     ) -> None:
         """The one-way delay of every message of RUN_DIR/ccl.parquet, split into base, excess (queueing) and
         the sender-side delay; owd.parquet, the src x dst matrix and timelines per connection as PNG."""
@@ -36,7 +42,7 @@ def register(app: typer.Typer) -> None:
             names = [h.strip() for h in hosts.split(",")]
             if not all(names):
                 raise ow.OwdError(f"owd: --hosts {hosts!r}: an empty host name; give names separated by commas")
-        o, written = ow.run(run_dir, clocks, out, method, timelines, names)
+        o, written = ow.run(run_dir, clocks, out, method, timelines, names, clock, true_real)
         t = o.table
         how = (f"clocks corrected by {clocks} (method {o.method}, reference {o.reference})" if o.corrected
                else "clocks UNCORRECTED (no --clocks): delays include the hosts' clock offsets")
@@ -45,7 +51,8 @@ def register(app: typer.Typer) -> None:
                    f"{t['excess_ns'].median():.0f} / {t['excess_ns'].quantile(0.99):.0f} ns")
         if t["true_owd_ns"].notna().any():
             e = t["error_ns"].abs()
-            typer.echo(f"error against true time (simulated): |error| p50 {e.median():.1f} ns, p99 "
+            typer.echo(f"error against true time ({'simulated' if o.source == 'simulator' else '*_real_ns'}): "
+                       f"|error| p50 {e.median():.1f} ns, p99 "
                        f"{e.quantile(0.99):.1f} ns, max {e.max():.1f} ns")
         for n in o.notes:
             typer.echo(f"note: {n}")

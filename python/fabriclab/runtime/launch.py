@@ -55,7 +55,8 @@ def cluster_hosts(name: str, n: int) -> list[dict]:
 def launch(n: int, cmd: list[str], master_port: int | None = None, grace_s: float = 3.0,
            env=None, log=sys.stderr, cluster: str | None = None) -> int:
     """Runs ``cmd`` as ranks 0..n-1; returns 0 if all succeed, else the first failure's exit code.
-    With ``cluster``, rank i runs in the box's host i (``ip netns exec``), MASTER_ADDR is host 0's
+    With ``cluster``, rank i runs in the box's host i (``ip netns exec``, and ``nsenter --time`` into its time
+    namespace when the box has them), MASTER_ADDR is host 0's
     address and FABRICLAB_BIND_ADDR the rank's own."""
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 1024:
         raise RuntimeInputError(f"-n: the number of processes must be within 1..1024, got {n!r}")
@@ -64,6 +65,7 @@ def launch(n: int, cmd: list[str], master_port: int | None = None, grace_s: floa
     if master_port is not None and not 1 <= master_port <= 65535:
         raise RuntimeInputError(f"--master-port: must be within 1..65535, got {master_port}")
     hosts = cluster_hosts(cluster, n) if cluster is not None else None
+    from .cluster.timens import prefix as host_prefix
     port = master_port or (29500 if hosts else free_port())  # a fresh namespace: torchrun's default port is free
     token = secrets.token_hex(16)
     procs: list[subprocess.Popen] = []
@@ -84,7 +86,7 @@ def launch(n: int, cmd: list[str], master_port: int | None = None, grace_s: floa
                 if hosts:
                     e = rank_env(r, n, port, token, hosts[0]["addr"], base=env)
                     e["FABRICLAB_BIND_ADDR"] = hosts[r]["addr"]
-                    argv = ["ip", "netns", "exec", hosts[r]["ns"], *cmd]
+                    argv = [*host_prefix(hosts[r]), *cmd]
                 else:
                     e, argv = rank_env(r, n, port, token, base=env), cmd
                 procs.append(subprocess.Popen(argv, env=e, start_new_session=True))

@@ -153,6 +153,26 @@ class EmulatedClock:
         return true_ns + self.offset_ns + round(self.drift_ppm * 1e-6 * (true_ns - self.epoch_ns))
 
 
+# ---------------------------------------------------------------- this host's CLOCK_MONOTONIC
+
+
+def realtime_minus_monotonic(samples: int = 200) -> tuple[int, int]:
+    """CLOCK_REALTIME - CLOCK_MONOTONIC as read in this process's time namespace, as a bracket (lo, hi) in ns.
+
+    The kernel keeps both clocks on one timebase, so their difference D is a constant (it changes only when
+    CLOCK_REALTIME is stepped; NTP's slewing moves both alike), and a time namespace adds its offset to
+    CLOCK_MONOTONIC only. Reading m1, r, m2 in that order bounds it: r - m2 <= D <= r - m1. The tightest
+    bounds over ``samples`` reads are returned; their width is the conversion's error bound."""
+    lo, hi = -(1 << 62), 1 << 62
+    mono, real = time.CLOCK_MONOTONIC, time.CLOCK_REALTIME
+    for _ in range(samples):
+        m1 = time.clock_gettime_ns(mono)
+        r = time.clock_gettime_ns(real)
+        m2 = time.clock_gettime_ns(mono)
+        lo, hi = max(lo, r - m2), min(hi, r - m1)
+    return lo, hi
+
+
 # ---------------------------------------------------------------- hardware stamps: what the NIC offers
 
 
@@ -213,6 +233,7 @@ class Agent:
     linger_s: float = 0.5              # keep echoing and collecting stamps this long after the last probe
     stamps: str = "kernel"             # kernel, or user (user-space stamps)
     log: object = sys.stderr
+    host_clock: str = "realtime"       # realtime, or monotonic: stamps on this host's CLOCK_MONOTONIC
 
     def __post_init__(self):
         self.tx: list[tuple] = []      # (dst, pair, seq, true_ns)
@@ -224,6 +245,14 @@ class Agent:
                        "tx_unstamped": 0, "send_errors": 0, "foreign": 0}
         self.mode = self.stamps
         self.hw = ""
+        # CLOCK_REALTIME - CLOCK_MONOTONIC in this time namespace (host_clock monotonic); 0 for realtime
+        self.rt_minus_mono = (0, 0)
+        self.rt_minus_mono_end = (0, 0)
+
+    def _shift(self) -> int:
+        """What a CLOCK_REALTIME stamp loses to read this host's clock scale (0, or realtime - monotonic)."""
+        lo, hi = self.rt_minus_mono
+        return (lo + hi) // 2
 
     def _say(self, msg: str) -> None:
         if self.log is not None:
@@ -254,7 +283,7 @@ class Agent:
     def _send(self, s, dst: str, addr, kind: int, pair: int, seq: int) -> None:
         t_user = time.time_ns()
         name = self.name.encode()
-        msg = HEADER.pack(MAGIC, VERSION, kind, seq, len(name), pair, self.clock.read(t_user)) + name
+        msg = HEADER.pack(MAGIC, VERSION, kind, seq, len(name), pair, self.clock.read(t_user) - self._shift()) + name
         try:
             s.sendto(msg, addr)
         except OSError:
@@ -338,6 +367,8 @@ class Agent:
         self.counts["pairs_sent"] += 1
 
     def run(self) -> dict:
+        if self.host_clock == "monotonic":
+            self.rt_minus_mono = realtime_minus_monotonic()
         s = self._open()
         self._say(f"listening on {self.listen[0]}:{self.listen[1]}; stamps: {self.mode}; hardware: {self.hw}")
         rng = random.Random(self.name)
@@ -373,6 +404,12 @@ class Agent:
             self.counts["interrupted"] = 1
         finally:
             s.close()
+        if self.host_clock == "monotonic":
+            self.rt_minus_mono_end = realtime_minus_monotonic()
+            lo, hi = self.rt_minus_mono_end
+            if abs((lo + hi) // 2 - self._shift()) > 1000:
+                self._say(f"CLOCK_REALTIME - CLOCK_MONOTONIC moved by {(lo + hi) // 2 - self._shift()} ns during the "
+                          "run (CLOCK_REALTIME was stepped); the monotonic stamps after the step are off by that")
         self.counts["tx_unstamped"] = len(self.pending)
         return self.counts
 
@@ -387,11 +424,13 @@ class Agent:
         t = pa.table({
             "side": pa.array(side, pa.string()), "src": pa.array(src, pa.string()), "dst": pa.array(dst, pa.string()),
             "pair": pa.array([r[1] for r in rows], pa.uint64()), "seq": pa.array([r[2] for r in rows], pa.uint8()),
-            "stamp_ns": pa.array([c.read(r[3]) for r in rows], pa.int64()),
+            "stamp_ns": pa.array([c.read(r[3]) - self._shift() for r in rows], pa.int64()),
             "true_ns": pa.array([r[3] for r in rows], pa.int64()),
         }, schema=HALF_SCHEMA)
         meta = {"host": self.name, "stamps": self.mode, "hardware": self.hw, "offset_ns": c.offset_ns,
-                "drift_ppm": c.drift_ppm, "epoch_ns": c.epoch_ns, "counts": self.counts}
+                "drift_ppm": c.drift_ppm, "epoch_ns": c.epoch_ns, "counts": self.counts, "clock": self.host_clock}
+        if self.host_clock == "monotonic":
+            meta["realtime_minus_monotonic_ns"] = [list(self.rt_minus_mono), list(self.rt_minus_mono_end)]
         return t.replace_schema_metadata({b"fabriclab.clock.agent": json.dumps(meta).encode()})
 
 
@@ -408,7 +447,8 @@ class Joined:
     hosts: dict                 # host -> its metadata (stamps, offset, drift, epoch, counts)
     probes: int = 0
     dropped_pairs: int = 0      # pairs with a probe lost, or a half missing
-    origin_ns: int = 0          # the CLOCK_REALTIME instant (unemulated) that 0 stands for in the joined file
+    origin_ns: int = 0          # the CLOCK_REALTIME instant (unemulated) that 0 stands for in the true times
+    stamp_origin_ns: int = 0    # the hosts' clock reading that 0 stands for in tx_ns and rx_ns
 
 
 def read_half(path: Path) -> tuple[pa.Table, dict]:
@@ -450,19 +490,26 @@ def join(halves: Sequence) -> Joined:
     # arithmetic) holds ns exactly only below 2^53 ns (104 days). Moving the time axis's origin for all
     # hosts alike changes no offset, drift or delay.
     origin = (int(min(m.true_tx.min(), m.true_rx.min())) // 10**9) * 10**9 if len(m) else 0
+    # The stamps share that origin while they are near it (emulated clocks over CLOCK_REALTIME: offsets
+    # of µs to ms). Stamps on CLOCK_MONOTONIC (--clock monotonic) are days away from CLOCK_REALTIME, so they
+    # get an origin of their own: a whole second at or before the first stamp. Either way one origin for
+    # every host's stamps, so the offsets between hosts are kept; it is in the metadata (stamp_origin_ns).
+    first = int(min(m.tx_ns.min(), m.rx_ns.min())) if len(m) else 0
+    stamp_origin = origin if abs(first - origin) < 86_400 * 10**9 else (first // 10**9) * 10**9
     t = pa.table({
         "src": pa.array(m.src.to_numpy(), pa.string()), "dst": pa.array(m.dst.to_numpy(), pa.string()),
         "pair": pa.array(m.pair.to_numpy(np.uint64), pa.uint64()), "seq": pa.array(m.seq.to_numpy(np.uint8), pa.uint8()),
-        "tx_ns": pa.array(m.tx_ns.to_numpy(np.int64) - origin, pa.int64()),
-        "rx_ns": pa.array(m.rx_ns.to_numpy(np.int64) - origin, pa.int64()),
+        "tx_ns": pa.array(m.tx_ns.to_numpy(np.int64) - stamp_origin, pa.int64()),
+        "rx_ns": pa.array(m.rx_ns.to_numpy(np.int64) - stamp_origin, pa.int64()),
         "true_tx_ps": pa.array((m.true_tx.to_numpy(np.int64) - origin) * 1000, pa.uint64()),
         "true_rx_ps": pa.array((m.true_rx.to_numpy(np.int64) - origin) * 1000, pa.uint64()),
     }, schema=pr.SCHEMA)
-    meta = {"origin_ns": origin, "hosts": hosts,
+    meta = {"origin_ns": origin, "stamp_origin_ns": stamp_origin, "hosts": hosts,
             "truth": "the unemulated kernel stamps; true time only where every agent read one CLOCK_REALTIME "
                      "(one machine, a cluster-in-a-box)"}
     t = t.replace_schema_metadata({b"fabriclab.clock.join": json.dumps(meta).encode()})
-    return Joined(t, hosts, probes=t.num_rows, dropped_pairs=pairs_all - t.num_rows // 2, origin_ns=origin)
+    return Joined(t, hosts, probes=t.num_rows, dropped_pairs=pairs_all - t.num_rows // 2, origin_ns=origin,
+                  stamp_origin_ns=stamp_origin)
 
 
 # ---------------------------------------------------------------- stamp noise
@@ -500,16 +547,22 @@ def choose_peers(n: int, k: int, seed: int) -> list[list[int]]:
 
 def mesh(cluster: str, out: Path, duration_s: float = 3.0, peers: Optional[int] = None, rate_hz: float = 100.0,
          spacing_ns: int = 20_000, offsets_ns: Optional[Sequence[int]] = None,
-         drifts_ppm: Optional[Sequence[float]] = None, offset_spread_ns: float = 100_000.0,
-         drift_spread_ppm: float = 30.0, seed: int = 0, stamps: str = "kernel", start_delay_s: float = 3.0,
-         log=sys.stderr) -> Joined:
+         drifts_ppm: Optional[Sequence[float]] = None, offset_spread_ns: Optional[float] = None,
+         drift_spread_ppm: Optional[float] = None, seed: int = 0, stamps: str = "kernel", start_delay_s: float = 3.0,
+         log=sys.stderr, host_clock: str = "auto") -> Joined:
     """One agent per host of box ``cluster`` (``ip netns exec``), K peers each, seeded emulated clocks
     (or the given ones); the halves joined into ``out`` (probes.parquet). Host h's agent is named by the
-    box's label (h0, h1, ...)."""
+    box's label (h0, h1, ...).
+
+    ``host_clock``: ``realtime`` (stamps on CLOCK_REALTIME, emulated offsets within ±100 µs and drifts
+    within ±30 ppm unless the spreads say otherwise), ``monotonic`` (each agent in its host's time
+    namespace, stamps on that host's CLOCK_MONOTONIC; no emulation unless spreads or values are given), or
+    ``auto``: monotonic when the box has time namespaces (``cluster up --timens``), else realtime."""
     import subprocess
     import tempfile
 
     from ...runtime.cluster.apply import load_state
+    from ...runtime.cluster.timens import prefix as host_prefix
 
     state = load_state(cluster, "--cluster")
     if state.get("status") != "up":
@@ -522,6 +575,17 @@ def mesh(cluster: str, out: Path, duration_s: float = 3.0, peers: Optional[int] 
     if not 1 <= k <= n - 1:
         raise AgentInputError(f"--peers: K must be within 1..{n - 1} (the box has {n} hosts), got {k}")
     check_options("mesh", duration_s, rate_hz, spacing_ns, 0.0)
+    timens = all(h.get("timens") for h in hosts)
+    if host_clock == "auto":
+        host_clock = "monotonic" if timens else "realtime"
+    if host_clock not in ("realtime", "monotonic"):
+        raise AgentInputError(f"--clock: {host_clock!r} is not auto, realtime or monotonic")
+    if host_clock == "monotonic" and not timens:
+        raise AgentInputError(f"--clock monotonic: cluster {cluster!r} has no time namespaces (cluster up --timens); "
+                              "its hosts' CLOCK_MONOTONIC would all read alike")
+    mono = host_clock == "monotonic"
+    offset_spread_ns = (0.0 if mono else 100_000.0) if offset_spread_ns is None else offset_spread_ns
+    drift_spread_ppm = (0.0 if mono else 30.0) if drift_spread_ppm is None else drift_spread_ppm
     if not 0 <= drift_spread_ppm <= MAX_DRIFT_PPM:
         raise AgentInputError(f"--drift-spread-ppm: must be within 0..{MAX_DRIFT_PPM:g}, got {drift_spread_ppm}")
     rng = np.random.default_rng(seed)
@@ -547,7 +611,7 @@ def mesh(cluster: str, out: Path, duration_s: float = 3.0, peers: Optional[int] 
                 half = Path(tmp) / f"{h['label']}.half.parquet"
                 halves.append(half)
                 peer_spec = ",".join(f"{hosts[j]['label']}={hosts[j]['addr']}:{PORT}" for j in graph[i])
-                argv = ["ip", "netns", "exec", h["ns"], sys.executable, "-m", "fabriclab.cli", "clock", "agent",
+                argv = [*host_prefix(h), sys.executable, "-m", "fabriclab.cli", "clock", "agent", "--clock", host_clock,
                         "--name", h["label"], "--listen", f"{h['addr']}:{PORT}", "--peers", peer_spec,
                         "--duration-s", str(duration_s), "--rate-hz", str(rate_hz), "--spacing-ns", str(spacing_ns),
                         "--offset-ns", str(offsets_ns[i]), "--drift-ppm", repr(drifts_ppm[i]),
@@ -574,8 +638,8 @@ def mesh(cluster: str, out: Path, duration_s: float = 3.0, peers: Optional[int] 
         j = join(halves)
     pr.write(j.table, Path(out))
     truth = Path(out).with_name(Path(out).name.removesuffix(".parquet") + ".emulated.csv")
-    lines = ["host,offset_ns,drift_ppm,epoch_ns,peers"]
-    lines += [f"{h['label']},{offsets_ns[i]},{drifts_ppm[i]!r},{epoch},{' '.join(hosts[x]['label'] for x in graph[i])}"
-              for i, h in enumerate(hosts)]
+    lines = ["host,offset_ns,drift_ppm,epoch_ns,peers,clock,mono_offset_ns"]
+    lines += [f"{h['label']},{offsets_ns[i]},{drifts_ppm[i]!r},{epoch},{' '.join(hosts[x]['label'] for x in graph[i])},"
+              f"{host_clock},{h.get('mono_offset_ns', '') if mono else ''}" for i, h in enumerate(hosts)]
     truth.write_text("\n".join(lines) + "\n")
     return j

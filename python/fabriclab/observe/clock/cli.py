@@ -23,6 +23,19 @@ def _out_file(path: Path, option: str) -> None:
         raise InputError(f"{option}: the folder {parent} is not writable")
 
 
+def _stamp_origin(probes: Path) -> int:
+    """The clock reading that 0 stands for in a joined probes file's stamps (``fabriclab clock join``), else 0.
+    clocks.parquet carries it (metadata ``fabriclab.clock.stamp_origin_ns``) so that ``fabriclab owd`` can put
+    the hosts' own readings on its scale."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    meta = pq.read_schema(str(probes)).metadata or {}
+    j = json.loads(meta.get(b"fabriclab.clock.join", b"{}"))
+    return int(j.get("stamp_origin_ns", j.get("origin_ns", 0)))
+
+
 def _beside(out: Path, suffix: str) -> Path:
     return out.with_name(out.name.removesuffix(".parquet") + suffix)
 
@@ -72,7 +85,13 @@ def register(app: typer.Typer) -> None:
                          drop_short_edges=drop_short_edges, robust=robust)
         import pyarrow.parquet as pq
 
-        pq.write_table(r.clocks, str(out))
+        origin = _stamp_origin(probes)
+        clocks = r.clocks
+        if origin:
+            meta = dict(clocks.schema.metadata or {})
+            meta[b"fabriclab.clock.stamp_origin_ns"] = str(origin).encode()
+            clocks = clocks.replace_schema_metadata(meta)
+        pq.write_table(clocks, str(out))
         pq.write_table(r.edges, str(edges))
         typer.echo(f"wrote {out} ({r.clocks.num_rows} rows: {len(p.hosts)} hosts, "
                    f"{r.clocks.num_rows // max(1, len(p.hosts) * len(methods))} windows, {', '.join(methods)}) "
@@ -139,7 +158,7 @@ def register(app: typer.Typer) -> None:
         stamps: str = typer.Option("nic", "--stamps", help="Timestamp noise: none, nic (tens of ns) or software "
                                    "(µs, heavy tail)."),
         stamp_noise_ns: float = typer.Option(20.0, "--stamp-noise-ns", help="nic: the noise's standard deviation; "
-                                             "software: its mean."),
+                                             "software: the median of its log-normal (335 fits this lab's veths)."),
         drift_spread_ppm: float = typer.Option(30.0, "--drift-spread-ppm", help="Drifts are drawn within ± this "
                                                "(at most 1000)."),
         drift_walk_ppm: float = typer.Option(0.0, "--drift-walk-ppm", help="Random walk of the drift, ppm per "
@@ -186,6 +205,9 @@ def register(app: typer.Typer) -> None:
         linger_s: float = typer.Option(0.5, "--linger-s", help="Seconds to keep echoing after the last probe."),
         stamps: str = typer.Option("kernel", "--stamps", help="kernel (SO_TIMESTAMPING software stamps) or user "
                                    "(user-space clock_gettime)."),
+        host_clock: str = typer.Option("realtime", "--clock", help="realtime: stamps on CLOCK_REALTIME (the kernel's); "
+                                       "monotonic: on this host's CLOCK_MONOTONIC (each CLOCK_REALTIME stamp moved by "
+                                       "CLOCK_REALTIME - CLOCK_MONOTONIC as read here: a time namespace's offset shows)."),
     ) -> None:
         """A real clock agent: coded UDP probe pairs to its peers, echoes, kernel timestamps, an emulated clock
         (docs/clockwork.md, "The real agent")."""
@@ -198,12 +220,14 @@ def register(app: typer.Typer) -> None:
         peer_list = ag.parse_peers(peers, name)
         if stamps not in ("kernel", "user"):
             raise InputError(f"--stamps: {stamps!r} is not kernel or user")
+        if host_clock not in ("realtime", "monotonic"):
+            raise InputError(f"--clock: {host_clock!r} is not realtime or monotonic")
         if not 0 <= linger_s <= 60:
             raise InputError(f"--linger-s: must be within 0..60, got {linger_s}")
         _out_file(out, "--out")
         clock = ag.EmulatedClock(offset_ns, drift_ppm, time.time_ns() if epoch_ns is None else epoch_ns)
         a = ag.Agent(name, addr, peer_list, duration_s, rate_hz, spacing_ns, clock, start_ns=start_ns,
-                     linger_s=linger_s, stamps=stamps)
+                     linger_s=linger_s, stamps=stamps, host_clock=host_clock)
         import signal
 
         def _stop(_sig, _frame):
@@ -246,12 +270,17 @@ def register(app: typer.Typer) -> None:
         peers: Optional[int] = typer.Option(None, "--peers", help="K, peers per host (default 5, or all if fewer)."),
         rate_hz: float = typer.Option(100.0, "--rate-hz", help="Coded pairs per second to each peer."),
         spacing_ns: int = typer.Option(20_000, "--spacing-ns", help="Spacing of a coded pair's probes, ns."),
-        offset_spread_ns: float = typer.Option(100_000.0, "--offset-spread-ns", help="Emulated offsets are drawn "
-                                               "within ± this."),
-        drift_spread_ppm: float = typer.Option(30.0, "--drift-spread-ppm", help="Emulated drifts are drawn within "
-                                               "± this (at most 1000)."),
+        offset_spread_ns: Optional[float] = typer.Option(None, "--offset-spread-ns", help="Emulated offsets are "
+                                                         "drawn within ± this (default 100000 with --clock realtime, "
+                                                         "0 with monotonic)."),
+        drift_spread_ppm: Optional[float] = typer.Option(None, "--drift-spread-ppm", help="Emulated drifts are drawn "
+                                                         "within ± this, at most 1000 (default 30 with --clock "
+                                                         "realtime, 0 with monotonic)."),
         seed: int = typer.Option(0, "--seed", help="Random seed (peers, offsets, drifts)."),
         stamps: str = typer.Option("kernel", "--stamps", help="kernel or user."),
+        host_clock: str = typer.Option("auto", "--clock", help="realtime (CLOCK_REALTIME with emulated clocks), "
+                                       "monotonic (each host's CLOCK_MONOTONIC in its time namespace), or auto: "
+                                       "monotonic when the box has time namespaces (cluster up --timens)."),
     ) -> None:
         """One clock agent in every host of a cluster-in-a-box, K peers each, seeded emulated clocks; the halves
         joined into one probes.parquet. Needs root."""
@@ -261,7 +290,8 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"--stamps: {stamps!r} is not kernel or user")
         _out_file(out, "--out")
         j = ag.mesh(cluster, out, duration_s=duration_s, peers=peers, rate_hz=rate_hz, spacing_ns=spacing_ns,
-                    offset_spread_ns=offset_spread_ns, drift_spread_ppm=drift_spread_ppm, seed=seed, stamps=stamps)
+                    offset_spread_ns=offset_spread_ns, drift_spread_ppm=drift_spread_ppm, seed=seed, stamps=stamps,
+                    host_clock=host_clock)
         noise = ag.stamp_noise(j.table)
         typer.echo(f"wrote {out}: {j.probes} probes from {len(j.hosts)} hosts; {j.dropped_pairs} pairs dropped; "
                    f"rx - tx above the delay floor: p50 {noise['p50_ns']:.0f} ns, p99 {noise['p99_ns']:.0f} ns")

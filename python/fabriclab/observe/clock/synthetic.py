@@ -26,6 +26,9 @@ from .probes import SCHEMA
 
 MAX_DRIFT_PPM = 1000.0
 STAMPS = ("none", "nic", "software")
+# The log-normal's shape (sigma of its log) for software stamps: the simulator's default (scenario/clocks.py,
+# software_shape), fitted to SO_TIMESTAMPING over veth (scripts/fit_software_stamps.py).
+SOFTWARE_SHAPE = 1.09
 MAX_RECORDS = 200_000_000  # about 16 GB while generating
 
 
@@ -73,9 +76,9 @@ def generate(hosts: int = 16, peers: int = 5, duration_s: float = 10.0, rate_hz:
     Offsets and drifts are given per host or drawn uniformly within ±``offset_spread_ns`` and
     ±``drift_spread_ppm`` (default 30 ppm: Huygens' "up to 30 µs/s"). ``stamps``: ``none``
     (exact stamps), ``nic`` (Gaussian noise of ``stamp_noise_ns``, default 20 ns: "tens of ns"),
-    or ``software`` (tx stamps early and rx stamps late by an exponential of mean
-    ``stamp_noise_ns`` plus, one stamp in a hundred, a Pareto tail (shape 1.5) five times
-    larger: µs-level with a heavy tail). Base delays are per unordered pair of hosts, drawn
+    or ``software`` (tx stamps early and rx stamps late by a log-normal amount of median
+    ``stamp_noise_ns`` and shape ``SOFTWARE_SHAPE``, the simulator's software-stamp model, fitted to
+    SO_TIMESTAMPING on the cluster-in-a-box's veths: median 335 ns there). Base delays are per unordered pair of hosts, drawn
     uniformly in ``base_delay_ns`` (whole ns) and equal both ways; a probe queues with
     probability ``queue_prob`` for an exponential time of mean ``queue_mean_ns``.
     """
@@ -156,8 +159,7 @@ def generate(hosts: int = 16, peers: int = 5, duration_s: float = 10.0, rate_hz:
             return np.zeros(n)
         if stamps == "nic":
             return rng.normal(0.0, stamp_noise_ns, n)
-        tail = np.where(rng.random(n) < 0.01, (rng.pareto(1.5, n) + 1.0) * 5 * stamp_noise_ns, 0.0)
-        return sign * (rng.exponential(stamp_noise_ns, n) + tail)
+        return sign * stamp_noise_ns * np.exp(SOFTWARE_SHAPE * rng.standard_normal(n))
 
     n = len(t0)
     # Pair ids: the initiators' pairs 0..n-1, their echoes n..2n-1, then renumbered per sender.

@@ -86,13 +86,28 @@ def probe(ns: str) -> set[str]:
     return have
 
 
-def up(scenario_path: str, name: str = "box", allow_missing: bool = False, gso: bool = False, log=None) -> dict:
+def timens_dir() -> Path:
+    return STATE_DIR / "timens"
+
+
+def up(scenario_path: str, name: str = "box", allow_missing: bool = False, gso: bool = False, log=None,
+       mono_offsets_ns: list[int] | None = None) -> dict:
     """Builds the box; returns its state. Bad input and missing kernel features raise ClusterError
     (naming the field) before anything stays behind; a failed command removes the box and raises
-    ClusterFailure."""
+    ClusterFailure. With ``mono_offsets_ns`` (one per host) every host also gets a time namespace whose
+    CLOCK_MONOTONIC reads that much more than the root's (timens.py)."""
+    from . import timens
+
     s = Scenario.load(scenario_path)
     check_name(name)
     plan = build_plan(s, name)
+    if mono_offsets_ns is not None:
+        if len(mono_offsets_ns) != len(plan.hosts):
+            raise ClusterError(f"--mono-offsets-ns: give one offset per host ({len(plan.hosts)}), got "
+                               f"{len(mono_offsets_ns)}")
+        why = timens.supported()
+        if why:
+            raise ClusterError(f"--timens: {why}")
     check_can_build()
     if state_path(name).exists() or list_namespaces(f"{PREFIX}{name}-"):
         raise ClusterError(f"--name: a cluster {name!r} exists already (state {state_path(name)}); "
@@ -116,11 +131,16 @@ def up(scenario_path: str, name: str = "box", allow_missing: bool = False, gso: 
         state["namespaces"] = plan.namespaces
         _write_state(name, state)
         _build(plan, log)
+        hosts = [{"label": plan.label(h), "ns": h, "addr": a} for h, a in zip(plan.hosts, plan.host_addrs)]
+        if mono_offsets_ns is not None:
+            for h, off in zip(hosts, mono_offsets_ns):
+                h["timens"] = str(timens_dir() / f"{name}-{h['label']}")
+                h["mono_offset_ns"] = int(off)
+                timens.create(Path(h["timens"]), int(off))
     except BaseException:
         remove(name)
         raise
-    state.update(status="up", hosts=[{"label": plan.label(h), "ns": h, "addr": a}
-                                     for h, a in zip(plan.hosts, plan.host_addrs)],
+    state.update(status="up", hosts=hosts,
                  switches=[plan.label(x) for x in plan.switches],
                  links=[{"a": plan.label(lk.a_ns), "a_dev": lk.a_dev, "b": plan.label(lk.b_ns), "b_dev": lk.b_dev,
                          "rate_bps": lk.rate_bps, "delay_ps": lk.delay_ps} for lk in plan.links])
@@ -174,6 +194,11 @@ def remove(name: str) -> list[str]:
             if r.returncode != 0:
                 raise ClusterFailure(f"cluster down: ip netns del {ns} failed: {r.stderr.strip()}")
             gone.append(ns)
+    from . import timens
+
+    if timens_dir().is_dir():
+        for f in timens_dir().glob(f"{name}-*"):
+            timens.remove(f)
     p.unlink(missing_ok=True)
     return gone
 

@@ -25,12 +25,23 @@ def register(app: typer.Typer) -> None:
                                  "counts the 24 bytes of preamble, gap and FCS once per super-packet (up to 1.6 %% "
                                  "more goodput than the rate allows)."),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Print every command run."),
+        timens: bool = typer.Option(False, "--timens", help="Give every host a time namespace: its CLOCK_MONOTONIC "
+                                    "reads a known offset (seeded within ±--mono-offset-spread-ns, or "
+                                    "--mono-offsets-ns) more than the machine's; CLOCK_REALTIME is not moved."),
+        mono_offsets_ns: str = typer.Option(None, "--mono-offsets-ns", help="The hosts' CLOCK_MONOTONIC offsets, ns, "
+                                            "comma-separated, h0 first (implies --timens)."),
+        mono_offset_spread_ns: int = typer.Option(1_000_000_000, "--mono-offset-spread-ns", help="With --timens: "
+                                                  "offsets drawn uniformly within ±this (ns)."),
+        seed: int = typer.Option(0, "--seed", help="With --timens: the seed of the drawn offsets."),
     ) -> None:
         """Build the box (as root): one namespace per host and switch, veth links, routes, tc on every link end."""
         from .apply import ClusterFailure, up
 
+        offsets = _mono_offsets(scenario, mono_offsets_ns, mono_offset_spread_ns, seed) \
+            if (timens or mono_offsets_ns is not None) else None
         try:
-            state = up(str(scenario), name, allow_missing, gso, log=typer.echo if verbose else None)
+            state = up(str(scenario), name, allow_missing, gso, log=typer.echo if verbose else None,
+                       mono_offsets_ns=offsets)
         except ClusterFailure as e:
             typer.echo(f"error: {e} (the box was removed again)", err=True)
             raise typer.Exit(1) from None
@@ -92,15 +103,38 @@ def register(app: typer.Typer) -> None:
 
         from .apply import host_ns, load_state
         from .plan import ClusterError
+        from .timens import prefix
 
         state = load_state(name)
         ns = host_ns(state, host)
         if not cmd:
             raise ClusterError("CMD: give the command after --, e.g. fabriclab cluster exec h0 -- ip addr")
+        entry = next((h for h in state.get("hosts", []) if h["ns"] == ns), {"ns": ns})
         try:
-            os.execvp("ip", ["ip", "netns", "exec", ns, *cmd])
+            os.execvp("ip", [*prefix(entry), *cmd])
         except OSError as e:
             raise ClusterError(f"CMD: cannot run ip netns exec: {e.strerror}") from None
+
+
+def _mono_offsets(scenario: Path, given: str | None, spread_ns: int, seed: int) -> list[int]:
+    """The hosts' CLOCK_MONOTONIC offsets: given, or drawn (seeded) within ±spread."""
+    import numpy as np
+
+    from ...scenario.model import Scenario
+    from .plan import ClusterError, build_plan
+
+    n = len(build_plan(Scenario.load(str(scenario)), "x").hosts)
+    if given is not None:
+        try:
+            out = [int(v) for v in given.split(",") if v.strip()]
+        except ValueError:
+            raise ClusterError(f"--mono-offsets-ns: {given!r} is not a comma-separated list of integers (ns)") from None
+        if len(out) != n:
+            raise ClusterError(f"--mono-offsets-ns: give one offset per host ({n}), got {len(out)}")
+        return out
+    if not 0 <= spread_ns <= 10**15:
+        raise ClusterError(f"--mono-offset-spread-ns: must be within 0..1e15 ns, got {spread_ns}")
+    return [int(v) for v in np.random.default_rng(seed).integers(-spread_ns, spread_ns, n, endpoint=True)]
 
 
 def _summary(state: dict) -> str:
@@ -108,7 +142,8 @@ def _summary(state: dict) -> str:
     lines = [f"cluster {state['name']}: {state['status']}, {state['kind']}, {len(hosts)} hosts "
              f"(scenario {state['scenario']}){', GSO on' if state.get('gso') else ''}"]
     for h in hosts:
-        lines.append(f"  {h['label']:>4}  {h['addr']:<12}  ip netns exec {h['ns']} ...")
+        tn = f"  CLOCK_MONOTONIC {h['mono_offset_ns']:+,} ns (time namespace {h['timens']})" if h.get("timens") else ""
+        lines.append(f"  {h['label']:>4}  {h['addr']:<12}  ip netns exec {h['ns']} ...{tn}")
     rates = sorted({(lk["rate_bps"], lk["delay_ps"]) for lk in state.get("links", [])})
     for r, d in rates:
         lines.append(f"  links: {r / 1e6:g} Mbit/s, {d / 1e6:g} us delay per direction")
