@@ -21,13 +21,16 @@ def scores(slow, healthy, paths) -> dict:
     return score
 
 
-def tomography(slow, healthy, paths, access=frozenset(), prefer_access=False):
+def tomography(slow, healthy, paths, access=frozenset(), prefer_access=False, most_slow=False):
     """The link slow paths cross most and healthy ones least (:func:`scores`);
-    the best score wins, then links outside ``access`` before those in it
-    (``prefer_access``: the other way round), then name order. None when no
-    slow path crosses a link."""
+    the best score wins, then (``most_slow``) the link more slow paths cross,
+    then links outside ``access`` before those in it (``prefer_access``: the
+    other way round), then name order. None when no slow path crosses a
+    link."""
     score = scores(slow, healthy, paths)
     if not score:
         return None
     best = max(score.values())
-    return min(((lk in access) != prefer_access, lk) for lk, v in score.items() if v == best)[1]
+    tied = [lk for lk, v in score.items() if v == best]
+    crossed = scores(slow, (), paths) if most_slow else {}
+    return min((-crossed.get(lk, 0), (lk in access) != prefer_access, lk) for lk in tied)[2]

@@ -19,7 +19,8 @@ The method:
    ``FLOOR_NS`` above it.
 3. **Route tomography** over *directed* hops (``a>b``): C4D's
    (``c4.tomography``): the hop that elevated messages cross most and the
-   others least.
+   others least; on a tie, the hop more elevated messages cross, then hops
+   between switches before a host's hops.
 4. **Accepted** when the hop carries ``MIN_ELEVATED`` elevated messages at
    least, ``PURITY`` of the messages through it are elevated, and that
    share is ``LIFT`` x the share among messages not through it; else none.
@@ -144,7 +145,9 @@ def identify(t: pd.DataFrame, routes: list) -> tuple[Verdict, pd.DataFrame]:
     if ne < MIN_ELEVATED:
         return none(f"{ne} of {n} messages elevated (above {RATIO:g}x the expected delay), fewer than "
                     f"{MIN_ELEVATED}"), ev
-    best = tomography(slow, healthy, paths)
+    # Ties: the hop more elevated messages cross, then C4D's rule (fabric hops before a host's own).
+    access = {h for h in through if set(h.split(">")) & hosts}
+    best = tomography(slow, healthy, paths, access, most_slow=True)
     idx = np.array(through[best])
     k = int(el[idx].sum())
     purity, coverage = k / len(idx), k / ne

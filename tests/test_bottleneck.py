@@ -1,0 +1,178 @@
+"""Bottleneck naming from one-way delays (fabriclab bottleneck; docs/clockwork.md, "Bottleneck
+identification").
+
+Hand-built delay tables on a small fabric whose routes are written out below; the verdict and its
+figures follow by hand from the rules (expected delay per size = the median over connections of their
+least delay; elevated = above 2x that and 20 us; tomography score per directed hop = elevated messages
+through it - the others through it; accepted at >= 5 elevated and >= 40 % of its messages elevated).
+Then the quick labelled cases (labels from how each case is built) and bad input (exit 2)."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from conftest import run_cli
+from fabriclab.systems.c4.tomography import scores
+from fabriclab.systems.clockwork import bottleneck as bn
+from fabriclab.systems.clockwork import repro_bottleneck as R
+
+# Leaf0: h0 h1 h2; leaf1: h3 h4 h5; leaf2: h6; one spine s0.
+LEAF = {"h0": "leaf0", "h1": "leaf0", "h2": "leaf0", "h3": "leaf1", "h4": "leaf1", "h5": "leaf1", "h6": "leaf2"}
+CONNS = [("h0", "h3"), ("h1", "h4"), ("h2", "h5"), ("h3", "h0"), ("h4", "h1"), ("h0", "h1"), ("h3", "h4"),
+         ("h5", "h2"), ("h6", "h4")]
+BASE_NS, MSGS = 100_000.0, 10
+
+
+def route(a, b):
+    return [a, LEAF[a], b] if LEAF[a] == LEAF[b] else [a, LEAF[a], "s0", LEAF[b], b]
+
+
+def table(slow: dict):
+    """MSGS messages of 1 MB per connection at BASE_NS, except slow[(a, b)] = (first seq, delay)."""
+    rows, routes = [], []
+    for a, b in CONNS:
+        first, d = slow.get((a, b), (MSGS, BASE_NS))
+        for q in range(MSGS):
+            owd = d if q >= first else BASE_NS
+            rows.append({"op_id": q, "src_rank": 0, "dst_rank": 1, "src": a, "dst": b, "seq": 0,
+                         "bytes": 1_000_000, "owd_ns": owd, "excess_ns": 0.0, "sender_delay_ns": 1000})
+            routes.append(route(a, b))
+    return pd.DataFrame(rows), routes
+
+
+def test_link_crossed_by_three_slow_connections():
+    # h0->h3, h1->h4, h2->h5 cross leaf0>s0 and s0>leaf1; h6->h4 (healthy) also crosses s0>leaf1, so
+    # leaf0>s0 scores 15 - 15 = 0 and s0>leaf1 15 - 25 = -10. Half its messages are elevated, and it
+    # holds every elevated one: confidence 0.5 x 1.
+    t, r = table({c: (5, 5 * BASE_NS) for c in [("h0", "h3"), ("h1", "h4"), ("h2", "h5")]})
+    v, ev = bn.identify(t, r)
+    assert (v.kind, v.component, v.hop) == ("link", "leaf0-s0", "leaf0>s0")
+    assert (v.elevated, v.purity, v.coverage, v.confidence) == (15, 0.5, 1.0, 0.5)
+    assert v.excess_ns == 4 * BASE_NS
+    assert [c[:3] for c in v.connections] == [["h0", "h3", 5], ["h1", "h4", 5], ["h2", "h5", 5]]
+    assert ev.set_index("hop").loc["s0>leaf1", "score"] == -10
+
+
+def test_every_connection_out_of_a_host():
+    # Both connections out of h0 slow from message 5: h0>leaf0 scores 10 - 10 = 0; leaf0>h1 5 - 15 (h4->h1).
+    t, r = table({("h0", "h3"): (5, 4 * BASE_NS), ("h0", "h1"): (5, 4 * BASE_NS)})
+    v, _ = bn.identify(t, r)
+    assert (v.kind, v.component, v.hop, v.elevated, v.purity) == ("sending_host", "h0", "h0>leaf0", 10, 0.5)
+
+
+def test_every_connection_into_a_host():
+    # h1->h4, h3->h4, h6->h4 slow: leaf1>h4 scores 15 - 15 = 0; s0>leaf1 10 - 30.
+    t, r = table({c: (5, 3 * BASE_NS) for c in [("h1", "h4"), ("h3", "h4"), ("h6", "h4")]})
+    v, _ = bn.identify(t, r)
+    assert (v.kind, v.component, v.hop, v.elevated) == ("receiving_host", "h4", "leaf1>h4", 15)
+
+
+def test_nothing_elevated_is_none():
+    # 1.9x the expected delay is under 2x: nothing elevated.
+    t, r = table({c: (5, 1.9 * BASE_NS) for c in CONNS[:4]})
+    v, _ = bn.identify(t, r)
+    assert (v.kind, v.component, v.elevated) == ("none", None, 0)
+
+
+def test_scattered_elevation_is_none():
+    # One late message on each of 6 connections: 6 elevated, but no hop holds 5 of them at 40 %.
+    t, r = table({c: (MSGS - 1, 5 * BASE_NS) for c in CONNS[:6]})
+    v, _ = bn.identify(t, r)
+    assert v.kind == "none" and v.elevated == 6
+
+
+def test_a_connection_slow_from_the_start():
+    # h6->h4 at 3x for all its messages: its own least delay is 3x, but the expected delay is the
+    # median of the 9 connections' least delays (BASE_NS), so all 10 are elevated; s0>leaf1 also
+    # carries h0->h3, h1->h4, h2->h5: 10 of 40; leaf2>s0 only h6->h4: 10 of 10.
+    t, r = table({("h6", "h4"): (0, 3 * BASE_NS)})
+    v, _ = bn.identify(t, r)
+    assert (v.kind, v.component, v.purity, v.elevated) == ("link", "leaf2-s0", 1.0, 10)
+
+
+def test_shared_tomography_scores_by_hand():
+    paths = {1: ["a", "b"], 2: ["b", "c"], 3: ["c"]}
+    assert scores({1, 2}, {3}, paths) == {"a": 1, "b": 2, "c": 0}
+
+
+def test_ecmp_routes_join_their_hops():
+    assert bn.route_hops(["h0", "leaf0", "spine0|spine1", "leaf1", "h5"]) == [
+        "h0>leaf0", "leaf0>spine0", "leaf0>spine1", "spine0>leaf1", "spine1>leaf1", "leaf1>h5"]
+
+
+# ------------------------------------------------------------------ labelled cases
+
+def test_case_labels_follow_their_construction():
+    # The label is read from the scenario each case builds: the rate event's link, the pinned flows'
+    # shared leaf-spine link, the bulk flows' common job host.
+    for i in range(3 * len(R.CAUSES)):
+        c = R.case(i)
+        s = R.scenario(c)
+        kind, comp = c["label"]
+        assert kind == R.KIND[c["cause"]]
+        if c["cause"] == "link_slow":
+            (e,) = s["link_events"]
+            assert e["action"] == "rate" and e["rate_bps"] < 20e9 / 5 and comp == "-".join(sorted(e["link"]))
+        elif c["cause"] == "link_tenants":
+            shared = set.intersection(*({"-".join(sorted(h)) for h in zip(f["path"], f["path"][1:])}
+                                        for f in s["flows"]))
+            assert shared == {comp}
+        elif c["cause"] == "sending_host":
+            assert {f"h{f['src']}" for f in s["flows"]} == {comp} and int(comp[1:]) in c["job"]
+        elif c["cause"] == "receiving_host":
+            assert {f"h{f['dst']}" for f in s["flows"]} == {comp} and int(comp[1:]) in c["job"]
+        else:
+            assert comp is None and "flows" not in s and "link_events" not in s
+
+
+def test_reproduce_bottleneck_quick(tmp_path):
+    out = tmp_path / "r"
+    r = run_cli("reproduce", "bottleneck", "--out", str(out), "--quick", "--workers", "2")
+    assert r.returncode == 0, r.stderr
+    rows = pd.read_csv(out / "bottleneck_cases.csv", keep_default_na=False)
+    true = rows[rows["clocks"] == "true"]
+    assert sorted(true["cause"]) == sorted(R.CAUSES * R.QUICK_PER_CAUSE)
+    for _, x in true.iterrows():
+        c = R.case(int(x["case"]))
+        assert (x["label_kind"], x["label_component"]) == (c["label"][0], c["label"][1] or "")
+    assert set(rows["clocks"]) == {"true", "true (clocked run)", "huygens"}
+    s = json.loads((out / "summary.json").read_text())
+    assert s["cases"] == len(true)
+    right = true["right"].astype(str) == "True"
+    assert s["true_clocks"]["overall"]["accuracy"] == pytest.approx(right.mean())
+
+
+# ------------------------------------------------------------------ bad input
+
+def test_owd_missing_column_exit_2(tmp_path):
+    t, _ = table({})
+    t.drop(columns=["bytes"]).to_parquet(tmp_path / "owd.parquet")
+    r = run_cli("bottleneck", str(tmp_path), "--owd", str(tmp_path / "owd.parquet"), "--scenario",
+                str(tmp_path / "x.toml"))
+    assert r.returncode == 2 and "bytes" in r.stderr + r.stdout and "Traceback" not in r.stderr
+    assert not (tmp_path / "bottleneck.json").exists()
+
+
+def test_connection_without_route_exit_2(tmp_path):
+    t, _ = table({})
+    t.to_parquet(tmp_path / "owd.parquet")
+    (tmp_path / "star.toml").write_text('[topology]\nkind = "star"\nhosts = 4\n')
+    r = run_cli("bottleneck", str(tmp_path), "--owd", str(tmp_path / "owd.parquet"), "--scenario",
+                str(tmp_path / "star.toml"))
+    # The star's hosts are h0..h3; the table's h4 has no route.
+    assert r.returncode == 2 and "h4" in r.stderr + r.stdout and "Traceback" not in r.stderr
+    assert not (tmp_path / "bottleneck.json").exists()
+
+
+def test_simulated_run_without_messages_exit_2(tmp_path):
+    import tomli_w
+
+    s = R.scenario(R.case(4))
+    s["outputs"]["messages"] = False
+    s["collectives"] = s["collectives"][:1]
+    s.pop("traffic", None)
+    (tmp_path / "s.toml").write_bytes(tomli_w.dumps(s).encode())
+    assert run_cli("run", str(tmp_path / "s.toml"), "--out", str(tmp_path / "run")).returncode == 0
+    r = run_cli("bottleneck", str(tmp_path / "run"))
+    assert r.returncode == 2 and "messages.parquet" in r.stderr + r.stdout
