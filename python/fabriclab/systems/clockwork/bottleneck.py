@@ -17,8 +17,9 @@ The method:
    others even though its own least delay is slow too.
 2. **Elevated messages:** delay above ``RATIO`` x expected and at least
    ``FLOOR_NS`` above it.
-3. **Route tomography** over *directed* hops (``a>b``): C4D's
-   (``c4.tomography``): the hop that elevated messages cross most and the
+3. **Route tomography** over *directed* hops (``a>b``), and links between
+   switches without direction (``a-b``: a degraded link slows both ways):
+   C4D's (``c4.tomography``): the hop that elevated messages cross most and the
    others least; on a tie, the hop more elevated messages cross, then hops
    between switches before a host's hops.
 4. **Accepted** when the hop carries ``MIN_ELEVATED`` elevated messages at
@@ -99,7 +100,16 @@ def elevate(t: pd.DataFrame) -> pd.DataFrame:
     return t
 
 
+def _units(hs: list[str], hosts: set[str]) -> list[str]:
+    """What the tomography weighs for a route: its directed hops, and each link between switches without
+    direction too (``a-b``: a degraded link slows both directions, so both directions' messages count)."""
+    fabric = ["-".join(sorted(h.split(">"))) for h in hs if not set(h.split(">")) & hosts]
+    return hs + fabric
+
+
 def _name(hop: str, hosts: set[str]) -> tuple[str, str]:
+    if ">" not in hop:
+        return "link", hop
     a, b = hop.split(">")
     if a in hosts:
         return "sending_host", a
@@ -119,8 +129,8 @@ def identify(t: pd.DataFrame, routes: list) -> tuple[Verdict, pd.DataFrame]:
     if len(routes) != len(t):
         raise AssertionError("one route per message")
     t = elevate(t.reset_index(drop=True))
-    paths = {i: route_hops(r) for i, r in enumerate(routes)}
     hosts = {r[0] for r in routes if r} | {r[-1] for r in routes if r}
+    paths = {i: _units(route_hops(r), hosts) for i, r in enumerate(routes)}
     slow = set(np.flatnonzero(t["elevated"].to_numpy()).tolist())
     healthy = set(range(len(t))) - slow
     score = scores(slow, healthy, paths)
@@ -146,7 +156,7 @@ def identify(t: pd.DataFrame, routes: list) -> tuple[Verdict, pd.DataFrame]:
         return none(f"{ne} of {n} messages elevated (above {RATIO:g}x the expected delay), fewer than "
                     f"{MIN_ELEVATED}"), ev
     # Ties: the hop more elevated messages cross, then C4D's rule (fabric hops before a host's own).
-    access = {h for h in through if set(h.split(">")) & hosts}
+    access = {h for h in through if ">" in h and set(h.split(">")) & hosts}
     best = tomography(slow, healthy, paths, access, most_slow=True)
     idx = np.array(through[best])
     k = int(el[idx].sum())
