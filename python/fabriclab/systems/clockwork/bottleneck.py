@@ -179,7 +179,7 @@ def identify(t: pd.DataFrame, routes: list) -> tuple[Verdict, pd.DataFrame]:
     conns = [[str(a), str(b), int(s), int(z)] for a, b, s, z in conns.itertuples(index=False)]
     excess = float(sel.loc[sel["elevated"], "above_ns"].median())
     return Verdict(kind, comp, best, purity * coverage, purity, coverage, min(lift, 1e9), ne, n, excess, conns,
-                   "tomography over directed hops"), ev
+                   "tomography over the routes' hops"), ev
 
 
 # ------------------------------------------------------------------ routes
