@@ -75,6 +75,8 @@ class Verdict:
     excess_ns: float  # median delay above expected of the elevated messages through the hop
     connections: list = field(default_factory=list)  # [src, dst, elevated, messages] through the hop
     reason: str = ""
+    # A sending host's: the median sender-side delay (post to send start) of its messages and of the others'.
+    sender_delay_ns: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -85,7 +87,9 @@ class Verdict:
         return (f"bottleneck: {self.kind.replace('_', ' ')} {self.component} (hop {self.hop}); confidence "
                 f"{self.confidence:.2f}: {self.purity:.0%} of its messages elevated, it explains "
                 f"{self.coverage:.0%} of the {self.elevated} elevated messages (lift {self.lift:.1f}), their "
-                f"median delay {self.excess_ns / 1000:.0f} us above expected")
+                f"median delay {self.excess_ns / 1000:.0f} us above expected"
+                + (f"; its sender-side delay p50 {self.sender_delay_ns[0] / 1000:.1f} us, the others' "
+                   f"{self.sender_delay_ns[1] / 1000:.1f} us" if self.sender_delay_ns else ""))
 
 
 def elevate(t: pd.DataFrame) -> pd.DataFrame:
@@ -178,8 +182,13 @@ def identify(t: pd.DataFrame, routes: list) -> tuple[Verdict, pd.DataFrame]:
              .sort_values(["sum", "src", "dst"], ascending=[False, True, True]))
     conns = [[str(a), str(b), int(s), int(z)] for a, b, s, z in conns.itertuples(index=False)]
     excess = float(sel.loc[sel["elevated"], "above_ns"].median())
+    sender = []
+    if kind == "sending_host":
+        mine = t["src"] == comp
+        sd = t["sender_delay_ns"].astype(float)
+        sender = [float(sd[mine].median()), float(sd[~mine].median()) if (~mine).any() else float("nan")]
     return Verdict(kind, comp, best, purity * coverage, purity, coverage, min(lift, 1e9), ne, n, excess, conns,
-                   "tomography over the routes' hops"), ev
+                   "tomography over the routes' hops", sender), ev
 
 
 # ------------------------------------------------------------------ routes
