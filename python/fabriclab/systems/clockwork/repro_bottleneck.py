@@ -195,7 +195,8 @@ def score(rows: list[dict], key: str) -> dict:
     return out
 
 
-FIELDS = ("case", "cause", "label_kind", "label_component", "clocks", "kind", "component", "confidence", "right")
+FIELDS = ("case", "cause", "label_kind", "label_component", "clocks", "kind", "component", "confidence", "right",
+          "owd_abs_error_p99_ns")
 
 
 def run(out_dir: Path, quick: bool = False, workers: int = 1, seed: int = SEED) -> dict:
@@ -216,7 +217,8 @@ def run(out_dir: Path, quick: bool = False, workers: int = 1, seed: int = SEED) 
             rows.append({"case": c["i"], "cause": c["cause"], "label_kind": c["label"][0],
                          "label_component": c["label"][1] or "", "clocks": name, "kind": v["kind"],
                          "component": v["component"] or "", "confidence": round(v["confidence"], 4),
-                         "right": (v["kind"], v["component"]) == tuple(c["label"])})
+                         "right": (v["kind"], v["component"]) == tuple(c["label"]),
+                         "owd_abs_error_p99_ns": round(r["owd_abs_error_p99_ns"], 1) if key == "estimated" else ""})
     with open(out_dir / "bottleneck_cases.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)
         w.writeheader()
