@@ -149,7 +149,7 @@ def identify(t: pd.DataFrame, routes: list) -> tuple[Verdict, pd.DataFrame]:
         rows.append({"hop": h, "messages": len(idx), "elevated": k, "score": score.get(h, -len(idx)),
                      "purity": k / len(idx), "above_p50_ns": float(np.median(t["above_ns"].to_numpy()[idx]))})
     ev = pd.DataFrame(rows, columns=["hop", "messages", "elevated", "score", "purity", "above_p50_ns"])
-    ev = ev.sort_values(["score", "hop"], ascending=[False, True]).reset_index(drop=True)
+    ev = ev.sort_values(["score", "elevated", "hop"], ascending=[False, False, True]).reset_index(drop=True)
     n, ne = len(t), len(slow)
 
     def none(reason: str, **kw) -> Verdict:
