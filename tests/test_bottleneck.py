@@ -198,3 +198,52 @@ def test_simulated_run_end_to_end_and_report(tmp_path):
     assert run_cli("report", str(run)).returncode == 0
     html = next(run.glob("*.html")).read_text()
     assert f"bottleneck: sending host {c['label'][1]}" in html
+
+
+def _plan_route(plan, a: int, b: int) -> list:
+    """Host a to host b through the cluster-in-a-box plan's own routes (runtime/cluster/plan.py): at each
+    namespace the directly connected /31 if it holds b's address, else the longest matching route's next
+    hops; every namespace reached at each position, as the box's ECMP may take any."""
+    import ipaddress
+
+    owner, peer = {}, {}  # address -> namespace; (namespace, its address on a link) -> the other end's namespace
+    for lk in plan.links:
+        for ns, addr, other in ((lk.a_ns, lk.a_addr, lk.b_ns), (lk.b_ns, lk.b_addr, lk.a_ns)):
+            owner[addr.split("/")[0]] = ns
+            peer[(ns, ipaddress.ip_interface(addr).network)] = other
+    dst = ipaddress.ip_address(plan.host_addrs[b])
+    here, out = {plan.hosts[a]}, []
+    while True:
+        out.append("|".join(sorted(plan.label(ns) for ns in here)))
+        if here == {plan.hosts[b]}:
+            return out
+        nxt = set()
+        for ns in here:
+            direct = [o for (n, net), o in peer.items() if n == ns and dst in net]
+            if direct:
+                nxt |= set(direct)
+                continue
+            routes = [r for r in plan.routes if r.ns == ns
+                      and (r.dest == "default" or dst in ipaddress.ip_network(r.dest))]
+            best = max(routes, key=lambda r: -1 if r.dest == "default" else ipaddress.ip_network(r.dest).prefixlen)
+            nxt |= {owner[via] for via, _ in best.nexthops}
+        here = nxt
+
+
+@pytest.mark.parametrize("leaves,per_leaf,spines", [(2, 2, 2), (3, 2, 1)])
+def test_static_routes_are_the_boxs(tmp_path, leaves, per_leaf, spines):
+    # The routes the naming reads from a scenario are the ones the cluster-in-a-box installs.
+    from fabriclab.runtime.cluster.plan import build_plan
+    from fabriclab.scenario import Scenario
+
+    path = tmp_path / "ls.toml"
+    path.write_text(f'[topology]\nkind = "leaf_spine"\nleaves = {leaves}\nhosts_per_leaf = {per_leaf}\n'
+                    f'spines = {spines}\n')
+    plan = build_plan(Scenario.load(path), name="t")
+    n = leaves * per_leaf
+    pairs = [(a, b) for a in range(n) for b in range(n) if a != b]
+    t = pd.DataFrame({"src": [f"h{a}" for a, _ in pairs], "dst": [f"h{b}" for _, b in pairs]})
+    got = bn.static_routes(path, t)
+    assert got == [_plan_route(plan, a, b) for a, b in pairs]
+    if spines == 2:  # by hand: across leaves, both spines
+        assert got[pairs.index((0, 2))] == ["h0", "leaf0", "spine0|spine1", "leaf1", "h2"]
