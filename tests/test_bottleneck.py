@@ -247,3 +247,26 @@ def test_static_routes_are_the_boxs(tmp_path, leaves, per_leaf, spines):
     assert got == [_plan_route(plan, a, b) for a, b in pairs]
     if spines == 2:  # by hand: across leaves, both spines
         assert got[pairs.index((0, 2))] == ["h0", "leaf0", "spine0|spine1", "leaf1", "h2"]
+
+
+def test_a_machine_of_a_cloud_is_named_as_the_host():
+    # [cloud]: VMs vm0, vm1 on machine pm0 (a switch node) and vm4 on pm2, under leaf0; vm2, vm3 on pm1
+    # under leaf1. Both connections out of pm0 (vm0 -> vm2, vm1 -> vm3) slow from message 5: pm0>leaf0
+    # carries exactly those 20 messages (10 elevated: score 0); leaf0>s0 also carries vm4 -> vm3 (healthy:
+    # -10); vm0>pm0 and vm1>pm0 score 5 - 5 = 0 each, so pm0's egress wins the tie by elevated messages
+    # (10 against 5). A machine's egress is its sending side: the machine, not a link.
+    mach = {"vm0": "pm0", "vm1": "pm0", "vm2": "pm1", "vm3": "pm1", "vm4": "pm2"}
+    leaf = {"pm0": "leaf0", "pm1": "leaf1", "pm2": "leaf0"}
+    conns = [("vm0", "vm2"), ("vm1", "vm3"), ("vm2", "vm0"), ("vm3", "vm1"), ("vm4", "vm3")]
+    rows, routes = [], []
+    for a, b in conns:
+        for q in range(MSGS):
+            slow = (a, b) in conns[:2] and q >= 5
+            rows.append({"op_id": q, "src_rank": 0, "dst_rank": 1, "src": a, "dst": b, "seq": 0, "bytes": 1000,
+                         "owd_ns": 4 * BASE_NS if slow else BASE_NS, "excess_ns": 0.0, "sender_delay_ns": 1000})
+            routes.append([a, mach[a], leaf[mach[a]], "s0", leaf[mach[b]], mach[b], b])
+    v, _ = bn.identify(pd.DataFrame(rows), routes, {"pm0", "pm1", "pm2"})
+    assert (v.kind, v.component, v.hop, v.elevated) == ("sending_host", "pm0", "pm0>leaf0", 10)
+    # Without knowing the machines, the same hop is a link between switches.
+    v, _ = bn.identify(pd.DataFrame(rows), routes)
+    assert (v.kind, v.component) == ("link", "leaf0-pm0")

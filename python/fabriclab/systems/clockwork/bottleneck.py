@@ -104,28 +104,31 @@ def elevate(t: pd.DataFrame) -> pd.DataFrame:
     return t
 
 
-def _units(hs: list[str], hosts: set[str]) -> list[str]:
+def _units(hs: list[str], ends: set[str]) -> list[str]:
     """What the tomography weighs for a route: its directed hops, and each link between switches without
-    direction too (``a-b``: a degraded link slows both directions, so both directions' messages count)."""
-    fabric = ["-".join(sorted(h.split(">"))) for h in hs if not set(h.split(">")) & hosts]
+    direction too (``a-b``: a degraded link slows both directions, so both directions' messages count).
+    ``ends``: the hosts and the physical machines, whose links count by direction only."""
+    fabric = ["-".join(sorted(h.split(">"))) for h in hs if not set(h.split(">")) & ends]
     return hs + fabric
 
 
-def _name(hop: str, hosts: set[str]) -> tuple[str, str]:
+def _name(hop: str, hosts: set[str], machines: set[str]) -> tuple[str, str]:
     if ">" not in hop:
         return "link", hop
     a, b = hop.split(">")
-    if a in hosts:
-        return "sending_host", a
-    if b in hosts:
-        return "receiving_host", b
+    for ends in (hosts, machines):  # a VM's own link before its machine's
+        if a in ends:
+            return "sending_host", a
+        if b in ends:
+            return "receiving_host", b
     return "link", "-".join(sorted((a, b)))
 
 
-def identify(t: pd.DataFrame, routes: list) -> tuple[Verdict, pd.DataFrame]:
+def identify(t: pd.DataFrame, routes: list, machines=frozenset()) -> tuple[Verdict, pd.DataFrame]:
     """The verdict for OWD table ``t`` whose i-th row took route ``routes[i]`` (node names, sender's host
     first; a position may hold ECMP alternatives ``a|b``, :func:`static_routes`), and the evidence per
-    directed hop."""
+    directed hop. ``machines``: route nodes that are physical machines holding VMs (a ``[cloud]``'s
+    hypervisor switches, ``pm<j>``): a machine's egress is a sending host, its ingress a receiving host."""
     missing = [c for c in OWD_COLUMNS if c not in t.columns]
     if missing:
         raise BottleneckError(f"bottleneck: the one-way delays lack the column(s) {', '.join(missing)} "
@@ -134,7 +137,8 @@ def identify(t: pd.DataFrame, routes: list) -> tuple[Verdict, pd.DataFrame]:
         raise AssertionError("one route per message")
     t = elevate(t.reset_index(drop=True))
     hosts = {r[0] for r in routes if r} | {r[-1] for r in routes if r}
-    paths = {i: _units(route_hops(r), hosts) for i, r in enumerate(routes)}
+    machines = set(machines)
+    paths = {i: _units(route_hops(r), hosts | machines) for i, r in enumerate(routes)}
     slow = set(np.flatnonzero(t["elevated"].to_numpy()).tolist())
     healthy = set(range(len(t))) - slow
     score = scores(slow, healthy, paths)
@@ -160,7 +164,7 @@ def identify(t: pd.DataFrame, routes: list) -> tuple[Verdict, pd.DataFrame]:
         return none(f"{ne} of {n} messages elevated (above {RATIO:g}x the expected delay), fewer than "
                     f"{MIN_ELEVATED}"), ev
     # Ties: the hop more elevated messages cross, then C4D's rule (fabric hops before a host's own).
-    access = {h for h in through if ">" in h and set(h.split(">")) & hosts}
+    access = {h for h in through if ">" in h and set(h.split(">")) & (hosts | machines)}
     best = tomography(slow, healthy, paths, access, most_slow=True)
     idx = np.array(through[best])
     k = int(el[idx].sum())
@@ -176,7 +180,7 @@ def identify(t: pd.DataFrame, routes: list) -> tuple[Verdict, pd.DataFrame]:
     if lift < LIFT:
         return none(f"the best hop {best}: {purity:.0%} elevated against {other:.0%} elsewhere (lift "
                     f"{lift:.1f} < {LIFT:g})", **kw), ev
-    kind, comp = _name(best, hosts)
+    kind, comp = _name(best, hosts, machines)
     sel = t.iloc[idx]
     conns = (sel.groupby(["src", "dst"])["elevated"].agg(["sum", "size"]).reset_index()
              .sort_values(["sum", "src", "dst"], ascending=[False, True, True]))
@@ -184,7 +188,7 @@ def identify(t: pd.DataFrame, routes: list) -> tuple[Verdict, pd.DataFrame]:
     excess = float(sel.loc[sel["elevated"], "above_ns"].median())
     sender = []
     if kind == "sending_host":
-        mine = t["src"] == comp
+        mine = t["src"].isin({c[0] for c in conns}) if comp in machines else t["src"] == comp
         sd = t["sender_delay_ns"].astype(float)
         sender = [float(sd[mine].median()), float(sd[~mine].median()) if (~mine).any() else float("nan")]
     return Verdict(kind, comp, best, purity * coverage, purity, coverage, min(lift, 1e9), ne, n, excess, conns,
@@ -273,6 +277,19 @@ def route_hops(route: list) -> list[str]:
     return out
 
 
+def cloud_machines(run_dir: Path) -> set[str]:
+    """A ``[cloud]`` run's physical machines (``cloud.parquet``'s ``machine`` names: the topology's
+    hypervisor switches), else none."""
+    p = Path(run_dir) / "cloud.parquet"
+    if not p.is_file():
+        return set()
+    try:
+        return set(map(str, pd.read_parquet(p, columns=["machine"])["machine"]))
+    except Exception as e:  # pyarrow raises many kinds
+        raise BottleneckError(f"bottleneck: {p} cannot be read as the cloud's placement ({type(e).__name__}; "
+                              f"docs/telemetry.md)") from None
+
+
 # ------------------------------------------------------------------ the command
 
 def run(run_dir: Path, owd_path: Path | None = None, clocks: Path | None = None, method: str | None = None,
@@ -303,7 +320,7 @@ def run(run_dir: Path, owd_path: Path | None = None, clocks: Path | None = None,
         raise BottleneckError(f"bottleneck: the one-way delays lack the column(s) {', '.join(missing)} "
                               f"(owd.parquet's schema: docs/telemetry.md)")
     routes = static_routes(scenario, t) if scenario is not None else sim_routes(run_dir, t)
-    v, ev = identify(t, routes)
+    v, ev = identify(t, routes, cloud_machines(run_dir))
     out = Path(out) if out is not None else run_dir
     if out.exists() and not out.is_dir():
         raise BottleneckError(f"bottleneck: --out: {out} is a file; give a folder")
