@@ -29,9 +29,10 @@ built, never from the detector.
   - ``receiving_host``: 2-3 other tenants' bulk flows into one job host
     (the queue at its switch port): label receiving host;
   - ``none``: the ambient load only.
-  The ``[cloud]`` model (real hypervisors) will replace the plain NIC for the
-  co-located VM: :func:`scenario` takes the cause as data, so a case there is
-  one more branch.
+  A ``[cloud]`` co-located VM (its hypervisor's queue) would be one more
+  branch of :func:`case` and :func:`scenario`, which take the cause as data;
+  not added: first tries are in docs/clockwork.md ("Bottleneck
+  identification", Limits).
 - Clocks: true time (the simulator's ccl real columns equal true time without
   ``[clocks]``) for every case; a subset (``CLOCK_EVERY``-th case) is run
   again with ``[clocks]`` (the defaults: offsets N(0, 100 us), drifts
