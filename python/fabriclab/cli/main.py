@@ -35,6 +35,8 @@ from ..systems.panama.cli import register as _register_panama  # noqa: E402
 _register_panama(app)
 from ..observe.clock.cli import register as _register_clock  # noqa: E402
 _register_clock(app)
+from ..systems.clockwork.bottleneck_cli import register as _register_bottleneck  # noqa: E402
+_register_bottleneck(app)
 from ..observe.owd_cli import register as _register_owd  # noqa: E402
 _register_owd(app)
 
@@ -198,7 +200,7 @@ def reproduce(
     what: str = typer.Argument(..., help="Which reproduction: blink, thesis-ch4, thesis-ch5, thesis-slack, "
                                            "panama-fig8, panama-fig8-1024, panama-fig9, panama-fig10, c4-table3, "
                                            "c4p-fig8, c4p-fig9, c4p-fig10, c4p-fig11, c4p-fig13, c4-diagnosis, "
-                                           "c4-recovery, clock-sync, colocation."),
+                                           "c4-recovery, clock-sync, colocation, bottleneck."),
     out_dir: Path = typer.Option(Path("repro-out"), "--out", help="Folder for tables and plots."),
     quick: bool = typer.Option(False, "--quick", help="A small subset that runs in seconds (for CI)."),
     # At least 1000: the scenarios' simulation seeds are SEED_BASE - 1000 + i + 1, never negative.
@@ -207,15 +209,15 @@ def reproduce(
                                                  "(default 9000, the blind held-out range of the eighth pass; 1000 with --quick; "
                                                  "1000, 3000, 4000, 7000 and 8000: earlier held-out ranges; 5000 and 6000: the "
                                                  "ranges the detector was developed on)."),
-    workers: int = typer.Option(1, "--workers", min=1, help="clock-sync and colocation only: simulations "
-                                                               "run on this many processes."),
+    workers: int = typer.Option(1, "--workers", min=1, help="clock-sync, colocation and bottleneck only: "
+                                                               "simulations run on this many processes."),
 ) -> None:
     """Run a paper reproduction end to end and print our numbers beside the paper's."""
     import json
 
     known = ("blink", "thesis-ch4", "thesis-ch5", "thesis-slack", "panama-fig8", "panama-fig8-1024", "panama-fig9",
              "panama-fig10", "c4-table3", "c4p-fig8", "c4p-fig9", "c4p-fig10", "c4p-fig11", "c4p-fig13",
-             "c4-diagnosis", "c4-recovery", "clock-sync", "colocation")
+             "c4-diagnosis", "c4-recovery", "clock-sync", "colocation", "bottleneck")
     if what not in known:
         _fail(f"reproduce: unknown reproduction {what!r} (known: {', '.join(known)})")
     check_out_dir(out_dir, "--out")
@@ -280,6 +282,10 @@ def reproduce(
         from ..systems.clockwork import repro_colocation
 
         summary = repro_colocation.run(out_dir, quick=quick, workers=workers)
+    elif what == "bottleneck":
+        from ..systems.clockwork import repro_bottleneck
+
+        summary = repro_bottleneck.run(out_dir, quick=quick, workers=workers)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     out.print_json(json.dumps(summary))
     out.print(f"tables and plots in {out_dir}")

@@ -89,6 +89,12 @@ def build_report(folder: Path) -> Path:
 
         meta = _read(folder / "owd.parquet", pq.read_schema).metadata or {}
         owd_clocks = {k.decode(): v.decode() for k, v in meta.items()}
+    bottleneck = None
+    if (folder / "bottleneck.json").is_file():
+        bottleneck = _read(folder / "bottleneck.json", lambda p: json.loads(p.read_text()))
+        if not isinstance(bottleneck, dict) or not isinstance(bottleneck.get("verdict"), dict):
+            raise InputError(f"report: {folder / 'bottleneck.json'} is not `fabriclab bottleneck`'s output "
+                             f"(expected an object with a 'verdict')")
     pngs = sorted(folder.glob("*.png"))
     if owd is not None:  # the OWD section draws its own figures from owd.parquet
         pngs = [p for p in pngs if p.name not in ("owd_matrix.png", "owd_timeline.png")]
@@ -127,7 +133,11 @@ def build_report(folder: Path) -> Path:
                          (plots.owd_timeline(owd), "one-way delay per connection over time")):
             if png is not None:
                 body += figure(png, cap)
+        if bottleneck is not None:
+            body += sections.bottleneck_note(bottleneck)
         parts.append(section("owd", "One-way delays of collective messages", body))
+    elif bottleneck is not None:
+        parts.append(section("owd", "Bottleneck from one-way delays", sections.bottleneck_note(bottleneck)))
     if points is not None:
         parts.append(section("sweep", "Sweep points", sections.points_table(points)))
     if pngs or csvs:

@@ -298,3 +298,16 @@ def owd_section(owd: pd.DataFrame, meta: dict | None) -> str:
                  f"connection (propagation and serialization); excess: the rest (queueing).")
             + table(OWD_HEADERS, rows)
             + note(f"the {min(len(d), BUSIEST_CONNECTIONS)} busiest of {len(d)} connections by messages"))
+
+
+def bottleneck_note(doc: dict) -> str:
+    """`fabriclab bottleneck`'s verdict (bottleneck.json) in a sentence; its hops are in
+    bottleneck_hops.csv (shown with the folder's tables)."""
+    v = doc["verdict"]
+    if v.get("kind") == "none":
+        return note(f"bottleneck: none ({v.get('reason', '')})")
+    conns = ", ".join(f"{c[0]} → {c[1]} ({c[2]} of {c[3]})" for c in v.get("connections", [])[:8])
+    return note(f"bottleneck: {str(v.get('kind')).replace('_', ' ')} {v.get('component')} (hop {v.get('hop')}), "
+                f"confidence {float(v.get('confidence', 0)):.2f}: {float(v.get('purity', 0)):.0%} of its messages "
+                f"elevated, {float(v.get('coverage', 0)):.0%} of the {v.get('elevated')} elevated messages; "
+                f"connections through it (elevated of all): {conns}")

@@ -53,6 +53,7 @@ import numpy as np
 import pandas as pd
 
 from .matrix import classify
+from .tomography import tomography
 
 HANG_PERIODS = 4.0
 HISTORY = 8
@@ -105,9 +106,10 @@ def _link(a: str, b: str) -> str:
     return "-".join(sorted((a, b)))
 
 
-def _nodes(path: str) -> list[str]:
+def path_nodes(path: str) -> list[str]:
     """The nodes of a messages.parquet path ("h1 > leaf0 > h2")."""
     return [x for x in str(path).split() if x != ">"]
+
 
 
 def _links(nodes: list[str]) -> list[str]:
@@ -117,7 +119,7 @@ def _links(nodes: list[str]) -> list[str]:
 def path_links(path: str) -> list[str]:
     """The links of a messages.parquet path ("h1 > leaf0 > h2"), named as
     the detector names them."""
-    return _links(_nodes(path))
+    return _links(path_nodes(path))
 
 
 def job_view(name: str, hosts: list[str], messages: pd.DataFrame, first_op: int = 0) -> JobView:
@@ -130,7 +132,7 @@ def job_view(name: str, hosts: list[str], messages: pd.DataFrame, first_op: int 
     moved = m["reroutes"].to_numpy() > 0 if "reroutes" in m else np.zeros(len(m), bool)
     rerouted = {(int(o), int(s), int(st)) for o, s, st in zip(op[moved], sender[moved], step[moved])}
     for o, st, s, p in zip(op, step, sender, m["path"]):
-        nodes = _nodes(p)
+        nodes = path_nodes(p)
         links = _links(nodes)
         paths[(int(o), int(s), int(st))] = links
         for a, b in ((nodes[0], nodes[1]), (nodes[-1], nodes[-2])):
@@ -463,24 +465,11 @@ class Master:
         return "link", best, pattern
 
     def _tomography(self, slow, healthy, paths, prefer_access=False):
-        """The link slow connections cross most and healthy ones least:
-        score = (slow ones through it) - (healthy ones through it); the best
-        score wins, then fabric links before host access links (access links
-        first for a hang: a dead fabric link is routed around, a host's only
-        link is not), then name order."""
-        score: dict = {}
-        for c in slow:
-            for lk in set(paths.get(c, [])):
-                score[lk] = score.get(lk, 0) + 1
-        if not score:
-            return (None,)
-        for c in healthy:
-            for lk in set(paths.get(c, [])):
-                if lk in score:
-                    score[lk] -= 1
-        access = self.v.access_links()
-        best = max(score.values())
-        return (min(((lk in access) != prefer_access, lk) for lk, v in score.items() if v == best)[1],)
+        """The link slow connections cross most and healthy ones least
+        (:func:`.tomography.tomography`): fabric links before host access
+        links on a tie (access links first for a hang: a dead fabric link is
+        routed around, a host's only link is not), then name order."""
+        return (tomography(slow, healthy, paths, self.v.access_links(), prefer_access),)
 
     # -- non-communication slow: receiver waits on a late sender -------------
     def _lateness(self, send, recv):
