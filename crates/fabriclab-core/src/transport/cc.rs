@@ -29,7 +29,7 @@ pub struct AckInfo {
     /// The smoothed RTT after this ACK's sample, if any (RFC 6298).
     pub srtt_ps: Option<f64>,
     /// Whether the window was the sender's limit (RFC 7661): if not, the
-    /// transport keeps any growth from the window.
+    /// transport keeps any growth from the window (false during recovery).
     pub cwnd_limited: bool,
 }
 

@@ -288,10 +288,7 @@ impl TcpSender {
                     self.rtt_probe = None;
                 }
             }
-            let grow = self.cwnd_limited
-                || (self.st.cwnd_bytes < self.st.ssthresh_bytes
-                    && 2.0 * self.flight() as f64 >= self.st.cwnd_bytes);
-            let info = AckInfo {
+            let mut info = AckInfo {
                 acked_bytes: acked,
                 ece,
                 snd_una: ack,
@@ -299,7 +296,7 @@ impl TcpSender {
                 in_recovery: self.in_recovery,
                 now_ps: now,
                 srtt_ps: self.srtt_ps,
-                cwnd_limited: grow,
+                cwnd_limited: false,
             };
             let mut restart_timer = true;
             if self.in_loss && ack >= self.recover.unwrap_or(0) {
@@ -326,6 +323,10 @@ impl TcpSender {
                 }
             } else {
                 self.dupacks = 0;
+                let grow = self.cwnd_limited
+                    || (self.st.cwnd_bytes < self.st.ssthresh_bytes
+                        && 2.0 * self.flight() as f64 >= self.st.cwnd_bytes);
+                info.cwnd_limited = grow;
                 let before = self.st.cwnd_bytes;
                 self.cc.on_ack(&mut self.st, &info);
                 if !grow && self.st.cwnd_bytes > before {
