@@ -4,6 +4,7 @@
 pub mod cc;
 pub mod cubic;
 pub mod dcqcn;
+pub mod rocket;
 pub mod tcp;
 
 pub use cc::{CongestionControl, Dctcp, NewReno};
