@@ -167,6 +167,13 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
             )?)
         }
         BackendKind::Flow => {
+            if t.cc == crate::transport::CcKind::Cubic {
+                return Err(
+                    "transport.cc: \"cubic\" is modelled by the packet backend only; \
+                     needs backend \"packet\" (the flow backend reads \"newreno\" or \"dctcp\")"
+                        .into(),
+                );
+            }
             if !f.switch_logic.is_empty() {
                 return Err(
                     "switch_logic: the flow backend has no packets; needs backend \"packet\""

@@ -93,6 +93,9 @@ fn dctcp_alpha_converges_to_marked_fraction() {
                     snd_una: una,
                     snd_nxt: una + 10 * MSS,
                     in_recovery: false,
+                    now_ps: 0,
+                    srtt_ps: None,
+                    cwnd_limited: true,
                 };
                 cc.on_ack(&mut st, &ack);
             }
@@ -118,6 +121,9 @@ fn dctcp_cuts_window_by_half_alpha_once_per_window() {
         snd_una: una,
         snd_nxt: 20 * MSS,
         in_recovery: false,
+        now_ps: 0,
+        srtt_ps: None,
+        cwnd_limited: true,
     };
     cc.on_ack(&mut st, &ack(MSS, true));
     // alpha was updated on this first ACK (snd_una passed window_end = 0): 15/16*0.5 + 1/16*1.

@@ -193,7 +193,7 @@ class DcqcnConfig(_Strict):
 
 
 class TransportConfig(_Strict):
-    cc: Literal["newreno", "dctcp", "dcqcn"] = "dctcp"
+    cc: Literal["newreno", "dctcp", "cubic", "dcqcn"] = "dctcp"
     mss_bytes: Annotated[SizeBytes, Field(ge=64, le=9000)] = 1460
     init_cwnd_packets: StrictInt = Field(10, ge=1, le=U32_MAX)
     min_rto_ps: Annotated[TimePs, Field(gt=0)] = 1_000_000_000
@@ -202,6 +202,8 @@ class TransportConfig(_Strict):
     dupack_threshold: StrictInt = Field(3, ge=1, le=U32_MAX)
     dctcp_g: StrictFloat = Field(1 / 16, gt=0, le=1)
     dctcp_initial_alpha: StrictFloat = Field(1.0, ge=0, le=1)
+    # RFC 9438 §4.7, on by default as in Linux; it serves competing CUBIC flows (off for a flow alone).
+    cubic_fast_convergence: StrictBool = True
     tsq_limit_bytes: Annotated[SizeBytes, Field(ge=1)] = 131_072
     persistent_connections: StrictBool = False
     # Open each new connection with a SYN / SYN-ACK exchange (packet backend).
@@ -310,7 +312,8 @@ def fabric_core(s, t: topo.TopologyData, names: dict[str, int]) -> dict:
             "cc": tr.cc, "mss_bytes": tr.mss_bytes, "init_cwnd_packets": tr.init_cwnd_packets,
             "min_rto_ps": tr.min_rto_ps, "initial_rto_ps": tr.initial_rto_ps, "max_rto_ps": tr.max_rto_ps,
             "dupack_threshold": tr.dupack_threshold, "dctcp_g": tr.dctcp_g,
-            "dctcp_initial_alpha": tr.dctcp_initial_alpha, "tsq_limit_bytes": tr.tsq_limit_bytes,
+            "dctcp_initial_alpha": tr.dctcp_initial_alpha, "cubic_fast_convergence": tr.cubic_fast_convergence,
+            "tsq_limit_bytes": tr.tsq_limit_bytes,
             "persistent_connections": tr.persistent_connections, "handshake": tr.handshake,
             "dcqcn": tr.dcqcn.model_dump(),
         },

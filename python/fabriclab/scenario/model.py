@@ -366,6 +366,10 @@ class Scenario(_Strict):
             raise ValueError('transport.cc: "dcqcn" (RoCE\'s rate control, paced packets and CNPs) is modelled by the '
                              'packet backend only; use backend = "packet", or cc = "dctcp" or "newreno" with the flow '
                              'backend')
+        if self.transport.cc == "cubic":
+            raise ValueError('transport.cc: "cubic" (RFC 9438\'s window function of time since the last loss) is '
+                             'modelled by the packet backend only; use backend = "packet", or cc = "newreno" or '
+                             '"dctcp" with the flow backend')
         if self.transport.handshake:
             raise ValueError('transport.handshake: the SYN / SYN-ACK exchange is modelled by the packet backend only '
                              '(the flow backend has no packets); use backend = "packet", or handshake = false')
@@ -385,6 +389,8 @@ class Scenario(_Strict):
 
         if tr.cc != "dcqcn" and tr.dcqcn != default_tr.dcqcn:
             notes.append(f"transport.dcqcn: DCQCN's parameters are read with cc = \"dcqcn\" only (cc is {tr.cc!r})")
+        if tr.cc != "cubic" and tr.cubic_fast_convergence != default_tr.cubic_fast_convergence:
+            notes.append(f"transport.cubic_fast_convergence: read with cc = \"cubic\" only (cc is {tr.cc!r})")
         if self.backend == "packet":
             if self.flow_model != "tcp":
                 notes.append(f"flow_model: {self.flow_model!r} is the flow backend's model; the packet backend "

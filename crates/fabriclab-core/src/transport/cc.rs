@@ -1,4 +1,5 @@
-//! Congestion control behind a small trait, NewReno and DCTCP.
+//! Congestion control behind a small trait, NewReno and DCTCP (CUBIC in
+//! [`super::cubic`], DCQCN in [`super::dcqcn`]).
 //!
 //! NewReno follows RFC 5681 (slow start and congestion avoidance, with the
 //! RFC 3465 byte-counting limit of one SMSS per ACK in slow start) and the
@@ -23,6 +24,13 @@ pub struct AckInfo {
     pub snd_nxt: u64,
     /// During loss recovery the controller accounts but must not grow the window.
     pub in_recovery: bool,
+    /// When the ACK arrived.
+    pub now_ps: u64,
+    /// The smoothed RTT after this ACK's sample, if any (RFC 6298).
+    pub srtt_ps: Option<f64>,
+    /// Whether the window was the sender's limit (RFC 7661): if not, the
+    /// transport keeps any growth from the window (false during recovery).
+    pub cwnd_limited: bool,
 }
 
 pub trait CongestionControl: Send + Sync {
@@ -34,6 +42,9 @@ pub trait CongestionControl: Send + Sync {
     fn ssthresh_after_loss(&mut self, st: &CcState, flight_bytes: u64) -> f64 {
         (flight_bytes as f64 / 2.0).max(2.0 * st.mss_bytes)
     }
+    /// A retransmission timeout fired (after `ssthresh_after_loss` on its
+    /// first firing for one loss).
+    fn on_timeout(&mut self) {}
     /// DCTCP's congestion estimate, for telemetry and tests.
     fn alpha(&self) -> Option<f64> {
         None

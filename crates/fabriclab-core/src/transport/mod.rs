@@ -2,10 +2,13 @@
 //! congestion control.
 
 pub mod cc;
+pub mod cubic;
 pub mod dcqcn;
+pub mod rocket;
 pub mod tcp;
 
 pub use cc::{CongestionControl, Dctcp, NewReno};
+pub use cubic::Cubic;
 pub use dcqcn::{Dcqcn, DcqcnParams};
 pub use tcp::{Segment, SenderConfig, TcpReceiver, TcpSender, WindowState};
 
@@ -16,8 +19,14 @@ use serde::Deserialize;
 pub enum CcKind {
     Newreno,
     Dctcp,
+    /// RFC 9438 (see [`cubic`]).
+    Cubic,
     /// Rate-based, for RoCE over PFC (see [`dcqcn`]).
     Dcqcn,
+}
+
+fn fast_convergence_default() -> bool {
+    true
 }
 
 /// DCQCN's parameters as the scenario gives them (see [`DcqcnParams`]).
@@ -65,6 +74,9 @@ pub struct TransportSpec {
     pub dupack_threshold: u32,
     pub dctcp_g: f64,
     pub dctcp_initial_alpha: f64,
+    /// CUBIC's fast convergence (RFC 9438 §4.7), with `cc` cubic.
+    #[serde(default = "fast_convergence_default")]
+    pub cubic_fast_convergence: bool,
     /// TCP Small Queues: payload bytes one connection may hold in its host's NIC queue.
     pub tsq_limit_bytes: u64,
     /// Messages between the same two hosts in the same class continue one

@@ -288,12 +288,15 @@ impl TcpSender {
                     self.rtt_probe = None;
                 }
             }
-            let info = AckInfo {
+            let mut info = AckInfo {
                 acked_bytes: acked,
                 ece,
                 snd_una: ack,
                 snd_nxt: self.snd_nxt,
                 in_recovery: self.in_recovery,
+                now_ps: now,
+                srtt_ps: self.srtt_ps,
+                cwnd_limited: false,
             };
             let mut restart_timer = true;
             if self.in_loss && ack >= self.recover.unwrap_or(0) {
@@ -323,6 +326,7 @@ impl TcpSender {
                 let grow = self.cwnd_limited
                     || (self.st.cwnd_bytes < self.st.ssthresh_bytes
                         && 2.0 * self.flight() as f64 >= self.st.cwnd_bytes);
+                info.cwnd_limited = grow;
                 let before = self.st.cwnd_bytes;
                 self.cc.on_ack(&mut self.st, &info);
                 if !grow && self.st.cwnd_bytes > before {
@@ -368,6 +372,7 @@ impl TcpSender {
             self.st.ssthresh_bytes = self.cc.ssthresh_after_loss(&self.st, flight);
         }
         self.in_loss = true;
+        self.cc.on_timeout();
         if !self.windowless {
             self.st.cwnd_bytes = self.st.mss_bytes;
         }

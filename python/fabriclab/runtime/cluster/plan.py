@@ -30,7 +30,7 @@ FRAME_BYTES = 1514
 ETH_HEADER_BYTES = 14
 WIRE_EXTRA_BYTES = 24
 HOST_QUEUE_PACKETS = 100_000  # a host's NIC queue: the simulator's is unlimited (TSQ bounds it)
-CC_NAMES = {"newreno": "reno", "dctcp": "dctcp"}
+CC_NAMES = {"newreno": "reno", "dctcp": "dctcp", "cubic": "cubic"}
 
 
 class ClusterError(InputError):
@@ -213,6 +213,8 @@ def _refuse_unbuildable(s: Scenario) -> None:
                        ("switch_logic", "the box's switches are plain Linux routers")):
         if getattr(s, field, None):
             raise ClusterError(f"{field}: {why}; remove it to build the box")
+    if s.transport.cc not in CC_NAMES:
+        raise ClusterError(f"transport.cc: the box runs Linux's TCP ({', '.join(CC_NAMES)}), not {s.transport.cc!r}")
 
 
 def build_plan(s: Scenario, name: str = "box", omit: frozenset = frozenset(), gso: bool = False) -> Plan:

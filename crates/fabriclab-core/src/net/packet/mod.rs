@@ -28,7 +28,7 @@ use crate::fabric::frame::wire_bytes;
 use crate::fabric::topology::Topology;
 use crate::fabric::NodeKind;
 use crate::transport::{
-    CcKind, CongestionControl, Dcqcn, DcqcnParams, Dctcp, NewReno, Segment, SenderConfig,
+    CcKind, CongestionControl, Cubic, Dcqcn, DcqcnParams, Dctcp, NewReno, Segment, SenderConfig,
     TcpReceiver, TcpSender, TransportSpec, WindowState,
 };
 use header::{Packet, FLAG_ACK, FLAG_CE, FLAG_ECE, FLAG_ECT, FLAG_SYN, PROTO_PAUSE, PROTO_TCP};
@@ -207,6 +207,7 @@ impl PacketNet {
                 self.transport.dctcp_g,
                 self.transport.dctcp_initial_alpha,
             )),
+            CcKind::Cubic => Box::new(Cubic::new(self.transport.cubic_fast_convergence)),
             CcKind::Dcqcn => Box::new(Dcqcn::new(line_bps as f64, self.dcqcn_params())),
         }
     }

@@ -1,0 +1,41 @@
+//! Packet Rocket's rule played by hand: a sequence of echoes and the pauses
+//! worked out from the rule (pause = OWD - base - T when positive; echoes
+//! of packets stamped before the last pause's end are ignored).
+
+use fabriclab_core::transport::rocket::Rocket;
+
+const US: i64 = 1_000_000;
+
+#[test]
+fn hand_played_echoes_give_the_pauses_worked_out_by_hand() {
+    // T = 10 us. Times are the sender's clock; the receiver's clock runs
+    // 7 us ahead, so every echoed OWD carries +7 us, which the base cancels.
+    let mut r = Rocket::new(10_000_000);
+    let off = 7 * US;
+    // 1. OWD 50 us: the first echo sets base = 50; excess 0, no pause.
+    assert_eq!(r.on_echo(100 * US, 50 * US, 50 * US + off), None);
+    // 2. OWD 48 us: the base falls to 48 (+7); excess 0.
+    assert_eq!(r.on_echo(110 * US, 62 * US, 48 * US + off), None);
+    assert_eq!(r.base_owd_ps(), Some(55 * US));
+    // 3. OWD 80 us: excess 32 > 10: held 22 us, from 200 to 222 us.
+    assert_eq!(r.on_echo(200 * US, 120 * US, 80 * US + off), Some(222 * US));
+    assert!(!r.may_send(221 * US) && r.may_send(222 * US));
+    assert_eq!(r.poll_at(210 * US), Some(222 * US));
+    // 4., 5. Packets stamped 130 and 221.999 us, before the pause's end (222):
+    // ignored however high their OWD (the same queue build-up).
+    assert_eq!(r.on_echo(205 * US, 130 * US, 95 * US + off), None);
+    assert_eq!(r.on_echo(230 * US, 222 * US - 1, 90 * US + off), None);
+    // 6. Stamped at 222 us, after the pause: OWD 63, excess 15 > 10: held 5 us.
+    assert_eq!(r.on_echo(300 * US, 222 * US, 63 * US + off), Some(305 * US));
+    // 7. Stamped after that pause, OWD 58: excess exactly T, no pause.
+    assert_eq!(r.on_echo(400 * US, 310 * US, 58 * US + off), None);
+    assert!(r.may_send(400 * US) && r.poll_at(400 * US).is_none());
+    assert_eq!((r.pauses, r.paused_ps), (2, 27_000_000));
+}
+
+#[test]
+fn threshold_zero_pauses_for_the_whole_excess() {
+    let mut r = Rocket::new(0).with_base(Some(20 * US));
+    assert_eq!(r.on_echo(0, 0, 20 * US + 1), Some(1));
+    assert_eq!(r.on_echo(5, 1, 20 * US), None);
+}
