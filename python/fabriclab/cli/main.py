@@ -37,6 +37,8 @@ from ..observe.clock.cli import register as _register_clock  # noqa: E402
 _register_clock(app)
 from ..observe.owd_cli import register as _register_owd  # noqa: E402
 _register_owd(app)
+from ..systems.clockwork.cli import register as _register_cloud  # noqa: E402
+_register_cloud(app)
 
 # Markup off: user text (paths, names, messages) is printed literally.
 err = Console(stderr=True, markup=False)
