@@ -180,7 +180,11 @@ def probe_delays(p: Probes, clocks: pa.Table, hosts: list[str]):
     offset and drift), and its excess over the least of its (src, dst).
     Returns (src, dst, t_ref_ns, owd_ns, excess_ns), hosts as indices into
     ``hosts`` (probes of other hosts are left out)."""
-    _, _, mids, a = _grid(clocks)
+    names, _, mids, a = _grid(clocks)
+    missing = sorted(set(hosts) - set(names))
+    if missing:
+        raise ColocationInputError(f"hosts: {missing[0]!r} has no clock estimate")
+    col = [names.index(h) for h in hosts]
     n = len(hosts)
     pos = {h: i for i, h in enumerate(hosts)}
     idx = np.array([pos.get(h, -1) for h in p.hosts])
@@ -191,7 +195,7 @@ def probe_delays(p: Probes, clocks: pa.Table, hosts: list[str]):
     if tx.size == 0:
         empty = np.zeros(0)
         return src, dst, empty, empty, empty
-    off, dr = a["offset_ns"], a["drift_ppm"]
+    off, dr = a["offset_ns"][:, col], a["drift_ppm"][:, col]
 
     def clock_offset(h, t_ref):
         w = np.clip(np.searchsorted((mids[1:] + mids[:-1]) / 2, t_ref), 0, len(mids) - 1)

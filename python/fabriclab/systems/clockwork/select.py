@@ -151,7 +151,7 @@ def measure(scenario, vms: int, margin: int, measure_ms: int = MEASURE_MS, windo
     pool = vms + margin
     names = [f"vm{i}" for i in range(pool)]
     r = co.detect(e.clocks, p, hosts=names)
-    src, dst, _, owd, excess = co.probe_delays(p, e.clocks, names)
+    src, dst, _, owd, excess = co.probe_delays(p, co._columns(e.clocks, "huygens"), names)
     return Measurement(vms=names, hosts=list(range(pool)), groups=[sorted(g) for g in r.group_sets()],
                        src=src, dst=dst, owd_ns=owd, excess_ns=excess, cap_bps=int(s.cloud.vm_egress_bps))
 
