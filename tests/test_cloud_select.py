@@ -1,0 +1,85 @@
+"""Cluster selection (`fabriclab cloud select`, docs/clockwork.md "Cluster
+selection"): on a pool placed by hand, where two VMs share a machine and one
+sits on a noisy machine, the selection drops both; bad input exits 2."""
+
+import json
+
+import pytest
+from fabriclab.cli.main import _run_guarded
+from fabriclab.scenario.model import Scenario
+from fabriclab.systems.clockwork import select as sel
+
+# 2 ToRs x 4 machines, 4 slots each. The tenant's pool of 6 VMs, by hand:
+# vm0 and vm1 on machine 0 (one NIC, one hypervisor queue); vm2 on machine 1,
+# which is busy: its three other VMs and machine 7's four exchange flows at
+# 90 % of their 5 Gbit/s caps, so three of them can offer 13.5 Gbit/s to
+# the machine's 10 Gbit/s NIC; vm3, vm4, vm5 alone on quiet machines 2, 4, 5.
+POOL = [0, 0, 1, 2, 4, 5]
+CLOUD = {"fabric": {"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 4, "spines": 1, "link_rate_bps": "10Gbps"},
+         "vms_per_host": 4, "vm_egress_bps": "5Gbps", "tenant_vms": 6, "tenant_machines": POOL,
+         "busy_machines": [1, 7], "occupancy": 1.0, "neighbour_load": 0.9}
+
+
+@pytest.fixture(scope="module")
+def chosen():
+    s = Scenario.from_dict({"seed": 3, "cloud": CLOUD})
+    return sel.select(s, 4, 2, measure_ms=200, window_ms=50)
+
+
+def test_hand_placed_pool_drops_the_second_vm_of_a_machine_and_the_noisy_one(chosen):
+    m, s = chosen
+    kept = set(s.vms)
+    assert len(s.hosts) == 4 and len(kept) == 4  # M distinct VMs
+    assert {"vm3", "vm4", "vm5"} <= kept  # the quiet machines' VMs
+    assert len(kept & {"vm0", "vm1"}) == 1  # one of the two sharing machine 0
+    assert "vm2" not in kept  # the noisy machine's
+    assert ["vm0", "vm1"] in m.groups  # the detector saw the shared machine
+    verdict = {r["vm"]: r for r in s.table}
+    dropped = ({"vm0", "vm1"} - kept).pop()
+    assert "shares a machine" in verdict[dropped]["reason"]
+    # The noisy VM's p99 excess is above every quiet machine's VM's.
+    assert verdict["vm2"]["excess_p99_ns"] > max(verdict[v]["excess_p99_ns"] for v in ("vm3", "vm4", "vm5"))
+
+
+def test_ring_order_is_a_shortest_cycle_by_hand():
+    # Four points on a line 0, 1, 2, 3 (delay = distance): the best cycle is
+    # 0-1-3-2 or 0-2-3-1 (length 6); 0-1-2-3 (back 3) is also 6; 0-2-1-3 is 8.
+    d = [[abs(i - j) for j in range(4)] for i in range(4)]
+    import numpy as np
+
+    o = sel.ring_order(np.array(d, float))
+    assert sorted(o) == [0, 1, 2, 3] and o[0] == 0
+    assert sum(d[o[i]][o[(i + 1) % 4]] for i in range(4)) == 6
+
+
+def _cli(tmp_path, capsys, *args):
+    rc = _run_guarded(["cloud", "select", *map(str, args)])
+    return rc, capsys.readouterr()
+
+
+def test_more_vms_than_the_pool_holds_is_refused(tmp_path, capsys):
+    m = sel.Measurement(vms=["vm0", "vm1"], hosts=[0, 1], groups=[["vm0"], ["vm1"]], src=None, dst=None,
+                        owd_ns=None, excess_ns=None, cap_bps=1)
+    with pytest.raises(sel.SelectInputError, match="pool holds 2"):
+        sel.choose(m, 3)
+    f = tmp_path / "c.toml"
+    f.write_text('[cloud]\nfabric = { kind = "leaf_spine", leaves = 1, hosts_per_leaf = 2, spines = 1 }\n'
+                 "vms_per_host = 2\ntenant_vms = 2\n")  # 4 VM slots; select asks for --vms + --margin
+    rc, out = _cli(tmp_path, capsys, f, "--vms", 4, "--margin", 1, "--out", tmp_path / "o")
+    assert rc == 2 and "5 VMs asked, but the cloud holds 4 VM slots" in out.err
+    assert not (tmp_path / "o").exists()  # nothing half-written
+
+
+def test_a_scenario_without_cloud_is_refused(tmp_path, capsys):
+    f = tmp_path / "s.toml"
+    f.write_text('[topology]\nkind = "star"\nhosts = 4\n')
+    rc, out = _cli(tmp_path, capsys, f, "--vms", 2, "--out", tmp_path / "o")
+    assert rc == 2 and "[cloud]" in out.err and "Traceback" not in out.err
+
+
+def test_the_cli_writes_a_hosts_list(chosen, tmp_path, capsys):
+    m, s = chosen
+    sel.write(tmp_path, m, s)
+    j = json.loads((tmp_path / "selection.json").read_text())
+    assert j["hosts"] == s.hosts and len(set(j["hosts"])) == 4
+    assert len(j["table"]) == 6 and sum(r["verdict"] == "kept" for r in j["table"]) == 4
