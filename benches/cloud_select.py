@@ -1,5 +1,5 @@
 """Cluster selection's first measurement (docs/performance.md, "Cluster
-selection"): python benches/cloud_select.py [SEED ...] (default 0 1 2)."""
+selection"): python benches/cloud_select.py [SEED ...] (default 0-9)."""
 
 import json
 import sys
@@ -8,7 +8,8 @@ from fabriclab.systems.clockwork import select_bench as b
 from fabriclab.util.parallel import map_runs
 
 if __name__ == "__main__":
-    seeds = [int(x) for x in sys.argv[1:]] or [0, 1, 2]
+    seeds = [int(x) for x in sys.argv[1:]] or list(range(10))
     results = map_runs(b.one, seeds, 1)
-    print(json.dumps([{k: v for k, v in r.items()} for r in results], default=float))
+    with open("cloud_select.json", "w") as f:
+        json.dump(results, f, default=float)
     print(b.summarise(results))
