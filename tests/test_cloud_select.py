@@ -39,6 +39,11 @@ def test_hand_placed_pool_drops_the_second_vm_of_a_machine_and_the_noisy_one(cho
     assert "shares a machine" in verdict[dropped]["reason"]
     # The noisy VM's p99 excess is above every quiet machine's VM's.
     assert verdict["vm2"]["excess_p99_ns"] > max(verdict[v]["excess_p99_ns"] for v in ("vm3", "vm4", "vm5"))
+    # Bulk probes: vm2's NIC carries its neighbours' ~9 Gbit/s out of 13.5 offered (a third of their flows
+    # stay inside the machine), so its transfers fall below 0.8 x its 5 Gbit/s cap. vm3, vm4, vm5 each send
+    # to two others and receive from two (i -> i+1, i+2), one of each pair on a quiet machine: not slow.
+    assert verdict["vm2"]["slow"] and verdict["vm2"]["bulk_bps"] < 0.8 * 5e9
+    assert not any(verdict[v]["slow"] for v in ("vm3", "vm4", "vm5"))
 
 
 def test_ring_order_is_a_shortest_cycle_by_hand():

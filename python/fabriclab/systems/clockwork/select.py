@@ -14,8 +14,8 @@ M best VMs for the job's ring, report what was rejected and why.
   (1) the VMs that share a detected group with another kept VM,
   (2) the noisy VMs kept, (3) the sum of the kept VMs' scores. The kept
   VMs are then ordered for the ring: the cyclic order minimising the sum
-  over ring neighbours (i -> i + 1) of the pair's p99 one-way delay (base
-  plus p99 excess), a quadratic assignment of the ring's traffic matrix onto
+  over ring neighbours (i -> i + 1) of the pair's median one-way delay
+  (``ring_quantile``), a quadratic assignment of the ring's traffic matrix onto
   the delay matrix, solved by ``scipy.optimize.quadratic_assignment``.
 - :func:`select` does both; :func:`write` writes the report.
 
@@ -43,6 +43,10 @@ PURE_BOUND_NS = 300.0
 NOISY_FACTOR = 3.0
 NOISY_FLOOR_NS = 20_000.0
 QAP_RESTARTS = 8
+BULK_BYTES = 2_000_000
+BULK_SLOT_MS = 20
+SLOW_SHARE = 0.8
+RING_QUANTILE = 50.0
 
 
 class SelectInputError(InputError):
@@ -61,6 +65,8 @@ class Measurement:
     owd_ns: np.ndarray            # one-way delay on the estimated clocks
     excess_ns: np.ndarray         # less its (src, dst)'s least
     cap_bps: int                  # the provider's documented per-VM egress cap
+    out_bps: Optional[np.ndarray] = None  # per VM: the best rate of its bulk probes sent
+    in_bps: Optional[np.ndarray] = None   # ... and received
 
 
 @dataclass
@@ -68,7 +74,7 @@ class Selection:
     hosts: list[int]              # the chosen VMs' host indices, in ring order
     vms: list[str]
     table: list[dict]             # per pool VM: evidence and verdict
-    ring_delay_ns: float          # the ring's objective: sum of its neighbours' p99 OWDs
+    ring_delay_ns: float          # the ring's objective: sum of its neighbours' median OWDs
     objective: dict
 
 
@@ -114,8 +120,26 @@ def measurement_scenario(scenario, vms: int, margin: int, measure_ms: int = MEAS
     else:
         probes = {"peers": min(5, pool - 1), "pair_every_ps": 2 * MS, "spacing_ps": 5_000_000, "duration_ps": dur}
     end = probes.get("start_ps", 0) + probes["duration_ps"]
-    return _with(scenario, cloud=cloud, clocks=clocks, probes=probes, collectives=[], jobs=[],
-                 stop_ps=end + 20 * MS, outputs={"flows": False, "links": False, "messages": False})
+    flows = [{"src": a, "dst": b, "size_bytes": BULK_BYTES, "start_ps": t} for a, b, t in bulk_plan(pool, end)]
+    stop = (flows[-1]["start_ps"] if flows else end) + BULK_SLOT_MS * MS
+    if cloud["neighbour_duration_ps"] is None:  # the neighbours stay for the bulk probes
+        cloud["neighbour_duration_ps"] = stop
+    return _with(scenario, cloud=cloud, clocks=clocks, probes=probes, collectives=[], jobs=[], flows=flows,
+                 flows_csv=None, stop_ps=stop, outputs={"flows": True, "links": False, "messages": False})
+
+
+def bulk_plan(pool: int, after_ps: int) -> list[tuple[int, int, int]]:
+    """The bulk probes, one at a time (``BULK_SLOT_MS`` apart) after the
+    mesh: VM i sends ``BULK_BYTES`` to VM i + 1, then every VM to i + 2
+    (modulo the pool), so each VM sends twice and receives twice, from and
+    to different partners."""
+    out = []
+    t = after_ps + BULK_SLOT_MS * MS
+    for step in (1, 2) if pool > 2 else (1,):
+        for i in range(pool):
+            out.append((i, (i + step) % pool, t))
+            t += BULK_SLOT_MS * MS
+    return out
 
 
 def _with(scenario, **changes):
@@ -152,18 +176,38 @@ def measure(scenario, vms: int, margin: int, measure_ms: int = MEASURE_MS, windo
     names = [f"vm{i}" for i in range(pool)]
     r = co.detect(e.clocks, p, hosts=names)
     src, dst, _, owd, excess = co.probe_delays(p, co._columns(e.clocks, "huygens"), names)
+    out_bps, in_bps = bulk_rates(res.flows, bulk_plan(pool, s.probes.start_ps + s.probes.duration_ps), pool)
     return Measurement(vms=names, hosts=list(range(pool)), groups=[sorted(g) for g in r.group_sets()],
-                       src=src, dst=dst, owd_ns=owd, excess_ns=excess, cap_bps=int(s.cloud.vm_egress_bps))
+                       src=src, dst=dst, owd_ns=owd, excess_ns=excess, cap_bps=int(s.cloud.vm_egress_bps),
+                       out_bps=out_bps, in_bps=in_bps)
 
 
-def _pair_p99_owd(m: Measurement) -> np.ndarray:
-    """(n x n) p99 one-way delay a -> b (base plus p99 excess); a pair never
+def bulk_rates(flows, plan, pool: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per VM the best rate (bits/s: 8 x bytes / completion time, as the
+    tenant times its own transfer) of the bulk probes it sent, and of those
+    it received: a transfer runs at the lesser of its sender's way out and
+    its receiver's way in, so the better of two partners bounds a VM's own
+    side from below. 0 for a transfer unfinished at the stop."""
+    got = {}
+    for a, b, t, fct in zip(flows["src"], flows["dst"], flows["start_ps"], flows["fct_ps"]):
+        got[(int(a), int(b), int(t))] = fct
+    out_bps, in_bps = np.zeros(pool), np.zeros(pool)
+    for a, b, t in plan:
+        fct = got.get((a, b, t))
+        rate = 8 * BULK_BYTES / (fct / 1e12) if fct is not None and fct == fct and fct > 0 else 0.0
+        out_bps[a] = max(out_bps[a], rate)
+        in_bps[b] = max(in_bps[b], rate)
+    return out_bps, in_bps
+
+
+def pair_owd(m: Measurement, q: float = RING_QUANTILE) -> np.ndarray:
+    """(n x n) the q-th percentile of the one-way delay a -> b; a pair never
     probed takes the mean of the two VMs' measured entries."""
     n = len(m.vms)
     d = np.full((n, n), np.nan)
     key = m.src * n + m.dst
     for k in np.unique(key):
-        d[k // n, k % n] = np.percentile(m.owd_ns[key == k], 99)
+        d[k // n, k % n] = np.percentile(m.owd_ns[key == k], q)
     with np.errstate(invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a VM with no measured pair: filled below
         fill = np.nanmean(d, axis=1)
@@ -201,8 +245,32 @@ def ring_order(d: np.ndarray, seed: int = 0) -> list[int]:
     return o[k:] + o[:k]
 
 
+def side_scores(m: Measurement, q: Optional[float] = 99.0) -> np.ndarray:
+    """Per VM, its own sides' excess: a directed pair's statistic (the q-th
+    percentile of its probes' excess, or their mean with q None) modelled as
+    e_ab = out_a + in_b (the sender's queue out plus the receiver's queue
+    in), fitted by least squares over the measured pairs; the score is
+    out_v + in_v (a shift of every out by c and every in by -c leaves it
+    unchanged, so the minimum-norm solution gives it)."""
+    n = len(m.vms)
+    key = m.src * n + m.dst
+    rows, rhs = [], []
+    for k in np.unique(key):
+        x = m.excess_ns[key == k]
+        a, b = divmod(int(k), n)
+        r = np.zeros(2 * n)
+        r[a], r[n + b] = 1.0, 1.0
+        rows.append(r)
+        rhs.append(np.percentile(x, q) if q is not None else x.mean())
+    if not rows:
+        return np.zeros(n)
+    sol = np.linalg.lstsq(np.array(rows), np.array(rhs), rcond=None)[0]
+    return sol[:n] + sol[n:]
+
+
 def choose(m: Measurement, vms: int, noisy_factor: float = NOISY_FACTOR,
-           noisy_floor_ns: float = NOISY_FLOOR_NS) -> Selection:
+           noisy_floor_ns: float = NOISY_FLOOR_NS, ring_quantile: float = RING_QUANTILE,
+           scoring: str = "pooled", slow_share: float = SLOW_SHARE) -> Selection:
     """Keeps ``vms`` of the pool by the stated objective (module docstring)."""
     n = len(m.vms)
     if vms > n:
@@ -216,10 +284,14 @@ def choose(m: Measurement, vms: int, noisy_factor: float = NOISY_FACTOR,
         x = m.excess_ns[(m.src == i) | (m.dst == i)]
         score[i] = np.percentile(x, 99) if x.size else np.inf
         p50[i] = np.percentile(x, 50) if x.size else np.inf
+    if scoring != "pooled":
+        score = side_scores(m, 99.0 if scoring == "sides-p99" else None)
     finite = score[np.isfinite(score)]
     median = float(np.median(finite)) if finite.size else 0.0
     limit = max(noisy_floor_ns, noisy_factor * median)
     noisy = score > limit
+    avail = (np.minimum(m.out_bps, m.in_bps) if m.out_bps is not None else np.full(n, float(m.cap_bps)))
+    slow = avail < slow_share * m.cap_bps
     group_of = {v: k for k, g in enumerate(m.groups) for v in g}
     gsize = {k: len(g) for k, g in enumerate(m.groups)}
     # One per group first (its least score), then the rest; each part by (noisy, score).
@@ -228,10 +300,12 @@ def choose(m: Measurement, vms: int, noisy_factor: float = NOISY_FACTOR,
         idx = sorted((m.vms.index(v) for v in g), key=lambda i: (score[i], i))
         firsts.append(idx[0])
         extras.extend(idx[1:])
-    key = lambda i: (bool(noisy[i]), float(score[i]), i)  # noqa: E731
+    def key(i):
+        return bool(slow[i]), bool(noisy[i]), float(score[i]), i
+
     order = sorted(firsts, key=key) + sorted(extras, key=key)
     kept = sorted(order[:vms])
-    d = _pair_p99_owd(m)
+    d = pair_owd(m, ring_quantile)
     sub = d[np.ix_(kept, kept)]
     ring = [kept[i] for i in ring_order(sub)]
     ring_delay = float(sum(d[ring[i], ring[(i + 1) % vms]] for i in range(vms)))
@@ -246,17 +320,19 @@ def choose(m: Measurement, vms: int, noisy_factor: float = NOISY_FACTOR,
             verdict, why = "rejected", f"shares a machine with {', '.join(mates)}; noisy"
         elif i in extras:
             verdict, why = "rejected", f"shares a machine with {', '.join(mates)} (one per machine kept)"
+        elif slow[i]:
+            verdict, why = "rejected", f"slow: bulk probe {avail[i] / 1e9:.2f} Gbit/s, below {slow_share:g} x the cap"
         elif noisy[i]:
             verdict, why = "rejected", f"noisy: excess p99 above {limit / 1000:.1f} us"
         else:
             verdict, why = "rejected", "spare: higher excess delay than the kept"
         table.append({"vm": m.vms[i], "host": m.hosts[i], "machine": None, "group": g, "group_size": gsize[g],
                       "excess_p50_ns": float(p50[i]), "excess_p99_ns": float(score[i]), "noisy": bool(noisy[i]),
-                      "cap_bps": m.cap_bps, "verdict": verdict, "reason": why})
+                      "bulk_bps": float(avail[i]), "slow": bool(slow[i]), "cap_bps": m.cap_bps, "verdict": verdict, "reason": why})
     kept_groups = [group_of[m.vms[i]] for i in kept]
     objective = {"shared_machine_kept": len(kept_groups) - len(set(kept_groups)),
-                 "noisy_kept": int(noisy[kept].sum()), "score_sum_ns": float(score[kept].sum()),
-                 "noisy_limit_ns": limit, "ring_p99_owd_sum_ns": ring_delay}
+                 "slow_kept": int(slow[kept].sum()), "noisy_kept": int(noisy[kept].sum()), "score_sum_ns": float(score[kept].sum()),
+                 "noisy_limit_ns": limit, "ring_owd_sum_ns": ring_delay, "ring_quantile": ring_quantile}
     return Selection(hosts=[m.hosts[i] for i in ring], vms=[m.vms[i] for i in ring], table=table,
                      ring_delay_ns=ring_delay, objective=objective)
 
