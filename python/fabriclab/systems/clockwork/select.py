@@ -10,19 +10,21 @@ M best VMs for the job's ring, report what was rejected and why.
 - :func:`choose`: the stated optimisation. Per VM a score, the p99 of the
   excess delay of every probe it sent or received; noisy when the score is
   above ``noisy_factor`` times the pool's median score and above
-  ``noisy_floor_ns``. The kept set S (|S| = M) minimises, in this order:
-  (1) the VMs that share a detected group with another kept VM,
-  (2) the noisy VMs kept, (3) the sum of the kept VMs' scores. The kept
-  VMs are then ordered for the ring: the cyclic order minimising the sum
-  over ring neighbours (i -> i + 1) of the pair's median one-way delay
-  (``ring_quantile``), a quadratic assignment of the ring's traffic matrix onto
-  the delay matrix, solved by ``scipy.optimize.quadratic_assignment``.
+  ``noisy_floor_ns``; slow when its bulk probes (below) reached less than
+  ``slow_share`` of the documented per-VM cap. The kept set S (|S| = M)
+  minimises, in this order: (1) the VMs that share a detected group with
+  another kept VM, (2) the slow VMs kept, (3) the noisy VMs kept, (4) the sum
+  of the kept VMs' scores. The kept VMs are then ordered for the ring: the
+  cyclic order minimising the sum over ring neighbours (i -> i + 1) of the
+  pair's median one-way delay (``ring_quantile``), a quadratic assignment of
+  the ring's traffic matrix onto the delay matrix, solved by
+  ``scipy.optimize.quadratic_assignment``.
 - :func:`select` does both; :func:`write` writes the report.
 
-Bandwidth is not measured: the probe mesh's 64-byte probes carry no rate.
-Each VM's bound is the provider's documented per-VM egress cap
-(``cloud.vm_egress_bps``), the same for every VM, so it does not rank them;
-the report carries it as such."""
+Bandwidth: after the mesh, bulk probes one at a time (:func:`bulk_plan`):
+each VM sends ``BULK_BYTES`` to two partners and receives from two; a VM's
+rate is the lesser of its best send and its best receive (bits/s over the
+transfer's completion time, which the tenant can time)."""
 
 from __future__ import annotations
 
