@@ -191,12 +191,12 @@ def bulk_rates(flows, plan, pool: int) -> tuple[np.ndarray, np.ndarray]:
     its receiver's way in, so the better of two partners bounds a VM's own
     side from below. 0 for a transfer unfinished at the stop."""
     got = {}
-    for a, b, t, fct in zip(flows["src"], flows["dst"], flows["start_ps"], flows["fct_ps"]):
+    for a, b, t, fct in zip(flows["src"], flows["dst"], flows["start_ps"], flows["fct_ps"].astype("float64")):
         got[(int(a), int(b), int(t))] = fct
     out_bps, in_bps = np.zeros(pool), np.zeros(pool)
     for a, b, t in plan:
         fct = got.get((a, b, t))
-        rate = 8 * BULK_BYTES / (fct / 1e12) if fct is not None and fct == fct and fct > 0 else 0.0
+        rate = 8 * BULK_BYTES / (fct / 1e12) if fct is not None and fct > 0 else 0.0  # NaN: unfinished
         out_bps[a] = max(out_bps[a], rate)
         in_bps[b] = max(in_bps[b], rate)
     return out_bps, in_bps
@@ -247,32 +247,9 @@ def ring_order(d: np.ndarray, seed: int = 0) -> list[int]:
     return o[k:] + o[:k]
 
 
-def side_scores(m: Measurement, q: Optional[float] = 99.0) -> np.ndarray:
-    """Per VM, its own sides' excess: a directed pair's statistic (the q-th
-    percentile of its probes' excess, or their mean with q None) modelled as
-    e_ab = out_a + in_b (the sender's queue out plus the receiver's queue
-    in), fitted by least squares over the measured pairs; the score is
-    out_v + in_v (a shift of every out by c and every in by -c leaves it
-    unchanged, so the minimum-norm solution gives it)."""
-    n = len(m.vms)
-    key = m.src * n + m.dst
-    rows, rhs = [], []
-    for k in np.unique(key):
-        x = m.excess_ns[key == k]
-        a, b = divmod(int(k), n)
-        r = np.zeros(2 * n)
-        r[a], r[n + b] = 1.0, 1.0
-        rows.append(r)
-        rhs.append(np.percentile(x, q) if q is not None else x.mean())
-    if not rows:
-        return np.zeros(n)
-    sol = np.linalg.lstsq(np.array(rows), np.array(rhs), rcond=None)[0]
-    return sol[:n] + sol[n:]
-
-
 def choose(m: Measurement, vms: int, noisy_factor: float = NOISY_FACTOR,
            noisy_floor_ns: float = NOISY_FLOOR_NS, ring_quantile: float = RING_QUANTILE,
-           scoring: str = "pooled", slow_share: float = SLOW_SHARE) -> Selection:
+           slow_share: float = SLOW_SHARE) -> Selection:
     """Keeps ``vms`` of the pool by the stated objective (module docstring)."""
     n = len(m.vms)
     if vms > n:
@@ -286,8 +263,6 @@ def choose(m: Measurement, vms: int, noisy_factor: float = NOISY_FACTOR,
         x = m.excess_ns[(m.src == i) | (m.dst == i)]
         score[i] = np.percentile(x, 99) if x.size else np.inf
         p50[i] = np.percentile(x, 50) if x.size else np.inf
-    if scoring != "pooled":
-        score = side_scores(m, 99.0 if scoring == "sides-p99" else None)
     finite = score[np.isfinite(score)]
     median = float(np.median(finite)) if finite.size else 0.0
     limit = max(noisy_floor_ns, noisy_factor * median)
