@@ -42,10 +42,13 @@ def register(app: typer.Typer) -> None:
         sel.write(out, m, r)
         shared = ", ".join("{" + ",".join(g) + "}" for g in m.groups if len(g) > 1) or "none"
         typer.echo(f"pool: {len(m.vms)} VMs (M = {vms} + margin {margin}); sharing a machine: {shared}")
-        typer.echo(f"  {'vm':<6} {'machine':<8} {'group':>5} {'excess p50 us':>14} {'p99 us':>9}  verdict")
+        typer.echo(f"  {'vm':<6} {'machine':<8} {'group':>5} {'excess p50 us':>14} {'p99 us':>9} {'bulk Gbit/s':>12}"
+                   "  verdict")
         for row in r.table:
             typer.echo(f"  {row['vm']:<6} {'unknown':<8} {row['group']:>5} {row['excess_p50_ns'] / 1000:>14.2f} "
-                       f"{row['excess_p99_ns'] / 1000:>9.2f}  {row['verdict']}: {row['reason']}")
-        typer.echo(f"bandwidth: the documented per-VM cap, {m.cap_bps / 1e9:g} Gbit/s for every VM (not measured)")
+                       f"{row['excess_p99_ns'] / 1000:>9.2f} {row['bulk_bps'] / 1e9:>12.2f}  {row['verdict']}: "
+                       f"{row['reason']}")
+        typer.echo(f"bulk: the lesser of a VM's best send and best receive of {sel.BULK_BYTES} bytes; slow below "
+                   f"{sel.SLOW_SHARE:g} x the documented per-VM cap, {m.cap_bps / 1e9:g} Gbit/s")
         typer.echo(f"hosts = {r.hosts}   # ring order, for [[collectives]] hosts or [[jobs]] workers")
         typer.echo(f"wrote {out / 'selection.json'} and {out / 'selection.csv'}")

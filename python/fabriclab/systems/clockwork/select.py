@@ -336,7 +336,9 @@ def write(out_dir: Path, m: Measurement, s: Selection) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / "selection.json", "w") as f:
         json.dump({"hosts": s.hosts, "vms": s.vms, "pool": m.vms, "groups": m.groups, "objective": s.objective,
-                   "bandwidth": {"cap_bps": m.cap_bps, "source": "cloud.vm_egress_bps (documented cap; not measured)"},
+                   "bandwidth": {"cap_bps": m.cap_bps, "cap_source": "cloud.vm_egress_bps (documented cap)",
+                                 "measured": f"bulk probes of {BULK_BYTES} bytes: table's bulk_bps",
+                                 "slow_below_bps": SLOW_SHARE * m.cap_bps},
                    "table": s.table}, f, indent=1)
     with open(out_dir / "selection.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(s.table[0]))
