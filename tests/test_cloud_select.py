@@ -88,3 +88,20 @@ def test_the_cli_writes_a_hosts_list(chosen, tmp_path, capsys):
     j = json.loads((tmp_path / "selection.json").read_text())
     assert j["hosts"] == s.hosts and len(set(j["hosts"])) == 4
     assert len(j["table"]) == 6 and sum(r["verdict"] == "kept" for r in j["table"]) == 4
+
+
+def test_probe_delays_read_each_hosts_own_clock():
+    # Hosts named so that sorted order (vm10, vm2) differs from the order asked (vm2, vm10). vm10's clock
+    # is 2 us ahead, vm2's exact: a probe vm2 -> vm10 stamped tx 1,000 ns, rx 6,000 ns took 3,000 ns.
+    import numpy as np
+    import pyarrow as pa
+    from fabriclab.observe.clock import colocation as co
+    from fabriclab.observe.clock.probes import Probes
+
+    p = Probes(hosts=["vm10", "vm2"], src=np.array([1], np.int32), dst=np.array([0], np.int32),
+               tx0_ns=np.array([1000]), tx1_ns=np.array([1100]), rx0_ns=np.array([6000]), rx1_ns=np.array([6100]))
+    clocks = pa.table({"window": [0, 0], "window_mid_ns": [0, 0], "host": ["vm2", "vm10"],
+                       "offset_ns": [0.0, 2000.0], "drift_ppm": [0.0, 0.0]})
+    src, dst, _, owd, excess = co.probe_delays(p, clocks, ["vm2", "vm10"])
+    assert src.tolist() == [0] and dst.tolist() == [1]
+    assert owd.tolist() == [3000.0] and excess.tolist() == [0.0]
