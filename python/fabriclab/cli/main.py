@@ -39,6 +39,8 @@ from ..systems.clockwork.bottleneck_cli import register as _register_bottleneck 
 _register_bottleneck(app)
 from ..observe.owd_cli import register as _register_owd  # noqa: E402
 _register_owd(app)
+from ..systems.clockwork.cli import register as _register_cloud  # noqa: E402
+_register_cloud(app)
 
 # Markup off: user text (paths, names, messages) is printed literally.
 err = Console(stderr=True, markup=False)

@@ -69,6 +69,11 @@ class CloudConfig(_Strict):
     neighbour_start_ps: Delay = 0
     # None: as long as the probe mesh runs ([probes]), else 1 s.
     neighbour_duration_ps: Optional[Annotated[TimePs, Field(gt=0)]] = None
+    # A placement given by hand instead of drawn (tests, what-ifs): the machine of
+    # each tenant VM (slots taken in order on each machine) ...
+    tenant_machines: Optional[list[Annotated[StrictInt, Field(ge=0)]]] = None
+    # ... and the busy machines (those holding other tenants' VMs carry traffic).
+    busy_machines: Optional[list[Annotated[StrictInt, Field(ge=0)]]] = None
 
     @model_validator(mode="after")
     def _fits(self):
@@ -79,6 +84,22 @@ class CloudConfig(_Strict):
             raise ValueError(f"tenant_vms: {self.tenant_vms} VMs asked, but the cloud has {slots} VM slots "
                              f"({machines(self)} machines x vms_per_host {self.vms_per_host}); ask for at most "
                              f"{slots}, or give more machines or slots")
+        n = machines(self)
+        if self.tenant_machines is not None:
+            tm = self.tenant_machines
+            if len(tm) != self.tenant_vms:
+                raise ValueError(f"tenant_machines: {len(tm)} machines given for tenant_vms = {self.tenant_vms}; "
+                                 "give one machine per tenant VM")
+            for m in tm:
+                if m >= n:
+                    raise ValueError(f"tenant_machines: machine {m} is beyond the cloud's {n} machines (0..{n - 1})")
+                if tm.count(m) > self.vms_per_host:
+                    raise ValueError(f"tenant_machines: machine {m} is given {tm.count(m)} times, more than its "
+                                     f"vms_per_host = {self.vms_per_host} slots")
+        if self.busy_machines is not None:
+            bm = self.busy_machines
+            if len(set(bm)) != len(bm) or any(m >= n for m in bm):
+                raise ValueError(f"busy_machines: give distinct machines within 0..{n - 1}, got {bm}")
         return self
 
 
@@ -128,17 +149,24 @@ def place(c: CloudConfig, seed: int) -> tuple[list[tuple[int, int]], list[tuple[
     drawn uniformly without replacement from every slot; other tenants' VMs
     on ``occupancy`` of the slots left, drawn likewise; ``busy_share`` of the
     machines holding other tenants' VMs, drawn likewise, are busy: there
-    those VMs carry the neighbours' traffic. Tenant and
+    those VMs carry the neighbours' traffic. ``tenant_machines`` and
+    ``busy_machines``, when given, replace their draws. Tenant and
     other VMs are each listed in (machine, slot) order."""
     rng = random.Random(seed ^ _SEED_SALT)
     n = machines(c)
     slots = [(m, s) for m in range(n) for s in range(c.vms_per_host)]
-    tenant = sorted(rng.sample(slots, c.tenant_vms))
+    if c.tenant_machines is None:
+        tenant = sorted(rng.sample(slots, c.tenant_vms))
+    else:
+        tenant = sorted((m, c.tenant_machines[:k].count(m)) for k, m in enumerate(c.tenant_machines))
     taken = set(tenant)
     free = [x for x in slots if x not in taken]
     others = sorted(rng.sample(free, round(c.occupancy * len(free))))
     hosting = sorted({m for m, _ in others})
-    busy = sorted(rng.sample(hosting, round(c.busy_share * len(hosting))))
+    if c.busy_machines is None:
+        busy = sorted(rng.sample(hosting, round(c.busy_share * len(hosting))))
+    else:
+        busy = sorted(c.busy_machines)
     return tenant, others, busy
 
 

@@ -174,11 +174,17 @@ def pair_statistics(t: pa.Table, offset_floor_ns: float = OFFSET_FLOOR_NS,
     return hosts, xo + xd, 2 * W - 1, W, noise
 
 
-def delay_correlation(p: Probes, clocks: pa.Table, hosts: list[str], bin_ns: int = BIN_NS,
-                      min_bins: int = MIN_BINS) -> np.ndarray:
-    """(n x n) Pearson correlation of the senders' queueing delay (NaN where
-    fewer than ``min_bins`` common bins or no variation), hosts as ``hosts``."""
-    _, _, mids, a = _grid(clocks)
+def probe_delays(p: Probes, clocks: pa.Table, hosts: list[str]):
+    """Every probe's one-way delay on the estimated clocks: rx - tx, each
+    stamp moved by its host's offset at the probe's time (its window's
+    offset and drift), and its excess over the least of its (src, dst).
+    Returns (src, dst, t_ref_ns, owd_ns, excess_ns), hosts as indices into
+    ``hosts`` (probes of other hosts are left out)."""
+    names, _, mids, a = _grid(clocks)
+    missing = sorted(set(hosts) - set(names))
+    if missing:
+        raise ColocationInputError(f"hosts: {missing[0]!r} has no clock estimate")
+    col = [names.index(h) for h in hosts]
     n = len(hosts)
     pos = {h: i for i, h in enumerate(hosts)}
     idx = np.array([pos.get(h, -1) for h in p.hosts])
@@ -186,10 +192,10 @@ def delay_correlation(p: Probes, clocks: pa.Table, hosts: list[str], bin_ns: int
     keep = (src >= 0) & (dst >= 0)
     src, dst = src[keep], dst[keep]
     tx, rx = p.tx0_ns[keep].astype(float), p.rx0_ns[keep].astype(float)
-    corr = np.full((n, n), np.nan)
     if tx.size == 0:
-        return corr
-    off, dr = a["offset_ns"], a["drift_ppm"]
+        empty = np.zeros(0)
+        return src, dst, empty, empty, empty
+    off, dr = a["offset_ns"][:, col], a["drift_ppm"][:, col]
 
     def clock_offset(h, t_ref):
         w = np.clip(np.searchsorted((mids[1:] + mids[:-1]) / 2, t_ref), 0, len(mids) - 1)
@@ -200,7 +206,18 @@ def delay_correlation(p: Probes, clocks: pa.Table, hosts: list[str], bin_ns: int
     key = src * n + dst
     base = np.full(n * n, np.inf)
     np.minimum.at(base, key, owd)
-    excess = owd - base[key]
+    return src, dst, t_ref, owd, owd - base[key]
+
+
+def delay_correlation(p: Probes, clocks: pa.Table, hosts: list[str], bin_ns: int = BIN_NS,
+                      min_bins: int = MIN_BINS) -> np.ndarray:
+    """(n x n) Pearson correlation of the senders' queueing delay (NaN where
+    fewer than ``min_bins`` common bins or no variation), hosts as ``hosts``."""
+    n = len(hosts)
+    corr = np.full((n, n), np.nan)
+    src, _, t_ref, _, excess = probe_delays(p, clocks, hosts)
+    if t_ref.size == 0:
+        return corr
     b = ((t_ref - t_ref.min()) // bin_ns).astype(np.int64)
     nb = int(b.max()) + 1
     series = np.full(n * nb, np.inf)
