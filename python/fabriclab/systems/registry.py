@@ -134,7 +134,7 @@ class Row:
 @dataclass(frozen=True)
 class QuickCheck:
     """A headline number of a quick run: ``key`` is a path into its
-    summary.json (dots; integers index lists)."""
+    summary.json ("/" between the parts; an integer part indexes a list)."""
 
     repro: str
     metric: str
@@ -145,7 +145,7 @@ class QuickCheck:
 
     def read(self, summary: dict) -> float:
         x = summary
-        for part in self.key.split("."):
+        for part in self.key.split("/"):
             x = x[int(part)] if isinstance(x, list) else x[part]
         return float(x)
 
@@ -628,5 +628,65 @@ REPRODUCTIONS: tuple[Reproduction, ...] = (
     Reproduction("bottleneck", "Clockwork", "26.5 s-168 s (--workers 2)", None, False),
 )
 
+
+
+def _q(repro: str, metric: str, key: str, paper: str, value: float, rel: float = 0.05, floor: float = 0.0) -> QuickCheck:
+    """A quick check with its band: the measured value ± ``rel`` of it, and
+    at least ± ``floor`` (for values at or near zero). Deterministic runs give
+    the value exactly; the band leaves room for changes that move the last
+    digits (summation order, a rounding) and fails on anything larger."""
+    half = max(abs(value) * rel, floor)
+    return QuickCheck(repro, metric, key, paper, value, Band(round(value - half, 6), round(value + half, 6)))
+
+
 QUICK: tuple[QuickCheck, ...] = (
+    _q("blink", "DGX-1V broadcast: trees / rings geo-mean (16 allocations)", "dgx1v_broadcast/geomean_speedup",
+       "geo-mean 2x", 1.8348),
+    _q("blink", "DGX-1V allreduce: trees / rings geo-mean (16 allocations)", "dgx1v_allreduce/geomean_speedup",
+       "geo-mean 2x", 1.6458),
+    _q("blink", "DGX-2 allreduce: one-hop / ring, largest", "dgx2_allreduce/max_speedup", "up to 3.5x", 14.9166),
+    _q("blink", "DGX-2 allreduce: one-hop / ring at 1 GiB", "dgx2_allreduce/speedup_at_largest", "1x at large sizes",
+       1.0083),
+    _q("blink", "3 + 5 GPUs: three-phase / ring at 40 Gbit/s", "two_servers_3plus5/40G", "faster (no number)", 1.7791),
+    _q("blink", "3 + 5 GPUs: three-phase / ring at 100 Gbit/s", "two_servers_3plus5/100G", "faster (no number)",
+       1.5176),
+    _q("thesis-ch4", "priority vs FIFO at 1 Gbit/s, no barrier (%)", "barrier_off/1G/priority_change_pct", "-12 %",
+       -18.1),
+    _q("thesis-ch4", "priority vs FIFO at 2 Gbit/s, no barrier (%)", "barrier_off/2G/priority_change_pct",
+       "no difference", 0.0, floor=0.5),
+    _q("thesis-ch5", "Horovod 25 %, background 6.25 % (46 flows/s): small-flow mean FCT (%)", "ratio4_46fps/small_mean_change_pct",
+       "-40 % to -70 %", -43.5),
+    _q("thesis-ch5", "Horovod 25 %, background 6.25 % (46 flows/s): iteration (%)", "ratio4_46fps/iteration_change_pct",
+       "no degradation", 3.0, floor=0.5),
+    _q("thesis-ch5", "Horovod 25 %, background 25 % (184 flows/s): iteration (%)", "ratio4_184fps/iteration_change_pct", ">= 29 %",
+       18.3),
+    _q("thesis-slack", "slack f = 0.25: penalty removed", "ratio4_92fps/slack f=0.25 lag=1/penalty_removed",
+       "goal 1", 1.07),
+    _q("thesis-slack", "slack f = 0.25: background gain kept", "ratio4_92fps/slack f=0.25 lag=1/gain_kept", "goal 1",
+       0.47),
+    _q("panama-fig8", "ring / PANAMA short-flow p99 (load 0.5)", "at load 0.50/short_p99_fct_ring_over_panama",
+       "4.5 (at 80 %)", 1.04),
+    _q("panama-fig8", "PANAMA / ring long-flow throughput (load 0.5)", "at load 0.50/long_throughput_panama_over_ring",
+       "1.33", 1.1),
+    _q("panama-fig8", "ring / PANAMA job time (load 0.5)", "at load 0.50/job_time_ring_over_panama", "1.34", 1.38),
+    _q("panama-fig8", "PANAMA / SwitchML* job time (load 0.5)", "at load 0.50/job_time_panama_over_switchml", "1.05",
+       1.0),
+    _q("panama-fig8-1024", "ring / PANAMA short-flow p99 (load 0.5)", "at load 0.50/short_p99_fct_ring_over_panama",
+       "4.5 (at 80 %)", 1.13),
+    _q("panama-fig8-1024", "PANAMA / ring long-flow throughput (load 0.5)",
+       "at load 0.50/long_throughput_panama_over_ring", "1.33", 1.06),
+    _q("panama-fig8-1024", "ring / PANAMA job time (load 0.5)", "at load 0.50/job_time_ring_over_panama", "1.34",
+       1.34),
+    _q("panama-fig9", "slowest single tree / ring, 8 long flows", "worst_single_tree_over_ring/8",
+       "one tree can be worse than the ring", 1.82),
+    _q("panama-fig9", "4 trees' aggregation latency, 8 long flows (ms)", "aggregation_latency_ms/8/PANAMA",
+       "lowest", 27.98),
+    _q("panama-fig10", "with PANAMA's control: Jain's index", "panama/jain_shared", "about equal shares", 0.99),
+    _q("panama-fig10", "without control: TCP's share (Gbit/s)", "none/tcp_shared_gbps", "TCP starves", 0.55),
+    _q("c4-table3", "June 2023: downtime share (%)", "june-2023/expected_percent/total", "31.19 %", 34.62),
+    _q("c4-table3", "with C4D: downtime share (%)", "c4d/expected_percent/total", "1.16 %", 2.09),
+    _q("c4p-fig8", "4 servers: C4P busbw (GB/s)", "ours/4_servers/c4p_GBps", "close to 360", 275.9),
+    _q("c4p-fig8", "4 servers: gain over ECMP (%)", "ours/4_servers/gain_percent", "+50 %", 70.5),
+    _q("c4p-fig9", "1:1: gain over ECMP (%)", "ours/1:1/gain_percent", "+70.3 %", 38.7),
+    _q("c4p-fig9", "2:1: gain over ECMP (%)", "ours/2:1/gain_percent", "+65.55 %", 70.4),
 )
