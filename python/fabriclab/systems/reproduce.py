@@ -134,7 +134,7 @@ def run_all_quick(out_dir: Path, workers: int = 1, only: tuple[str, ...] | None 
 
 
 def _fmt(x: float) -> str:
-    return f"{x:.4g}"
+    return f"{x:.6g}"
 
 
 def quick_table(rows: list[dict]) -> str:
