@@ -10,7 +10,7 @@ import json
 import time
 from pathlib import Path
 
-from .registry import QUICK, REPRODUCTIONS, ROWS, QuickCheck
+from .registry import QUICK, REPRODUCTIONS, ROWS
 
 HEADER = ["seed", "figure / table", "metric", "paper", "ours", "tolerance", "status", "command"]
 
@@ -183,6 +183,3 @@ def replace_table(page: str) -> str:
         j += 1
     return "\n".join(lines[:i] + markdown_table().split("\n") + lines[j:])
 
-
-def quick_check_by_key(name: str, key: str) -> QuickCheck:
-    return next(q for q in QUICK if q.repro == name and q.key == key)
