@@ -81,3 +81,15 @@ def c4p_two_server_testbed(spines: int):
         t.servers.append([s])
         t.group.append(s)
     return t
+
+
+def assert_quick_bands(name: str, summary: dict) -> None:
+    """Issue 29's guard: every headline of ``name``'s quick run stays inside
+    the band the registry (fabriclab/systems/registry.py, QUICK) gives it. A
+    change that moves one updates the registry with its reason."""
+    from fabriclab.systems.reproduce import check_quick
+
+    checks = check_quick(name, summary)
+    assert checks, f"the registry has no quick checks for {name}"
+    bad = [f"{c['metric']} ({c['key']}): {c['ours']} outside {c['band']}" for c in checks if not c["holds"]]
+    assert not bad, f"{name} --quick left its registry bands: " + "; ".join(bad)

@@ -12,7 +12,7 @@ import json
 import pandas as pd
 import pytest
 
-from conftest import run_cli
+from conftest import assert_quick_bands, run_cli
 from fabriclab.systems.c4.tomography import scores
 from fabriclab.systems.clockwork import bottleneck as bn
 from fabriclab.systems.clockwork import repro_bottleneck as R
@@ -138,6 +138,7 @@ def test_reproduce_bottleneck_quick(tmp_path):
         assert (x["label_kind"], x["label_component"]) == (c["label"][0], c["label"][1] or "")
     assert set(rows["clocks"]) == {"true", "true (clocked run)", "huygens"}
     s = json.loads((out / "summary.json").read_text())
+    assert_quick_bands("bottleneck", s)
     assert s["cases"] == len(true)
     right = true["right"].astype(str) == "True"
     assert s["true_clocks"]["overall"]["accuracy"] == pytest.approx(right.mean())

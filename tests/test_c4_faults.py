@@ -14,6 +14,7 @@ from fabriclab.errors import InputError
 from fabriclab.systems.c4.repro_diagnosis import matches
 from fabriclab.scenario.model import Scenario
 from fabriclab.sim.pipeline import core_spec
+from conftest import assert_quick_bands
 
 MS = 10**9
 # Eight ranks over three leaves of four hosts (every ring hop but one crosses
@@ -167,6 +168,7 @@ def test_reproduce_c4_diagnosis_quick(cli, tmp_path):
     r = cli("reproduce", "c4-diagnosis", "--quick", "--out", str(out))
     assert r.returncode == 0, r.stderr
     s = json.loads((out / "summary.json").read_text())
+    assert_quick_bands("c4-diagnosis", s)
     runs = pd.read_parquet(out / "runs.parquet")
     assert s["scenarios"] == len(runs) == 10
     # Scenario 0 is fault-free; the others carry one fault each, kinds in turn.

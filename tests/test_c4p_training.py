@@ -5,6 +5,7 @@ the bonded NIC's closed-form bound."""
 from fabriclab.systems.c4p.bench import Job, RunConfig, cross_pairs, run_jobs
 from fabriclab.systems.c4p.testbed import PORT_BPS
 from fabriclab.systems.c4p import testbed as tb
+from conftest import assert_quick_bands
 
 
 def test_a_rail_group_is_one_ring_over_gpu_r_of_each_server():
@@ -50,6 +51,7 @@ def test_reproduce_c4p_fig10_quick(cli, tmp_path):
     out = tmp_path / "f10"
     r = cli("reproduce", "c4p-fig10", "--quick", "--out", str(out))
     assert r.returncode == 0, r.stderr
+    assert_quick_bands("c4p-fig10", json.loads((out / "summary.json").read_text()))
     s = json.loads((out / "summary.json").read_text())["ours"]
     cnps = pd.read_csv(out / "fig10_cnps.csv")
     for mode in ("ecmp", "c4p"):

@@ -11,6 +11,7 @@ from fabriclab.collectives.metrics import bus_bandwidth
 from fabriclab.sim.plans import run_plan
 from fabriclab.scenario.gpus import gpu_server
 from fabriclab.scenario.topology import TopologyData
+from conftest import assert_quick_bands
 
 B = 100 * 10**9  # 100 Gbit/s ring links
 D = 500_000  # 0.5 us
@@ -180,6 +181,7 @@ def test_reproduce_blink_quick(cli, tmp_path):
     r = cli("reproduce", "blink", "--quick", "--out", str(out))
     assert r.returncode == 0, r.stderr
     s = json.loads((out / "summary.json").read_text())
+    assert_quick_bands("blink", s)
     # Some fragmented allocations have no NVLink ring: trees then beat the PCIe ring by far.
     assert s["dgx1v_broadcast"]["max_speedup"] > 2
     assert (out / "blink.png").read_bytes()[:4] == b"\x89PNG"

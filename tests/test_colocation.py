@@ -15,6 +15,7 @@ from fabriclab.observe.clock import colocation as co
 from fabriclab.observe.clock.probes import Probes
 from fabriclab.scenario.cloud import CloudConfig, place
 from scipy.stats import chi2
+from conftest import assert_quick_bands
 
 MIDS_NS = np.arange(6) * 100e6 + 50e6  # six windows of 100 ms
 
@@ -137,6 +138,7 @@ def test_reproduce_colocation_quick_scores_pairs_against_the_placement(tmp_path,
     r = cli("reproduce", "colocation", "--quick", "--workers", "2", "--out", str(out))
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.loads((out / "summary.json").read_text())
+    assert_quick_bands("colocation", s)
     # The positives from the placement alone: pairs of the tenant's VMs sharing a machine.
     positives = 0
     for seed in range(R.QUICK_CLOUDS):

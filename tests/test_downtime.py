@@ -10,6 +10,7 @@ import math
 import pytest
 
 from fabriclab.systems.c4 import downtime as dt
+from conftest import assert_quick_bands
 
 
 def small_practice(auto=120.0):
@@ -63,6 +64,7 @@ def test_table1_mix_adds_up_and_c4d_cuts_downtime(cli, tmp_path):
     r = cli("reproduce", "c4-table3", "--quick", "--out", str(tmp_path / "t3"))
     assert r.returncode == 0, r.stderr
     s = json.loads((tmp_path / "t3" / "summary.json").read_text())
+    assert_quick_bands("c4-table3", s)
     june, c4d = s["june-2023"]["expected_percent"], s["c4d"]["expected_percent"]
     assert c4d["total"] < june["total"] / 5
     assert sum(june[p] for p in dt.PARTS) == pytest.approx(june["total"], abs=0.02)

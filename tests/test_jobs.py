@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from fabriclab import Scenario, simulate
 from fabriclab.scenario.profiles import PARAM_COUNTS, build_profile, resnet50_layer_params
+from conftest import assert_quick_bands
 
 R = 10 * 10**9  # 10 Gbit/s
 MS = 10**9
@@ -198,6 +199,7 @@ def test_thesis_ch4_reproduction_quick(cli, tmp_path):
     r = cli("reproduce", "thesis-ch4", "--quick", "--out", str(tmp_path / "c"))
     assert r.returncode == 0, r.stderr
     s = json.loads((tmp_path / "c" / "summary.json").read_text())
+    assert_quick_bands("thesis-ch4", s)
     off = s["barrier_off"]
     # Network-bound at 1 Gbit/s: the priority queue shortens the iteration.
     assert off["1G"]["priority_change_pct"] < -5
@@ -307,6 +309,7 @@ def test_thesis_ch5_reproduction_quick(cli, tmp_path):
     r = cli("reproduce", "thesis-ch5", "--quick", "--out", str(tmp_path / "c5"))
     assert r.returncode == 0, r.stderr
     s = json.loads((tmp_path / "c5" / "summary.json").read_text())
+    assert_quick_bands("thesis-ch5", s)
     light, heavy = s["ratio4_46fps"], s["ratio4_184fps"]
     # Light background: lowering Horovod's priority helps small flows and costs Horovod little.
     assert light["small_mean_change_pct"] < -15
@@ -334,6 +337,7 @@ def test_thesis_slack_reproduction_quick(cli, tmp_path):
     r = cli("reproduce", "thesis-slack", "--quick", "--out", str(tmp_path / "s"))
     assert r.returncode == 0, r.stderr
     cell = json.loads((tmp_path / "s" / "summary.json").read_text())["ratio4_92fps"]
+    assert_quick_bands("thesis-slack", json.loads((tmp_path / "s" / "summary.json").read_text()))
     # The cell where static low priority hurts Horovod and helps small flows.
     assert cell["lower"]["iteration_pct"] > 10 and cell["lower"]["small_mean_pct"] < -20
     # The deadline check alone (lag 0, factor 1) raises most bytes: the

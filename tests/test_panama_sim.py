@@ -14,6 +14,7 @@ from fabriclab import simulate
 from fabriclab.sim.apps.aggregation import build_tree, top_tier
 from fabriclab.scenario.model import Scenario
 from fabriclab.sim.pipeline import core_spec
+from conftest import assert_quick_bands
 
 VECTOR = 1456
 WIRE = VECTOR + 16 + 66  # header, then UDP/IPv4/Ethernet with preamble and gap
@@ -219,6 +220,7 @@ def test_panama_fig10_quick_shares_with_control_and_starves_without(cli, tmp_pat
     r = cli("reproduce", "panama-fig10", "--quick", "--out", str(tmp_path / "f10"))
     assert r.returncode == 0, r.stderr
     s = json.loads((tmp_path / "f10" / "summary.json").read_text())
+    assert_quick_bands("panama-fig10", s)
     assert s["panama"]["tcp_alone_gbps"] > 9.5  # the TCP flow alone fills the 10 Gbit/s bottleneck
     assert s["panama"]["jain_shared"] >= 0.95
     assert s["none"]["tcp_shared_gbps"] < 0.15 * s["none"]["aggregation_shared_gbps"]
@@ -233,6 +235,7 @@ def test_panama_fig9_quick_all_trees_beat_single_trees_and_the_ring(cli, tmp_pat
     r = cli("reproduce", "panama-fig9", "--quick", "--out", str(tmp_path / "f9"))
     assert r.returncode == 0, r.stderr
     s = json.loads((tmp_path / "f9" / "summary.json").read_text())
+    assert_quick_bands("panama-fig9", s)
     lat = s["aggregation_latency_ms"]
     # Alone on the fabric every tree moves 8 MB at line rate: 8e6 / 1456
     # packets of 1538 wire bytes at 10 Gbit/s (6.76 ms), plus the tree's
@@ -337,6 +340,7 @@ def test_panama_fig8_quick_runs_every_configuration(cli, tmp_path):
     r = cli("reproduce", "panama-fig8", "--quick", "--out", str(tmp_path / "f8"))
     assert r.returncode == 0, r.stderr
     s = json.loads((tmp_path / "f8" / "summary.json").read_text())
+    assert_quick_bands("panama-fig8", s)
     m = {key.split(" ", 1)[1]: v for key, v in s["metrics"].items()}
     assert set(m) == {"Ideal", "Ring-AllReduce", "SwitchML*", "PANAMA", "PANAMA-0.88", "PANAMA-0.94"}
     for c, v in m.items():

@@ -9,6 +9,7 @@ import json
 import pandas as pd
 import pytest
 
+from conftest import assert_quick_bands
 from fabriclab.systems.c4 import downtime as dt
 from fabriclab.systems.c4 import repro_recovery as rc
 
@@ -18,7 +19,12 @@ def runs(tmp_path_factory):
     summary = rc.run(out, quick=True)
     df = pd.read_csv(out / "runs.csv")
     json.dumps(summary)  # the summary the CLI writes must be JSON
+    df.attrs["summary"] = summary
     return df
+
+
+def test_quick_headlines_stay_in_their_registry_bands(runs):
+    assert_quick_bands("c4-recovery", runs.attrs["summary"])
 
 
 def _parts_s(row, prefix):

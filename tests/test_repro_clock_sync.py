@@ -3,9 +3,10 @@ method and configuration; its numbers are errors against true time (an idle fabr
 gives Huygens errors of a few ns, as the setup implies), and Huygens beats NTP-style at 40 % load."""
 
 import csv
+import json
 
 import numpy as np
-from conftest import run_cli
+from conftest import assert_quick_bands, run_cli
 from fabriclab.systems.clockwork import repro_sync as R
 
 
@@ -24,6 +25,7 @@ def test_quick_mode_writes_every_method_and_configuration(tmp_path):
         assert int(x["samples"]) == 31  # 32 hosts but the reference, one window
         assert 0 <= float(x["p50_ns"]) <= float(x["p99_ns"]) <= float(x["max_ns"])
     assert (out / "summary.json").is_file()
+    assert_quick_bands("clock-sync", json.loads((out / "summary.json").read_text()))
     # At 40 %: Huygens is better than NTP-style at p99.
     by = {(float(x["load"]), x["method"]): float(x["p99_ns"]) for x in rows}
     assert by[(0.4, "huygens")] < by[(0.4, "ntp")]

@@ -199,10 +199,11 @@ def report(folder: Path = typer.Argument(..., help="A run, sweep or reproduction
 
 @app.command()
 def reproduce(
-    what: str = typer.Argument(..., help="Which reproduction: blink, thesis-ch4, thesis-ch5, thesis-slack, "
-                                           "panama-fig8, panama-fig8-1024, panama-fig9, panama-fig10, c4-table3, "
-                                           "c4p-fig8, c4p-fig9, c4p-fig10, c4p-fig11, c4p-fig13, c4-diagnosis, "
-                                           "c4-recovery, clock-sync, colocation, bottleneck."),
+    what: Optional[str] = typer.Argument(None, help="Which reproduction: blink, thesis-ch4, thesis-ch5, thesis-slack, "
+                                                    "panama-fig8, panama-fig8-1024, panama-fig9, panama-fig10, c4-table3, "
+                                                    "c4p-fig8, c4p-fig9, c4p-fig10, c4p-fig11, c4p-fig13, c4-diagnosis, "
+                                                    "c4-recovery, clock-sync, colocation, bottleneck; or 'all' (with "
+                                                    "--quick: every quick mode, checked against its quick bands)."),
     out_dir: Path = typer.Option(Path("repro-out"), "--out", help="Folder for tables and plots."),
     quick: bool = typer.Option(False, "--quick", help="A small subset that runs in seconds (for CI)."),
     # At least 1000: the scenarios' simulation seeds are SEED_BASE - 1000 + i + 1, never negative.
@@ -213,82 +214,38 @@ def reproduce(
                                                  "ranges the detector was developed on)."),
     workers: int = typer.Option(1, "--workers", min=1, help="clock-sync, colocation and bottleneck only: "
                                                                "simulations run on this many processes."),
+    list_: bool = typer.Option(False, "--list", help="Print the registry of reproductions (systems/registry.py) and exit."),
 ) -> None:
     """Run a paper reproduction end to end and print our numbers beside the paper's."""
     import json
 
-    known = ("blink", "thesis-ch4", "thesis-ch5", "thesis-slack", "panama-fig8", "panama-fig8-1024", "panama-fig9",
-             "panama-fig10", "c4-table3", "c4p-fig8", "c4p-fig9", "c4p-fig10", "c4p-fig11", "c4p-fig13",
-             "c4-diagnosis", "c4-recovery", "clock-sync", "colocation", "bottleneck")
+    from ..systems import reproduce as repro
+
+    if list_:
+        out.print(repro.list_table(), highlight=False, soft_wrap=True)
+        return
+    known = repro.names()
+    if what is None:
+        _fail(f"reproduce: name a reproduction ({', '.join(known)}, or all with --quick), or give --list")
+    if what == "all":
+        if not quick:
+            _fail("reproduce all: only with --quick (the full runs take hours; run them one by one)")
+        if seed_base is not None:
+            _fail("reproduce all: --seed-base is for c4-diagnosis alone")
+        check_out_dir(out_dir, "--out")
+        rows = repro.run_all_quick(out_dir, workers=workers,
+                                   progress=lambda n: out.print(f"running {n} --quick", highlight=False))
+        out.print(repro.quick_table(rows), highlight=False, soft_wrap=True)
+        held = sum(r["holds"] for r in rows)
+        out.print(f"{held} of {len(rows)} quick headlines inside their bands; CSV: {out_dir / 'quick_checks.csv'}",
+                  highlight=False)
+        if held < len(rows):
+            raise typer.Exit(1)
+        return
     if what not in known:
-        _fail(f"reproduce: unknown reproduction {what!r} (known: {', '.join(known)})")
+        _fail(f"reproduce: unknown reproduction {what!r} (known: {', '.join(known)}, all)")
     check_out_dir(out_dir, "--out")
-
-    if what == "blink":
-        from ..systems.blink import repro as blink
-
-        summary = blink.run(out_dir, quick=quick)
-    elif what == "thesis-ch4":
-        from ..systems.thesis import repro as thesis
-
-        summary = thesis.ch4_summary(thesis.ch4(out_dir, quick=quick))
-    elif what == "thesis-ch5":
-        from ..systems.thesis import repro as thesis
-
-        summary = thesis.ch5_summary(thesis.ch5(out_dir, quick=quick))
-        thesis.plot_ch5(summary, out_dir / "fig5.19_heatmaps.png")
-        thesis.plot_ch5_figures(out_dir)
-    elif what == "thesis-slack":
-        from ..systems.thesis import repro as thesis
-
-        summary = thesis.ch5_slack_summary(thesis.ch5_slack(out_dir, quick=quick))
-        thesis.plot_ch5_slack(summary, out_dir / "slack_tradeoff.png")
-    elif what == "panama-fig8":
-        from ..systems.panama import repro as panama
-
-        summary = panama.fig8_summary(panama.fig8(out_dir, quick=quick))
-    elif what == "panama-fig8-1024":
-        from ..systems.panama import repro as panama
-
-        # The paper's 1024 servers: a k = 16 fat-tree on the flow backend.
-        summary = panama.fig8_summary(panama.fig8(out_dir, quick=quick, backend="flow", k=16))
-    elif what == "panama-fig9":
-        from ..systems.panama import repro as panama
-
-        summary = panama.fig9_summary(panama.fig9(out_dir, quick=quick))
-    elif what == "panama-fig10":
-        from ..systems.panama import repro as panama
-
-        summary = panama.fig10(out_dir, quick=quick)
-    elif what == "c4-table3":
-        from ..systems.c4 import repro_table3 as downtime
-
-        summary = downtime.table3(out_dir, quick=quick)
-    elif what.startswith("c4p-"):
-        from ..systems.c4p import repro as c4p
-
-        summary = getattr(c4p, what.removeprefix("c4p-"))(out_dir, quick=quick)
-    elif what == "c4-diagnosis":
-        from ..systems.c4 import repro_diagnosis as c4
-
-        summary = c4.run(out_dir, quick=quick, seed_base=seed_base)
-    elif what == "c4-recovery":
-        from ..systems.c4 import repro_recovery as c4_recovery
-
-        summary = c4_recovery.run(out_dir, quick=quick)
-    elif what == "clock-sync":
-        from ..systems.clockwork import repro_sync
-
-        summary = repro_sync.run(out_dir, quick=quick, workers=workers)
-    elif what == "colocation":
-        from ..systems.clockwork import repro_colocation
-
-        summary = repro_colocation.run(out_dir, quick=quick, workers=workers)
-    elif what == "bottleneck":
-        from ..systems.clockwork import repro_bottleneck
-
-        summary = repro_bottleneck.run(out_dir, quick=quick, workers=workers)
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    summary = repro.run(what, out_dir, quick=quick, seed_base=seed_base, workers=workers)
     out.print_json(json.dumps(summary))
     out.print(f"tables and plots in {out_dir}")
 
