@@ -11,7 +11,8 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    cloud_app = typer.Typer(no_args_is_help=True, help="A public cloud's VMs: choose a cluster from them (the scenario's cloud section; docs/clockwork.md).")
+    cloud_app = typer.Typer(no_args_is_help=True, help="A public cloud's VMs: choose a cluster from them "
+                            "(the scenario's cloud section; docs/clockwork.md).")
     app.add_typer(cloud_app, name="cloud")
 
     @cloud_app.command("select")
