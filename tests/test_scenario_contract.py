@@ -410,7 +410,8 @@ def test_cloud_lowers_onto_what_the_core_reads(core_schema):
                      "hypervisor_queue": {"limit_packets": 500, "ecn_threshold_packets": "off"},
                      "tenant_vms": 6, "occupancy": 0.5, "busy_share": 1.0, "neighbour_load": 0.2,
                      "neighbour_cdf": "websearch", "neighbour_class": 1, "neighbour_start_ps": "1ms",
-                     "neighbour_duration_ps": "2ms"},
+                     "neighbour_duration_ps": "2ms", "tenant_machines": [0, 0, 1, 2, 3, 4],
+                     "busy_machines": [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]},
            "clocks": {}, "probes": {"peers": 2, "pair_every_ps": "1ms", "duration_ps": "2ms"}}
     pyd = Scenario.model_json_schema(by_alias=True)["$defs"]
     assert set(raw["cloud"]) == set(pyd["CloudConfig"]["properties"])
