@@ -53,8 +53,11 @@ duration_ps = "20s"
 def _start_long_run(tmp_path):
     scen = _write(tmp_path, LONG)
     out = tmp_path / "out"
+    # SIGINT at its default in the run, however the tests were started: an asynchronous job of a shell
+    # without job control (`cmd &` in a script) starts with SIGINT ignored, and Python then keeps it ignored.
     p = subprocess.Popen([sys.executable, "-m", "fabriclab.cli", "run", str(scen), "--out", str(out), "-q"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while not list(tmp_path.glob(".out.tmp-*")):  # the run has claimed its folder: it is simulating
         assert p.poll() is None, p.communicate()
