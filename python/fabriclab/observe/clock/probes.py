@@ -184,6 +184,14 @@ def _refuse_bad_group(s_src, s_pair, order, src, pair, hosts) -> None:
                          f"pair has exactly two probes, seq 0 and seq 1")
 
 
+def from_simulation(df) -> Probes:
+    """A simulated run's probes table (``Results.probes``, pandas) as Probes,
+    keeping the coded pairs whose two probes both arrived: a run's stop cuts
+    the last pairs in flight, which the reader would refuse as pairs of one."""
+    df = df[df.groupby(["src", "pair"]).seq.transform("size") == 2]
+    return _from_table(pa.Table.from_pandas(df.reset_index(drop=True), preserve_index=False))
+
+
 def _from_table(t: pa.Table) -> Probes:
     def dict_names(c):
         d = t.column(c).combine_chunks()

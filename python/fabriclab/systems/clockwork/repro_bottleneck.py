@@ -149,14 +149,10 @@ def simulate_case(c: dict, clocks: bool = False) -> dict:
     names = [col["name"] for col in s["collectives"]]
     out = {"case": c}
     if clocks:
-        import pyarrow as pa
-
         from ...observe.clock import estimate as est
         from ...observe.clock import probes as pr
 
-        df = res.probes
-        df = df[df.groupby(["src", "pair"]).seq.transform("size") == 2]
-        p = pr._from_table(pa.Table.from_pandas(df.reset_index(drop=True), preserve_index=False))
+        p = pr.from_simulation(res.probes)
         e = est.estimate(p, methods=("huygens",), window_s=(s["stop_ps"] / 1e12), pure_bound_ns=300.0,
                          drop_short_edges=True, robust=True)
         o = ow.compute(res.ccl, hosts, e.clocks.to_pandas(), "huygens", "simulator")

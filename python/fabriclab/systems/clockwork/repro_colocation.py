@@ -65,8 +65,6 @@ def one(seed: int, duration_ms: int = DURATION_MS, window_ms: int = WINDOW_MS, d
     """Simulates cloud ``seed``, estimates its clocks and detects (``delays``:
     with the probes' sender-side delay correlation); returns the pairs'
     truth, decisions and statistics."""
-    import pyarrow as pa
-
     from ...observe.clock import colocation as co
     from ...observe.clock import estimate as est
     from ...observe.clock import probes as pr
@@ -75,9 +73,7 @@ def one(seed: int, duration_ms: int = DURATION_MS, window_ms: int = WINDOW_MS, d
 
     t0 = time.perf_counter()
     res = simulate(Scenario.from_dict(scenario(seed, duration_ms)))
-    df = res.probes
-    df = df[df.groupby(["src", "pair"]).seq.transform("size") == 2]  # pairs cut by the stop: both probes or none
-    p = pr._from_table(pa.Table.from_pandas(df.reset_index(drop=True), preserve_index=False))
+    p = pr.from_simulation(res.probes)
     with np.errstate(invalid="ignore"):  # the fit's bracket on a flat margin (observe/clock/estimate.py)
         e = est.estimate(p, window_s=window_ms / 1000, pure_bound_ns=PURE_BOUND_NS, drop_short_edges=True,
                          robust=True)

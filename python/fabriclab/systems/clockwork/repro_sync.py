@@ -106,8 +106,6 @@ def errors(cfg: dict, seed: int = SEED, clocks: dict | None = None, drop_short: 
     time over every window (the reference excluded), or the estimator's refusal. ``drop_short``: Huygens leaves
     out of a window the edges with fewer than two pure pairs each way (``estimate``'s ``drop_short_edges``);
     ``robust``: the network effect by reweighted least squares (``estimate``'s ``robust``)."""
-    import pyarrow as pa
-
     from ...observe.clock import estimate as est
     from ...observe.clock import probes as pr
     from ...scenario.model import Scenario
@@ -115,9 +113,7 @@ def errors(cfg: dict, seed: int = SEED, clocks: dict | None = None, drop_short: 
 
     t0 = time.perf_counter()
     res = simulate(Scenario.from_dict(scenario(cfg, seed, clocks)))
-    df = res.probes
-    df = df[df.groupby(["src", "pair"]).seq.transform("size") == 2]
-    p = pr._from_table(pa.Table.from_pandas(df.reset_index(drop=True), preserve_index=False))
+    p = pr.from_simulation(res.probes)
     window_s = cfg["duration_ms"] / 1000 / WINDOWS
     out = {"cfg": cfg, "errors": {}, "refused": {}}
     for m in METHOD_NAMES:

@@ -159,8 +159,6 @@ def _with(scenario, **changes):
 
 def measure(scenario, vms: int, margin: int, measure_ms: int = MEASURE_MS, window_ms: int = WINDOW_MS) -> Measurement:
     """Simulates the pool's probe mesh and measures it (module docstring)."""
-    import pyarrow as pa
-
     from ...observe.clock import colocation as co
     from ...observe.clock import estimate as est
     from ...observe.clock import probes as pr
@@ -168,9 +166,7 @@ def measure(scenario, vms: int, margin: int, measure_ms: int = MEASURE_MS, windo
 
     s = measurement_scenario(scenario, vms, margin, measure_ms)
     res = simulate(s)
-    df = res.probes
-    df = df[df.groupby(["src", "pair"]).seq.transform("size") == 2]  # pairs cut by the stop: both probes or none
-    p = pr._from_table(pa.Table.from_pandas(df.reset_index(drop=True), preserve_index=False))
+    p = pr.from_simulation(res.probes)
     with np.errstate(invalid="ignore"):  # the fit's bracket on a flat margin (observe/clock/estimate.py)
         e = est.estimate(p, window_s=window_ms / 1000, pure_bound_ns=PURE_BOUND_NS, drop_short_edges=True,
                          robust=True)
