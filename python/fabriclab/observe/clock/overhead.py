@@ -23,11 +23,11 @@ from pathlib import Path
 import pandas as pd
 
 from ...errors import InputError
+from ...sim.apps.probes import wire_bytes
 
 __all__ = ["OverheadError", "Overhead", "link_shares", "run"]
 
-HEADERS_BYTES, MIN_FRAME_BYTES, PREAMBLE_GAP_BYTES = 58, 64, 20  # IP + TCP + Ethernet + FCS; 802.3
-ACK_WIRE_BYTES = max(HEADERS_BYTES, MIN_FRAME_BYTES) + PREAMBLE_GAP_BYTES
+ACK_WIRE_BYTES = wire_bytes(0)  # a pure ACK: headers only, padded to the minimum frame
 
 
 class OverheadError(InputError):
@@ -45,7 +45,7 @@ def _frame_bytes(size_bytes: int, mss_bytes: int) -> tuple[int, int]:
     """(wire bytes of the data frames, number of segments) of one message."""
     full, rest = divmod(size_bytes, mss_bytes)
     seg = [mss_bytes] * full + ([rest] if rest else [])
-    return sum(max(s + HEADERS_BYTES, MIN_FRAME_BYTES) + PREAMBLE_GAP_BYTES for s in seg), len(seg)
+    return sum(wire_bytes(s) for s in seg), len(seg)
 
 
 def link_shares(messages: pd.DataFrame, links: pd.DataFrame, mss_bytes: int, seconds: float) -> Overhead:
