@@ -15,6 +15,7 @@ pub mod pfc;
 mod port;
 pub mod qdisc;
 mod qp;
+mod rocket_edge;
 
 pub use buffer::SwitchBufferSpec;
 pub use logic::SwitchLogicSpec;
@@ -76,6 +77,8 @@ struct Conn {
     notify_packets: bool,
     /// Its DCQCN queue pair when it is one of several messages of one.
     qp: Option<u32>,
+    /// Its Packet Rocket state, when the scenario turns it on.
+    rocket: Option<Box<rocket_edge::ConnRocket>>,
 }
 
 pub struct PacketNet {
@@ -110,6 +113,8 @@ pub struct PacketNet {
     vectors: Option<agg_values::VectorSlab>,
     /// DCQCN's queue pairs of messages that name their source port.
     qps: qp::Qps,
+    /// Packet Rocket, when `transport.packet_rocket_threshold_ps` is set.
+    rocket: Option<rocket_edge::EdgeRocket>,
 }
 
 /// Queue disciplines of every port: switch ports' default, host NIC ports'
@@ -196,7 +201,21 @@ impl PacketNet {
             pfc: pfc.map(|spec| PfcState::new(spec, n)),
             loss_rng: ChaCha8Rng::seed_from_u64(seed),
             qps: qp::Qps::default(),
+            rocket: None,
         })
+    }
+
+    /// Turns Packet Rocket on (before the run) with the transport's
+    /// threshold, reading one-way delays on `clocks` (`None`: true time).
+    pub fn with_packet_rocket(
+        mut self,
+        topo: &Topology,
+        clocks: Option<crate::engine::Clocks>,
+    ) -> PacketNet {
+        if let Some(t) = self.transport.packet_rocket_threshold_ps {
+            self.rocket = Some(rocket_edge::EdgeRocket::new(t, clocks, &topo.hosts));
+        }
+        self
     }
 
     /// The congestion control of a new connection whose host NIC sends at `line_bps`.
@@ -314,6 +333,9 @@ impl PacketNet {
             self.enqueue(ctx, first, syn_ack);
             return;
         }
+        if let (Some(edge), Some(r)) = (self.rocket.as_mut(), conn.rocket.as_deref_mut()) {
+            edge.arrived(r, pkt.tag, pkt.seq, ctx.now);
+        }
         let before = conn.receiver.delivered_bytes();
         let ack_no = conn.receiver.on_segment(pkt.seq, pkt.payload);
         let now_in_order = conn.receiver.delivered_bytes();
@@ -343,6 +365,7 @@ impl PacketNet {
         }
         let mut ack = Packet::tcp(id, ack_no, 0, wire_bytes(0), conn.class, FLAG_ACK | ece);
         ack.at = conn.rev;
+        ack.tag = pkt.tag;
         let first = self.routes[conn.rev as usize];
         self.packets_in_network += 1;
         self.enqueue(ctx, first, ack);
@@ -357,6 +380,9 @@ impl PacketNet {
         } else {
             conn.sender
                 .on_ack(ctx.now, pkt.seq, pkt.flags & FLAG_ECE != 0);
+            if let (Some(edge), Some(r)) = (self.rocket.as_mut(), conn.rocket.as_deref_mut()) {
+                edge.acked(r, pkt.tag, ctx.now);
+            }
         }
         self.poll_conn(ctx, pkt.conn);
     }
@@ -369,7 +395,11 @@ impl PacketNet {
             .as_deref_mut()
             .expect("poll of a finished connection");
         let budget = self.tsq_limit_bytes.saturating_sub(conn.nic_bytes);
-        conn.sender.poll(ctx.now, budget, &mut |s| segs.push(s));
+        // Packet Rocket's hold: the sender is not polled until it ends.
+        let held = conn.rocket.as_ref().map(|r| r.held_until).filter(|&t| t > ctx.now);
+        if held.is_none() {
+            conn.sender.poll(ctx.now, budget, &mut |s| segs.push(s));
+        }
         conn.nic_bytes += segs.iter().map(|s| s.len as u64).sum::<u64>();
         let ect = if conn.sender.ecn_capable() {
             FLAG_ECT
@@ -381,7 +411,7 @@ impl PacketNet {
         // One timer per connection. An event whose time no longer matches
         // the connection's armed time is stale and ignored when it fires
         // (cheaper than cancelling it in the heap on every ACK).
-        if let Some(t) = conn.sender.poll_at() {
+        if let Some(t) = held.or_else(|| conn.sender.poll_at()) {
             if conn.timer.is_none_or(|t0| t < t0) {
                 conn.timer = Some(t);
                 ctx.schedule(
@@ -394,20 +424,28 @@ impl PacketNet {
             }
         }
         let finished = conn.sender.is_done();
+        // Packet Rocket's tags are consecutive: the first one's, if on.
+        let first_tag = conn.rocket.as_deref_mut().map(|r| r.tag_all(&segs));
         let qp_done = conn
             .qp
             .filter(|_| conn.sender.all_sent())
             .map(|q| (q, conn.sender.next_send_ps()));
-        for s in segs.drain(..) {
+        for (i, s) in segs.drain(..).enumerate() {
             let syn = if s.syn { FLAG_SYN } else { 0 };
             let mut pkt = Packet::tcp(id, s.seq, s.len, wire_bytes(s.len), class, ect | syn);
             pkt.at = route;
+            if let Some(t) = first_tag {
+                pkt.tag = t.wrapping_add(i as u8);
+            }
             self.packets_in_network += 1;
             self.enqueue(ctx, first, pkt);
         }
         self.scratch = segs;
         if finished {
             let conn = self.conns[id as usize].take().expect("finished connection");
+            if let (Some(edge), Some(r)) = (self.rocket.as_mut(), conn.rocket.as_deref()) {
+                edge.close(id, r);
+            }
             for &at in [conn.fwd, conn.rev].iter().chain(&conn.old_routes) {
                 self.free_route(at);
             }
@@ -513,6 +551,7 @@ impl Backend for PacketNet {
             persistent,
             notify_packets,
             qp: posted.as_ref().map(|p| p.qp),
+            rocket: self.rocket.as_ref().map(|e| e.open(pair.0, pair.1)),
         }));
         self.live_conns += 1;
         // A message queued behind others on its queue pair waits its turn.
@@ -587,6 +626,9 @@ impl Backend for PacketNet {
 
     fn tables(&self) -> Vec<crate::engine::Table> {
         let mut t = self.logics.tables(&self.names);
+        if let Some(r) = &self.rocket {
+            t.push(r.table());
+        }
         if let Some(a) = &self.agg {
             t.push(a.table(&self.names));
             if a.functional() {
