@@ -48,12 +48,6 @@ pub(super) struct ConnRocket {
 }
 
 impl ConnRocket {
-    /// Whether the connection is held at true time `now`.
-    #[inline]
-    pub fn held(&self, now: u64) -> bool {
-        now < self.held_until
-    }
-
     /// Tags the segments about to be queued at the NIC, in order, with
     /// consecutive slots; returns the first one's tag.
     pub fn tag_all(&mut self, segs: &[Segment]) -> u8 {
