@@ -333,7 +333,8 @@ impl PacketNet {
             self.enqueue(ctx, first, syn_ack);
             return;
         }
-        if let (Some(edge), Some(r)) = (self.rocket.as_mut(), conn.rocket.as_deref_mut()) {
+        if let Some(r) = conn.rocket.as_deref_mut() {
+            let edge = self.rocket.as_mut().expect("a connection's rocket has the backend's");
             edge.arrived(r, pkt.tag, pkt.seq, ctx.now);
         }
         let before = conn.receiver.delivered_bytes();
@@ -380,7 +381,8 @@ impl PacketNet {
         } else {
             conn.sender
                 .on_ack(ctx.now, pkt.seq, pkt.flags & FLAG_ECE != 0);
-            if let (Some(edge), Some(r)) = (self.rocket.as_mut(), conn.rocket.as_deref_mut()) {
+            if let Some(r) = conn.rocket.as_deref_mut() {
+                let edge = self.rocket.as_mut().expect("a connection's rocket has the backend's");
                 edge.acked(r, pkt.tag, ctx.now);
             }
         }
@@ -394,12 +396,19 @@ impl PacketNet {
         let conn = self.conns[id as usize]
             .as_deref_mut()
             .expect("poll of a finished connection");
-        let budget = self.tsq_limit_bytes.saturating_sub(conn.nic_bytes);
         // Packet Rocket's hold: the sender is not polled until it ends.
-        let held = conn.rocket.as_ref().map(|r| r.held_until).filter(|&t| t > ctx.now);
-        if held.is_none() {
-            conn.sender.poll(ctx.now, budget, &mut |s| segs.push(s));
+        if conn
+            .rocket
+            .as_deref()
+            .is_some_and(|r| r.held_until > ctx.now)
+            && !conn.sender.is_done()
+        {
+            self.scratch = segs;
+            self.hold_conn(ctx, id);
+            return;
         }
+        let budget = self.tsq_limit_bytes.saturating_sub(conn.nic_bytes);
+        conn.sender.poll(ctx.now, budget, &mut |s| segs.push(s));
         conn.nic_bytes += segs.iter().map(|s| s.len as u64).sum::<u64>();
         let ect = if conn.sender.ecn_capable() {
             FLAG_ECT
@@ -411,7 +420,7 @@ impl PacketNet {
         // One timer per connection. An event whose time no longer matches
         // the connection's armed time is stale and ignored when it fires
         // (cheaper than cancelling it in the heap on every ACK).
-        if let Some(t) = held.or_else(|| conn.sender.poll_at()) {
+        if let Some(t) = conn.sender.poll_at() {
             if conn.timer.is_none_or(|t0| t < t0) {
                 conn.timer = Some(t);
                 ctx.schedule(
@@ -424,19 +433,21 @@ impl PacketNet {
             }
         }
         let finished = conn.sender.is_done();
-        // Packet Rocket's tags are consecutive: the first one's, if on.
-        let first_tag = conn.rocket.as_deref_mut().map(|r| r.tag_all(&segs));
+        // Packet Rocket's tags are consecutive from the first one's (off: unread).
+        let mut tag = match conn.rocket.as_deref_mut() {
+            Some(r) => r.tag_all(&segs),
+            None => 0,
+        };
         let qp_done = conn
             .qp
             .filter(|_| conn.sender.all_sent())
             .map(|q| (q, conn.sender.next_send_ps()));
-        for (i, s) in segs.drain(..).enumerate() {
+        for s in segs.drain(..) {
             let syn = if s.syn { FLAG_SYN } else { 0 };
             let mut pkt = Packet::tcp(id, s.seq, s.len, wire_bytes(s.len), class, ect | syn);
             pkt.at = route;
-            if let Some(t) = first_tag {
-                pkt.tag = t.wrapping_add(i as u8);
-            }
+            pkt.tag = tag;
+            tag = tag.wrapping_add(1);
             self.packets_in_network += 1;
             self.enqueue(ctx, first, pkt);
         }
@@ -457,6 +468,24 @@ impl PacketNet {
         }
         if let Some((q, next_send_ps)) = qp_done {
             self.qp_sent_all(ctx, q, id, next_send_ps);
+        }
+    }
+
+    /// A connection held by Packet Rocket: its one timer is the hold's end.
+    #[cold]
+    #[inline(never)]
+    fn hold_conn(&mut self, ctx: &mut Ctx, id: u32) {
+        let conn = self.conns[id as usize].as_deref_mut().expect("held and live");
+        let until = conn.rocket.as_deref().expect("held").held_until;
+        if conn.timer.is_none_or(|t0| until < t0) {
+            conn.timer = Some(until);
+            ctx.schedule(
+                until,
+                NetEv {
+                    kind: EV_CONN_TIMER,
+                    id,
+                },
+            );
         }
     }
 

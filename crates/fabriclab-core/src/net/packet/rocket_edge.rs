@@ -50,6 +50,8 @@ pub(super) struct ConnRocket {
 impl ConnRocket {
     /// Tags the segments about to be queued at the NIC, in order, with
     /// consecutive slots; returns the first one's tag.
+    // Out of line: with Packet Rocket off the hot paths keep only a test.
+    #[inline(never)]
     pub fn tag_all(&mut self, segs: &[Segment]) -> u8 {
         let first = self.next;
         for s in segs {
@@ -116,6 +118,8 @@ impl EdgeRocket {
     }
 
     /// Data packet `seq` with `tag` left the sender's NIC at `now`.
+    // Out of line: with Packet Rocket off the hot paths keep only a test.
+    #[inline(never)]
     pub fn departed(&mut self, c: &mut ConnRocket, tag: u8, seq: u64, now: u64) {
         let stamp = self.read(c.src, now);
         let s = &mut c.slots[tag as usize];
@@ -125,6 +129,8 @@ impl EdgeRocket {
     }
 
     /// Data packet `seq` with `tag` reached the receiver at `now`: its echo.
+    // Out of line: with Packet Rocket off the hot paths keep only a test.
+    #[inline(never)]
     pub fn arrived(&mut self, c: &mut ConnRocket, tag: u8, seq: u64, now: u64) {
         let rx = self.read(c.dst, now);
         let s = &mut c.slots[tag as usize];
@@ -135,6 +141,8 @@ impl EdgeRocket {
 
     /// The ACK of the packet with `tag` reached the sender at `now`: the rule
     /// reads its echo. Returns true when a pause starts (`held_until` set).
+    // Out of line: with Packet Rocket off the hot paths keep only a test.
+    #[inline(never)]
     pub fn acked(&mut self, c: &mut ConnRocket, tag: u8, now: u64) -> bool {
         let s = &mut c.slots[tag as usize];
         let (Some(stamp), Some(owd)) = (s.stamp, s.echo.take()) else {
