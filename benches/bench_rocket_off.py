@@ -12,7 +12,6 @@ each round, the median ratio (this / other), and whether flows.parquet and
 links.parquet are byte-identical between the two."""
 
 import argparse
-import hashlib
 import json
 import statistics
 import subprocess

@@ -186,9 +186,11 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
                 );
             }
             if t.packet_rocket_threshold_ps.is_some() {
-                return Err("transport.packet_rocket_threshold_ps: Packet Rocket holds packets, \
+                return Err(
+                    "transport.packet_rocket_threshold_ps: Packet Rocket holds packets, \
                      which the flow backend has none of; needs backend \"packet\""
-                    .into());
+                        .into(),
+                );
             }
             if !f.switch_logic.is_empty() {
                 return Err(

@@ -334,7 +334,10 @@ impl PacketNet {
             return;
         }
         if let Some(r) = conn.rocket.as_deref_mut() {
-            let edge = self.rocket.as_mut().expect("a connection's rocket has the backend's");
+            let edge = self
+                .rocket
+                .as_mut()
+                .expect("a connection's rocket has the backend's");
             edge.arrived(r, pkt.tag, pkt.seq, ctx.now);
         }
         let before = conn.receiver.delivered_bytes();
@@ -382,7 +385,10 @@ impl PacketNet {
             conn.sender
                 .on_ack(ctx.now, pkt.seq, pkt.flags & FLAG_ECE != 0);
             if let Some(r) = conn.rocket.as_deref_mut() {
-                let edge = self.rocket.as_mut().expect("a connection's rocket has the backend's");
+                let edge = self
+                    .rocket
+                    .as_mut()
+                    .expect("a connection's rocket has the backend's");
                 edge.acked(r, pkt.tag, ctx.now);
             }
         }
@@ -475,7 +481,9 @@ impl PacketNet {
     #[cold]
     #[inline(never)]
     fn hold_conn(&mut self, ctx: &mut Ctx, id: u32) {
-        let conn = self.conns[id as usize].as_deref_mut().expect("held and live");
+        let conn = self.conns[id as usize]
+            .as_deref_mut()
+            .expect("held and live");
         let until = conn.rocket.as_deref().expect("held").held_until;
         if conn.timer.is_none_or(|t0| until < t0) {
             conn.timer = Some(until);
