@@ -144,6 +144,10 @@ def _summary(state: dict) -> str:
     for h in hosts:
         tn = f"  CLOCK_MONOTONIC {h['mono_offset_ns']:+,} ns (time namespace {h['timens']})" if h.get("timens") else ""
         lines.append(f"  {h['label']:>4}  {h['addr']:<12}  ip netns exec {h['ns']} ...{tn}")
+    for o in state.get("others", []):
+        what = f"noisy neighbour on {o['machine']}, {o['rate_bps'] / 1e6:g} Mbit/s to ext" if o["role"] == "neighbour" \
+            else "the neighbours' sink"
+        lines.append(f"  {o['label']:>4}  {o['addr']:<12}  {what}")
     rates = sorted({(lk["rate_bps"], lk["delay_ps"]) for lk in state.get("links", [])})
     for r, d in rates:
         lines.append(f"  links: {r / 1e6:g} Mbit/s, {d / 1e6:g} us delay per direction")

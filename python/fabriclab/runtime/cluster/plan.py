@@ -76,10 +76,13 @@ class Plan:
     # preamble, gap and FCS once per super-packet (docs/cluster.md)
     gso: bool = False
     mtu: int = 1500
+    # [cloud] boxes: namespaces that are neither the tenant's hosts nor switches (noisy neighbours, their sink;
+    # cloudbox.py): {label, ns, addr, role, ...}
+    others: list[dict] = field(default_factory=list)
 
     @property
     def namespaces(self) -> list[str]:
-        return self.hosts + self.switches
+        return self.hosts + self.switches + [o["ns"] for o in self.others]
 
     def label(self, ns: str) -> str:
         return ns[len(PREFIX) + len(self.name) + 1:]
@@ -222,6 +225,10 @@ def build_plan(s: Scenario, name: str = "box", omit: frozenset = frozenset(), gs
     ``omit`` leaves out "delay" (no netem), "ecn" (plain fifo bands) or "cc" (the kernel's default
     congestion control) -- what a kernel without them cannot build."""
     check_name(name)
+    if getattr(s, "cloud", None) is not None:
+        from .cloudbox import build_cloud_plan
+
+        return build_cloud_plan(s, name, omit, gso)
     t = s.topology
     if isinstance(t, StarTopology):
         leaves, per_leaf, spines = 1, t.hosts, 0
