@@ -11,7 +11,8 @@ import typer
 NAME = typer.Option("box", "--name", help="The cluster's name (1..12 lowercase letters or digits).")
 
 
-def register(app: typer.Typer) -> None:
+def register(app: typer.Typer) -> typer.Typer:
+    """Adds `fabriclab cluster ...`; returns its Typer (systems add `cluster select` to it)."""
     cluster_app = typer.Typer(no_args_is_help=True, help="Cluster-in-a-box: hosts as network namespaces, tc-shaped links.")
     app.add_typer(cluster_app, name="cluster")
 
@@ -114,6 +115,8 @@ def register(app: typer.Typer) -> None:
             os.execvp("ip", [*prefix(entry), *cmd])
         except OSError as e:
             raise ClusterError(f"CMD: cannot run ip netns exec: {e.strerror}") from None
+
+    return cluster_app
 
 
 def _mono_offsets(scenario: Path, given: str | None, spread_ns: int, seed: int) -> list[int]:

@@ -245,8 +245,13 @@ def ring_order(d: np.ndarray, seed: int = 0) -> list[int]:
 
 def choose(m: Measurement, vms: int, noisy_factor: float = NOISY_FACTOR,
            noisy_floor_ns: float = NOISY_FLOOR_NS, ring_quantile: float = RING_QUANTILE,
-           slow_share: float = SLOW_SHARE) -> Selection:
-    """Keeps ``vms`` of the pool by the stated objective (module docstring)."""
+           slow_share: float = SLOW_SHARE, prefer: str = "spread") -> Selection:
+    """Keeps ``vms`` of the pool by the stated objective (module docstring).
+    ``prefer="quiet"`` puts (1) shared machines after (2) slow and (3) noisy:
+    the objective minimises slow VMs kept, then noisy ones, then VMs sharing a
+    detected group, then the score (the box's choice: docs/clockwork.md)."""
+    if prefer not in ("spread", "quiet"):
+        raise SelectInputError(f"--prefer: spread or quiet, got {prefer!r}")
     n = len(m.vms)
     if vms > n:
         raise SelectInputError(f"--vms: {vms} VMs asked, but the pool holds {n}; ask for at most {n} or "
@@ -276,7 +281,11 @@ def choose(m: Measurement, vms: int, noisy_factor: float = NOISY_FACTOR,
     def key(i):
         return bool(slow[i]), bool(noisy[i]), float(score[i]), i
 
-    order = sorted(firsts, key=key) + sorted(extras, key=key)
+    if prefer == "quiet":
+        extra = set(extras)
+        order = sorted(firsts + extras, key=lambda i: (bool(slow[i]), bool(noisy[i]), i in extra, float(score[i]), i))
+    else:
+        order = sorted(firsts, key=key) + sorted(extras, key=key)
     kept = sorted(order[:vms])
     d = pair_owd(m, ring_quantile)
     sub = d[np.ix_(kept, kept)]
@@ -289,6 +298,9 @@ def choose(m: Measurement, vms: int, noisy_factor: float = NOISY_FACTOR,
         mates = [v for v in m.vms if group_of[v] == g and v != m.vms[i]]
         if i in keptset:
             verdict, why = "kept", f"ring position {ring.index(i)}"
+        elif i in extras and slow[i] and prefer == "quiet":
+            verdict, why = "rejected", (f"slow: bulk probe {avail[i] / 1e9:.3f} Gbit/s, below {slow_share:g} x the cap; "
+                                        f"shares a machine with {', '.join(mates)}")
         elif i in extras and noisy[i]:
             verdict, why = "rejected", f"shares a machine with {', '.join(mates)}; noisy"
         elif i in extras:
@@ -305,7 +317,7 @@ def choose(m: Measurement, vms: int, noisy_factor: float = NOISY_FACTOR,
     kept_groups = [group_of[m.vms[i]] for i in kept]
     objective = {"shared_machine_kept": len(kept_groups) - len(set(kept_groups)),
                  "slow_kept": int(slow[kept].sum()), "noisy_kept": int(noisy[kept].sum()), "score_sum_ns": float(score[kept].sum()),
-                 "noisy_limit_ns": limit, "ring_owd_sum_ns": ring_delay, "ring_quantile": ring_quantile}
+                 "noisy_limit_ns": limit, "ring_owd_sum_ns": ring_delay, "ring_quantile": ring_quantile, "prefer": prefer}
     return Selection(hosts=[m.hosts[i] for i in ring], vms=[m.vms[i] for i in ring], table=table,
                      ring_delay_ns=ring_delay, objective=objective)
 

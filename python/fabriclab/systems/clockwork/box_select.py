@@ -1,0 +1,227 @@
+"""Cluster selection in the cluster-in-a-box (`fabriclab cluster select`;
+docs/clockwork.md, "Selection in the box"): the box's hosts are the pool (a
+[cloud] box: the tenant's VMs, M + margin); the real probe mesh runs among
+them, first idle, then through load rounds; :func:`select.choose` keeps M.
+
+All namespaces of a box read one kernel clock, so the clock half of the
+colocation detector (one oscillator per machine) would group every host: it
+is not used here. The probes' one-way delays are read on that shared clock
+directly (an all-zero clock estimate), and colocation comes from the delay
+half only, made observable by load: in each round a subset of the pool sends
+one TCP stream each; hosts behind one machine's uplink see the same queue
+(``colocation.queue_sharing_groups``). The rounds also give each host's
+available bandwidth: the best rate of its streams."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from .select import Measurement, Selection, SelectInputError, choose
+
+IDLE_S = 1.5
+ROUND_S = 0.6
+RAMP_S = 0.25
+GAP_S = 0.3
+MAX_ROUNDS = 10
+PORT = 31970
+QUEUED_NS = 1_000_000.0
+# The agents and load workers start Python with pyarrow in every host at once; on a busy 2-core machine that
+# took 6-9 s (measured), and probes must start before the idle phase does.
+START_DELAY_S = 10.0
+MIN_IDLE_PAIRS = 20
+
+
+@dataclass
+class BoxMeasurement:
+    m: Measurement
+    rounds: list[list[int]]        # per round: the senders (host indices)
+    receivers: list[dict]          # per round: sender -> receiver
+    q_ns: np.ndarray               # (hosts, rounds): sender-side queueing
+    rates_bps: np.ndarray          # (hosts, rounds): its stream's rate (NaN: not a sender)
+    probes: int
+
+
+def load_rounds(n: int, seed: int = 0, max_rounds: int = MAX_ROUNDS) -> list[list[int]]:
+    """Sender sets, about two thirds of the pool each (seeded draws), added
+    greedily until every pair of hosts sent together in some round, and any
+    two disjoint pairs were split by some round (one pair sending together,
+    the other not), so that two machines' queues do not rise in the same
+    rounds; at most ``max_rounds``."""
+    rng = random.Random(seed)
+    h = max(2, -(-2 * n // 3))
+    pairs = list(itertools.combinations(range(n), 2))
+    cands = [sorted(rng.sample(range(n), h)) for _ in range(200)]
+
+    def need(rounds):
+        pat = {p: tuple(p[0] in r and p[1] in r for r in rounds) for p in pairs}
+        miss = {p for p in pairs if not any(pat[p])}
+        same = {(a, b) for a, b in itertools.combinations(pairs, 2) if not set(a) & set(b) and pat[a] == pat[b]}
+        return len(miss) * 1000 + len(same)
+
+    rounds: list[list[int]] = []
+    while len(rounds) < max_rounds and need(rounds) > 0:
+        best = min(cands, key=lambda r: need(rounds + [r]))
+        if need(rounds + [best]) >= need(rounds):
+            break
+        rounds.append(best)
+    return rounds
+
+
+def _receivers(rounds: list[list[int]], n: int, seed: int) -> list[dict]:
+    """Per round, a receiver for every sender: another host, receivers spread (a shuffled rotation)."""
+    rng = random.Random(seed + 1)
+    out = []
+    for r in rounds:
+        k = rng.randrange(1, n)
+        out.append({i: (i + k) % n for i in r})
+    return out
+
+
+def _zero_clocks(names: list[str]):
+    import pyarrow as pa
+
+    return pa.table({"window": [0] * len(names), "window_mid_ns": [0] * len(names), "host": names,
+                     "offset_ns": [0.0] * len(names), "drift_ppm": [0.0] * len(names)})
+
+
+def _subset(p, keep: np.ndarray):
+    return replace(p, src=p.src[keep], dst=p.dst[keep], tx0_ns=p.tx0_ns[keep], tx1_ns=p.tx1_ns[keep],
+                   rx0_ns=p.rx0_ns[keep], rx1_ns=p.rx1_ns[keep], true_tx0_ps=None, true_rx0_ps=None,
+                   true_tx1_ps=None, true_rx1_ps=None)
+
+
+def measure_box(cluster: str, idle_s: float = IDLE_S, round_s: float = ROUND_S, peers: int | None = None,
+                seed: int = 0, out_dir: Path | None = None, log=sys.stderr) -> BoxMeasurement:
+    """Runs the mesh among the box's hosts, idle for ``idle_s``, then the load rounds (module docstring)."""
+    from ...observe.clock import agent
+    from ...observe.clock import colocation as co
+    from ...observe.clock import probes as pr
+    from ...runtime.cluster.apply import load_state
+    from ...scenario.model import Scenario
+
+    state = load_state(cluster, "--name")
+    if state.get("status") != "up":
+        raise SelectInputError(f"--name: cluster {cluster!r} is not up (status {state.get('status')})")
+    hosts = state["hosts"]
+    n = len(hosts)
+    names = [h["label"] for h in hosts]
+    s = Scenario.load(state["scenario"])
+    cap = int(s.cloud.vm_egress_bps) if s.cloud is not None else int(state["links"][0]["rate_bps"])
+    rounds = load_rounds(n, seed)
+    recv = _receivers(rounds, n, seed)
+    slot = round_s + GAP_S
+    payload = s.transport.mss_bytes + 40 - 28  # a full frame: the MTU less the IP and UDP headers
+    duration = idle_s + len(rounds) * slot + 0.2
+    start_delay = START_DELAY_S
+    t_mesh = time.time_ns() + int(start_delay * 1e9)
+    t0 = t_mesh + int(idle_s * 1e9)
+    with tempfile.TemporaryDirectory(prefix="fabriclab-box-select-") as tmp:
+        probes_path = Path(out_dir or tmp) / "probes.parquet"
+        result: dict = {}
+
+        def run_mesh():
+            try:
+                result["j"] = agent.mesh(cluster, probes_path, duration_s=duration, peers=peers,
+                                         offset_spread_ns=0.0, drift_spread_ppm=0.0, seed=seed,
+                                         start_delay_s=(t_mesh - time.time_ns()) / 1e9, log=log,
+                                         host_clock="realtime")
+            except BaseException as e:  # re-raised below
+                result["error"] = e
+
+        th = threading.Thread(target=run_mesh)
+        th.start()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[3])] +
+                                            ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        procs = []
+        for i, h in enumerate(hosts):
+            spec = {"me": i, "addr": h["addr"], "port": PORT, "t0_ns": t0, "slot_s": slot, "round_s": round_s,
+                    "ramp_s": RAMP_S, "payload": payload, "dst": [hosts[rv[i]]["addr"] if i in rv else None for rv in recv]}
+            procs.append(subprocess.Popen(["ip", "netns", "exec", h["ns"], sys.executable, "-m",
+                                           "fabriclab.runtime.cluster.rounds", json.dumps(spec)], env=env,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        rates = np.full((n, len(rounds)), np.nan)
+        for i, p in enumerate(procs):
+            o, e = p.communicate(timeout=duration + start_delay + 60)
+            if log is not None and e:
+                log.write(e)
+            if p.returncode != 0:
+                raise RuntimeError(f"cluster select: the load worker in {names[i]} exited with {p.returncode}")
+            for sender, r, bps in json.loads(o)["rx"]:
+                rates[sender, r] = bps
+        th.join()
+        if "error" in result:
+            raise result["error"]
+        origin = result["j"].stamp_origin_ns
+        p = pr.read(probes_path)
+    # The hosts as the probe file names them (sorted) -> pool order.
+    tx = p.tx0_ns.astype(np.int64) + origin
+    clocks = _zero_clocks(names)
+    idle = _subset(p, tx < t0)
+    if len(idle.src) < MIN_IDLE_PAIRS * n:
+        raise RuntimeError(f"cluster select: only {len(idle.src)} probe pairs before the load rounds (the agents "
+                           f"started late: first probe {(int(tx.min()) - t_mesh) / 1e9:+.1f} s after the planned "
+                           "start); the machine is too busy, try again")
+    src, dst, _, owd, excess = co.probe_delays(idle, clocks, names)
+    base = np.full((n, n), np.inf)
+    np.minimum.at(base, (src, dst), owd)
+    q = np.full((n, len(rounds)), np.nan)
+    for r in range(len(rounds)):
+        lo, hi = t0 + int((r * slot + RAMP_S) * 1e9), t0 + int((r * slot + round_s) * 1e9)
+        s_, d_, _, o_, _ = co.probe_delays(_subset(p, (tx >= lo) & (tx <= hi)), clocks, names)
+        for i in range(n):
+            per_dst = [np.median(o_[(s_ == i) & (d_ == j)] - base[i, j]) for j in range(n)
+                       if j != i and np.isfinite(base[i, j]) and ((s_ == i) & (d_ == j)).any()]
+            q[i, r] = float(np.median(per_dst)) if per_dst else np.nan
+    groups = co.queue_sharing_groups(q, names, QUEUED_NS)
+    best = np.nan_to_num(np.nanmax(np.where(np.isnan(rates), -1.0, rates), axis=1), nan=0.0).clip(min=0.0)
+    m = Measurement(vms=names, hosts=list(range(n)), groups=groups, src=src, dst=dst, owd_ns=owd, excess_ns=excess,
+                    cap_bps=cap, out_bps=best, in_bps=best)
+    return BoxMeasurement(m=m, rounds=rounds, receivers=recv, q_ns=q, rates_bps=rates, probes=int(len(p.src)))
+
+
+def check_vms(cluster: str, vms: int) -> int:
+    """The pool's size; M above it (or below 2) is refused before anything runs."""
+    from ...runtime.cluster.apply import load_state
+
+    n = len(load_state(cluster, "--name").get("hosts", []))
+    if vms < 2:
+        raise SelectInputError(f"--vms: a collective needs at least 2 VMs, got {vms}")
+    if vms > n:
+        raise SelectInputError(f"--vms: {vms} VMs asked, but the box's pool holds {n} hosts; ask for at most {n}, "
+                               "or build the box with more tenant VMs (cloud.tenant_vms)")
+    return n
+
+
+def select_box(cluster: str, vms: int, prefer: str = "quiet", **kw) -> tuple[BoxMeasurement, Selection]:
+    check_vms(cluster, vms)
+    bm = measure_box(cluster, **kw)
+    return bm, choose(bm.m, vms, prefer=prefer)
+
+
+def write(out_dir: Path, bm: BoxMeasurement, sel: Selection) -> None:
+    """selection.json (as the simulated selection's, plus the rounds) and selection.csv; hosts as labels too."""
+    from . import select as s
+
+    s.write(out_dir, bm.m, sel)
+    path = Path(out_dir) / "selection.json"
+    d = json.loads(path.read_text())
+    d["labels"] = sel.vms
+    d["bandwidth"]["measured"] = "load rounds: a host's best stream rate (send side; in_bps = out_bps)"
+    d["rounds"] = [{"senders": [bm.m.vms[i] for i in r], "to": {bm.m.vms[a]: bm.m.vms[b] for a, b in rv.items()},
+                    "queue_ns": {bm.m.vms[i]: float(bm.q_ns[i, k]) for i in range(len(bm.m.vms))},
+                    "rate_bps": {bm.m.vms[i]: float(bm.rates_bps[i, k]) for i in r}}
+                   for k, (r, rv) in enumerate(zip(bm.rounds, bm.receivers))]
+    path.write_text(json.dumps(d, indent=1))
