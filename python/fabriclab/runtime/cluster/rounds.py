@@ -1,9 +1,8 @@
 """Load rounds for cluster selection in the box (systems/clockwork/box_select.py):
 one worker per host, started in its namespace. Each round starts at an
 agreed CLOCK_REALTIME instant; a sender of the round sends UDP datagrams to
-its receiver as fast as its socket lets it (its own NIC's shaping sets the
-rate: the per-VM cap), so every machine's uplink gets a known offered load,
-with no ACKs that a busy path would slow; a receiver counts the bytes of each
+its receiver, paced at ``rate_bps`` (UDP payload bits), so every machine's
+uplink gets a known offered load, with no ACKs that a busy path would slow; a receiver counts the bytes of each
 sender that arrive after the round's ramp. At the end the worker prints one
 JSON line: ``{"rx": [[sender, round, bits_per_s], ...]}`` (UDP payload
 bits).
@@ -11,7 +10,7 @@ bits).
     python -m fabriclab.runtime.cluster.rounds SPEC_JSON
 
 SPEC: me (index), addr, port, t0_ns, slot_s (round start to round start),
-round_s (sending time), ramp_s (not counted), payload (bytes per datagram),
+round_s (sending time), ramp_s (not counted), rate_bps, payload (bytes per datagram),
 dst: per round the receiver's address, or null."""
 
 from __future__ import annotations
@@ -72,9 +71,15 @@ def worker(spec: dict) -> dict:
             continue
         msg = HEADER.pack(spec["me"], r) + pad
         addr = (dst, spec["port"])
-        while time.time_ns() < stop:
+        per_ns = spec["rate_bps"] / 8e9  # bytes per ns
+        sent, begin = 0, time.time_ns()
+        while (now := time.time_ns()) < stop:
+            if sent > (now - begin) * per_ns:
+                time.sleep(0.0005)
+                continue
             try:
                 tx.sendto(msg, addr)
+                sent += len(msg)
             except OSError:
                 time.sleep(0.001)
     th.join()

@@ -87,7 +87,7 @@ def register_cluster_select(cluster_app: typer.Typer) -> None:
         check_out_dir(out, "--out")
         out.mkdir(parents=True, exist_ok=True)
         bm = bs.measure_box(name, idle_s, round_s, peers, seed, out_dir=out)
-        r = bs.choose(bm.m, vms, prefer=prefer)
+        r = bs.choose(bm.m, vms, prefer=prefer, score_quantile=bs.SCORE_QUANTILE)
         bs.write(out, bm, r)
         m = bm.m
         from .select import SLOW_SHARE as SLOW
@@ -101,7 +101,7 @@ def register_cluster_select(cluster_app: typer.Typer) -> None:
             typer.echo(f"  {row['vm']:<6} {row['group']:>5} {row['excess_p50_ns'] / 1000:>14.2f} "
                        f"{row['excess_p99_ns'] / 1000:>9.2f} {qmax:>13.1f} {row['bulk_bps'] / 1e6:>12.1f}  "
                        f"{row['verdict']}: {row['reason']}")
-        typer.echo(f"slow below {SLOW:g} x the per-VM cap, {m.cap_bps / 1e6:g} Mbit/s; groups: hosts whose queueing "
+        typer.echo(f"slow below {SLOW:g} x the rate each offered, {m.cap_bps / 1e6:.1f} Mbit/s ({bs.LOAD_SHARE:g} x the per-VM cap); noisy by the excess p{bs.SCORE_QUANTILE:g}; groups: hosts whose queueing "
                    "matched in every load round (the box has one kernel clock: no clock signal)")
         typer.echo(f"hosts = {r.vms}   # ring order: fabriclab runtime bench --cluster {name} --hosts "
                    f"{','.join(r.vms)}")

@@ -245,11 +245,13 @@ def ring_order(d: np.ndarray, seed: int = 0) -> list[int]:
 
 def choose(m: Measurement, vms: int, noisy_factor: float = NOISY_FACTOR,
            noisy_floor_ns: float = NOISY_FLOOR_NS, ring_quantile: float = RING_QUANTILE,
-           slow_share: float = SLOW_SHARE, prefer: str = "spread") -> Selection:
+           slow_share: float = SLOW_SHARE, prefer: str = "spread", score_quantile: float = 99.0) -> Selection:
     """Keeps ``vms`` of the pool by the stated objective (module docstring).
     ``prefer="quiet"`` puts (1) shared machines after (2) slow and (3) noisy:
     the objective minimises slow VMs kept, then noisy ones, then VMs sharing a
-    detected group, then the score (the box's choice: docs/clockwork.md)."""
+    detected group, then the score (the box's choice: docs/clockwork.md).
+    ``score_quantile``: the percentile of excess delay that scores a VM (the
+    box uses the median)."""
     if prefer not in ("spread", "quiet"):
         raise SelectInputError(f"--prefer: spread or quiet, got {prefer!r}")
     n = len(m.vms)
@@ -260,10 +262,12 @@ def choose(m: Measurement, vms: int, noisy_factor: float = NOISY_FACTOR,
         raise SelectInputError(f"--vms: a collective needs at least 2 VMs, got {vms}")
     score = np.zeros(n)
     p50 = np.zeros(n)
+    p99 = np.zeros(n)
     for i in range(n):
         x = m.excess_ns[(m.src == i) | (m.dst == i)]
-        score[i] = np.percentile(x, 99) if x.size else np.inf
+        score[i] = np.percentile(x, score_quantile) if x.size else np.inf
         p50[i] = np.percentile(x, 50) if x.size else np.inf
+        p99[i] = np.percentile(x, 99) if x.size else np.inf
     finite = score[np.isfinite(score)]
     median = float(np.median(finite)) if finite.size else 0.0
     limit = max(noisy_floor_ns, noisy_factor * median)
@@ -308,11 +312,12 @@ def choose(m: Measurement, vms: int, noisy_factor: float = NOISY_FACTOR,
         elif slow[i]:
             verdict, why = "rejected", f"slow: bulk probe {avail[i] / 1e9:.2f} Gbit/s, below {slow_share:g} x the cap"
         elif noisy[i]:
-            verdict, why = "rejected", f"noisy: excess p99 above {limit / 1000:.1f} us"
+            verdict, why = "rejected", f"noisy: excess p{score_quantile:g} above {limit / 1000:.1f} us"
         else:
             verdict, why = "rejected", "spare: higher excess delay than the kept"
         table.append({"vm": m.vms[i], "host": m.hosts[i], "machine": None, "group": g, "group_size": gsize[g],
-                      "excess_p50_ns": float(p50[i]), "excess_p99_ns": float(score[i]), "noisy": bool(noisy[i]),
+                      "excess_p50_ns": float(p50[i]), "excess_p99_ns": float(p99[i]), "score_ns": float(score[i]),
+                      "noisy": bool(noisy[i]),
                       "bulk_bps": float(avail[i]), "slow": bool(slow[i]), "cap_bps": m.cap_bps, "verdict": verdict, "reason": why})
     kept_groups = [group_of[m.vms[i]] for i in kept]
     objective = {"shared_machine_kept": len(kept_groups) - len(set(kept_groups)),
