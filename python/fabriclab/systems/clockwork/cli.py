@@ -103,6 +103,6 @@ def register_cluster_select(cluster_app: typer.Typer) -> None:
                        f"{row['verdict']}: {row['reason']}")
         typer.echo(f"slow below {SLOW:g} x the rate each offered, {m.cap_bps / 1e6:.1f} Mbit/s ({bs.LOAD_SHARE:g} x the per-VM cap); noisy by the excess p{bs.SCORE_QUANTILE:g}; groups: hosts whose queueing "
                    "matched in every load round (the box has one kernel clock: no clock signal)")
-        typer.echo(f"hosts = {r.vms}   # ring order: fabriclab runtime bench --cluster {name} --hosts "
-                   f"{','.join(r.vms)}")
+        typer.echo(f"hosts = {r.vms}   # ring order: fabriclab runtime bench --cluster {name}:{','.join(r.vms)} "
+                   f"-n {vms}")
         typer.echo(f"wrote {out / 'selection.json'} and {out / 'selection.csv'}")
