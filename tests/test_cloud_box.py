@@ -125,3 +125,32 @@ def test_down_stops_the_neighbours_and_removes_every_namespace(box):
     assert not any(Path(f"/proc/{p}/cmdline").exists() and b"cluster.noise" in Path(f"/proc/{p}/cmdline").read_bytes()
                    for p in pids)
     assert list_namespaces(f"flbox-{NAME}-") == []
+
+
+def test_sender_side_splits_a_rounds_delays_into_uplink_and_downlink():
+    import numpy as np
+
+    from fabriclab.systems.clockwork.box_select import sender_side
+
+    # hosts 2, 3 send into a queue of 50 ms, hosts 1, 4 receive behind one of 30 ms: pair (i, j) sees
+    # u_i + d_j, except mates 0 and 1, whose path crosses neither (0.5 ms: an outlier to the sum)
+    u = np.array([0, 0, 50, 50, 0, 0.0])
+    d = np.array([0, 30, 0, 0, 30, 0.0])
+    e = u[:, None] + d[None, :]
+    np.fill_diagonal(e, np.nan)
+    e[0, 1] = e[1, 0] = 0.5
+    assert np.allclose(sender_side(e), u)
+    e[2, 5] = np.nan  # an unmeasured pair changes nothing
+    assert np.allclose(sender_side(e), u)
+
+
+def test_load_rounds_cover_every_pair_and_split_disjoint_pairs():
+    import itertools
+
+    from fabriclab.systems.clockwork.box_select import load_rounds
+
+    for n in (6, 8):
+        rounds = load_rounds(n, seed=0)
+        pat = {p: tuple(p[0] in r and p[1] in r for r in rounds) for p in itertools.combinations(range(n), 2)}
+        assert all(any(v) for v in pat.values())
+        assert all(pat[a] != pat[b] for a, b in itertools.combinations(pat, 2) if not set(a) & set(b))

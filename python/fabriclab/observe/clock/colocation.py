@@ -303,10 +303,9 @@ def queue_sharing_groups(q_ns: np.ndarray, hosts: list[str], queued_ns: float = 
                          tolerance: float = 0.35) -> list[list[str]]:
     """Groups of hosts behind one queue, from load rounds (the cluster-in-a-box's
     selection; docs/clockwork.md, "Selection in the box"): ``q_ns[i, r]`` is
-    host i's sender-side queueing in round r (per destination the median excess
-    delay in the round, then the median over destinations: what most of its paths
-    share; not the least, since the path to a machine mate never crosses the
-    uplink). Hosts behind one FIFO see the same queue at the same time, so two
+    host i's sender-side queueing in round r (the box splits each pair's
+    median excess delay in the round into sender and receiver sides:
+    systems/clockwork/box_select.py). Hosts behind one FIFO see the same queue at the same time, so two
     hosts are one group when, in every round, their queueing differs by at
     most ``tolerance`` of the larger (both below ``queued_ns`` counts as
     equal), and both were queued (above ``queued_ns``) in at least one round:

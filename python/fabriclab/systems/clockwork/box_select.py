@@ -8,8 +8,9 @@ colocation detector (one oscillator per machine) would group every host: it
 is not used here. The probes' one-way delays are read on that shared clock
 directly (an all-zero clock estimate), and colocation comes from the delay
 half only, made observable by load: in each round a subset of the pool sends
-one TCP stream each; hosts behind one machine's uplink see the same queue
-(``colocation.queue_sharing_groups``). The rounds also give each host's
+one paced UDP stream each; hosts behind one machine's uplink see the same
+queue (``colocation.queue_sharing_groups``), each host's sender side of the
+round's excess delays split from its receivers' by :func:`sender_side`. The rounds also give each host's
 available bandwidth: the best rate of its streams."""
 
 from __future__ import annotations
@@ -189,16 +190,37 @@ def measure_box(cluster: str, idle_s: float = IDLE_S, round_s: float = ROUND_S, 
     for r in range(len(rounds)):
         lo, hi = t0 + int((r * slot + RAMP_S) * 1e9), t0 + int((r * slot + round_s) * 1e9)
         s_, d_, _, o_, _ = co.probe_delays(_subset(p, (tx >= lo) & (tx <= hi)), clocks, names)
-        for i in range(n):
-            per_dst = [np.median(o_[(s_ == i) & (d_ == j)] - base[i, j]) for j in range(n)
-                       if j != i and np.isfinite(base[i, j]) and ((s_ == i) & (d_ == j)).any()]
-            q[i, r] = float(np.median(per_dst)) if per_dst else np.nan
+        e = np.full((n, n), np.nan)
+        for i, j in {(int(a), int(b)) for a, b in zip(s_, d_)}:
+            if np.isfinite(base[i, j]):
+                e[i, j] = np.median(o_[(s_ == i) & (d_ == j)] - base[i, j])
+        q[:, r] = sender_side(e)
     groups = co.queue_sharing_groups(q, names, QUEUED_NS)
     best = np.nan_to_num(np.nanmax(np.where(np.isnan(rates), -1.0, rates), axis=1), nan=0.0).clip(min=0.0)
     # Slow: a host's best stream delivered less than slow_share of what it offered.
     m = Measurement(vms=names, hosts=list(range(n)), groups=groups, src=src, dst=dst, owd_ns=owd, excess_ns=excess,
                     cap_bps=int(offered), out_bps=best, in_bps=best)
     return BoxMeasurement(m=m, rounds=rounds, receivers=recv, q_ns=q, rates_bps=rates, probes=int(len(p.src)))
+
+
+def sender_side(e: np.ndarray, sweeps: int = 6) -> np.ndarray:
+    """Per host its sender side of a round's excess delays: ``e[i, j]`` (NaN where not
+    measured) split as u_i + d_j by median polish (Tukey: alternate row and column
+    medians), robust to the few pairs that break the sum (machine mates, whose path
+    crosses neither's uplink nor downlink); the split's free constant set so that the
+    least receiver side is 0 (some host's downlink is idle in every round: receivers
+    are distinct). Returns u."""
+    import warnings
+
+    n = len(e)
+    u, d = np.zeros(n), np.zeros(n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a host with no measured pair: NaN
+        for _ in range(sweeps):
+            u = np.nanmedian(e - d[None, :], axis=1)
+            d = np.nanmedian(e - u[:, None], axis=0)
+        c = np.nanmin(d) if np.isfinite(d).any() else 0.0
+    return u + c
 
 
 def check_vms(cluster: str, vms: int) -> int:
