@@ -43,8 +43,8 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "python")] + ([os
                                                                               if os.environ.get("PYTHONPATH") else []))}
 CAP_MBPS, NIC_MBPS = 50, 60
 # Machines 0..3 (of 6 on one leaf) with 2 tenant VMs each, in placement order vm0..vm7; machine 1's two other
-# slots hold other tenants' VMs that each keep a TCP stream out at 3/4 of their cap (75 Mbit/s offered to a
-# 60 Mbit/s NIC that vm2 and vm3 send through). Other tenants' VMs on quiet machines are not built.
+# slots hold other tenants' VMs that send Poisson bursts out at half their cap on average (50 Mbit/s offered
+# to the 60 Mbit/s NIC that vm2 and vm3 send through, 100 while both burst). Other tenants' VMs on quiet machines are not built.
 SCENARIO = textwrap.dedent(f"""
     seed = 1
     [transport]
@@ -59,7 +59,7 @@ SCENARIO = textwrap.dedent(f"""
     tenant_machines = [0, 0, 1, 1, 2, 2, 3, 3]
     busy_machines = [1]
     occupancy = 1.0
-    neighbour_load = 0.75
+    neighbour_load = 0.5
     [cloud.fabric]
     kind = "leaf_spine"
     leaves = 1

@@ -308,7 +308,7 @@ def queue_sharing_groups(q_ns: np.ndarray, hosts: list[str], queued_ns: float = 
     systems/clockwork/box_select.py). Hosts behind one FIFO see the same queue at the same time, so two
     hosts are one group when, in every round, their queueing differs by at
     most ``tolerance`` of the larger (both below ``queued_ns`` counts as
-    equal), and both were queued (above ``queued_ns``) in at least one round:
+    equal; a round missing either's value is left out), and both were queued (above ``queued_ns``) in at least one round:
     a queue that never built shows nothing. Complete linkage, so every pair
     inside a group passes. Every host once; groups in order of their first
     host."""
@@ -318,10 +318,12 @@ def queue_sharing_groups(q_ns: np.ndarray, hosts: list[str], queued_ns: float = 
     n = len(hosts)
     if n < 2:
         return [list(hosts)]
-    q = np.nan_to_num(np.asarray(q_ns, dtype=float), nan=0.0)
-    top = np.maximum(q[:, None, :], q[None, :, :])
-    rel = np.where(top > queued_ns, np.abs(q[:, None, :] - q[None, :, :]) / np.maximum(top, 1.0), 0.0).max(axis=2)
-    seen = (q > queued_ns).any(axis=1)
+    q = np.asarray(q_ns, dtype=float)
+    top = np.fmax(q[:, None, :], q[None, :, :])
+    both = np.isfinite(q[:, None, :]) & np.isfinite(q[None, :, :])  # a round without a host's value: no evidence
+    rel = np.where(both & (top > queued_ns), np.abs(q[:, None, :] - q[None, :, :]) / np.maximum(top, 1.0), 0.0)
+    rel = rel.max(axis=2) if q.shape[1] else np.zeros((n, n))
+    seen = (np.nan_to_num(q, nan=0.0) > queued_ns).any(axis=1)
     dist = np.where(seen[:, None] & seen[None, :], rel, 1.0 + tolerance)
     np.fill_diagonal(dist, 0.0)
     labels = fcluster(linkage(squareform(dist, checks=False), method="complete"), t=tolerance, criterion="distance")

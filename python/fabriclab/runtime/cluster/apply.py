@@ -154,8 +154,8 @@ def up(scenario_path: str, name: str = "box", allow_missing: bool = False, gso: 
 
 
 def start_noise(others: list[dict]) -> list[int]:
-    """Starts the noisy neighbours' streams of a [cloud] box (noise.py): the sink in ``ext``, one paced
-    stream from each neighbour to it; each detached, in its namespace. Returns their pids."""
+    """Starts the noisy neighbours' traffic of a [cloud] box (noise.py): the sink in ``ext``, Poisson
+    bursts from each neighbour to it; each detached, in its namespace. Returns their pids."""
     from . import noise
 
     sink = next(o for o in others if o["role"] == "sink")
@@ -163,9 +163,9 @@ def start_noise(others: list[dict]) -> list[int]:
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[3])] +
                                         ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     pids = []
-    for o in [sink] + [o for o in others if o["role"] == "neighbour"]:
+    for k, o in enumerate([sink] + [o for o in others if o["role"] == "neighbour"]):
         args = ["sink", sink["addr"], str(noise.PORT)] if o is sink else \
-            ["send", sink["addr"], str(noise.PORT), str(o["rate_bps"])]
+            ["send", sink["addr"], str(noise.PORT), str(o["rate_bps"]), str(k)]
         p = subprocess.Popen(["ip", "netns", "exec", o["ns"], sys.executable, "-m", noise.MARK, *args], env=env,
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True)
