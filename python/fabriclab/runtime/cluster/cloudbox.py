@@ -11,10 +11,10 @@ built as namespaces.
   cloud's host order), joined to its machine by a link at the per-VM egress
   cap ``vm_egress_bps``.
 - Other tenants' VMs are built only on busy machines (``vm<i>`` too, listed
-  apart from the hosts): the noisy neighbours. Each sends one TCP stream,
-  paced at ``neighbour_load`` x its cap, out of its machine to ``ext``, a
-  namespace on leaf 0 standing for the other tenants' VMs elsewhere
-  (apply.py starts the streams). Other tenants' VMs on quiet machines carry
+  apart from the hosts): the noisy neighbours. Each sends Poisson bursts
+  over TCP, ``neighbour_load`` x its cap on average, out of its machine to
+  ``ext``, a namespace on leaf 0 standing for the other tenants' VMs
+  elsewhere (noise.py; apply.py starts them). Other tenants' VMs on quiet machines carry
   no traffic and are left out.
 - The provider fabric: its leaves (and spines, when there are two leaves or
   more) as in the leaf-spine box (plan.py), same rates.
