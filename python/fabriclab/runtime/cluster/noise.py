@@ -1,4 +1,4 @@
-"""The noisy neighbours' traffic in a [cloud] box (cloudbox.py): ``sink``
+"""The noisy neighbours' traffic in a [cloud] box (plan.py, build_cloud_plan): ``sink``
 accepts TCP streams and discards them; ``send`` keeps one connection to the
 sink and sends Poisson bursts on it at the given mean rate, reconnecting when
 the sink goes away. apply.py starts them detached inside
