@@ -42,9 +42,10 @@ QUEUED_NS = 10_000_000.0
 # 1.4 caps (any machine whose VMs can overload it together) build its queue, slowly enough that the round
 # ends before it overflows and drops the probes; one alone builds none.
 LOAD_SHARE = 0.7
-# The score's percentile: in a small pool every host probes nearly every other, so every host's p99 holds
-# the probes it gets from a noisy one (about a tenth of its probes); its p90 does not, while the noisy host's
-# own sent probes (half of its own) meet its machine's queue whenever the neighbours burst (docs/clockwork.md).
+# The score: per pair the p90 of its idle excess delays, split into sender and receiver sides like a round's
+# (sender_side); a host's score is its sender side: its machine's uplink queue. In a small pool every host
+# probes nearly every other, so a host's own percentiles (the simulated score) hold the echoes it gets from a
+# noisy host (docs/clockwork.md).
 SCORE_QUANTILE = 90.0
 # The agents and load workers start Python with pyarrow in every host at once; on a busy 2-core machine that
 # took 6-9 s (measured), and probes must start before the idle phase does.
@@ -187,6 +188,10 @@ def measure_box(cluster: str, idle_s: float = IDLE_S, round_s: float = ROUND_S, 
     src, dst, _, owd, excess = co.probe_delays(idle, clocks, names)
     base = np.full((n, n), np.inf)
     np.minimum.at(base, (src, dst), owd)
+    e_idle = np.full((n, n), np.nan)
+    for i, j in {(int(a), int(b)) for a, b in zip(src, dst)}:
+        e_idle[i, j] = np.percentile(excess[(src == i) & (dst == j)], SCORE_QUANTILE)
+    score = sender_side(e_idle)
     q = np.full((n, len(rounds)), np.nan)
     for r in range(len(rounds)):
         lo, hi = t0 + int((r * slot + RAMP_S) * 1e9), t0 + int((r * slot + round_s) * 1e9)
@@ -200,7 +205,7 @@ def measure_box(cluster: str, idle_s: float = IDLE_S, round_s: float = ROUND_S, 
     best = np.nan_to_num(np.nanmax(np.where(np.isnan(rates), -1.0, rates), axis=1), nan=0.0).clip(min=0.0)
     # Slow: a host's best stream delivered less than slow_share of what it offered.
     m = Measurement(vms=names, hosts=list(range(n)), groups=groups, src=src, dst=dst, owd_ns=owd, excess_ns=excess,
-                    cap_bps=int(offered), out_bps=best, in_bps=best)
+                    cap_bps=int(offered), out_bps=best, in_bps=best, score_ns=score)
     return BoxMeasurement(m=m, rounds=rounds, receivers=recv, q_ns=q, rates_bps=rates, probes=int(len(p.src)))
 
 
@@ -240,7 +245,7 @@ def check_vms(cluster: str, vms: int) -> int:
 def select_box(cluster: str, vms: int, prefer: str = "quiet", **kw) -> tuple[BoxMeasurement, Selection]:
     check_vms(cluster, vms)
     bm = measure_box(cluster, **kw)
-    return bm, choose(bm.m, vms, prefer=prefer, score_quantile=SCORE_QUANTILE)
+    return bm, choose(bm.m, vms, prefer=prefer)
 
 
 def write(out_dir: Path, bm: BoxMeasurement, sel: Selection) -> None:

@@ -87,7 +87,7 @@ def register_cluster_select(cluster_app: typer.Typer) -> None:
         check_out_dir(out, "--out")
         out.mkdir(parents=True, exist_ok=True)
         bm = bs.measure_box(name, idle_s, round_s, peers, seed, out_dir=out)
-        r = bs.choose(bm.m, vms, prefer=prefer, score_quantile=bs.SCORE_QUANTILE)
+        r = bs.choose(bm.m, vms, prefer=prefer)
         bs.write(out, bm, r)
         m = bm.m
         from .select import SLOW_SHARE as SLOW
@@ -95,13 +95,14 @@ def register_cluster_select(cluster_app: typer.Typer) -> None:
         typer.echo(f"pool: {n} hosts of box {name!r}, M = {vms}; {bm.probes} probe pairs, {len(bm.rounds)} load "
                    f"rounds; behind one queue: {shared}")
         typer.echo(f"  {'host':<6} {'group':>5} {'excess p50 us':>14} {'p99 us':>9} {'queue max us':>13} "
-                   f"{'best Mbit/s':>12}  verdict")
+                   f"{'best Mbit/s':>12} {'score us':>9}  verdict")
         for i, row in enumerate(r.table):
             qmax = np.nanmax(bm.q_ns[i]) / 1000 if np.isfinite(bm.q_ns[i]).any() else float("nan")
             typer.echo(f"  {row['vm']:<6} {row['group']:>5} {row['excess_p50_ns'] / 1000:>14.2f} "
-                       f"{row['excess_p99_ns'] / 1000:>9.2f} {qmax:>13.1f} {row['bulk_bps'] / 1e6:>12.1f}  "
+                       f"{row['excess_p99_ns'] / 1000:>9.2f} {qmax:>13.1f} {row['bulk_bps'] / 1e6:>12.1f} "
+                       f"{row['score_ns'] / 1000:>9.1f}  "
                        f"{row['verdict']}: {row['reason']}")
-        typer.echo(f"slow below {SLOW:g} x the rate each offered, {m.cap_bps / 1e6:.1f} Mbit/s ({bs.LOAD_SHARE:g} x the per-VM cap); noisy by the excess p{bs.SCORE_QUANTILE:g}; groups: hosts whose queueing "
+        typer.echo(f"slow below {SLOW:g} x the rate each offered, {m.cap_bps / 1e6:.1f} Mbit/s ({bs.LOAD_SHARE:g} x the per-VM cap); noisy by the score: the sender side of the pairs' idle p{bs.SCORE_QUANTILE:g} excess; groups: hosts whose queueing "
                    "matched in every load round (the box has one kernel clock: no clock signal)")
         typer.echo(f"hosts = {r.vms}   # ring order: fabriclab runtime bench --cluster {name}:{','.join(r.vms)} "
                    f"-n {vms}")

@@ -69,6 +69,8 @@ class Measurement:
     cap_bps: int                  # the provider's documented per-VM egress cap
     out_bps: Optional[np.ndarray] = None  # per VM: the best rate of its bulk probes sent
     in_bps: Optional[np.ndarray] = None   # ... and received
+    # per VM a score measured otherwise (the box: its sender side of the pairs' p90 excess); None: from the probes
+    score_ns: Optional[np.ndarray] = None
 
 
 @dataclass
@@ -250,8 +252,8 @@ def choose(m: Measurement, vms: int, noisy_factor: float = NOISY_FACTOR,
     ``prefer="quiet"`` puts (1) shared machines after (2) slow and (3) noisy:
     the objective minimises slow VMs kept, then noisy ones, then VMs sharing a
     detected group, then the score (the box's choice: docs/clockwork.md).
-    ``score_quantile``: the percentile of excess delay that scores a VM (the
-    box uses the median)."""
+    ``score_quantile``: the percentile of excess delay that scores a VM;
+    ``m.score_ns``, when given, is the score instead (the box's)."""
     if prefer not in ("spread", "quiet"):
         raise SelectInputError(f"--prefer: spread or quiet, got {prefer!r}")
     n = len(m.vms)
@@ -268,6 +270,8 @@ def choose(m: Measurement, vms: int, noisy_factor: float = NOISY_FACTOR,
         score[i] = np.percentile(x, score_quantile) if x.size else np.inf
         p50[i] = np.percentile(x, 50) if x.size else np.inf
         p99[i] = np.percentile(x, 99) if x.size else np.inf
+    if m.score_ns is not None:
+        score = np.asarray(m.score_ns, dtype=float).copy()
     finite = score[np.isfinite(score)]
     median = float(np.median(finite)) if finite.size else 0.0
     limit = max(noisy_floor_ns, noisy_factor * median)
@@ -312,7 +316,8 @@ def choose(m: Measurement, vms: int, noisy_factor: float = NOISY_FACTOR,
         elif slow[i]:
             verdict, why = "rejected", f"slow: bulk probe {avail[i] / 1e9:.2f} Gbit/s, below {slow_share:g} x the cap"
         elif noisy[i]:
-            verdict, why = "rejected", f"noisy: excess p{score_quantile:g} above {limit / 1000:.1f} us"
+            verdict, why = "rejected", (f"noisy: {'score' if m.score_ns is not None else f'excess p{score_quantile:g}'} "
+                                        f"above {limit / 1000:.1f} us")
         else:
             verdict, why = "rejected", "spare: higher excess delay than the kept"
         table.append({"vm": m.vms[i], "host": m.hosts[i], "machine": None, "group": g, "group_size": gsize[g],
