@@ -86,7 +86,11 @@ def register_cluster_select(cluster_app: typer.Typer) -> None:
         n = bs.check_vms(name, vms)
         check_out_dir(out, "--out")
         out.mkdir(parents=True, exist_ok=True)
-        bm = bs.measure_box(name, idle_s, round_s, peers, seed, out_dir=out)
+        try:
+            bm = bs.measure_box(name, idle_s, round_s, peers, seed, out_dir=out)
+        except bs.MeasureFailure as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(1) from None
         r = bs.choose(bm.m, vms, prefer=prefer)
         bs.write(out, bm, r)
         m = bm.m
