@@ -177,6 +177,8 @@ def measure_box(cluster: str, idle_s: float = IDLE_S, round_s: float = ROUND_S, 
             for sender, r, bps in json.loads(o)["rx"]:
                 rates[sender, r] = bps
         th.join()
+        if isinstance(result.get("error"), RuntimeError):  # an agent failed or timed out (agent.mesh)
+            raise MeasureFailure(f"cluster select: {result['error']}")
         if "error" in result:
             raise result["error"]
         origin = result["j"].stamp_origin_ns
