@@ -16,7 +16,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import why_no_box
 from fabriclab.runtime.cluster.apply import list_namespaces, state_path
 from fabriclab.runtime.cluster.plan import build_plan
@@ -129,7 +128,6 @@ def test_down_stops_the_neighbours_and_removes_every_namespace(box):
 
 def test_sender_side_splits_a_rounds_delays_into_uplink_and_downlink():
     import numpy as np
-
     from fabriclab.systems.clockwork.box_select import sender_side
 
     # hosts 2, 3 send into a queue of 50 ms, hosts 1, 4 receive behind one of 30 ms: pair (i, j) sees
@@ -150,7 +148,7 @@ def test_load_rounds_cover_every_pair_and_split_disjoint_pairs():
     from fabriclab.systems.clockwork.box_select import load_rounds
 
     for n in (6, 8):
-        rounds, to = load_rounds(n, seed=0)
+        _, to = load_rounds(n, seed=0)
         assert all(len(set(t.values())) == len(t) and all(a != b for a, b in t.items()) for t in to)
         # a pair sends out together: both send, neither to the other
         pat = {(a, b): tuple(a in t and b in t and t[a] != b and t[b] != a for t in to)

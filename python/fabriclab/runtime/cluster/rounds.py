@@ -50,7 +50,7 @@ def worker(spec: dict) -> dict:
             rx.settimeout(left)
             try:
                 k = rx.recv_into(buf)
-            except (socket.timeout, OSError):
+            except (TimeoutError, OSError):
                 return
             if k < HEADER.size:
                 continue

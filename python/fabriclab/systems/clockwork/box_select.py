@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .select import Measurement, Selection, SelectInputError, choose
+from .select import Measurement, SelectInputError, Selection, choose
 
 IDLE_S = 1.5
 ROUND_S = 0.6
@@ -212,7 +212,7 @@ def measure_box(cluster: str, idle_s: float = IDLE_S, round_s: float = ROUND_S, 
     # Slow: a host's best stream delivered less than slow_share of what it offered.
     m = Measurement(vms=names, hosts=list(range(n)), groups=groups, src=src, dst=dst, owd_ns=owd, excess_ns=excess,
                     cap_bps=int(offered), out_bps=best, in_bps=best, score_ns=score)
-    return BoxMeasurement(m=m, rounds=rounds, receivers=recv, q_ns=q, rates_bps=rates, probes=int(len(p.src)))
+    return BoxMeasurement(m=m, rounds=rounds, receivers=recv, q_ns=q, rates_bps=rates, probes=len(p.src))
 
 
 def sender_side(e: np.ndarray, sweeps: int = 6) -> np.ndarray:
