@@ -4,7 +4,7 @@ namespaces; `fabriclab cluster select` on a pool where two VMs share a
 machine and one machine carries noisy neighbours keeps neither the second VM
 of the shared machine nor the VM beside the neighbours; asking for more VMs
 than the pool holds is refused (exit 2). The plan test needs no root; the
-rest is root only, about 40 s (most of it the agents' start-up)."""
+rest is root only, about a minute (most of it waiting for the agents to start)."""
 
 from __future__ import annotations
 
