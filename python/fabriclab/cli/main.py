@@ -28,7 +28,7 @@ app.add_typer(topo_app, name="topo")
 from ..runtime.cli import register as _register_runtime  # noqa: E402
 _register_runtime(app)
 from ..runtime.cluster.cli import register as _register_cluster  # noqa: E402
-_register_cluster(app)
+_cluster_app = _register_cluster(app)
 from ..observe.compare import register as _register_compare  # noqa: E402
 _register_compare(app)
 from ..systems.panama.cli import register as _register_panama  # noqa: E402
@@ -41,6 +41,8 @@ from ..observe.owd_cli import register as _register_owd  # noqa: E402
 _register_owd(app)
 from ..systems.clockwork.cli import register as _register_cloud  # noqa: E402
 _register_cloud(app)
+from ..systems.clockwork.cli import register_cluster_select as _register_cluster_select  # noqa: E402
+_register_cluster_select(_cluster_app)
 
 # Markup off: user text (paths, names, messages) is printed literally.
 err = Console(stderr=True, markup=False)

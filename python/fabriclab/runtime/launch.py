@@ -40,13 +40,24 @@ def _exit_code(rc: int) -> int:
 
 
 def cluster_hosts(name: str, n: int) -> list[dict]:
-    """The first ``n`` hosts of cluster-in-a-box ``name`` (docs/cluster.md): rank i runs in host i."""
+    """The first ``n`` hosts of cluster-in-a-box ``name`` (docs/cluster.md): rank i runs in host i.
+    ``NAME:LABEL,LABEL,...`` picks the hosts and their order (rank i in the i-th label), e.g. the ring
+    order `fabriclab cluster select` prints."""
     from .cluster.apply import load_state
 
+    name, _, pick = name.partition(":")
     state = load_state(name, "--cluster")
     hosts = state.get("hosts", [])
     if state.get("status") != "up":
         raise RuntimeInputError(f"--cluster: cluster {name!r} is not up (status {state.get('status')})")
+    if pick:
+        by_label = {h["label"]: h for h in hosts}
+        labels = [x.strip() for x in pick.split(",") if x.strip()]
+        unknown = [x for x in labels if x not in by_label]
+        if unknown or len(set(labels)) != len(labels):
+            what = f"has no host {unknown[0]!r}" if unknown else "is given a host twice"
+            raise RuntimeInputError(f"--cluster: {name}:{pick} {what} (its hosts: {', '.join(by_label)})")
+        hosts = [by_label[x] for x in labels]
     if n > len(hosts):
         raise RuntimeInputError(f"-n: cluster {name!r} has {len(hosts)} hosts, so at most {len(hosts)} ranks; got {n}")
     return hosts[:n]

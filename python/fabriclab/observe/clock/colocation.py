@@ -297,3 +297,40 @@ def detect(clocks: pa.Table, probes: Optional[Probes] = None, method: str = "huy
         "delay_corr": pa.array(corr[iu], pa.float64()), "distance": pa.array(dist[iu], pa.float64()),
         "same": pa.array(same[iu], pa.bool_())})
     return Colocation(groups, pairs)
+
+
+def queue_sharing_groups(q_ns: np.ndarray, hosts: list[str], queued_ns: float = 1_000_000.0,
+                         tolerance: float = 0.35) -> list[list[str]]:
+    """Groups of hosts behind one queue, from load rounds (the cluster-in-a-box's
+    selection; docs/clockwork.md, "Selection in the box"): ``q_ns[i, r]`` is
+    host i's sender-side queueing in round r (the box splits each pair's
+    median excess delay in the round into sender and receiver sides:
+    systems/clockwork/box_select.py). Hosts behind one FIFO see the same queue at the same time, so two
+    hosts are one group when, in every round, their queueing differs by at
+    most ``tolerance`` of the larger (both below ``queued_ns`` counts as
+    equal; a round missing either's value is left out), and both were queued (above ``queued_ns``) in at least one round:
+    a queue that never built shows nothing. Complete linkage, so every pair
+    inside a group passes. Every host once; groups in order of their first
+    host."""
+    from scipy.cluster.hierarchy import fcluster, linkage
+    from scipy.spatial.distance import squareform
+
+    n = len(hosts)
+    if n < 2:
+        return [list(hosts)]
+    q = np.asarray(q_ns, dtype=float)
+    top = np.fmax(q[:, None, :], q[None, :, :])
+    both = np.isfinite(q[:, None, :]) & np.isfinite(q[None, :, :])  # a round without a host's value: no evidence
+    rel = np.where(both & (top > queued_ns), np.abs(q[:, None, :] - q[None, :, :]) / np.maximum(top, 1.0), 0.0)
+    rel = rel.max(axis=2) if q.shape[1] else np.zeros((n, n))
+    seen = (np.nan_to_num(q, nan=0.0) > queued_ns).any(axis=1)
+    dist = np.where(seen[:, None] & seen[None, :], rel, 1.0 + tolerance)
+    np.fill_diagonal(dist, 0.0)
+    labels = fcluster(linkage(squareform(dist, checks=False), method="complete"), t=tolerance, criterion="distance")
+    order: dict[int, int] = {}
+    for lab in labels:
+        order.setdefault(lab, len(order))
+    out: list[list[str]] = [[] for _ in order]
+    for h, lab in zip(hosts, labels):
+        out[order[lab]].append(h)
+    return out

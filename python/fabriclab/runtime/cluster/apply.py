@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 from ...scenario.model import Scenario
@@ -132,6 +133,10 @@ def up(scenario_path: str, name: str = "box", allow_missing: bool = False, gso: 
         _write_state(name, state)
         _build(plan, log)
         hosts = [{"label": plan.label(h), "ns": h, "addr": a} for h, a in zip(plan.hosts, plan.host_addrs)]
+        if plan.others:
+            state["others"] = plan.others
+            state["noise_pids"] = start_noise(plan.others)
+            _write_state(name, state)
         if mono_offsets_ns is not None:
             for h, off in zip(hosts, mono_offsets_ns):
                 h["timens"] = str(timens_dir() / f"{name}-{h['label']}")
@@ -146,6 +151,38 @@ def up(scenario_path: str, name: str = "box", allow_missing: bool = False, gso: 
                          "rate_bps": lk.rate_bps, "delay_ps": lk.delay_ps} for lk in plan.links])
     _write_state(name, state)
     return state
+
+
+def start_noise(others: list[dict]) -> list[int]:
+    """Starts the noisy neighbours' traffic of a [cloud] box (noise.py): the sink in ``ext``, Poisson
+    bursts from each neighbour to it; each detached, in its namespace. Returns their pids."""
+    from . import noise
+
+    sink = next(o for o in others if o["role"] == "sink")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[3])] +
+                                        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    pids = []
+    for k, o in enumerate([sink] + [o for o in others if o["role"] == "neighbour"]):
+        args = ["sink", sink["addr"], str(noise.PORT)] if o is sink else \
+            ["send", sink["addr"], str(noise.PORT), str(o["rate_bps"]), str(k)]
+        p = subprocess.Popen(["ip", "netns", "exec", o["ns"], sys.executable, "-m", noise.MARK, *args], env=env,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+        pids.append(p.pid)
+    return pids
+
+
+def stop_noise(pids: list[int]) -> None:
+    """Stops the recorded noise processes that are still ours (their command line names noise.py)."""
+    from . import noise
+
+    for pid in pids:
+        try:
+            if noise.MARK.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.kill(pid, signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
 
 
 def _why(feature: str) -> str:
@@ -183,7 +220,9 @@ def remove(name: str) -> list[str]:
     p = state_path(name)
     if p.exists():
         try:
-            listed = json.loads(p.read_text()).get("namespaces", [])
+            st = json.loads(p.read_text())
+            listed = st.get("namespaces", [])
+            stop_noise(st.get("noise_pids", []))
         except (OSError, ValueError):
             listed = []
     present = set(list_namespaces())

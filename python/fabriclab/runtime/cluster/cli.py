@@ -11,7 +11,8 @@ import typer
 NAME = typer.Option("box", "--name", help="The cluster's name (1..12 lowercase letters or digits).")
 
 
-def register(app: typer.Typer) -> None:
+def register(app: typer.Typer) -> typer.Typer:
+    """Adds `fabriclab cluster ...`; returns its Typer (systems add `cluster select` to it)."""
     cluster_app = typer.Typer(no_args_is_help=True, help="Cluster-in-a-box: hosts as network namespaces, tc-shaped links.")
     app.add_typer(cluster_app, name="cluster")
 
@@ -115,6 +116,8 @@ def register(app: typer.Typer) -> None:
         except OSError as e:
             raise ClusterError(f"CMD: cannot run ip netns exec: {e.strerror}") from None
 
+    return cluster_app
+
 
 def _mono_offsets(scenario: Path, given: str | None, spread_ns: int, seed: int) -> list[int]:
     """The hosts' CLOCK_MONOTONIC offsets: given, or drawn (seeded) within ±spread."""
@@ -144,6 +147,10 @@ def _summary(state: dict) -> str:
     for h in hosts:
         tn = f"  CLOCK_MONOTONIC {h['mono_offset_ns']:+,} ns (time namespace {h['timens']})" if h.get("timens") else ""
         lines.append(f"  {h['label']:>4}  {h['addr']:<12}  ip netns exec {h['ns']} ...{tn}")
+    for o in state.get("others", []):
+        what = f"noisy neighbour on {o['machine']}, {o['rate_bps'] / 1e6:g} Mbit/s to ext" if o["role"] == "neighbour" \
+            else "the neighbours' sink"
+        lines.append(f"  {o['label']:>4}  {o['addr']:<12}  {what}")
     rates = sorted({(lk["rate_bps"], lk["delay_ps"]) for lk in state.get("links", [])})
     for r, d in rates:
         lines.append(f"  links: {r / 1e6:g} Mbit/s, {d / 1e6:g} us delay per direction")

@@ -53,3 +53,61 @@ def register(app: typer.Typer) -> None:
                    f"{sel.SLOW_SHARE:g} x the documented per-VM cap, {m.cap_bps / 1e9:g} Gbit/s")
         typer.echo(f"hosts = {r.hosts}   # ring order, for [[collectives]] hosts or [[jobs]] workers")
         typer.echo(f"wrote {out / 'selection.json'} and {out / 'selection.csv'}")
+
+
+def register_cluster_select(cluster_app: typer.Typer) -> None:
+    """`fabriclab cluster select`: the same selection in the cluster-in-a-box."""
+
+    @cluster_app.command("select")
+    def cluster_select_cmd(
+        vms: int = typer.Option(..., "--vms", help="M: the hosts the job needs (the box's hosts are the pool)."),
+        out: Path = typer.Option(..., "--out", help="Folder for selection.json, selection.csv and probes.parquet."),
+        name: str = typer.Option("box", "--name", help="The box (fabriclab cluster up; a [cloud] scenario's box "
+                                 "has the tenant's VMs as hosts)."),
+        idle_s: float = typer.Option(1.5, "--idle-s", help="Seconds of probe mesh before the load rounds."),
+        round_s: float = typer.Option(0.6, "--round-s", help="Seconds of each load round."),
+        peers: Optional[int] = typer.Option(None, "--peers", help="Mesh peers per host (default min(5, N - 1))."),
+        seed: int = typer.Option(0, "--seed", help="Seed of the mesh's peers and the load rounds."),
+        prefer: str = typer.Option("quiet", "--prefer", help="quiet: keep slow and noisy hosts out before spreading "
+                                   "over machines; spread: the simulated selection's order (shared machines first)."),
+    ) -> None:
+        """Measure the box's hosts with the real probe mesh (idle, then load rounds: excess one-way delay, queue
+        sharing, stream rates), keep the M best for a ring and order them; print what was rejected and why."""
+        from ...errors import InputError
+        from ...util.inputs import check_out_dir
+        import numpy as np
+
+        from . import box_select as bs
+
+        if idle_s <= 0 or round_s <= bs.RAMP_S:
+            raise InputError(f"--idle-s, --round-s: must be positive and --round-s above the {bs.RAMP_S} s ramp")
+        if prefer not in ("quiet", "spread"):
+            raise InputError(f"--prefer: quiet or spread, got {prefer!r}")
+        n = bs.check_vms(name, vms)
+        check_out_dir(out, "--out")
+        out.mkdir(parents=True, exist_ok=True)
+        try:
+            bm = bs.measure_box(name, idle_s, round_s, peers, seed, out_dir=out)
+        except bs.MeasureFailure as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(1) from None
+        r = bs.choose(bm.m, vms, prefer=prefer)
+        bs.write(out, bm, r)
+        m = bm.m
+        from .select import SLOW_SHARE as SLOW
+        shared = ", ".join("{" + ",".join(g) + "}" for g in m.groups if len(g) > 1) or "none"
+        typer.echo(f"pool: {n} hosts of box {name!r}, M = {vms}; {bm.probes} probe pairs, {len(bm.rounds)} load "
+                   f"rounds; behind one queue: {shared}")
+        typer.echo(f"  {'host':<6} {'group':>5} {'excess p50 us':>14} {'p99 us':>9} {'queue max us':>13} "
+                   f"{'best Mbit/s':>12} {'score us':>9}  verdict")
+        for i, row in enumerate(r.table):
+            qmax = np.nanmax(bm.q_ns[i]) / 1000 if np.isfinite(bm.q_ns[i]).any() else float("nan")
+            typer.echo(f"  {row['vm']:<6} {row['group']:>5} {row['excess_p50_ns'] / 1000:>14.2f} "
+                       f"{row['excess_p99_ns'] / 1000:>9.2f} {qmax:>13.1f} {row['bulk_bps'] / 1e6:>12.1f} "
+                       f"{row['score_ns'] / 1000:>9.1f}  "
+                       f"{row['verdict']}: {row['reason']}")
+        typer.echo(f"slow below {SLOW:g} x the rate each offered, {m.cap_bps / 1e6:.1f} Mbit/s ({bs.LOAD_SHARE:g} x the per-VM cap); noisy by the score: the sender side of the pairs' idle p{bs.SCORE_QUANTILE:g} excess; groups: hosts whose queueing "
+                   "matched in every load round (the box has one kernel clock: no clock signal)")
+        typer.echo(f"hosts = {r.vms}   # ring order: fabriclab runtime bench --cluster {name}:{','.join(r.vms)} "
+                   f"-n {vms}")
+        typer.echo(f"wrote {out / 'selection.json'} and {out / 'selection.csv'}")

@@ -69,6 +69,8 @@ class Measurement:
     cap_bps: int                  # the provider's documented per-VM egress cap
     out_bps: Optional[np.ndarray] = None  # per VM: the best rate of its bulk probes sent
     in_bps: Optional[np.ndarray] = None   # ... and received
+    # per VM a score measured otherwise (the box: its sender side of the pairs' p90 excess); None: from the probes
+    score_ns: Optional[np.ndarray] = None
 
 
 @dataclass
@@ -245,8 +247,15 @@ def ring_order(d: np.ndarray, seed: int = 0) -> list[int]:
 
 def choose(m: Measurement, vms: int, noisy_factor: float = NOISY_FACTOR,
            noisy_floor_ns: float = NOISY_FLOOR_NS, ring_quantile: float = RING_QUANTILE,
-           slow_share: float = SLOW_SHARE) -> Selection:
-    """Keeps ``vms`` of the pool by the stated objective (module docstring)."""
+           slow_share: float = SLOW_SHARE, prefer: str = "spread", score_quantile: float = 99.0) -> Selection:
+    """Keeps ``vms`` of the pool by the stated objective (module docstring).
+    ``prefer="quiet"`` puts (1) shared machines after (2) slow and (3) noisy:
+    the objective minimises slow VMs kept, then noisy ones, then VMs sharing a
+    detected group, then the score (the box's choice: docs/clockwork.md).
+    ``score_quantile``: the percentile of excess delay that scores a VM;
+    ``m.score_ns``, when given, is the score instead (the box's)."""
+    if prefer not in ("spread", "quiet"):
+        raise SelectInputError(f"--prefer: spread or quiet, got {prefer!r}")
     n = len(m.vms)
     if vms > n:
         raise SelectInputError(f"--vms: {vms} VMs asked, but the pool holds {n}; ask for at most {n} or "
@@ -255,10 +264,14 @@ def choose(m: Measurement, vms: int, noisy_factor: float = NOISY_FACTOR,
         raise SelectInputError(f"--vms: a collective needs at least 2 VMs, got {vms}")
     score = np.zeros(n)
     p50 = np.zeros(n)
+    p99 = np.zeros(n)
     for i in range(n):
         x = m.excess_ns[(m.src == i) | (m.dst == i)]
-        score[i] = np.percentile(x, 99) if x.size else np.inf
+        score[i] = np.percentile(x, score_quantile) if x.size else np.inf
         p50[i] = np.percentile(x, 50) if x.size else np.inf
+        p99[i] = np.percentile(x, 99) if x.size else np.inf
+    if m.score_ns is not None:
+        score = np.asarray(m.score_ns, dtype=float).copy()
     finite = score[np.isfinite(score)]
     median = float(np.median(finite)) if finite.size else 0.0
     limit = max(noisy_floor_ns, noisy_factor * median)
@@ -276,7 +289,11 @@ def choose(m: Measurement, vms: int, noisy_factor: float = NOISY_FACTOR,
     def key(i):
         return bool(slow[i]), bool(noisy[i]), float(score[i]), i
 
-    order = sorted(firsts, key=key) + sorted(extras, key=key)
+    if prefer == "quiet":
+        extra = set(extras)
+        order = sorted(firsts + extras, key=lambda i: (bool(slow[i]), bool(noisy[i]), i in extra, float(score[i]), i))
+    else:
+        order = sorted(firsts, key=key) + sorted(extras, key=key)
     kept = sorted(order[:vms])
     d = pair_owd(m, ring_quantile)
     sub = d[np.ix_(kept, kept)]
@@ -289,6 +306,9 @@ def choose(m: Measurement, vms: int, noisy_factor: float = NOISY_FACTOR,
         mates = [v for v in m.vms if group_of[v] == g and v != m.vms[i]]
         if i in keptset:
             verdict, why = "kept", f"ring position {ring.index(i)}"
+        elif i in extras and slow[i] and prefer == "quiet":
+            verdict, why = "rejected", (f"slow: bulk probe {avail[i] / 1e9:.3f} Gbit/s, below {slow_share:g} x the cap; "
+                                        f"shares a machine with {', '.join(mates)}")
         elif i in extras and noisy[i]:
             verdict, why = "rejected", f"shares a machine with {', '.join(mates)}; noisy"
         elif i in extras:
@@ -296,16 +316,18 @@ def choose(m: Measurement, vms: int, noisy_factor: float = NOISY_FACTOR,
         elif slow[i]:
             verdict, why = "rejected", f"slow: bulk probe {avail[i] / 1e9:.2f} Gbit/s, below {slow_share:g} x the cap"
         elif noisy[i]:
-            verdict, why = "rejected", f"noisy: excess p99 above {limit / 1000:.1f} us"
+            verdict, why = "rejected", (f"noisy: {'score' if m.score_ns is not None else f'excess p{score_quantile:g}'} "
+                                        f"above {limit / 1000:.1f} us")
         else:
             verdict, why = "rejected", "spare: higher excess delay than the kept"
         table.append({"vm": m.vms[i], "host": m.hosts[i], "machine": None, "group": g, "group_size": gsize[g],
-                      "excess_p50_ns": float(p50[i]), "excess_p99_ns": float(score[i]), "noisy": bool(noisy[i]),
+                      "excess_p50_ns": float(p50[i]), "excess_p99_ns": float(p99[i]), "score_ns": float(score[i]),
+                      "noisy": bool(noisy[i]),
                       "bulk_bps": float(avail[i]), "slow": bool(slow[i]), "cap_bps": m.cap_bps, "verdict": verdict, "reason": why})
     kept_groups = [group_of[m.vms[i]] for i in kept]
     objective = {"shared_machine_kept": len(kept_groups) - len(set(kept_groups)),
                  "slow_kept": int(slow[kept].sum()), "noisy_kept": int(noisy[kept].sum()), "score_sum_ns": float(score[kept].sum()),
-                 "noisy_limit_ns": limit, "ring_owd_sum_ns": ring_delay, "ring_quantile": ring_quantile}
+                 "noisy_limit_ns": limit, "ring_owd_sum_ns": ring_delay, "ring_quantile": ring_quantile, "prefer": prefer}
     return Selection(hosts=[m.hosts[i] for i in ring], vms=[m.vms[i] for i in ring], table=table,
                      ring_delay_ns=ring_delay, objective=objective)
 
