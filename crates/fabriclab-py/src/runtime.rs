@@ -198,7 +198,13 @@ impl RtCommunicator {
     /// Packet Rocket's counters summed over this rank's connections since
     /// it joined, or None when it is off.
     fn rocket_stats<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let st = py.detach(|| self.comm.lock().unwrap().as_ref().and_then(|c| c.rocket_stats()));
+        let st = py.detach(|| {
+            self.comm
+                .lock()
+                .unwrap()
+                .as_ref()
+                .and_then(|c| c.rocket_stats())
+        });
         let Some(st) = st else { return Ok(None) };
         let d = PyDict::new(py);
         d.set_item("echoes", st.echoes)?;

@@ -16,9 +16,10 @@
 //!   queue build-up causes one pause;
 //! - the congestion control below is untouched: it still sees every ACK.
 //!
-//! In smoltcp's shape like the simulator's transport: it is fed echoes and never reads
-//! a clock; every time is the sender's local clock reading, in picoseconds
-//! (signed: a host clock may read before zero).
+//! In smoltcp's shape like the simulator's transport: it is fed echoes and
+//! never reads a clock; every time is the sender's local clock reading, in
+//! picoseconds (signed: a host clock may read before zero). The runtime's
+//! connections use it too (fabriclab-runtime's edge.rs).
 
 /// One flow's Packet Rocket state.
 #[derive(Debug, Clone, Default)]
