@@ -49,7 +49,8 @@ fn secs(field: &str, s: f64) -> PyResult<Duration> {
 impl RtCommunicator {
     #[new]
     #[pyo3(signature = (rank, world_size, master_addr, master_port, token, bind_addr=None, streams=1,
-        timeout_s=5.0, connect_timeout_s=60.0, checksum=false, telemetry=false, fault=None, late_timeout_s=600.0))]
+        timeout_s=5.0, connect_timeout_s=60.0, checksum=false, telemetry=false, fault=None, late_timeout_s=600.0,
+        packet_rocket_threshold_us=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -66,6 +67,7 @@ impl RtCommunicator {
         telemetry: bool,
         fault: Option<(String, u32, u32)>,
         late_timeout_s: f64,
+        packet_rocket_threshold_us: Option<f64>,
     ) -> PyResult<Self> {
         let mut c = Config::new(rank, world_size, master_addr, master_port, token);
         c.bind_addr = bind_addr
@@ -80,6 +82,17 @@ impl RtCommunicator {
         c.connect_timeout = secs("connect_timeout_s", connect_timeout_s)?;
         c.checksum = checksum;
         c.telemetry = telemetry;
+        c.packet_rocket_threshold = match packet_rocket_threshold_us {
+            None => None,
+            Some(t) if t.is_finite() && (0.0..1e9).contains(&t) => {
+                Some(Duration::from_nanos((t * 1e3).round() as u64))
+            }
+            Some(t) => {
+                return Err(input(format!(
+                    "packet_rocket_threshold_us: must be a number of microseconds >= 0, got {t}"
+                )))
+            }
+        };
         c.fault = match fault {
             None => None,
             Some((k, peer, seq)) if k == "corrupt" => Some(Fault::Corrupt { peer, seq }),
@@ -180,6 +193,25 @@ impl RtCommunicator {
         col!("end_real_ns", |r| r.end.real_ns);
         col!("wait_ns", |r| r.wait_ns);
         Ok(d)
+    }
+
+    /// Packet Rocket's counters summed over this rank's connections since
+    /// it joined, or None when it is off.
+    fn rocket_stats<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let st = py.detach(|| {
+            self.comm
+                .lock()
+                .unwrap()
+                .as_ref()
+                .and_then(|c| c.rocket_stats())
+        });
+        let Some(st) = st else { return Ok(None) };
+        let d = PyDict::new(py);
+        d.set_item("echoes", st.echoes)?;
+        d.set_item("pauses", st.pauses)?;
+        d.set_item("paused_ns", st.paused_ns)?;
+        d.set_item("held_ns", st.held_ns)?;
+        Ok(Some(d))
     }
 
     /// Closes every connection (also done when the object is collected).

@@ -26,3 +26,8 @@ impl Stamp {
         }
     }
 }
+
+/// CLOCK_REALTIME alone, in ns: Packet Rocket's stamps (crate::edge).
+pub fn realtime_ns() -> u64 {
+    read(libc::CLOCK_REALTIME)
+}

@@ -15,9 +15,11 @@
 //! peer is quiet, so both threads notice a close; while bytes flow they do
 //! not time out.
 
-use crate::clock::Stamp;
+use crate::clock::{realtime_ns, Stamp};
+use crate::edge::{self, Edge, EdgeStats};
 use crate::wire::{
-    Header, FLAG_CHECKSUM, FLAG_PROVISIONAL, HEADER_BYTES, KIND_ABORT, KIND_DATA, KIND_HEARTBEAT,
+    Header, FLAG_CHECKSUM, FLAG_PROVISIONAL, FLAG_STAMPED, HEADER_BYTES, KIND_ABORT, KIND_DATA,
+    KIND_ECHO, KIND_HEARTBEAT,
 };
 use crate::{Config, Fault};
 use std::io::{ErrorKind, Read, Write};
@@ -129,6 +131,11 @@ pub enum Job {
         flushed: Sender<()>,
     },
     Heartbeat,
+    /// Packet Rocket's echo of a stamped data message (crate::edge).
+    Echo {
+        stamp: u32,
+        owd_ns: i64,
+    },
     /// The connection is closing: send FIN after the jobs queued before.
     Close,
 }
@@ -247,6 +254,14 @@ pub struct Poster {
 }
 
 impl Poster {
+    /// Posts Packet Rocket's echo of a stamped data message.
+    fn echo(&self, stamp: u32, owd_ns: i64) {
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        if self.tx.send(Job::Echo { stamp, owd_ns }).is_err() {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
     /// Posts a heartbeat unless the writer already has work queued.
     pub fn beat(&self) {
         if self.queued.load(Ordering::Acquire) == 0 {
@@ -279,6 +294,8 @@ pub struct Conn {
     checksum: bool,
     pub wctx: WriteCtx,
     credit: Arc<Credit>,
+    /// Packet Rocket's sending edge, when the config turns it on.
+    edge: Option<Arc<Edge>>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -311,16 +328,26 @@ impl Conn {
         };
         tcp.set_read_timeout(Some(poll_interval(cfg.timeout)))?;
         tcp.set_write_timeout(Some(poll_interval(cfg.timeout)))?;
+        let queued = Arc::new(AtomicUsize::new(0));
+        let edge = cfg
+            .packet_rocket_threshold
+            .map(|t| Arc::new(Edge::new(t.as_nanos() as u64, realtime_ns())));
+        // the reader echoes stamped data through the writer (it must not
+        // block on the socket itself: the writer may be mid-message)
+        let echo = Poster {
+            tx: tx.clone(),
+            queued: queued.clone(),
+        };
+        let e2 = edge.clone();
         let reader = std::thread::Builder::new()
             .name(format!("flrt-read-{peer}.{stream}"))
-            .spawn(move || read_loop(peer, stream, r, cr2, events, live))?;
+            .spawn(move || read_loop(peer, stream, r, cr2, events, live, echo, e2))?;
         let checksum = cfg.checksum;
         let fault = Arc::new(Mutex::new(cfg.fault));
-        let queued = Arc::new(AtomicUsize::new(0));
-        let (f2, q2, w2) = (fault.clone(), queued.clone(), wctx.clone());
+        let (f2, q2, w2, e3) = (fault.clone(), queued.clone(), wctx.clone(), edge.clone());
         let writer = std::thread::Builder::new()
             .name(format!("flrt-write-{peer}.{stream}"))
-            .spawn(move || write_loop(w2, w, rx, ev2, checksum, f2, q2))?;
+            .spawn(move || write_loop(w2, w, rx, ev2, checksum, f2, q2, e3))?;
         Ok(Conn {
             peer,
             stream,
@@ -331,12 +358,19 @@ impl Conn {
             checksum,
             wctx,
             credit,
+            edge,
             threads: vec![reader, writer],
         })
     }
 
-    /// Sends a data message: written at once when small and the writer is
-    /// idle (the Sent or WriteFailed event is returned), else queued (None).
+    /// Packet Rocket's counters, when it is on.
+    pub fn edge_stats(&self) -> Option<EdgeStats> {
+        self.edge.as_ref().map(|e| e.stats())
+    }
+
+    /// Sends a data message: written at once when small, the writer is
+    /// idle and Packet Rocket holds nothing (the Sent or WriteFailed event
+    /// is returned), else queued (None): a hold waits on the writer thread.
     pub fn send_data(
         &mut self,
         op_id: u64,
@@ -345,7 +379,12 @@ impl Conn {
         offset: u64,
         data: Vec<u8>,
     ) -> Result<Option<Event>, Gone> {
-        if data.len() <= DIRECT_MAX_BYTES + HEADER_BYTES && self.queued.load(Ordering::Acquire) == 0
+        if data.len() <= DIRECT_MAX_BYTES + HEADER_BYTES
+            && self.queued.load(Ordering::Acquire) == 0
+            && self
+                .edge
+                .as_ref()
+                .is_none_or(|e| e.hold_until(realtime_ns()).is_none())
         {
             let f = &self.fault;
             return Ok(Some(write_data(
@@ -358,6 +397,7 @@ impl Conn {
                 data,
                 self.checksum,
                 f,
+                self.edge.as_deref(),
             )));
         }
         self.post(Job::Data {
@@ -455,6 +495,7 @@ enum End {
     Discard,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn read_loop(
     peer: u32,
     stream: u32,
@@ -462,8 +503,21 @@ fn read_loop(
     credit: Arc<Credit>,
     ev: Sender<Event>,
     live: Liveness,
+    echo: Poster,
+    edge: Option<Arc<Edge>>,
 ) {
-    match read_messages(peer, stream, &mut s, &credit, &ev, &live) {
+    let r = read_messages(
+        peer,
+        stream,
+        &mut s,
+        &credit,
+        &ev,
+        &live,
+        &echo,
+        edge.as_deref(),
+    );
+    drop(echo);
+    match r {
         // the peer has closed: it reads nothing more, so close our side
         // too (its close waits for our FIN), unless our close already does
         End::Fin if !live.closing() => {
@@ -475,6 +529,7 @@ fn read_loop(
 }
 
 /// Reads whole messages and passes them on until the connection ends.
+#[allow(clippy::too_many_arguments)]
 fn read_messages(
     peer: u32,
     stream: u32,
@@ -482,6 +537,8 @@ fn read_messages(
     credit: &Arc<Credit>,
     ev: &Sender<Event>,
     live: &Liveness,
+    echo: &Poster,
+    edge: Option<&Edge>,
 ) -> End {
     let broken = |what, error| Event::Broken {
         peer,
@@ -528,6 +585,15 @@ fn read_messages(
         };
         if h.kind == KIND_HEARTBEAT {
             continue;
+        }
+        if h.kind == KIND_ECHO {
+            if let Some(e) = edge {
+                e.on_echo(realtime_ns(), h.aux, h.offset as i64);
+            }
+            continue;
+        }
+        if h.kind == KIND_DATA && h.flags & FLAG_STAMPED != 0 {
+            echo.echo(h.aux, edge::owd_ns(realtime_ns(), h.aux));
         }
         let what = Some((h.op_id, h.seq));
         if h.len_bytes > (1 << 40) || (h.kind == KIND_ABORT && h.len_bytes > 1 << 16) {
@@ -620,8 +686,12 @@ fn write_data(
     mut data: Vec<u8>,
     checksum: bool,
     fault: &Mutex<Option<Fault>>,
+    edge: Option<&Edge>,
 ) -> Event {
     let peer = w.peer;
+    if let Some(e) = edge {
+        hold(w, e);
+    }
     let start = Stamp::now();
     let len = (data.len() - HEADER_BYTES) as u64;
     let crc = if checksum {
@@ -629,12 +699,17 @@ fn write_data(
     } else {
         0
     };
+    let stamped = if edge.is_some() { FLAG_STAMPED } else { 0 };
     let h = Header {
         kind: KIND_DATA,
-        flags: if checksum { FLAG_CHECKSUM } else { 0 },
+        flags: (if checksum { FLAG_CHECKSUM } else { 0 }) | stamped,
         op_id,
         seq,
-        aux: 0,
+        aux: if edge.is_some() {
+            edge::stamp(start.real_ns)
+        } else {
+            0
+        },
         offset,
         len_bytes: len,
         payload_crc: crc,
@@ -679,6 +754,24 @@ fn write_data(
     }
 }
 
+/// Waits while Packet Rocket holds the connection (or until a close's
+/// linger ends), in sleeps of at most a millisecond.
+fn hold(w: &WriteCtx, e: &Edge) {
+    let t0 = realtime_ns();
+    let mut now = t0;
+    while let Some(end) = e.hold_until(now) {
+        if w.live.linger_over() {
+            break;
+        }
+        std::thread::sleep(Duration::from_nanos((end - now).min(1_000_000)));
+        now = realtime_ns();
+    }
+    if now > t0 {
+        e.add_held(now - t0);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn write_loop(
     w: WriteCtx,
     mut s: TcpStream,
@@ -687,6 +780,7 @@ fn write_loop(
     checksum: bool,
     fault: Arc<Mutex<Option<Fault>>>,
     queued: Arc<AtomicUsize>,
+    edge: Option<Arc<Edge>>,
 ) {
     for job in jobs {
         match job {
@@ -697,7 +791,18 @@ fn write_loop(
                 offset,
                 data,
             } => {
-                let e = write_data(&w, &mut s, op_id, seq, step, offset, data, checksum, &fault);
+                let e = write_data(
+                    &w,
+                    &mut s,
+                    op_id,
+                    seq,
+                    step,
+                    offset,
+                    data,
+                    checksum,
+                    &fault,
+                    edge.as_deref(),
+                );
                 queued.fetch_sub(1, Ordering::AcqRel);
                 if ev.send(e).is_err() {
                     return;
@@ -742,6 +847,20 @@ fn write_loop(
                 if r.is_err() {
                     // the reader or the executor reports the broken connection
                 }
+            }
+            Job::Echo { stamp, owd_ns } => {
+                let h = Header {
+                    kind: KIND_ECHO,
+                    flags: 0,
+                    op_id: 0,
+                    seq: 0,
+                    aux: stamp,
+                    offset: owd_ns as u64,
+                    len_bytes: 0,
+                    payload_crc: 0,
+                };
+                let _ = w.write_frame(&mut s, &h.encode());
+                queued.fetch_sub(1, Ordering::AcqRel);
             }
             Job::Close => break,
         }

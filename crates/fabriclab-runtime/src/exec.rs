@@ -91,6 +91,17 @@ impl Communicator {
         &self.cfg
     }
 
+    /// Packet Rocket's counters summed over this rank's connections since
+    /// it joined (None when the option is off).
+    pub fn rocket_stats(&self) -> Option<crate::EdgeStats> {
+        self.cfg.packet_rocket_threshold?;
+        let mut t = crate::EdgeStats::default();
+        for s in self.conns.iter().flatten().filter_map(|c| c.edge_stats()) {
+            t.add(&s);
+        }
+        Some(t)
+    }
+
     /// The telemetry records since the last call.
     pub fn take_telemetry(&mut self) -> Vec<Record> {
         std::mem::take(&mut self.telemetry)

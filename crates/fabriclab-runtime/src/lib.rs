@@ -15,6 +15,7 @@ pub mod bootstrap;
 pub mod clock;
 pub mod conn;
 pub mod dtype;
+pub mod edge;
 pub mod exec;
 mod failure;
 pub mod prepared;
@@ -22,6 +23,7 @@ pub mod wire;
 
 pub use clock::Stamp;
 pub use dtype::DType;
+pub use edge::EdgeStats;
 pub use exec::{Communicator, Prepared};
 
 use std::fmt;
@@ -66,6 +68,10 @@ pub struct Config {
     pub telemetry: bool,
     /// Unconsumed received bytes per connection before its reader pauses.
     pub max_unconsumed_bytes: u64,
+    /// Packet Rocket (crate::edge): hold a connection's next message while
+    /// the echoed one-way delay exceeds the path's base by more than this.
+    /// None (the default): off, and the send path stamps nothing.
+    pub packet_rocket_threshold: Option<Duration>,
     pub fault: Option<Fault>,
 }
 
@@ -91,6 +97,7 @@ impl Config {
             checksum: false,
             telemetry: false,
             max_unconsumed_bytes: 256 << 20,
+            packet_rocket_threshold: None,
             fault: None,
         }
     }

@@ -16,14 +16,21 @@ pub const KIND_DATA: u8 = 1;
 pub const KIND_ABORT: u8 = 2;
 /// A liveness beat: header only, sent when the connection is otherwise idle.
 pub const KIND_HEARTBEAT: u8 = 3;
+/// Packet Rocket's echo, header only: `aux` is the echoed data message's
+/// send stamp, `offset` the one-way delay the receiver read (i64 ns).
+pub const KIND_ECHO: u8 = 4;
 pub const FLAG_CHECKSUM: u8 = 1;
 /// On an abort: the sender is still tracing whom to blame (docs/runtime.md).
 pub const FLAG_PROVISIONAL: u8 = 2;
+/// On data: `aux` is the send stamp (the low 32 bits of the sender's
+/// CLOCK_REALTIME in ns, read modulo 2^32: crate::edge), to be echoed.
+pub const FLAG_STAMPED: u8 = 4;
 
 /// A message header. Data: `seq` is the message's index among this op's
 /// messages from the sender to the receiver (the k of "k-th send matches
 /// k-th receive"); `offset` and `len_bytes` the byte range of the buffer.
 /// Abort: `aux` is the rank the sender blames, the payload a UTF-8 reason.
+/// Data with FLAG_STAMPED, and echoes: `aux` is a send stamp.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
     pub kind: u8,
@@ -74,7 +81,7 @@ impl Header {
             len_bytes: u64_at(32),
             payload_crc: u32_at(40),
         };
-        if !matches!(h.kind, KIND_DATA | KIND_ABORT | KIND_HEARTBEAT) {
+        if !matches!(h.kind, KIND_DATA | KIND_ABORT | KIND_HEARTBEAT | KIND_ECHO) {
             return Err(format!("unknown message kind {}", h.kind));
         }
         Ok(h)

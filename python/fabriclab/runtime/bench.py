@@ -47,7 +47,8 @@ def worker(spec: dict, out_dir: str) -> None:
     from .comm import Communicator
     from .plans import plan_json
 
-    c = Communicator.from_env(chunk_bytes=spec["chunk_bytes"], telemetry=spec["telemetry"])
+    c = Communicator.from_env(chunk_bytes=spec["chunk_bytes"], telemetry=spec["telemetry"],
+                              packet_rocket_threshold_us=spec.get("packet_rocket_threshold_us"))
     dt = np.dtype(spec["dtype"]).type
     n, r, op, root = c.world_size, c.rank, spec["op"], spec["root"]
     rows = []
@@ -62,6 +63,7 @@ def worker(spec: dict, out_dir: str) -> None:
 
         rows.append(time_placements(np, op, count, dt, r, n, root, run, spec["iters"], spec["warmup"], c.barrier))
     Path(out_dir, f"rank{r}.json").write_text(json.dumps(rows))
+    Path(out_dir, f"rocket{r}.json").write_text(json.dumps(c.rocket_stats()))
     if spec["telemetry"]:
         c.write_telemetry(Path(out_dir, f"ccl{r}.parquet"))
     c.close()
@@ -87,14 +89,21 @@ def make_rows(op: str, n: int, per_rank: list[list[dict]]) -> list[Row]:
 
 def run_bench(op: str, algo: str, sizes: str, factor: int, n: int, iters: int = 20, warmup: int = 5,
               dtype: str = "float32", root: int = 0, chunk_bytes: int | None = 1 << 20,
-              master_port: int | None = None, telemetry_dir=None, cluster: str | None = None) -> list[Row]:
+              master_port: int | None = None, telemetry_dir=None, cluster: str | None = None,
+              packet_rocket_threshold_us: float | None = None, rocket_stats: list | None = None) -> list[Row]:
     """Runs the ranks and returns the table's rows; with ``telemetry_dir``,
-    every rank's per-message telemetry goes to ``telemetry_dir/ccl.parquet``."""
+    every rank's per-message telemetry goes to ``telemetry_dir/ccl.parquet``.
+    ``packet_rocket_threshold_us`` turns Packet Rocket on in every rank; a list
+    passed as ``rocket_stats`` receives each rank's counters (None when off)."""
     from .launch import launch
 
     size_list = check_args(op, algo, dtype, n, iters, warmup, root, sizes, factor)
+    t = packet_rocket_threshold_us
+    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < 1e9):
+        raise RuntimeInputError(f"--packet-rocket-threshold-us: must be a number of microseconds >= 0, got {t!r}")
     spec = {"op": op, "algo": algo, "sizes": size_list, "iters": iters, "warmup": warmup, "dtype": dtype,
-            "root": root, "chunk_bytes": chunk_bytes, "telemetry": telemetry_dir is not None}
+            "root": root, "chunk_bytes": chunk_bytes, "telemetry": telemetry_dir is not None,
+            "packet_rocket_threshold_us": packet_rocket_threshold_us}
     with tempfile.TemporaryDirectory(prefix="fabriclab-bench-") as d:
         cmd = [sys.executable, "-c", "import sys, json; from fabriclab.runtime.bench import worker; "
                "worker(json.loads(sys.argv[1]), sys.argv[2])", json.dumps(spec), d]
@@ -102,6 +111,8 @@ def run_bench(op: str, algo: str, sizes: str, factor: int, n: int, iters: int = 
         if rc != 0:
             raise RuntimeFailure(f"bench: a rank failed (exit code {rc}); its error is printed above", "bench")
         per_rank = [json.loads(Path(d, f"rank{r}.json").read_text()) for r in range(n)]
+        if rocket_stats is not None:
+            rocket_stats.extend(json.loads(Path(d, f"rocket{r}.json").read_text()) for r in range(n))
         if telemetry_dir is not None:
             import pyarrow as pa
             import pyarrow.parquet as pq
@@ -170,6 +181,14 @@ def table_text(rows: list[Row], op: str, algo: str, n: int, dtype: str, root: in
     avg = sum(f.busbw_gbps for f in figs) / len(figs)  # nccl-tests averages both placements
     lines.append(f"# Avg bus bandwidth    : {avg:.4f} ")
     return "\n".join(lines)
+
+
+def rocket_text(stats: list, threshold_us: float) -> str:
+    """The bench's Packet Rocket line: its counters summed over the ranks."""
+    tot = {k: sum(s[k] for s in stats) for k in ("echoes", "pauses", "paused_ns", "held_ns")}
+    return (f"# Packet Rocket       : threshold {threshold_us:g} us; {tot['pauses']} pauses "
+            f"({tot['paused_ns'] / 1e6:.3f} ms in all), messages held {tot['held_ns'] / 1e6:.3f} ms, "
+            f"{tot['echoes']} echoes (summed over ranks)")
 
 
 def write_csv(rows: list[Row], path, op: str, algo: str, n: int, dtype: str, root: int) -> None:

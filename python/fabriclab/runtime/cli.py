@@ -49,6 +49,9 @@ def register(app: typer.Typer) -> None:
         baseline: Optional[str] = typer.Option(None, "--baseline", help="mpi (mpi4py Allreduce under mpirun) or "
                                                "gloo (torch.distributed): the same table for a baseline "
                                                "(allreduce only; scripts/install-baselines.sh)."),
+        rocket_us: Optional[float] = typer.Option(None, "--packet-rocket-threshold-us", help="Turn Packet Rocket "
+                                                  "on: hold a connection's next chunk while the echoed one-way "
+                                                  "delay exceeds the path's base by more than this (docs/clockwork.md)."),
     ) -> None:
         """nccl-tests' table for the runtime (or a baseline), on local processes over loopback TCP or in a cluster-in-a-box."""
         from ..util.inputs import check_out_dir
@@ -61,8 +64,10 @@ def register(app: typer.Typer) -> None:
             check_out_dir(telemetry, "--telemetry")
         if chunk < 1:
             raise RuntimeInputError(f"--chunk: must be a positive number of bytes, got {chunk}")
-        if baseline is not None and (op != "allreduce" or telemetry is not None):
-            raise RuntimeInputError("--baseline: baselines run --op allreduce only, without --telemetry")
+        if baseline is not None and (op != "allreduce" or telemetry is not None or rocket_us is not None):
+            raise RuntimeInputError("--baseline: baselines run --op allreduce only, without --telemetry "
+                                    "or --packet-rocket-threshold-us")
+        stats: list = []
         try:
             if baseline is not None:
                 from .bench import run_baseline_bench
@@ -71,11 +76,15 @@ def register(app: typer.Typer) -> None:
                 algo = f"{baseline} (baseline)"
             else:
                 rows = run_bench(op, algo, sizes, factor, n, iters, warmup, dtype, root, chunk, master_port, telemetry,
-                                 cluster)
+                                 cluster, rocket_us, stats)
         except RuntimeFailure as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(1) from None
         typer.echo(table_text(rows, op, algo, n, dtype, root, iters, warmup, cluster))
+        if rocket_us is not None:
+            from .bench import rocket_text
+
+            typer.echo(rocket_text(stats, rocket_us))
         if csv is not None:
             write_csv(rows, csv, op, algo, n, dtype, root)
 

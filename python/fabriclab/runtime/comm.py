@@ -57,12 +57,19 @@ class Communicator:
     ``chunk_bytes`` is the pipelining chunk: bytes, None (no chunking), or
     ``"auto"`` (or an :class:`~fabriclab.runtime.autochunk.AutoChunk`): tuned
     by MIAD per collective, algorithm and size bucket during repeated calls,
-    every rank using the same chunk; ``comm.tuning`` shows the state."""
+    every rank using the same chunk; ``comm.tuning`` shows the state.
+
+    ``packet_rocket_threshold_us`` turns Packet Rocket on (On-Ramp's edge
+    pause, per connection and per chunk): a connection's next message is held
+    while the echoed one-way delay exceeds the path's base by more than this
+    many microseconds; None (the default) is off. :meth:`rocket_stats` gives
+    its counters. docs/clockwork.md, "Packet Rocket in the runtime"."""
 
     def __init__(self, rank: int, world_size: int, master_addr: str, master_port: int, token: str, *,
                  bind_addr: str | None = None, streams: int = 1, timeout_s: float = 5.0,
                  connect_timeout_s: float = 60.0, checksum: bool = False, telemetry: bool = False,
-                 chunk_bytes: int | str | AutoChunk | None = DEFAULT_CHUNK_BYTES, late_timeout_s: float = 600.0, _fault=None):
+                 chunk_bytes: int | str | AutoChunk | None = DEFAULT_CHUNK_BYTES, late_timeout_s: float = 600.0,
+                 packet_rocket_threshold_us: float | None = None, _fault=None):
         from .._core import RtCommunicator, RtError
 
         for name, v, lo, hi in (("rank", rank, 0, world_size - 1), ("world_size", world_size, 1, 1 << 20),
@@ -71,6 +78,11 @@ class Communicator:
                 raise RuntimeInputError(f"{name}: must be an integer within {lo}..{hi}, got {v!r}")
         if not token:
             raise RuntimeInputError("token: the join token must be a non-empty string")
+        t = packet_rocket_threshold_us
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating))
+                              or not 0 <= t < 1e9):
+            raise RuntimeInputError(f"packet_rocket_threshold_us: must be a number of microseconds >= 0 "
+                                    f"(or None: off), got {t!r}")
         self.rank, self.world_size, self.chunk_bytes = int(rank), int(world_size), chunk_bytes
         self._tuner = None
         if isinstance(chunk_bytes, AutoChunk) or (isinstance(chunk_bytes, str) and chunk_bytes == "auto"):
@@ -84,7 +96,8 @@ class Communicator:
         try:
             self._c = RtCommunicator(int(rank), int(world_size), str(master_addr), int(master_port), str(token),
                                      bind_addr, int(streams), float(timeout_s), float(connect_timeout_s),
-                                     bool(checksum), bool(telemetry), _fault, float(late_timeout_s))
+                                     bool(checksum), bool(telemetry), _fault, float(late_timeout_s),
+                                     None if t is None else float(t))
         except RtError as e:
             raise translate(e) from None
 
@@ -92,7 +105,8 @@ class Communicator:
     def from_env(cls, env=None, **kwargs) -> "Communicator":
         """Joins with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (or FABRICLAB_PORT) and
         FABRICLAB_TOKEN; FABRICLAB_TIMEOUT_S, FABRICLAB_LATE_TIMEOUT_S, FABRICLAB_STREAMS, FABRICLAB_CHECKSUM=1,
-        FABRICLAB_BIND_ADDR and FABRICLAB_CHUNK_BYTES (a size such as 256K, "none" or "auto") are optional. Keyword arguments override the optional ones."""
+        FABRICLAB_BIND_ADDR, FABRICLAB_CHUNK_BYTES (a size such as 256K, "none" or "auto") and
+        FABRICLAB_PACKET_ROCKET_US (Packet Rocket's threshold in microseconds) are optional. Keyword arguments override the optional ones."""
         env = os.environ if env is None else env
         n = _env_int("WORLD_SIZE", env, 1, 1 << 20)
         rank = _env_int("RANK", env, 0, n - 1)
@@ -124,6 +138,12 @@ class Communicator:
             opts["bind_addr"] = env["FABRICLAB_BIND_ADDR"]
         if env.get("FABRICLAB_CHUNK_BYTES"):
             opts["chunk_bytes"] = _env_chunk(env["FABRICLAB_CHUNK_BYTES"])
+        if env.get("FABRICLAB_PACKET_ROCKET_US"):
+            try:
+                opts["packet_rocket_threshold_us"] = float(env["FABRICLAB_PACKET_ROCKET_US"])
+            except ValueError:
+                raise RuntimeInputError("FABRICLAB_PACKET_ROCKET_US: must be a number of microseconds, "
+                                        f"got {env['FABRICLAB_PACKET_ROCKET_US']!r}") from None
         opts.update(kwargs)
         return cls(rank, n, addr, port, token, **opts)
 
@@ -266,6 +286,12 @@ class Communicator:
         if self.telemetry is None:
             raise RuntimeInputError("telemetry: the communicator was created with telemetry=False")
         self.telemetry.write(path)
+
+    def rocket_stats(self) -> dict | None:
+        """Packet Rocket's counters over this rank's connections since it joined
+        (echoes, pauses, paused_ns: the pauses' total, held_ns: the time messages
+        waited for one), or None when it is off (docs/clockwork.md)."""
+        return self._c.rocket_stats()
 
     def close(self) -> None:
         self._c.close()

@@ -1,0 +1,84 @@
+//! Packet Rocket: edge flow control on one-way delay, after On-Ramp (Liu et
+//! al., NSDI'21, "Breaking the Transience-Equilibrium Nexus: A New Approach
+//! to Datacenter Packet Transport"), as the Clockwork talk names it.
+//!
+//! The rule, per flow at the sender (docs/clockwork.md, "Control half",
+//! gives each point's source and what is unverified):
+//!
+//! - each data packet carries its send time on the sender's clock, and the
+//!   receiver echoes the one-way delay (its own clock minus that stamp) in
+//!   the ACK;
+//! - the path's base OWD is the minimum echoed so far, so a constant offset
+//!   between the two clocks cancels;
+//! - when an echoed OWD exceeds the base by more than the threshold T, the
+//!   flow is held for `(OWD - base) - T`;
+//! - echoes of packets sent before the last pause ended are ignored, so one
+//!   queue build-up causes one pause;
+//! - the congestion control below is untouched: it still sees every ACK.
+//!
+//! In smoltcp's shape like the simulator's transport: it is fed echoes and
+//! never reads a clock; every time is the sender's local clock reading, in
+//! picoseconds (signed: a host clock may read before zero). The runtime's
+//! connections use it too (fabriclab-runtime's edge.rs).
+
+/// One flow's Packet Rocket state.
+#[derive(Debug, Clone, Default)]
+pub struct Rocket {
+    threshold_ps: i64,
+    base_owd_ps: Option<i64>,
+    /// Sender-clock time the last pause ends (or ended); echoes of packets
+    /// stamped before it are ignored.
+    pause_end_ps: Option<i64>,
+    /// Pauses taken, and their total length (ps).
+    pub pauses: u64,
+    pub paused_ps: u64,
+}
+
+impl Rocket {
+    pub fn new(threshold_ps: u64) -> Rocket {
+        Rocket {
+            threshold_ps: threshold_ps as i64,
+            ..Rocket::default()
+        }
+    }
+
+    /// Continues a path whose base OWD is already known (another message
+    /// between the same hosts).
+    pub fn with_base(mut self, base_owd_ps: Option<i64>) -> Rocket {
+        self.base_owd_ps = base_owd_ps;
+        self
+    }
+
+    pub fn base_owd_ps(&self) -> Option<i64> {
+        self.base_owd_ps
+    }
+
+    /// An ACK arriving at `now_ps` echoes `owd_ps` for a data packet stamped
+    /// `stamp_ps`. Returns the end of the pause it starts, if any.
+    pub fn on_echo(&mut self, now_ps: i64, stamp_ps: i64, owd_ps: i64) -> Option<i64> {
+        let base = self.base_owd_ps.map_or(owd_ps, |b| b.min(owd_ps));
+        self.base_owd_ps = Some(base);
+        if self.pause_end_ps.is_some_and(|end| stamp_ps < end) {
+            return None;
+        }
+        let over = owd_ps - base - self.threshold_ps;
+        if over <= 0 {
+            return None;
+        }
+        let end = now_ps + over;
+        self.pause_end_ps = Some(end);
+        self.pauses += 1;
+        self.paused_ps += over as u64;
+        Some(end)
+    }
+
+    /// Whether the flow may send at `now_ps`.
+    pub fn may_send(&self, now_ps: i64) -> bool {
+        self.pause_end_ps.is_none_or(|end| now_ps >= end)
+    }
+
+    /// When the current pause ends, if the flow is held at `now_ps`.
+    pub fn poll_at(&self, now_ps: i64) -> Option<i64> {
+        self.pause_end_ps.filter(|&end| now_ps < end)
+    }
+}

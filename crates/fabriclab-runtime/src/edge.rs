@@ -1,0 +1,211 @@
+//! Packet Rocket at the runtime's edge: On-Ramp's rule (the shared
+//! `fabriclab-rocket` crate, the one implementation the simulator uses
+//! too) applied per connection, per chunk. docs/clockwork.md, "Packet
+//! Rocket in the runtime", says what it costs against the paper's per
+//! packet gate.
+//!
+//! - The sender stamps each data message with the low 32 bits of its
+//!   CLOCK_REALTIME in ns (`aux`, FLAG_STAMPED), read just before the
+//!   header is handed to the kernel.
+//! - The receiver's reader, once the header is read, echoes its own
+//!   CLOCK_REALTIME minus the stamp, read modulo 2^32 as a signed number,
+//!   on the same connection (KIND_ECHO, through its writer thread).
+//! - The sender's reader feeds the echo to the rule; the writer holds the
+//!   connection's next message until the pause ends.
+//!
+//! Clocks: CLOCK_REALTIME is the clock a sync daemon corrects (NTP,
+//! linuxptp), the "corrected clocks" of issue 27. Time namespaces
+//! (`cluster up --timens`) offset CLOCK_MONOTONIC and CLOCK_BOOTTIME only,
+//! so the box's hosts share one CLOCK_REALTIME. The threshold counts from
+//! the path's base OWD (the minimum echoed), so a constant offset between
+//! two hosts' clocks cancels; it does as long as offset + OWD stays inside
+//! ±2.147 s (the 32-bit stamp's range), far beyond a synced clock's error.
+//! A drift between the clocks does not cancel: a receiver clock running
+//! fast raises every OWD it reads, which is why the clocks must be synced.
+
+use fabriclab_rocket::Rocket;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// The stamp of a message sent at `now_ns` (the sender's CLOCK_REALTIME).
+pub fn stamp(now_ns: u64) -> u32 {
+    now_ns as u32
+}
+
+/// The one-way delay the receiver reads at `arrival_ns` (its
+/// CLOCK_REALTIME) for a message stamped `stamp`: the difference modulo
+/// 2^32, as a signed number of ns.
+pub fn owd_ns(arrival_ns: u64, stamp: u32) -> i64 {
+    (arrival_ns as u32).wrapping_sub(stamp) as i32 as i64
+}
+
+/// Counters of one connection's (or, summed, one rank's) Packet Rocket.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EdgeStats {
+    /// Echoes received.
+    pub echoes: u64,
+    /// Pauses the rule started, and their total length (ns).
+    pub pauses: u64,
+    pub paused_ns: u64,
+    /// Time messages actually waited for a pause to end (ns): less than
+    /// `paused_ns` when the connection had nothing to send during a pause.
+    pub held_ns: u64,
+}
+
+impl EdgeStats {
+    pub fn add(&mut self, o: &EdgeStats) {
+        self.echoes += o.echoes;
+        self.pauses += o.pauses;
+        self.paused_ns += o.paused_ns;
+        self.held_ns += o.held_ns;
+    }
+}
+
+/// One connection's sending edge.
+pub struct Edge {
+    rule: Mutex<Rocket>,
+    /// The rule's times are picoseconds since this CLOCK_REALTIME reading.
+    epoch_ns: u64,
+    echoes: AtomicU64,
+    held_ns: AtomicU64,
+}
+
+impl Edge {
+    pub fn new(threshold_ns: u64, now_ns: u64) -> Edge {
+        Edge {
+            rule: Mutex::new(Rocket::new(threshold_ns.saturating_mul(1000))),
+            epoch_ns: now_ns,
+            echoes: AtomicU64::new(0),
+            held_ns: AtomicU64::new(0),
+        }
+    }
+
+    fn ps(&self, t_ns: u64) -> i64 {
+        (t_ns as i64 - self.epoch_ns as i64) * 1000
+    }
+
+    /// An echo arriving at `now_ns` for the message stamped `stamp`, whose
+    /// one-way delay read `owd_ns`. Returns the end of the pause it starts
+    /// (ns, CLOCK_REALTIME), if any. The stamp's full time is recovered
+    /// from its age modulo 2^32 (an echo is less than 4.29 s old).
+    pub fn on_echo(&self, now_ns: u64, stamp: u32, owd_ns: i64) -> Option<u64> {
+        let age = (now_ns as u32).wrapping_sub(stamp) as u64;
+        let sent = now_ns.saturating_sub(age);
+        let (now, sent) = (self.ps(now_ns), self.ps(sent));
+        let end = self.rule.lock().unwrap().on_echo(now, sent, owd_ns * 1000);
+        // counted once the rule has it: a reader of `echoes` sees its pause
+        self.echoes.fetch_add(1, Ordering::Release);
+        let end = end?;
+        Some((self.epoch_ns as i64 + (end + 999).div_euclid(1000)) as u64)
+    }
+
+    /// When the current pause ends (ns), if a message may not go at `now_ns`.
+    pub fn hold_until(&self, now_ns: u64) -> Option<u64> {
+        let end = self.rule.lock().unwrap().poll_at(self.ps(now_ns))?;
+        Some((self.epoch_ns as i64 + (end + 999).div_euclid(1000)) as u64)
+    }
+
+    pub fn add_held(&self, ns: u64) {
+        self.held_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    pub fn stats(&self) -> EdgeStats {
+        let r = self.rule.lock().unwrap();
+        EdgeStats {
+            echoes: self.echoes.load(Ordering::Acquire),
+            pauses: r.pauses,
+            paused_ns: r.paused_ps / 1000,
+            held_ns: self.held_ns.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{Header, FLAG_STAMPED, KIND_DATA, KIND_ECHO};
+
+    const US: u64 = 1_000;
+
+    /// One message through the runtime's path: the sender's header with its
+    /// stamp, the receiver's reading and its echo header, each encoded and
+    /// decoded as on the wire, then the sender's rule.
+    fn play(
+        e: &Edge,
+        sent_ns: u64,
+        ahead_ns: i64,
+        owd_ns_true: u64,
+        echo_at_ns: u64,
+    ) -> Option<u64> {
+        let data = Header {
+            kind: KIND_DATA,
+            flags: FLAG_STAMPED,
+            op_id: 0,
+            seq: 0,
+            aux: stamp(sent_ns),
+            offset: 0,
+            len_bytes: 0,
+            payload_crc: 0,
+        };
+        let got = Header::decode(&data.encode()).unwrap();
+        let arrival = (sent_ns + owd_ns_true).saturating_add_signed(ahead_ns);
+        let echo = Header {
+            kind: KIND_ECHO,
+            flags: 0,
+            op_id: 0,
+            seq: 0,
+            aux: got.aux,
+            offset: owd_ns(arrival, got.aux) as u64,
+            len_bytes: 0,
+            payload_crc: 0,
+        };
+        let back = Header::decode(&echo.encode()).unwrap();
+        e.on_echo(echo_at_ns, back.aux, back.offset as i64)
+    }
+
+    #[test]
+    fn hand_played_echoes_give_the_hand_computed_pauses() {
+        // The sender's clock starts 3 us before a 2^32 ns wrap of the stamp,
+        // and the receiver's clock is 7 us ahead of it: neither shows.
+        // T = 10 us; by hand: echo 1 sets the base (50 us), echo 2 lowers it
+        // to 48, echo 3 reads 80 - 48 = 32 > 10: a pause of 22 us from its
+        // arrival (t0 + 200 us) to t0 + 222 us; echo 4 is of a message sent
+        // at 130 us, before 222 us: ignored; echo 5, sent at 222 us, 63 - 48 = 15: 5 us.
+        let t0 = (5u64 << 32) - 3 * US;
+        let e = Edge::new(10 * US, t0);
+        let ahead = 7_000;
+        assert_eq!(play(&e, t0, ahead, 50 * US, t0 + 100 * US), None);
+        assert_eq!(play(&e, t0 + 62 * US, ahead, 48 * US, t0 + 110 * US), None);
+        assert_eq!(
+            play(&e, t0 + 120 * US, ahead, 80 * US, t0 + 200 * US),
+            Some(t0 + 222 * US)
+        );
+        assert_eq!(e.hold_until(t0 + 221 * US), Some(t0 + 222 * US));
+        assert_eq!(e.hold_until(t0 + 222 * US), None);
+        assert_eq!(play(&e, t0 + 130 * US, ahead, 95 * US, t0 + 205 * US), None);
+        assert_eq!(
+            play(&e, t0 + 222 * US, ahead, 63 * US, t0 + 300 * US),
+            Some(t0 + 305 * US)
+        );
+        assert_eq!(play(&e, t0 + 310 * US, ahead, 58 * US, t0 + 400 * US), None);
+        let s = e.stats();
+        assert_eq!((s.echoes, s.pauses, s.paused_ns), (6, 2, 27 * US));
+    }
+
+    #[test]
+    fn a_receiver_clock_behind_reads_negative_delays_and_still_cancels() {
+        // The receiver's clock 1 s behind: every reading is OWD - 1 s < 0.
+        let t0 = 1_700_000_000_000_000_000u64;
+        let e = Edge::new(0, t0);
+        let behind = -1_000_000_000;
+        assert_eq!(
+            owd_ns(t0 + 40 * US - 1_000_000_000, stamp(t0)),
+            40_000 - 1_000_000_000
+        );
+        assert_eq!(play(&e, t0, behind, 40 * US, t0 + 90 * US), None);
+        assert_eq!(
+            play(&e, t0 + 10 * US, behind, 41 * US, t0 + 100 * US),
+            Some(t0 + 101 * US)
+        );
+    }
+}
