@@ -4,7 +4,8 @@ background, and what clock sync error costs. Not a test; run it by hand:
     python benches/bench_rocket.py incast [--n 8 16 32 64] [--cc ...] [--threshold-us 5]
                                           [--flow-bytes 1000000] [--buffer-packets 250]
     python benches/bench_rocket.py background [--load 0.4 0.8] [--cc ...] [--seeds 1 2 3] [--ms 200]
-    python benches/bench_rocket.py clocks [--seeds 1 2 3]
+    python benches/bench_rocket.py clocks [--seeds 1 2 3] [--drift-ppm 6]
+    (incast and background: [--ignore ended|extend|during], the pause's ignore rule)
     (each: [--out DIR] also writes rocket_<kind>.csv)
 
 **incast**: N senders to one receiver on a 10 Gbit/s star (2 us links).
@@ -27,7 +28,7 @@ queue, and goodput (bytes of all flows over the last one's end).
 
 **clocks**: one incast (N = 16, NewReno, 1 MB) and one background case
 (NewReno, 40 %) with `[clocks]` at its defaults (seeded draws: offsets
-N(0, 100 us), drift N(0, 6 ppm), wander, NIC stamps), Packet Rocket on
+N(0, 100 us), drift N(0, `--drift-ppm`, default 6 ppm), wander, NIC stamps), Packet Rocket on
 the hosts' clocks against ideal ones.
 
 T is `--threshold-us` (default 5 us) above each path's base. Prints
@@ -61,13 +62,14 @@ def _rocket(r):
     return {"pauses": pr.get("pauses", 0), "paused_us": round(pr.get("paused_ps", 0) / 1e6, 1)}
 
 
-def incast(n, cc, threshold_ps, flow_bytes=1_000_000, buffer_packets=250, clocks=None, clock=None):
+def incast(n, cc, threshold_ps, flow_bytes=1_000_000, buffer_packets=250, clocks=None, clock=None, ignore="ended"):
     warm = [{"src": i, "dst": n, "size_bytes": 1460, "start_ps": i * 20_000_000} for i in range(n)]
     burst = [{"src": i, "dst": n, "size_bytes": flow_bytes, "start_ps": BURST_PS} for i in range(n)]
     queue, pfc = _queue_and_transport(cc, buffer_packets)
     raw = {"name": f"incast-{n}-{cc}", "seed": 1,
            "topology": {"kind": "star", "hosts": n + 1, "link_rate_bps": "10Gbps", "link_delay_ps": "2us"},
-           "queue": queue, "transport": {"cc": cc, "packet_rocket_threshold_ps": threshold_ps},
+           "queue": queue, "transport": {"cc": cc, "packet_rocket_threshold_ps": threshold_ps,
+                                         "packet_rocket_ignore": ignore},
            "flows": warm + burst}
     if pfc:
         raw["pfc"] = pfc
@@ -88,13 +90,14 @@ def incast(n, cc, threshold_ps, flow_bytes=1_000_000, buffer_packets=250, clocks
             "goodput_gbps": round(n * flow_bytes * 8 / done_ps * 1e3, 2), **_rocket(r)}
 
 
-def background(load, cc, threshold_ps, seeds, ms, clocks=None, clock=None):
+def background(load, cc, threshold_ps, seeds, ms, clocks=None, clock=None, ignore="ended"):
     base = tomllib.loads((HERE / "star8_dctcp.toml").read_text())
     queue, pfc = _queue_and_transport(cc, 250)
     fct, small, slow, drops, frames, maxq, gbps, pauses, paused = [], [], [], 0, 0, 0, [], 0, 0.0
     for seed in seeds:
         raw = {**base, "seed": seed, "queue": {**base["queue"], **queue},
-               "transport": {**base["transport"], "cc": cc, "packet_rocket_threshold_ps": threshold_ps},
+               "transport": {**base["transport"], "cc": cc, "packet_rocket_threshold_ps": threshold_ps,
+                             "packet_rocket_ignore": ignore},
                "traffic": [{**base["traffic"][0], "load": load, "duration_ps": ms * 1_000_000_000}]}
         if pfc:
             raw["pfc"] = pfc
@@ -125,7 +128,7 @@ def background(load, cc, threshold_ps, seeds, ms, clocks=None, clock=None):
 
 
 def _table(rows, out, kind):
-    cols = list(rows[0])
+    cols = list(dict.fromkeys(k for r in rows for k in r))
     if out:
         out.mkdir(parents=True, exist_ok=True)
         with open(out / f"rocket_{kind}.csv", "w", newline="") as fh:
@@ -152,6 +155,10 @@ def main():
     ap.add_argument("--load", type=float, nargs="+", default=[0.4, 0.8])
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--ms", type=int, default=200)
+    ap.add_argument("--ignore", default="ended", choices=["ended", "extend", "during"],
+                    help="transport.packet_rocket_ignore for the runs with Packet Rocket")
+    ap.add_argument("--drift-ppm", type=float, default=6.0,
+                    help="clocks: [clocks].drift_sigma_ppm of the host-clock runs (default: the scenario default)")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     t = round(a.threshold_us * 1e6)
@@ -160,22 +167,23 @@ def main():
         for n in a.n:
             for cc in a.cc:
                 for th in (None, t):
-                    rows.append(incast(n, cc, th, a.flow_bytes, a.buffer_packets))
+                    rows.append(incast(n, cc, th, a.flow_bytes, a.buffer_packets, ignore=a.ignore))
                     _print(rows[-1], len(rows) == 1)
     elif a.kind == "background":
         for load in a.load:
             for cc in a.cc:
                 for th in (None, t):
-                    rows.append(background(load, cc, th, a.seeds, a.ms))
+                    rows.append(background(load, cc, th, a.seeds, a.ms, ignore=a.ignore))
                     _print(rows[-1], len(rows) == 1)
     else:
+        clocks = {"drift_sigma_ppm": a.drift_ppm}
         for clock in ("ideal", "host"):
             rows.append({"case": "incast N=16 newreno", "clock": clock,
-                         **incast(16, "newreno", t, clocks={}, clock=clock)})
+                         **incast(16, "newreno", t, clocks=clocks, clock=clock)})
             _print(rows[-1], len(rows) == 1)
         for clock in ("ideal", "host"):
             row = {"case": "background 40 % newreno", "clock": clock,
-                   **background(0.4, "newreno", t, a.seeds, a.ms, clocks={}, clock=clock)}
+                   **background(0.4, "newreno", t, a.seeds, a.ms, clocks=clocks, clock=clock)}
             print("| " + " | ".join(str(v) for v in row.values()) + " |", flush=True)
             rows.append(row)
     _table(rows, a.out, a.kind)
