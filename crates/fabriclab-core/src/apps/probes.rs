@@ -94,9 +94,7 @@ fn build_probes(v: &serde_json::Value, env: &BuildEnv) -> Result<Vec<Box<dyn App
         .iter()
         .map(|&n| env.topo.names[n as usize].clone())
         .collect();
-    Ok(vec![Box::new(Probes::new(
-        spec, hosts, &members, env.seed, names,
-    ))])
+    Ok(vec![Box::new(Probes::new(spec, hosts, &members, env.seed, names))])
 }
 
 /// A probe sent; `rx_ps` once it arrived.
