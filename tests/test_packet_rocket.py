@@ -14,7 +14,7 @@ FAST_PKT_PS = WIRE * 8 * 100  # 1,230,400 ps at 10 Gbit/s
 SLOW_PKT_PS = WIRE * 8 * 1000  # 12,304,000 ps at 1 Gbit/s
 
 
-def _two_rates(tmp_path, packets, clocks=None, threshold="30us", clock=None):
+def _two_rates(tmp_path, packets, clocks=None, threshold="30us", clock=None, ignore=None):
     """h0 -(10 Gbit/s, 1 us)- s0 -(1 Gbit/s, 1 us)- h1, one flow of `packets` full segments."""
     (tmp_path / "topo.toml").write_text(
         'nodes = [{name = "h0", kind = "host"}, {name = "h1", kind = "host"}, {name = "s0", kind = "switch"}]\n'
@@ -26,6 +26,8 @@ def _two_rates(tmp_path, packets, clocks=None, threshold="30us", clock=None):
            "flows": [{"src": 0, "dst": 1, "size_bytes": 1460 * packets}]}
     if clock is not None:
         raw["transport"]["packet_rocket_clock"] = clock
+    if ignore is not None:
+        raw["transport"]["packet_rocket_ignore"] = ignore
     if clocks is not None:
         raw["clocks"] = clocks
     return simulate(Scenario.from_dict(raw))
@@ -74,6 +76,29 @@ def test_drifting_clocks_do_not_cancel(tmp_path):
     ideal = _two_rates(tmp_path, 6, drift, clock="ideal").summary["packet_rocket"]
     assert ideal["paused_ps"] == 3_220_800
     assert abs(host["paused_ps"] - (3_220_800 + 3 * 12_304)) <= 50
+
+
+def test_ignore_variants_of_ours_by_hand(tmp_path):
+    # The same six segments. Their ACKs come back one per 12,304,000 ps (the
+    # bottleneck's spacing), so segment 4's pause (3,220,800 ps) is over
+    # when segment 5's echo arrives.
+    # "extend": 5 and 6 were sent before that pause ended and arrive with the
+    # flow no longer held: ignored, as with "ended".
+    pr = _two_rates(tmp_path, 6, ignore="extend").summary["packet_rocket"]
+    assert (pr["pauses"], pr["paused_ps"]) == (1, 3_220_800)
+    # "during": 5 and 6 were sent before the pause started, so they count.
+    # Segment 5 (4 x 11,073,600 = 44,294,400 over the base) starts a second
+    # pause of 14,294,400; segment 6's echo (55,368,000 over) arrives
+    # 12,304,000 later, still held, and moves the end to 12,304,000 +
+    # 25,368,000 after segment 5's: that pause lasts 37,672,000 in all.
+    pr = _two_rates(tmp_path, 6, ignore="during").summary["packet_rocket"]
+    assert (pr["pauses"], pr["paused_ps"]) == (2, 3_220_800 + 12_304_000 + 25_368_000)
+
+
+def test_unknown_ignore_refused():
+    with pytest.raises(ScenarioError, match="packet_rocket_ignore"):
+        Scenario.from_dict({"name": "x", "topology": {"kind": "star", "hosts": 2},
+                            "transport": {"packet_rocket_ignore": "before"}})
 
 
 # ---------------------------------------------------------------- the incast

@@ -16,15 +16,40 @@
 //!   queue build-up causes one pause;
 //! - the congestion control below is untouched: it still sees every ACK.
 //!
+//! [`Ignore`] selects which echoes a pause ignores: the reading above
+//! (`BeforeEnd`, the default) or one of two variants of ours, which are not
+//! the paper's (docs/clockwork.md, "Which echoes a pause ignores").
+//!
 //! In smoltcp's shape like the simulator's transport: it is fed echoes and
 //! never reads a clock; every time is the sender's local clock reading, in
 //! picoseconds (signed: a host clock may read before zero). The runtime's
 //! connections use it too (fabriclab-runtime's edge.rs).
 
+/// Which echoes a pause ignores.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Ignore {
+    /// Echoes of packets sent before the last pause ended (issue 27's
+    /// reading of On-Ramp).
+    #[default]
+    BeforeEnd,
+    /// As `BeforeEnd`, but an ignored echo that arrives while the flow is
+    /// held and implies a later end (`now + excess - T`) moves the end
+    /// there: one build-up, one pause, as long as its largest echo asks.
+    /// Ours, not the paper's.
+    Extend,
+    /// Only echoes of packets sent during a pause; any other echo over T
+    /// starts a pause, or extends the current one to a later end. Ours, not
+    /// the paper's.
+    During,
+}
+
 /// One flow's Packet Rocket state.
 #[derive(Debug, Clone, Default)]
 pub struct Rocket {
     threshold_ps: i64,
+    ignore: Ignore,
+    /// Sender-clock time the last pause started.
+    pause_start_ps: Option<i64>,
     base_owd_ps: Option<i64>,
     /// Sender-clock time the last pause ends (or ended); echoes of packets
     /// stamped before it are ignored.
@@ -49,16 +74,33 @@ impl Rocket {
         self
     }
 
+    /// Which echoes a pause ignores (default: [`Ignore::BeforeEnd`]).
+    pub fn with_ignore(mut self, ignore: Ignore) -> Rocket {
+        self.ignore = ignore;
+        self
+    }
+
     pub fn base_owd_ps(&self) -> Option<i64> {
         self.base_owd_ps
     }
 
     /// An ACK arriving at `now_ps` echoes `owd_ps` for a data packet stamped
-    /// `stamp_ps`. Returns the end of the pause it starts, if any.
+    /// `stamp_ps`. Returns the end of the pause it starts (or, with a
+    /// variant, the new end of the pause it extends), if any.
     pub fn on_echo(&mut self, now_ps: i64, stamp_ps: i64, owd_ps: i64) -> Option<i64> {
         let base = self.base_owd_ps.map_or(owd_ps, |b| b.min(owd_ps));
         self.base_owd_ps = Some(base);
-        if self.pause_end_ps.is_some_and(|end| stamp_ps < end) {
+        let ignored = match self.ignore {
+            Ignore::BeforeEnd | Ignore::Extend => {
+                self.pause_end_ps.is_some_and(|end| stamp_ps < end)
+            }
+            Ignore::During => self
+                .pause_start_ps
+                .zip(self.pause_end_ps)
+                .is_some_and(|(start, end)| start <= stamp_ps && stamp_ps < end),
+        };
+        let held = self.poll_at(now_ps);
+        if ignored && !(self.ignore == Ignore::Extend && held.is_some()) {
             return None;
         }
         let over = owd_ps - base - self.threshold_ps;
@@ -66,10 +108,21 @@ impl Rocket {
             return None;
         }
         let end = now_ps + over;
-        self.pause_end_ps = Some(end);
-        self.pauses += 1;
-        self.paused_ps += over as u64;
-        Some(end)
+        match held {
+            Some(current) if end <= current => None,
+            Some(current) => {
+                self.pause_end_ps = Some(end);
+                self.paused_ps += (end - current) as u64;
+                Some(end)
+            }
+            None => {
+                self.pause_start_ps = Some(now_ps);
+                self.pause_end_ps = Some(end);
+                self.pauses += 1;
+                self.paused_ps += over as u64;
+                Some(end)
+            }
+        }
     }
 
     /// Whether the flow may send at `now_ps`.

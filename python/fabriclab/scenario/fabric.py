@@ -215,6 +215,10 @@ class TransportConfig(_Strict):
     # The clocks its one-way delays are read on: "ideal" (true time) or "host" (each host's [clocks]);
     # None: "host" with [clocks], else "ideal" (what hosts without [clocks] read anyway).
     packet_rocket_clock: Optional[Literal["ideal", "host"]] = None
+    # Which echoes a pause ignores: "ended" (packets sent before the last pause ended: issue 27's reading
+    # of On-Ramp), or our variants, not the paper's: "extend" (as "ended", but an echo arriving during a
+    # pause may move its end later) and "during" (only packets sent during a pause). docs/clockwork.md.
+    packet_rocket_ignore: Literal["ended", "extend", "during"] = "ended"
 
     @model_validator(mode="after")
     def _rto_order(self):
@@ -324,6 +328,7 @@ def fabric_core(s, t: topo.TopologyData, names: dict[str, int]) -> dict:
             "dcqcn": tr.dcqcn.model_dump(),
             "packet_rocket_threshold_ps": tr.packet_rocket_threshold_ps,
             "packet_rocket_clock": rocket_clock(s),
+            "packet_rocket_ignore": tr.packet_rocket_ignore,
         },
         "routing": {"ecmp_hash_seed": s.routing.ecmp_hash_seed, "convergence_ps": s.routing.convergence_ps,
                     "resilient_hash": s.routing.resilient_hash},

@@ -98,6 +98,32 @@ pub struct TransportSpec {
     /// Whose clocks stamp and read Packet Rocket's one-way delays.
     #[serde(default)]
     pub packet_rocket_clock: RocketClock,
+    /// Which echoes a Packet Rocket pause ignores.
+    #[serde(default)]
+    pub packet_rocket_ignore: RocketIgnore,
+}
+
+/// Which echoes a Packet Rocket pause ignores ([`rocket::Ignore`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RocketIgnore {
+    /// Echoes of packets sent before the last pause ended (issue 27's reading).
+    #[default]
+    Ended,
+    /// As `ended`, but an echo arriving during a pause may move its end later (ours).
+    Extend,
+    /// Only echoes of packets sent during a pause (ours).
+    During,
+}
+
+impl RocketIgnore {
+    pub fn rule(self) -> rocket::Ignore {
+        match self {
+            RocketIgnore::Ended => rocket::Ignore::BeforeEnd,
+            RocketIgnore::Extend => rocket::Ignore::Extend,
+            RocketIgnore::During => rocket::Ignore::During,
+        }
+    }
 }
 
 /// The clocks Packet Rocket's one-way delays are read on.

@@ -213,7 +213,8 @@ impl PacketNet {
         clocks: Option<crate::engine::Clocks>,
     ) -> PacketNet {
         if let Some(t) = self.transport.packet_rocket_threshold_ps {
-            self.rocket = Some(rocket_edge::EdgeRocket::new(t, clocks, &topo.hosts));
+            let ignore = self.transport.packet_rocket_ignore.rule();
+            self.rocket = Some(rocket_edge::EdgeRocket::new(t, ignore, clocks, &topo.hosts));
         }
         self
     }

@@ -21,7 +21,7 @@
 //! echo, never a wrong one.
 
 use crate::engine::{Clocks, Column, Table};
-use crate::transport::rocket::Rocket;
+use crate::transport::rocket::{Ignore, Rocket};
 use crate::transport::Segment;
 use std::collections::HashMap;
 
@@ -70,6 +70,7 @@ impl ConnRocket {
 /// and the counters of finished connections.
 pub(super) struct EdgeRocket {
     threshold_ps: u64,
+    ignore: Ignore,
     /// Host clocks (`packet_rocket_clock = "host"` with `[clocks]`); `None`:
     /// true time.
     clocks: Option<Clocks>,
@@ -83,9 +84,15 @@ pub(super) struct EdgeRocket {
 }
 
 impl EdgeRocket {
-    pub fn new(threshold_ps: u64, clocks: Option<Clocks>, hosts: &[u32]) -> EdgeRocket {
+    pub fn new(
+        threshold_ps: u64,
+        ignore: Ignore,
+        clocks: Option<Clocks>,
+        hosts: &[u32],
+    ) -> EdgeRocket {
         EdgeRocket {
             threshold_ps,
+            ignore,
             clocks,
             host_of: hosts
                 .iter()
@@ -108,7 +115,9 @@ impl EdgeRocket {
     pub fn open(&self, src: u32, dst: u32) -> Box<ConnRocket> {
         let (src, dst) = (self.host_of[&src], self.host_of[&dst]);
         Box::new(ConnRocket {
-            rule: Rocket::new(self.threshold_ps).with_base(self.bases.get(&(src, dst)).copied()),
+            rule: Rocket::new(self.threshold_ps)
+                .with_ignore(self.ignore)
+                .with_base(self.bases.get(&(src, dst)).copied()),
             src,
             dst,
             slots: vec![Slot::default(); SLOTS],
