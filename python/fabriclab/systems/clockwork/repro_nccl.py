@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import random
 import time
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -76,10 +77,12 @@ TALK = {"chosen_change_pct": -33.0, "chosen_rocket_change_pct": -61.0, "throughp
         "rocket_alone_change_pct": [-41.0, -31.0]}
 
 
-def cloud(seed: int) -> dict:
+def cloud(seed: int, **changes) -> dict:
+    """Cloud ``seed``'s scenario (``changes`` replace fields of its
+    ``[cloud]``, for tests)."""
     return {"seed": seed, "transport": {"cc": "cubic"}, "cloud": {
         "fabric": {"kind": "leaf_spine", "leaves": 8, "hosts_per_leaf": 4, "spines": 2, "link_rate_bps": NIC_BPS},
-        "vms_per_host": 4, "vm_egress_bps": VM_CAP_BPS, "occupancy": 0.5, "neighbour_load": 0.8}}
+        "vms_per_host": 4, "vm_egress_bps": VM_CAP_BPS, "occupancy": 0.5, "neighbour_load": 0.8, **changes}}
 
 
 def nvlink_ps(op: str, size_bytes: int, nvlink_bps: int = NVLINK_BPS) -> int:
@@ -123,7 +126,7 @@ def rocket_available() -> bool:
 
 
 def tasks(seed: int, hosts: list[int], pool: int, op: str = "allreduce", runs: int = RUNS,
-          size: int = SIZE_BYTES, gap_ms: int = GAP_MS, rocket: bool = False) -> dict:
+          size: int = SIZE_BYTES, gap_ms: int = GAP_MS, rocket: bool = False, **cloud_changes) -> dict:
     """``runs`` tasks of ``op`` on ``hosts`` (ring order), one after another:
     per task, two rings (one per GPU) of half the buffer each, started
     together; its time is the later ring's plus the NVLink stages."""
@@ -131,7 +134,7 @@ def tasks(seed: int, hosts: list[int], pool: int, op: str = "allreduce", runs: i
     from ...scenario.model import CollectiveConfig, Scenario
     from ...sim.pipeline import simulate
 
-    d = cloud(seed)
+    d = cloud(seed, **cloud_changes)
     end = (20 + runs * gap_ms) * MS
     d["cloud"].update(tenant_vms=pool, neighbour_duration_ps=end)
     d["stop_ps"] = end + 2 * gap_ms * MS
@@ -164,9 +167,11 @@ def tasks(seed: int, hosts: list[int], pool: int, op: str = "allreduce", runs: i
             "retransmits": res.summary["retransmits"]}
 
 
+@lru_cache(maxsize=8)
 def clusters(seed: int, vms: int = VMS, margin: int = MARGIN) -> dict:
     """The cloud-assigned and the Clockwork-chosen cluster of cloud ``seed``
-    (host indices in ring order) and the placement's truth about each."""
+    (host indices in ring order) and the placement's truth about each
+    (cached: clockwork-nccl and clockwork-ray share the clouds)."""
     from ...scenario.model import Scenario
     from . import select as sel
 
