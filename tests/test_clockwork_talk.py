@@ -49,6 +49,11 @@ def test_a_quiet_clouds_all_reduce_sits_just_above_the_rings_bandwidth_bound():
     assert bound == pytest.approx(21.34, abs=0.01)
     assert bound <= t["ms"][0] <= 1.25 * bound
     assert t["drops"] == 0 and t["overlapped"] == 0
+    # An all-gather sends (n - 1) / n of the buffer out of each VM: 9.83 ms, plus one NVLink stage (0.84 ms).
+    t = N.tasks(0, list(range(16)), 16, "allgather", runs=1, size=4 * MIB, gap_ms=100, occupancy=0.0)
+    bound = 15 / 16 * 4 * MIB * 8 / 3.2e9 * 1e3 + N.nvlink_ps("allgather", 4 * MIB) / 1e9
+    assert bound == pytest.approx(10.67, abs=0.01)
+    assert bound <= t["ms"][0] <= 1.25 * bound
 
 
 def test_reproduce_clockwork_nccl_quick(tmp_path, cli):

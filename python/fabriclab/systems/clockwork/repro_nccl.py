@@ -57,7 +57,7 @@ QUICK_CLOUDS = 1
 QUICK_RUNS = 2
 SIZE_BYTES = 16 << 20
 QUICK_SIZE_BYTES = 4 << 20
-GAP_MS = 400
+GAP_MS = 250
 QUICK_GAP_MS = 150
 # Rates scaled from GCP's by 1/10 (docs/clockwork.md): NICs, per-VM caps and NVLink alike,
 # so the NVLink stages keep their share of a task.
@@ -148,11 +148,14 @@ def tasks(seed: int, hosts: list[int], pool: int, op: str = "allreduce", runs: i
                              "start_ps": starts[k]} for k in range(runs) for g in range(GPUS_PER_VM)]
     d["outputs"] = {"flows": False, "links": False, "messages": False}
     s = Scenario.from_dict(d)
-    if op == "broadcast":  # a pipelined chain from the first VM, as NCCL's ring broadcast
+    if op == "broadcast":
+        # A chain from the first VM, as NCCL's ring broadcast, pipelined in chunks of 1/n of the
+        # buffer (the ring all-reduce's chunk).
+        chunk = -(-half // len(hosts))
         for k in range(runs):
             for g in range(GPUS_PER_VM):
-                s.collectives.append(CollectiveConfig.of_plan(chain_broadcast(len(hosts), half, 0), hosts,
-                                                              name=names[k][g], start_ps=starts[k]))
+                plan = chain_broadcast(len(hosts), half, 0, chunk_bytes=chunk)
+                s.collectives.append(CollectiveConfig.of_plan(plan, hosts, name=names[k][g], start_ps=starts[k]))
     res = simulate(s)
     col = res.summary["collectives"]
     nv = nvlink_ps(op, size)

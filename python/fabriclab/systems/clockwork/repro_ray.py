@@ -50,7 +50,7 @@ QUICK_CLOUDS = 1
 QUICK_RUNS = 1
 QUICK_ITERATIONS = 4
 SIZE_BYTES = 4 << 20
-GAP_MS = 60
+GAP_MS = 45
 RAY_OVERHEAD_PS = 32 * 125 * 10**6 + 500 * 10**6
 TALK = {"chosen_change_pct": -7.9, "chosen_rocket_change_pct": -26.0}
 
