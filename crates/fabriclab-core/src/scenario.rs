@@ -155,22 +155,40 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
                 host: f.host_queue.clone(),
                 overrides: f.queue_overrides.clone(),
             };
-            Box::new(PacketNet::new(
-                &topo,
-                &queues,
-                t,
-                f.pfc.clone(),
-                f.seed,
-                &f.switch_logic,
-                f.switch_buffer.clone(),
-                f.aggregation.as_ref(),
-            )?)
+            // Packet Rocket reads its own copy of the host clocks (a reading
+            // is a pure function of host and time).
+            let rocket_clocks = match (&f.clocks, t.packet_rocket_clock) {
+                (Some(c), crate::transport::RocketClock::Host) => {
+                    Some(crate::engine::Clocks::new(c, topo.num_hosts(), f.seed)?)
+                }
+                _ => None,
+            };
+            Box::new(
+                PacketNet::new(
+                    &topo,
+                    &queues,
+                    t,
+                    f.pfc.clone(),
+                    f.seed,
+                    &f.switch_logic,
+                    f.switch_buffer.clone(),
+                    f.aggregation.as_ref(),
+                )?
+                .with_packet_rocket(&topo, rocket_clocks),
+            )
         }
         BackendKind::Flow => {
             if t.cc == crate::transport::CcKind::Cubic {
                 return Err(
                     "transport.cc: \"cubic\" is modelled by the packet backend only; \
                      needs backend \"packet\" (the flow backend reads \"newreno\" or \"dctcp\")"
+                        .into(),
+                );
+            }
+            if t.packet_rocket_threshold_ps.is_some() {
+                return Err(
+                    "transport.packet_rocket_threshold_ps: Packet Rocket holds packets, \
+                     which the flow backend has none of; needs backend \"packet\""
                         .into(),
                 );
             }

@@ -209,6 +209,12 @@ class TransportConfig(_Strict):
     # Open each new connection with a SYN / SYN-ACK exchange (packet backend).
     handshake: StrictBool = False
     dcqcn: DcqcnConfig = Field(default_factory=DcqcnConfig)
+    # Packet Rocket (docs/clockwork.md): hold a flow at its sender while an echoed one-way delay exceeds its
+    # path's base (the least seen) by more than this; None: off (packet backend).
+    packet_rocket_threshold_ps: Optional[Annotated[TimePs, Field(ge=0)]] = None
+    # The clocks its one-way delays are read on: "ideal" (true time) or "host" (each host's [clocks]);
+    # None: "host" with [clocks], else "ideal" (what hosts without [clocks] read anyway).
+    packet_rocket_clock: Optional[Literal["ideal", "host"]] = None
 
     @model_validator(mode="after")
     def _rto_order(self):
@@ -316,6 +322,8 @@ def fabric_core(s, t: topo.TopologyData, names: dict[str, int]) -> dict:
             "tsq_limit_bytes": tr.tsq_limit_bytes,
             "persistent_connections": tr.persistent_connections, "handshake": tr.handshake,
             "dcqcn": tr.dcqcn.model_dump(),
+            "packet_rocket_threshold_ps": tr.packet_rocket_threshold_ps,
+            "packet_rocket_clock": rocket_clock(s),
         },
         "routing": {"ecmp_hash_seed": s.routing.ecmp_hash_seed, "convergence_ps": s.routing.convergence_ps,
                     "resilient_hash": s.routing.resilient_hash},
@@ -324,6 +332,16 @@ def fabric_core(s, t: topo.TopologyData, names: dict[str, int]) -> dict:
         "switch_buffer": None if s.switch_buffer is None else
         {"bytes": s.switch_buffer.bytes, "alpha": s.switch_buffer.alpha},
     }
+
+
+def rocket_clock(s) -> str:
+    """The clocks Packet Rocket reads: as given, else each host's own when
+    the scenario has ``[clocks]`` (sync error enters as in reality), else
+    true time."""
+    given = s.transport.packet_rocket_clock
+    if given is not None:
+        return given
+    return "host" if s.clocks is not None else "ideal"
 
 
 def check_link_rates(s, t: topo.TopologyData) -> None:

@@ -370,6 +370,10 @@ class Scenario(_Strict):
             raise ValueError('transport.cc: "cubic" (RFC 9438\'s window function of time since the last loss) is '
                              'modelled by the packet backend only; use backend = "packet", or cc = "newreno" or '
                              '"dctcp" with the flow backend')
+        if self.transport.packet_rocket_threshold_ps is not None:
+            raise ValueError('transport.packet_rocket_threshold_ps: Packet Rocket holds a flow\'s packets at its '
+                             'sender, which the flow backend has none of; use backend = "packet", or leave the '
+                             'threshold unset (off)')
         if self.transport.handshake:
             raise ValueError('transport.handshake: the SYN / SYN-ACK exchange is modelled by the packet backend only '
                              '(the flow backend has no packets); use backend = "packet", or handshake = false')

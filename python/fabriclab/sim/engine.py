@@ -173,6 +173,15 @@ def _start_bar(target_ps: int):
     return bar, task
 
 
+def rocket_summary(table: dict) -> dict:
+    """Packet Rocket's pauses over the finished connections: totals, and the
+    per-flow paused time's largest value."""
+    pauses, paused = table["pauses"], table["paused_ps"]
+    return {"connections": len(pauses), "flows_paused": sum(1 for p in pauses if p > 0),
+            "pauses": int(sum(pauses)), "paused_ps": int(sum(paused)),
+            "max_paused_ps_per_flow": int(max(paused, default=0))}
+
+
 def collect_results(scenario: Scenario, sim: Simulator, wall_s: float, apps: tuple[App, ...]) -> Results:
     """The results of ``sim``, a finished simulation of ``scenario`` that
     took ``wall_s`` of wall time: its tables and summary (also used by the
@@ -210,6 +219,9 @@ def collect_results(scenario: Scenario, sim: Simulator, wall_s: float, apps: tup
         summary["switch_logic"] = {}
         for node, counter, value in zip(logic["node"], logic["counter"], logic["value"]):
             summary["switch_logic"].setdefault(node, {})[counter] = value
+    rocket = tables.get("packet_rocket")
+    if rocket is not None:  # Packet Rocket's holds (transport.packet_rocket_threshold_ps)
+        summary["packet_rocket"] = rocket_summary(rocket)
     host_clock = sim.host_clock_ns if sim.host_clock_ns([], []) is not None else None
     collected = Collected(scenario, tables, host_clock=host_clock, host_names=sim.host_names)
     for app in apps:

@@ -10,6 +10,7 @@ pub mod tcp;
 pub use cc::{CongestionControl, Dctcp, NewReno};
 pub use cubic::Cubic;
 pub use dcqcn::{Dcqcn, DcqcnParams};
+pub use rocket::Rocket;
 pub use tcp::{Segment, SenderConfig, TcpReceiver, TcpSender, WindowState};
 
 use serde::Deserialize;
@@ -89,4 +90,23 @@ pub struct TransportSpec {
     /// DCQCN's parameters (used when `cc` is dcqcn; the defaults otherwise).
     #[serde(default)]
     pub dcqcn: Option<DcqcnSpec>,
+    /// Packet Rocket's threshold T (see [`rocket`]): a flow whose echoed
+    /// one-way delay exceeds its path's base by more than T is held at its
+    /// sender; `None`: off (packet backend).
+    #[serde(default)]
+    pub packet_rocket_threshold_ps: Option<u64>,
+    /// Whose clocks stamp and read Packet Rocket's one-way delays.
+    #[serde(default)]
+    pub packet_rocket_clock: RocketClock,
+}
+
+/// The clocks Packet Rocket's one-way delays are read on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RocketClock {
+    /// True simulated time at both ends.
+    #[default]
+    Ideal,
+    /// Each host's own clock (the scenario's `[clocks]`; true time without it).
+    Host,
 }

@@ -46,6 +46,10 @@ pub struct Packet {
     pub class: u8,
     pub flags: u8,
     pub proto: u8,
+    /// Packet Rocket's slot (data and its ACK): where the connection's side
+    /// table keeps this packet's send stamp and echoed one-way delay. It
+    /// fills the header's spare byte, so the header stays 32 bytes.
+    pub tag: u8,
 }
 
 impl Packet {
@@ -61,6 +65,7 @@ impl Packet {
             class,
             flags,
             proto: PROTO_TCP,
+            tag: 0,
         }
     }
     /// A PFC PAUSE frame for priority `class`.
@@ -75,6 +80,7 @@ impl Packet {
             class,
             flags: 0,
             proto: PROTO_PAUSE,
+            tag: 0,
         }
     }
     #[inline]
@@ -121,6 +127,7 @@ impl Packet {
             class,
             flags,
             proto: PROTO_AGG,
+            tag: 0,
         }
     }
 
@@ -151,6 +158,12 @@ impl Packet {
 mod tests {
     use super::*;
     use fabriclab_agg::wire::{Header, ECN_CE};
+
+    #[test]
+    fn the_header_stays_32_bytes() {
+        // 8 + 5 x 4 + 4 x 1 bytes: Packet Rocket's tag took the spare byte.
+        assert_eq!(std::mem::size_of::<Packet>(), 32);
+    }
 
     #[test]
     fn an_aggregation_header_survives_the_packet_fields() {

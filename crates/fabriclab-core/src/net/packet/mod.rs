@@ -15,6 +15,7 @@ pub mod pfc;
 mod port;
 pub mod qdisc;
 mod qp;
+mod rocket_edge;
 
 pub use buffer::SwitchBufferSpec;
 pub use logic::SwitchLogicSpec;
@@ -76,6 +77,8 @@ struct Conn {
     notify_packets: bool,
     /// Its DCQCN queue pair when it is one of several messages of one.
     qp: Option<u32>,
+    /// Its Packet Rocket state, when the scenario turns it on.
+    rocket: Option<Box<rocket_edge::ConnRocket>>,
 }
 
 pub struct PacketNet {
@@ -110,6 +113,8 @@ pub struct PacketNet {
     vectors: Option<agg_values::VectorSlab>,
     /// DCQCN's queue pairs of messages that name their source port.
     qps: qp::Qps,
+    /// Packet Rocket, when `transport.packet_rocket_threshold_ps` is set.
+    rocket: Option<rocket_edge::EdgeRocket>,
 }
 
 /// Queue disciplines of every port: switch ports' default, host NIC ports'
@@ -196,7 +201,21 @@ impl PacketNet {
             pfc: pfc.map(|spec| PfcState::new(spec, n)),
             loss_rng: ChaCha8Rng::seed_from_u64(seed),
             qps: qp::Qps::default(),
+            rocket: None,
         })
+    }
+
+    /// Turns Packet Rocket on (before the run) with the transport's
+    /// threshold, reading one-way delays on `clocks` (`None`: true time).
+    pub fn with_packet_rocket(
+        mut self,
+        topo: &Topology,
+        clocks: Option<crate::engine::Clocks>,
+    ) -> PacketNet {
+        if let Some(t) = self.transport.packet_rocket_threshold_ps {
+            self.rocket = Some(rocket_edge::EdgeRocket::new(t, clocks, &topo.hosts));
+        }
+        self
     }
 
     /// The congestion control of a new connection whose host NIC sends at `line_bps`.
@@ -314,6 +333,13 @@ impl PacketNet {
             self.enqueue(ctx, first, syn_ack);
             return;
         }
+        if let Some(r) = conn.rocket.as_deref_mut() {
+            let edge = self
+                .rocket
+                .as_mut()
+                .expect("a connection's rocket has the backend's");
+            edge.arrived(r, pkt.tag, pkt.seq, ctx.now);
+        }
         let before = conn.receiver.delivered_bytes();
         let ack_no = conn.receiver.on_segment(pkt.seq, pkt.payload);
         let now_in_order = conn.receiver.delivered_bytes();
@@ -343,6 +369,7 @@ impl PacketNet {
         }
         let mut ack = Packet::tcp(id, ack_no, 0, wire_bytes(0), conn.class, FLAG_ACK | ece);
         ack.at = conn.rev;
+        ack.tag = pkt.tag;
         let first = self.routes[conn.rev as usize];
         self.packets_in_network += 1;
         self.enqueue(ctx, first, ack);
@@ -357,6 +384,13 @@ impl PacketNet {
         } else {
             conn.sender
                 .on_ack(ctx.now, pkt.seq, pkt.flags & FLAG_ECE != 0);
+            if let Some(r) = conn.rocket.as_deref_mut() {
+                let edge = self
+                    .rocket
+                    .as_mut()
+                    .expect("a connection's rocket has the backend's");
+                edge.acked(r, pkt.tag, ctx.now);
+            }
         }
         self.poll_conn(ctx, pkt.conn);
     }
@@ -368,6 +402,17 @@ impl PacketNet {
         let conn = self.conns[id as usize]
             .as_deref_mut()
             .expect("poll of a finished connection");
+        // Packet Rocket's hold: the sender is not polled until it ends.
+        if conn
+            .rocket
+            .as_deref()
+            .is_some_and(|r| r.held_until > ctx.now)
+            && !conn.sender.is_done()
+        {
+            self.scratch = segs;
+            self.hold_conn(ctx, id);
+            return;
+        }
         let budget = self.tsq_limit_bytes.saturating_sub(conn.nic_bytes);
         conn.sender.poll(ctx.now, budget, &mut |s| segs.push(s));
         conn.nic_bytes += segs.iter().map(|s| s.len as u64).sum::<u64>();
@@ -394,6 +439,11 @@ impl PacketNet {
             }
         }
         let finished = conn.sender.is_done();
+        // Packet Rocket's tags are consecutive from the first one's (off: unread).
+        let mut tag = match conn.rocket.as_deref_mut() {
+            Some(r) => r.tag_all(&segs),
+            None => 0,
+        };
         let qp_done = conn
             .qp
             .filter(|_| conn.sender.all_sent())
@@ -402,12 +452,17 @@ impl PacketNet {
             let syn = if s.syn { FLAG_SYN } else { 0 };
             let mut pkt = Packet::tcp(id, s.seq, s.len, wire_bytes(s.len), class, ect | syn);
             pkt.at = route;
+            pkt.tag = tag;
+            tag = tag.wrapping_add(1);
             self.packets_in_network += 1;
             self.enqueue(ctx, first, pkt);
         }
         self.scratch = segs;
         if finished {
             let conn = self.conns[id as usize].take().expect("finished connection");
+            if let (Some(edge), Some(r)) = (self.rocket.as_mut(), conn.rocket.as_deref()) {
+                edge.close(id, r);
+            }
             for &at in [conn.fwd, conn.rev].iter().chain(&conn.old_routes) {
                 self.free_route(at);
             }
@@ -419,6 +474,26 @@ impl PacketNet {
         }
         if let Some((q, next_send_ps)) = qp_done {
             self.qp_sent_all(ctx, q, id, next_send_ps);
+        }
+    }
+
+    /// A connection held by Packet Rocket: its one timer is the hold's end.
+    #[cold]
+    #[inline(never)]
+    fn hold_conn(&mut self, ctx: &mut Ctx, id: u32) {
+        let conn = self.conns[id as usize]
+            .as_deref_mut()
+            .expect("held and live");
+        let until = conn.rocket.as_deref().expect("held").held_until;
+        if conn.timer.is_none_or(|t0| until < t0) {
+            conn.timer = Some(until);
+            ctx.schedule(
+                until,
+                NetEv {
+                    kind: EV_CONN_TIMER,
+                    id,
+                },
+            );
         }
     }
 
@@ -513,6 +588,7 @@ impl Backend for PacketNet {
             persistent,
             notify_packets,
             qp: posted.as_ref().map(|p| p.qp),
+            rocket: self.rocket.as_ref().map(|e| e.open(pair.0, pair.1)),
         }));
         self.live_conns += 1;
         // A message queued behind others on its queue pair waits its turn.
@@ -587,6 +663,9 @@ impl Backend for PacketNet {
 
     fn tables(&self) -> Vec<crate::engine::Table> {
         let mut t = self.logics.tables(&self.names);
+        if let Some(r) = &self.rocket {
+            t.push(r.table());
+        }
         if let Some(a) = &self.agg {
             t.push(a.table(&self.names));
             if a.functional() {

@@ -463,6 +463,13 @@ impl PacketNet {
         if host_data {
             if let Some(conn) = self.conns[pkt.conn as usize].as_deref_mut() {
                 conn.nic_bytes -= pkt.payload as u64;
+                if let Some(r) = conn.rocket.as_deref_mut() {
+                    let edge = self
+                        .rocket
+                        .as_mut()
+                        .expect("a connection's rocket has the backend's");
+                    edge.departed(r, pkt.tag, pkt.seq, ctx.now);
+                }
                 // The budget it frees matters only to a sender it limited.
                 if conn.sender.needs_poll(ctx.now) {
                     self.poll_conn(ctx, pkt.conn);
