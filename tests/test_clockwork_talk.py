@@ -75,6 +75,9 @@ def test_reproduce_clockwork_nccl_quick(tmp_path, cli):
             assert len(set(c[k])) == 16 and set(c[k]) <= set(range(20))
     if not N.rocket_available():
         assert "not run" in s["chosen_rocket"]
+    else:  # the third configuration on the chosen VMs, and the four tasks with and without
+        assert runs[0]["chosen_rocket_runs"]["ms"] and s["threshold_ps"] == 34_200_000
+        assert set(s["rocket_alone"]) == set(N.TASKS)
 
 
 def test_reproduce_clockwork_ray_quick(tmp_path, cli):
