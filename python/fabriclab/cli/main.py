@@ -204,7 +204,8 @@ def reproduce(
     what: Optional[str] = typer.Argument(None, help="Which reproduction: blink, thesis-ch4, thesis-ch5, thesis-slack, "
                                                     "panama-fig8, panama-fig8-1024, panama-fig9, panama-fig10, c4-table3, "
                                                     "c4p-fig8, c4p-fig9, c4p-fig10, c4p-fig11, c4p-fig13, c4-diagnosis, "
-                                                    "c4-recovery, clock-sync, colocation, bottleneck; or 'all' (with "
+                                                    "c4-recovery, clock-sync, colocation, bottleneck, clockwork-nccl, "
+                                                    "clockwork-ray; or 'all' (with "
                                                     "--quick: every quick mode, checked against its quick bands)."),
     out_dir: Path = typer.Option(Path("repro-out"), "--out", help="Folder for tables and plots."),
     quick: bool = typer.Option(False, "--quick", help="A small subset that runs in seconds (for CI)."),
@@ -214,7 +215,7 @@ def reproduce(
                                                  "(default 9000, the blind held-out range of the eighth pass; 1000 with --quick; "
                                                  "1000, 3000, 4000, 7000 and 8000: earlier held-out ranges; 5000 and 6000: the "
                                                  "ranges the detector was developed on)."),
-    workers: int = typer.Option(1, "--workers", min=1, help="clock-sync, colocation and bottleneck only: "
+    workers: int = typer.Option(1, "--workers", min=1, help="clock-sync, colocation, bottleneck and clockwork-* only: "
                                                                "simulations run on this many processes."),
     list_: bool = typer.Option(False, "--list", help="Print the registry of reproductions (systems/registry.py) and exit."),
 ) -> None:

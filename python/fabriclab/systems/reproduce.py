@@ -87,6 +87,14 @@ def run(what: str, out_dir: Path, quick: bool = False, seed_base: int | None = N
         from .clockwork import repro_bottleneck
 
         summary = repro_bottleneck.run(out_dir, quick=quick, workers=workers)
+    elif what == "clockwork-nccl":
+        from .clockwork import repro_nccl
+
+        summary = repro_nccl.run(out_dir, quick=quick, workers=workers)
+    elif what == "clockwork-ray":
+        from .clockwork import repro_ray
+
+        summary = repro_ray.run(out_dir, quick=quick, workers=workers)
     else:
         raise ValueError(f"unknown reproduction {what!r}")
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
