@@ -53,6 +53,26 @@ def test_ring_allreduce_matches_closed_form(n, size):
     assert run.time_ps > textbook
 
 
+def test_plans_default_to_line_rate_from_the_first_byte():
+    # NVLink/PCIe peer copies and RDMA have no congestion window: one message of
+    # S bytes over one link takes the send overhead, its wire bits at the link's
+    # rate and the propagation delay, exactly (issue 29). With flow_model="tcp"
+    # it pays slow start: here the path's bandwidth-delay product (RTT 2 x 10 us
+    # at 100 Gbit/s, about 171 segments) is far above the initial window of 10,
+    # so at least one round trip more.
+    d = 10_000_000
+    t = TopologyData()
+    a, b = (t.add_node(f"g{i}", "host", 0) for i in range(2))
+    t.add_link(a, b, B, d)
+    size = 8 << 20
+    plan = R.chain_broadcast(2, size, 0)
+    fluid = run_plan(plan, t, [0, 1], send_overhead_ps=O).time_ps
+    assert fluid == pytest.approx(O + wire_bytes(size) * 8 / B * 1e12 + d, rel=1e-6)
+    tcp = run_plan(plan, t, [0, 1], send_overhead_ps=O, flow_model="tcp").time_ps
+    assert tcp >= fluid + 2 * d
+    assert run_plan(plan, t, [0, 1], send_overhead_ps=O, scenario={"flow_model": "tcp"}).time_ps == tcp
+
+
 def test_busbw_is_nccl_tests_formula(tmp_path, cli):
     out = tmp_path / "b.csv"
     r = cli("bench", "--topology", "dgx1v", "--gpus", "0-3", "--op", "allreduce", "--algo", "ring",

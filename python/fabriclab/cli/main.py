@@ -156,6 +156,9 @@ def bench(
     servers: int = typer.Option(1, "--servers", help="Number of servers joined by a top-of-rack switch."),
     nic: str = typer.Option("100Gbps", "--nic", help="NIC rate between servers."),
     backend: str = typer.Option("flow", "--backend", help="flow or packet."),
+    flow_model: str = typer.Option("fluid", "--flow-model",
+                                   help="The flow backend's model: fluid (NVLink, PCIe, NVSwitch, RDMA: line rate "
+                                        "from the first byte) or tcp (slow start: collectives over TCP sockets)."),
     csv_out: Optional[Path] = typer.Option(None, "--csv", help="Also write the table as CSV."),
     check: bool = typer.Option(False, "--verify", help="Verify every plan before running it."),
 ) -> None:
@@ -164,8 +167,11 @@ def bench(
 
     if csv_out is not None:
         _check_out_file(csv_out, "--csv")
-    rows, alloc = run_bench(topology, gpus, op, algo, sizes, factor, chunk, root, servers, nic, backend, check)
-    out.print(f"# {op} on {topology} x{servers}, GPUs {alloc.gpus}, algorithm {algo}, backend {backend}", highlight=False)
+    rows, alloc = run_bench(topology, gpus, op, algo, sizes, factor, chunk, root, servers, nic, backend, check,
+                            flow_model=flow_model)
+    model = f" ({flow_model})" if backend == "flow" else ""
+    out.print(f"# {op} on {topology} x{servers}, GPUs {alloc.gpus}, algorithm {algo}, backend {backend}{model}",
+              highlight=False, soft_wrap=True)
     out.print(table_text(rows, op, root), highlight=False, soft_wrap=True)
     if algo == "auto":
         out.print(explain_text(rows), highlight=False, soft_wrap=True)

@@ -12,7 +12,7 @@ from ..collectives.metrics import bus_bandwidth, parse_size, parse_sizes
 from ..collectives.verify import verify
 from ..scenario.gpus import KINDS, gpu_cluster, gpu_server
 from ..scenario.units import RateBps
-from .plans import choose_plan, run_plan
+from .plans import PLAN_FLOW_MODEL, choose_plan, run_plan
 
 FLOAT_BYTES = 4
 AUTO_CHUNKS = (64 * 1024, 256 * 1024, 1 << 20, 4 << 20, 16 << 20)
@@ -101,13 +101,15 @@ class Row:
 
 def run_bench(topology: str, gpus: str, op: str, algo: str, sizes: str, factor: int = 2, chunk: str = "auto",
               root: int = 0, servers: int = 1, nic: str = "100Gbps", backend: str = "flow",
-              check: bool = False, progress=None) -> tuple[list[Row], Allocation]:
+              check: bool = False, progress=None, flow_model: str = PLAN_FLOW_MODEL) -> tuple[list[Row], Allocation]:
     if op not in OPS:
         raise PlanningError(f"--op: unknown collective {op!r} (known: {', '.join(OPS)})")
     if algo not in ALGOS:
         raise PlanningError(f"--algo: unknown algorithm {algo!r} (known: {', '.join(ALGOS)})")
     if backend not in ("flow", "packet"):
         raise PlanningError(f"--backend: must be 'flow' or 'packet', got {backend!r}")
+    if flow_model not in ("fluid", "tcp"):
+        raise PlanningError(f"--flow-model: must be 'fluid' or 'tcp', got {flow_model!r}")
     size_list = parse_sizes(sizes, factor)
     if chunk not in ("auto", "none"):
         fixed = parse_size(chunk, "--chunk")
@@ -130,7 +132,7 @@ def run_bench(topology: str, gpus: str, op: str, algo: str, sizes: str, factor: 
             choices = (fixed,)
         tried = None
         if algo == "auto":
-            plan, tried = choose_plan(op, alloc, size, root, backend, choices)
+            plan, tried = choose_plan(op, alloc, size, root, backend, choices, flow_model=flow_model)
             t = min(x[2] for x in tried)
         else:
             best = None
@@ -138,7 +140,7 @@ def run_bench(topology: str, gpus: str, op: str, algo: str, sizes: str, factor: 
                 plan = make_plan(algo, op, alloc, size, c, root)
                 if check:
                     verify(plan)
-                t = run_plan(plan, topo, alloc.rank_hosts, backend).time_ps
+                t = run_plan(plan, topo, alloc.rank_hosts, backend, flow_model=flow_model).time_ps
                 if best is None or t < best[0]:
                     best = (t, plan)
             t, plan = best

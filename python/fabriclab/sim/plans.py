@@ -22,6 +22,14 @@ from .pipeline import core_spec
 # The defaults of [[collectives]] (their sources are in scenario/model.py).
 DEFAULT_REDUCE_BPS = COLLECTIVE_REDUCE_BPS
 DEFAULT_SEND_OVERHEAD_PS = COLLECTIVE_SEND_OVERHEAD_PS
+# The flow backend's model of a plan's messages (issue 29). A plan's messages are
+# GPU peer copies over NVLink, PCIe or NVSwitch and, between servers, RDMA
+# (NCCL's InfiniBand / RoCE transport): none of them has a congestion window,
+# each sends at its rate from the first byte (RDMA's rate control, DCQCN, starts
+# at line rate: Zhu et al., SIGCOMM'15, §3). So "fluid" (max-min rates plus the
+# path's latency), not "tcp", whose slow-start rounds model a TCP socket. Pass
+# flow_model="tcp" for collectives over TCP sockets (NCCL_NET=Socket, Gloo).
+PLAN_FLOW_MODEL = "fluid"
 
 @dataclass
 class PlanRun:
@@ -33,13 +41,19 @@ class PlanRun:
 
 def run_plan(plan: Plan, topo: TopologyData, rank_hosts: list[int], backend: str = "flow",
              reduce_bps: int = DEFAULT_REDUCE_BPS, send_overhead_ps: int = DEFAULT_SEND_OVERHEAD_PS,
-             scenario: dict | None = None, persistent_connections: bool = False) -> PlanRun:
+             scenario: dict | None = None, persistent_connections: bool = False,
+             flow_model: str = PLAN_FLOW_MODEL) -> PlanRun:
     """Runs one collective alone on ``topo`` and returns its completion time
     (last step's end minus start) with per-step times. ``persistent_connections``:
-    messages of a rank pair continue one TCP connection (packet backend)."""
+    messages of a rank pair continue one TCP connection (packet backend).
+    ``flow_model``: the flow backend's model ("fluid" or "tcp", see
+    ``PLAN_FLOW_MODEL``); a ``flow_model`` in ``scenario`` wins."""
     from .._core import Simulator
 
-    base = Scenario.from_dict({"backend": backend, **(scenario or {})})
+    spec = {"backend": backend}
+    if backend == "flow":
+        spec["flow_model"] = flow_model
+    base = Scenario.from_dict({**spec, **(scenario or {})})
     base.collectives.append(CollectiveConfig.of_plan(plan, rank_hosts, reduce_bps=reduce_bps,
                                                      send_overhead_ps=send_overhead_ps,
                                                      persistent_connections=persistent_connections))
