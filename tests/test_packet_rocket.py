@@ -188,3 +188,15 @@ def test_clock_defaults_to_host_with_clocks_else_ideal():
     assert rocket_clock(Scenario.from_dict({**base, "clocks": {}})) == "host"
     assert rocket_clock(Scenario.from_dict({**base, "clocks": {},
                                             "transport": {"packet_rocket_clock": "ideal"}})) == "ideal"
+
+
+def test_host_clocks_without_clocks_section_refused():
+    # "host" reads each host's [clocks] reading; a scenario without [clocks] has none to read, and was once run on
+    # true time without a word.
+    raw = {"name": "x", "topology": {"kind": "star", "hosts": 3, "link_rate_bps": "10Gbps", "link_delay_ps": "1us"},
+           "flows": [{"src": 0, "dst": 1, "size_bytes": 1000, "start_ps": 0}],
+           "transport": {"packet_rocket_threshold_ps": 0, "packet_rocket_clock": "host"}}
+    with pytest.raises(ScenarioError, match="packet_rocket_clock"):
+        Scenario.from_dict(raw)
+    raw["transport"]["packet_rocket_clock"] = "ideal"
+    Scenario.from_dict(raw)

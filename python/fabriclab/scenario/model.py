@@ -357,6 +357,14 @@ class Scenario(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _packet_rocket_host_clocks_exist(self):
+        if self.transport.packet_rocket_clock == "host" and self.clocks is None:
+            raise ValueError('transport.packet_rocket_clock: "host" reads each host\'s [clocks] reading, and this '
+                             'scenario has no [clocks]; add a [clocks] section, or use "ideal" (true time, what '
+                             'hosts read without [clocks])')
+        return self
+
+    @model_validator(mode="after")
     def _transport_the_flow_backend_models(self):
         # Refused rather than run as something else: the flow backend has no packets (docs/scenario.md,
         # "[transport]"). Settings it merely does not read are listed by ignored_settings().

@@ -213,6 +213,17 @@ def _check(argv: list[str]) -> None:
         raise ClusterFailure(f"cluster up: {' '.join(argv)} failed: {r.stderr.strip() or r.returncode}")
 
 
+def _kill_inside(ns: str) -> None:
+    """Kills what still runs in a namespace (`ip netns del` stops no process): noise senders started by an `up`
+    that died before recording their pids, agents or ranks left behind."""
+    r = _run(["ip", "netns", "pids", ns])
+    for pid in r.stdout.split() if r.returncode == 0 else []:
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except (ProcessLookupError, ValueError):
+            pass
+
+
 def remove(name: str) -> list[str]:
     """Deletes the box's namespaces (what the state lists and whatever carries its prefix) and its state
     file; returns the namespaces deleted. Removing a namespace removes its veths, routes and qdiscs."""
@@ -229,6 +240,7 @@ def remove(name: str) -> list[str]:
     gone = []
     for ns in dict.fromkeys(listed + list_namespaces(f"{PREFIX}{name}-")):
         if ns in present:
+            _kill_inside(ns)
             r = _run(["ip", "netns", "del", ns])
             if r.returncode != 0:
                 raise ClusterFailure(f"cluster down: ip netns del {ns} failed: {r.stderr.strip()}")

@@ -155,28 +155,42 @@ def measure_box(cluster: str, idle_s: float = IDLE_S, round_s: float = ROUND_S, 
             except BaseException as e:  # re-raised below
                 result["error"] = e
 
-        th = threading.Thread(target=run_mesh)
+        th = threading.Thread(target=run_mesh, daemon=True)
         th.start()
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[3])] +
                                             ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         procs = []
-        for i, h in enumerate(hosts):
-            spec = {"me": i, "addr": h["addr"], "port": PORT, "t0_ns": t0, "slot_s": slot, "round_s": round_s,
-                    "ramp_s": RAMP_S, "payload": payload, "rate_bps": offered, "dst": [hosts[rv[i]]["addr"] if i in rv else None for rv in recv]}
-            procs.append(subprocess.Popen(["ip", "netns", "exec", h["ns"], sys.executable, "-m",
-                                           "fabriclab.runtime.cluster.rounds", json.dumps(spec)], env=env,
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         rates = np.full((n, len(rounds)), np.nan)
-        for i, p in enumerate(procs):
-            o, e = p.communicate(timeout=duration + start_delay + 60)
-            if log is not None and e:
-                log.write(e)
-            if p.returncode != 0:
-                raise MeasureFailure(f"cluster select: the load worker in {names[i]} exited with {p.returncode}")
-            for sender, r, bps in json.loads(o)["rx"]:
-                rates[sender, r] = bps
-        th.join()
+        try:
+            for i, h in enumerate(hosts):
+                spec = {"me": i, "addr": h["addr"], "port": PORT, "t0_ns": t0, "slot_s": slot, "round_s": round_s,
+                        "ramp_s": RAMP_S, "payload": payload, "rate_bps": offered,
+                        "dst": [hosts[rv[i]]["addr"] if i in rv else None for rv in recv]}
+                procs.append(subprocess.Popen(["ip", "netns", "exec", h["ns"], sys.executable, "-m",
+                                               "fabriclab.runtime.cluster.rounds", json.dumps(spec)], env=env,
+                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            for i, p in enumerate(procs):
+                try:
+                    o, e = p.communicate(timeout=duration + start_delay + 60)
+                    rx = json.loads(o)["rx"] if p.returncode == 0 else None
+                except subprocess.TimeoutExpired:
+                    raise MeasureFailure(f"cluster select: the load worker in {names[i]} did not finish") from None
+                except (ValueError, KeyError, TypeError):
+                    raise MeasureFailure(f"cluster select: the load worker in {names[i]} wrote no result") from None
+                if log is not None and e:
+                    log.write(e)
+                if rx is None:
+                    raise MeasureFailure(f"cluster select: the load worker in {names[i]} exited with {p.returncode}")
+                for sender, r, bps in rx:
+                    rates[sender, r] = bps
+            th.join()
+        finally:
+            for p in procs:  # on any failure: nothing of ours keeps running
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            th.join(timeout=duration + start_delay + 60)
         if isinstance(result.get("error"), RuntimeError):  # an agent failed or timed out (agent.mesh)
             raise MeasureFailure(f"cluster select: {result['error']}")
         if "error" in result:
@@ -186,6 +200,8 @@ def measure_box(cluster: str, idle_s: float = IDLE_S, round_s: float = ROUND_S, 
     # The hosts as the probe file names them (sorted) -> pool order.
     tx = p.tx0_ns.astype(np.int64) + origin
     clocks = _zero_clocks(names)
+    if tx.size == 0:
+        raise MeasureFailure("cluster select: the probe mesh recorded no probes; the machine is too busy, try again")
     idle = _subset(p, tx < t0)
     if len(idle.src) < MIN_IDLE_PAIRS * n:
         raise MeasureFailure(f"cluster select: only {len(idle.src)} probe pairs before the load rounds (the agents "
@@ -197,7 +213,9 @@ def measure_box(cluster: str, idle_s: float = IDLE_S, round_s: float = ROUND_S, 
     e_idle = np.full((n, n), np.nan)
     for i, j in {(int(a), int(b)) for a, b in zip(src, dst)}:
         e_idle[i, j] = np.percentile(excess[(src == i) & (dst == j)], SCORE_QUANTILE)
+    # A host none of whose pairs was measured is the worst, not the best (choose reads NaN as not noisy).
     score = sender_side(e_idle)
+    score = np.where(np.isfinite(score), score, np.inf)
     q = np.full((n, len(rounds)), np.nan)
     for r in range(len(rounds)):
         lo, hi = t0 + int((r * slot + RAMP_S) * 1e9), t0 + int((r * slot + round_s) * 1e9)
@@ -242,6 +260,10 @@ def check_vms(cluster: str, vms: int) -> int:
     n = len(load_state(cluster, "--name").get("hosts", []))
     if vms < 2:
         raise SelectInputError(f"--vms: a collective needs at least 2 VMs, got {vms}")
+    if n < 4:
+        raise SelectInputError(f"--name: box {cluster!r} has {n} hosts; selection in the box needs at least 4 (its load "
+                               "rounds pair two senders against a third host's queue); build it with more tenant VMs "
+                               "(cloud.tenant_vms)")
     if vms > n:
         raise SelectInputError(f"--vms: {vms} VMs asked, but the box's pool holds {n} hosts; ask for at most {n}, "
                                "or build the box with more tenant VMs (cloud.tenant_vms)")

@@ -4,6 +4,8 @@ the command, so `fabriclab --help` stays fast."""
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 from typing import Optional
 
@@ -79,8 +81,9 @@ def register_cluster_select(cluster_app: typer.Typer) -> None:
 
         from . import box_select as bs
 
-        if idle_s <= 0 or round_s <= bs.RAMP_S:
-            raise InputError(f"--idle-s, --round-s: must be positive and --round-s above the {bs.RAMP_S} s ramp")
+        if not (math.isfinite(idle_s) and math.isfinite(round_s)) or idle_s <= 0 or round_s <= bs.RAMP_S:
+            raise InputError(f"--idle-s, --round-s: must be finite, positive, and --round-s above the {bs.RAMP_S} s "
+                             f"ramp; got {idle_s}, {round_s}")
         if prefer not in ("quiet", "spread"):
             raise InputError(f"--prefer: quiet or spread, got {prefer!r}")
         n = bs.check_vms(name, vms)
