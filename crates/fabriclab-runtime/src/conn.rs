@@ -699,22 +699,6 @@ fn write_data(
     } else {
         0
     };
-    let stamped = if edge.is_some() { FLAG_STAMPED } else { 0 };
-    let h = Header {
-        kind: KIND_DATA,
-        flags: (if checksum { FLAG_CHECKSUM } else { 0 }) | stamped,
-        op_id,
-        seq,
-        aux: if edge.is_some() {
-            edge::stamp(start.real_ns)
-        } else {
-            0
-        },
-        offset,
-        len_bytes: len,
-        payload_crc: crc,
-    };
-    data[..HEADER_BYTES].copy_from_slice(&h.encode());
     let mut cut = None;
     {
         let mut f = fault.lock().unwrap();
@@ -730,6 +714,20 @@ fn write_data(
             _ => {}
         }
     }
+    // the stamp is read after the CRC: the OWD must not include the
+    // sender's own time over the payload
+    let h = Header {
+        kind: KIND_DATA,
+        flags: (if checksum { FLAG_CHECKSUM } else { 0 })
+            | (if edge.is_some() { FLAG_STAMPED } else { 0 }),
+        op_id,
+        seq,
+        aux: edge.map_or(0, |_| edge::stamp(realtime_ns())),
+        offset,
+        len_bytes: len,
+        payload_crc: crc,
+    };
+    data[..HEADER_BYTES].copy_from_slice(&h.encode());
     let r = match cut {
         Some(n) => w
             .write_frame(s, &data[..n])

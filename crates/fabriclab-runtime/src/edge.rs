@@ -6,7 +6,7 @@
 //!
 //! - The sender stamps each data message with the low 32 bits of its
 //!   CLOCK_REALTIME in ns (`aux`, FLAG_STAMPED), read just before the
-//!   header is handed to the kernel.
+//!   header is handed to the kernel (after the payload's CRC).
 //! - The receiver's reader, once the header is read, echoes its own
 //!   CLOCK_REALTIME minus the stamp, read modulo 2^32 as a signed number,
 //!   on the same connection (KIND_ECHO, through its writer thread).
