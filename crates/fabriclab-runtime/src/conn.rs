@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Received bytes not yet consumed by the executor, per connection. The
 /// reader pauses while they reach the limit, so TCP's flow control, not
@@ -384,7 +384,7 @@ impl Conn {
             && self
                 .edge
                 .as_ref()
-                .is_none_or(|e| e.hold_until(realtime_ns()).is_none())
+                .is_none_or(|e| e.hold_until(Instant::now()).is_none())
         {
             let f = &self.fault;
             return Ok(Some(write_data(
@@ -588,7 +588,7 @@ fn read_messages(
         }
         if h.kind == KIND_ECHO {
             if let Some(e) = edge {
-                e.on_echo(realtime_ns(), h.aux, h.offset as i64);
+                e.on_echo(realtime_ns(), Instant::now(), h.aux, h.offset as i64);
             }
             continue;
         }
@@ -699,22 +699,6 @@ fn write_data(
     } else {
         0
     };
-    let stamped = if edge.is_some() { FLAG_STAMPED } else { 0 };
-    let h = Header {
-        kind: KIND_DATA,
-        flags: (if checksum { FLAG_CHECKSUM } else { 0 }) | stamped,
-        op_id,
-        seq,
-        aux: if edge.is_some() {
-            edge::stamp(start.real_ns)
-        } else {
-            0
-        },
-        offset,
-        len_bytes: len,
-        payload_crc: crc,
-    };
-    data[..HEADER_BYTES].copy_from_slice(&h.encode());
     let mut cut = None;
     {
         let mut f = fault.lock().unwrap();
@@ -730,6 +714,20 @@ fn write_data(
             _ => {}
         }
     }
+    // the stamp is read after the CRC: the OWD must not include the
+    // sender's own time over the payload
+    let h = Header {
+        kind: KIND_DATA,
+        flags: (if checksum { FLAG_CHECKSUM } else { 0 })
+            | (if edge.is_some() { FLAG_STAMPED } else { 0 }),
+        op_id,
+        seq,
+        aux: edge.map_or(0, |_| edge::stamp(realtime_ns())),
+        offset,
+        len_bytes: len,
+        payload_crc: crc,
+    };
+    data[..HEADER_BYTES].copy_from_slice(&h.encode());
     let r = match cut {
         Some(n) => w
             .write_frame(s, &data[..n])
@@ -755,20 +753,18 @@ fn write_data(
 }
 
 /// Waits while Packet Rocket holds the connection (or until a close's
-/// linger ends), in sleeps of at most a millisecond.
+/// linger ends), in sleeps of at most a millisecond, on CLOCK_MONOTONIC.
 fn hold(w: &WriteCtx, e: &Edge) {
-    let t0 = realtime_ns();
+    let t0 = Instant::now();
     let mut now = t0;
     while let Some(end) = e.hold_until(now) {
         if w.live.linger_over() {
             break;
         }
-        std::thread::sleep(Duration::from_nanos((end - now).min(1_000_000)));
-        now = realtime_ns();
+        std::thread::sleep((end - now).min(Duration::from_millis(1)));
+        now = Instant::now();
     }
-    if now > t0 {
-        e.add_held(now - t0);
-    }
+    e.add_held((now - t0).as_nanos() as u64);
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -6,7 +6,7 @@
 //!
 //! - The sender stamps each data message with the low 32 bits of its
 //!   CLOCK_REALTIME in ns (`aux`, FLAG_STAMPED), read just before the
-//!   header is handed to the kernel.
+//!   header is handed to the kernel (after the payload's CRC).
 //! - The receiver's reader, once the header is read, echoes its own
 //!   CLOCK_REALTIME minus the stamp, read modulo 2^32 as a signed number,
 //!   on the same connection (KIND_ECHO, through its writer thread).
@@ -22,10 +22,18 @@
 //! ±2.147 s (the 32-bit stamp's range), far beyond a synced clock's error.
 //! A drift between the clocks does not cancel: a receiver clock running
 //! fast raises every OWD it reads, which is why the clocks must be synced.
+//!
+//! CLOCK_REALTIME is read only for the stamp and the echo (the OWD). The
+//! rule decides in the sender's CLOCK_REALTIME, but a pause is waited out
+//! on CLOCK_MONOTONIC (`Instant`): its length, the rule's end minus the
+//! echo's arrival, is added to the monotonic reading taken with it, so a
+//! step of CLOCK_REALTIME (NTP, PTP) during a pause neither stretches nor
+//! cuts it.
 
 use fabriclab_rocket::Rocket;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// The stamp of a message sent at `now_ns` (the sender's CLOCK_REALTIME).
 pub fn stamp(now_ns: u64) -> u32 {
@@ -63,7 +71,8 @@ impl EdgeStats {
 
 /// One connection's sending edge.
 pub struct Edge {
-    rule: Mutex<Rocket>,
+    /// The rule, and the monotonic end of its current (or last) pause.
+    state: Mutex<(Rocket, Option<Instant>)>,
     /// The rule's times are picoseconds since this CLOCK_REALTIME reading.
     epoch_ns: u64,
     echoes: AtomicU64,
@@ -73,7 +82,7 @@ pub struct Edge {
 impl Edge {
     pub fn new(threshold_ns: u64, now_ns: u64) -> Edge {
         Edge {
-            rule: Mutex::new(Rocket::new(threshold_ns.saturating_mul(1000))),
+            state: Mutex::new((Rocket::new(threshold_ns.saturating_mul(1000)), None)),
             epoch_ns: now_ns,
             echoes: AtomicU64::new(0),
             held_ns: AtomicU64::new(0),
@@ -84,25 +93,29 @@ impl Edge {
         (t_ns as i64 - self.epoch_ns as i64) * 1000
     }
 
-    /// An echo arriving at `now_ns` for the message stamped `stamp`, whose
-    /// one-way delay read `owd_ns`. Returns the end of the pause it starts
-    /// (ns, CLOCK_REALTIME), if any. The stamp's full time is recovered
-    /// from its age modulo 2^32 (an echo is less than 4.29 s old).
-    pub fn on_echo(&self, now_ns: u64, stamp: u32, owd_ns: i64) -> Option<u64> {
+    /// An echo arriving at `now_ns` (CLOCK_REALTIME) and `now` (read with
+    /// it, CLOCK_MONOTONIC) for the message stamped `stamp`, whose one-way
+    /// delay read `owd_ns`. Returns the length of the pause it starts (from
+    /// `now`, rounded up to a ns), if any: the connection is held until
+    /// `now` + that length. The stamp's full time is recovered from its age
+    /// modulo 2^32 (an echo is less than 4.29 s old).
+    pub fn on_echo(&self, now_ns: u64, now: Instant, stamp: u32, owd_ns: i64) -> Option<Duration> {
         let age = (now_ns as u32).wrapping_sub(stamp) as u64;
         let sent = now_ns.saturating_sub(age);
-        let (now, sent) = (self.ps(now_ns), self.ps(sent));
-        let end = self.rule.lock().unwrap().on_echo(now, sent, owd_ns * 1000);
+        let (now_ps, sent) = (self.ps(now_ns), self.ps(sent));
+        let mut st = self.state.lock().unwrap();
+        let end = st.0.on_echo(now_ps, sent, owd_ns * 1000);
         // counted once the rule has it: a reader of `echoes` sees its pause
         self.echoes.fetch_add(1, Ordering::Release);
-        let end = end?;
-        Some((self.epoch_ns as i64 + (end + 999).div_euclid(1000)) as u64)
+        let len = Duration::from_nanos(((end? - now_ps) as u64).div_ceil(1000));
+        st.1 = Some(now + len);
+        Some(len)
     }
 
-    /// When the current pause ends (ns), if a message may not go at `now_ns`.
-    pub fn hold_until(&self, now_ns: u64) -> Option<u64> {
-        let end = self.rule.lock().unwrap().poll_at(self.ps(now_ns))?;
-        Some((self.epoch_ns as i64 + (end + 999).div_euclid(1000)) as u64)
+    /// When the current pause ends (CLOCK_MONOTONIC), if a message may not
+    /// go at `now`.
+    pub fn hold_until(&self, now: Instant) -> Option<Instant> {
+        self.state.lock().unwrap().1.filter(|&end| now < end)
     }
 
     pub fn add_held(&self, ns: u64) {
@@ -110,7 +123,8 @@ impl Edge {
     }
 
     pub fn stats(&self) -> EdgeStats {
-        let r = self.rule.lock().unwrap();
+        let st = self.state.lock().unwrap();
+        let r = &st.0;
         EdgeStats {
             echoes: self.echoes.load(Ordering::Acquire),
             pauses: r.pauses,
@@ -127,16 +141,23 @@ mod tests {
 
     const US: u64 = 1_000;
 
+    fn us(n: u64) -> Duration {
+        Duration::from_micros(n)
+    }
+
     /// One message through the runtime's path: the sender's header with its
     /// stamp, the receiver's reading and its echo header, each encoded and
-    /// decoded as on the wire, then the sender's rule.
+    /// decoded as on the wire, then the sender's rule, which reads the
+    /// echo's arrival as `echo_at_ns` on CLOCK_REALTIME and `echo_at` on
+    /// CLOCK_MONOTONIC.
     fn play(
         e: &Edge,
         sent_ns: u64,
         ahead_ns: i64,
         owd_ns_true: u64,
         echo_at_ns: u64,
-    ) -> Option<u64> {
+        echo_at: Instant,
+    ) -> Option<Duration> {
         let data = Header {
             kind: KIND_DATA,
             flags: FLAG_STAMPED,
@@ -160,7 +181,7 @@ mod tests {
             payload_crc: 0,
         };
         let back = Header::decode(&echo.encode()).unwrap();
-        e.on_echo(echo_at_ns, back.aux, back.offset as i64)
+        e.on_echo(echo_at_ns, echo_at, back.aux, back.offset as i64)
     }
 
     #[test]
@@ -171,25 +192,60 @@ mod tests {
         // to 48, echo 3 reads 80 - 48 = 32 > 10: a pause of 22 us from its
         // arrival (t0 + 200 us) to t0 + 222 us; echo 4 is of a message sent
         // at 130 us, before 222 us: ignored; echo 5, sent at 222 us, 63 - 48 = 15: 5 us.
+        // CLOCK_MONOTONIC reads m0 at t0 and runs with CLOCK_REALTIME.
         let t0 = (5u64 << 32) - 3 * US;
+        let m0 = Instant::now();
+        let at = |n: u64| (t0 + n * US, m0 + us(n));
         let e = Edge::new(10 * US, t0);
         let ahead = 7_000;
-        assert_eq!(play(&e, t0, ahead, 50 * US, t0 + 100 * US), None);
-        assert_eq!(play(&e, t0 + 62 * US, ahead, 48 * US, t0 + 110 * US), None);
-        assert_eq!(
-            play(&e, t0 + 120 * US, ahead, 80 * US, t0 + 200 * US),
-            Some(t0 + 222 * US)
-        );
-        assert_eq!(e.hold_until(t0 + 221 * US), Some(t0 + 222 * US));
-        assert_eq!(e.hold_until(t0 + 222 * US), None);
-        assert_eq!(play(&e, t0 + 130 * US, ahead, 95 * US, t0 + 205 * US), None);
-        assert_eq!(
-            play(&e, t0 + 222 * US, ahead, 63 * US, t0 + 300 * US),
-            Some(t0 + 305 * US)
-        );
-        assert_eq!(play(&e, t0 + 310 * US, ahead, 58 * US, t0 + 400 * US), None);
+        let p = |sent: u64, owd: u64, echo: u64| {
+            let (real, mono) = at(echo);
+            play(&e, t0 + sent * US, ahead, owd * US, real, mono)
+        };
+        assert_eq!(p(0, 50, 100), None);
+        assert_eq!(p(62, 48, 110), None);
+        assert_eq!(p(120, 80, 200), Some(us(22)));
+        assert_eq!(e.hold_until(m0 + us(221)), Some(m0 + us(222)));
+        assert_eq!(e.hold_until(m0 + us(222)), None);
+        assert_eq!(p(130, 95, 205), None);
+        assert_eq!(p(222, 63, 300), Some(us(5)));
+        assert_eq!(e.hold_until(m0 + us(300)), Some(m0 + us(305)));
+        assert_eq!(p(310, 58, 400), None);
         let s = e.stats();
         assert_eq!((s.echoes, s.pauses, s.paused_ns), (6, 2, 27 * US));
+    }
+
+    #[test]
+    fn a_step_of_the_realtime_clock_neither_stretches_nor_cuts_a_pause() {
+        // The sender's CLOCK_REALTIME steps by -1 s and by +1 s (a sync
+        // daemon's correction) after the edge was made and before the echoes:
+        // the stamps and echoes are read on the stepped clock, the pause is
+        // the same 22 us as by hand above (80 - 48 - 10), and it ends 22 us
+        // after the echo's arrival on CLOCK_MONOTONIC. The hold takes only a
+        // monotonic reading, so a step during the pause cannot move its end
+        // (timed on CLOCK_REALTIME, a -1 s step made it 1 s + 22 us).
+        let t0 = 1_700_000_000_000_000_000u64;
+        for step in [-1_000_000_000i64, 1_000_000_000] {
+            let e = Edge::new(10 * US, t0);
+            let t = t0.saturating_add_signed(step);
+            let m0 = Instant::now();
+            assert_eq!(play(&e, t, 0, 50 * US, t + 100 * US, m0 + us(100)), None);
+            assert_eq!(
+                play(&e, t + 62 * US, 0, 48 * US, t + 110 * US, m0 + us(110)),
+                None
+            );
+            assert_eq!(
+                play(&e, t + 120 * US, 0, 80 * US, t + 200 * US, m0 + us(200)),
+                Some(us(22))
+            );
+            assert_eq!(e.hold_until(m0 + us(200)), Some(m0 + us(222)));
+            assert_eq!(
+                e.hold_until(m0 + us(222) - Duration::from_nanos(1)),
+                Some(m0 + us(222))
+            );
+            assert_eq!(e.hold_until(m0 + us(222)), None);
+            assert_eq!(e.stats().paused_ns, 22 * US);
+        }
     }
 
     #[test]
@@ -197,15 +253,24 @@ mod tests {
         // The receiver's clock 1 s behind: every reading is OWD - 1 s < 0.
         let t0 = 1_700_000_000_000_000_000u64;
         let e = Edge::new(0, t0);
+        let m0 = Instant::now();
         let behind = -1_000_000_000;
         assert_eq!(
             owd_ns(t0 + 40 * US - 1_000_000_000, stamp(t0)),
             40_000 - 1_000_000_000
         );
-        assert_eq!(play(&e, t0, behind, 40 * US, t0 + 90 * US), None);
+        assert_eq!(play(&e, t0, behind, 40 * US, t0 + 90 * US, m0), None);
         assert_eq!(
-            play(&e, t0 + 10 * US, behind, 41 * US, t0 + 100 * US),
-            Some(t0 + 101 * US)
+            play(
+                &e,
+                t0 + 10 * US,
+                behind,
+                41 * US,
+                t0 + 100 * US,
+                m0 + us(10)
+            ),
+            Some(us(1))
         );
+        assert_eq!(e.hold_until(m0 + us(10)), Some(m0 + us(11)));
     }
 }
