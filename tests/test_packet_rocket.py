@@ -200,3 +200,106 @@ def test_host_clocks_without_clocks_section_refused():
         Scenario.from_dict(raw)
     raw["transport"]["packet_rocket_clock"] = "ideal"
     Scenario.from_dict(raw)
+
+
+# ---------------------------------------------------------------- which senders run it
+def _two_pairs(tmp_path, hosts="absent", threshold="30us", packets=6, limit_packets=100):
+    """Two of `_two_rates`'s paths through one switch, on ports of their own:
+    h0 -(10G)- s0 -(1G)- h1 and h2 -(10G)- s0 -(1G)- h3; flow 0 (A) from h0
+    to h1 and flow 1 (B) from h2 to h3, `packets` full segments each, both at 0."""
+    (tmp_path / "topo.toml").write_text(
+        'nodes = [{name = "h0", kind = "host"}, {name = "h1", kind = "host"}, {name = "h2", kind = "host"},\n'
+        '         {name = "h3", kind = "host"}, {name = "s0", kind = "switch"}]\n'
+        'links = [{a = "h0", b = "s0", rate_bps = 10000000000, delay_ps = 1000000},\n'
+        '         {a = "s0", b = "h1", rate_bps = 1000000000, delay_ps = 1000000},\n'
+        '         {a = "h2", b = "s0", rate_bps = 10000000000, delay_ps = 1000000},\n'
+        '         {a = "s0", b = "h3", rate_bps = 1000000000, delay_ps = 1000000}]\n')
+    raw = {"name": "rocket-hosts", "topology": {"kind": "file", "path": str(tmp_path / "topo.toml")},
+           "queue": {"limit_packets": limit_packets, "ecn_threshold_packets": None},
+           "transport": {"cc": "newreno", "packet_rocket_threshold_ps": threshold},
+           "flows": [{"src": 0, "dst": 1, "size_bytes": 1460 * packets},
+                     {"src": 2, "dst": 3, "size_bytes": 1460 * packets}]}
+    if hosts != "absent":
+        raw["transport"]["packet_rocket_hosts"] = hosts
+    return simulate(Scenario.from_dict(raw))
+
+
+def _flow_rows(r) -> list[dict]:
+    from fabriclab.sim.results import read_parquet_bytes
+    return sorted(read_parquet_bytes(r.flows_parquet).to_pylist(), key=lambda f: f["flow_id"])
+
+
+@pytest.mark.parametrize("on", [0, 2], ids=["A-only", "B-only"])
+def test_only_listed_senders_pause_by_hand(tmp_path, on):
+    # Each pair alone is `test_one_pause_of_owd_minus_base_minus_threshold`'s
+    # path: with Packet Rocket its sender pauses once, for 3,220,800 ps. With
+    # host `on` listed alone, one connection runs the rule and pauses so.
+    pr = _two_pairs(tmp_path, hosts=[on]).summary["packet_rocket"]
+    assert (pr["connections"], pr["pauses"], pr["paused_ps"]) == (1, 1, 3 * (SLOW_PKT_PS - FAST_PKT_PS) - 30_000_000)
+    assert _two_pairs(tmp_path).summary["packet_rocket"]["pauses"] == 2  # with every host: one per sender
+
+
+@pytest.mark.parametrize("on", [0, 2], ids=["A-only", "B-only"])
+def test_unlisted_senders_run_as_with_packet_rocket_off(tmp_path, on):
+    # 20 segments into a 10-packet port: here a pause does move a flow's
+    # finish (checked first, so the equalities after it can fail). The pairs
+    # share no port and are mirror images: with host `on` listed alone, its
+    # flow runs as in the run where every host runs Packet Rocket (half of
+    # that run's pauses and paused time), and the other flow as in the run
+    # with Packet Rocket off, row for row.
+    def run(**kw):
+        return _two_pairs(tmp_path, packets=20, limit_packets=10, **kw)
+    off, every, some = run(threshold=None), run(), run(hosts=[on])
+    f_off, f_every, f_some = _flow_rows(off), _flow_rows(every), _flow_rows(some)
+    assert f_every[0]["end_ps"] != f_off[0]["end_ps"] and f_every[1]["end_ps"] != f_off[1]["end_ps"]
+    mine, other = (0, 1) if on == 0 else (1, 0)
+    assert f_some[other] == f_off[other]
+    assert f_some[mine] == f_every[mine]
+    e, s = every.summary["packet_rocket"], some.summary["packet_rocket"]
+    assert e["pauses"] > 0 and e["pauses"] % 2 == 0
+    assert (s["connections"], 2 * s["pauses"], 2 * s["paused_ps"]) == (1, e["pauses"], e["paused_ps"])
+
+
+def test_every_host_listed_and_null_give_the_bytes_of_absent(tmp_path):
+    absent = _two_pairs(tmp_path)
+    for hosts in (None, [0, 1, 2, 3]):
+        r = _two_pairs(tmp_path, hosts=hosts)
+        assert r.flows_parquet == absent.flows_parquet and r.links_parquet == absent.links_parquet
+        assert r.summary["packet_rocket"] == absent.summary["packet_rocket"]
+    assert absent.summary["packet_rocket"]["pauses"] == 2
+
+
+def test_hosts_listed_that_send_nothing_pause_nothing(tmp_path):
+    # h1 and h3 only receive: no connection runs Packet Rocket, and the run
+    # is the run with it off, byte for byte.
+    off, r = _two_pairs(tmp_path, threshold=None), _two_pairs(tmp_path, hosts=[1, 3])
+    assert r.flows_parquet == off.flows_parquet and r.links_parquet == off.links_parquet
+    assert r.summary["packet_rocket"]["pauses"] == 0
+
+
+def test_hosts_without_threshold_refused():
+    with pytest.raises(ScenarioError, match="packet_rocket_hosts.*packet_rocket_threshold_ps"):
+        Scenario.from_dict({"name": "x", "topology": {"kind": "star", "hosts": 2},
+                            "transport": {"packet_rocket_hosts": [0]}})
+
+
+def test_hosts_repeated_refused():
+    with pytest.raises(ScenarioError, match="packet_rocket_hosts"):
+        Scenario.from_dict({"name": "x", "topology": {"kind": "star", "hosts": 2},
+                            "transport": {"packet_rocket_threshold_ps": "10us", "packet_rocket_hosts": [1, 1]}})
+
+
+@pytest.mark.parametrize("transport,words", [
+    ('packet_rocket_threshold_ps = "10us"\npacket_rocket_hosts = [0, 2]\n', ["host 2", "0..1"]),
+    ('packet_rocket_hosts = [0]\n', ["packet_rocket_threshold_ps"]),
+    ('packet_rocket_threshold_ps = "10us"\npacket_rocket_hosts = [-1]\n', []),
+], ids=["out-of-range", "no-threshold", "negative"])
+def test_bad_hosts_exit_2(tmp_path, transport, words):
+    (tmp_path / "s.toml").write_text('name = "x"\n[topology]\nkind = "star"\nhosts = 2\n'
+                                     f'[transport]\n{transport}'
+                                     '[[flows]]\nsrc = 0\ndst = 1\nsize_bytes = 1000\n')
+    r = run_cli("run", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"))
+    out = r.stderr + r.stdout
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "packet_rocket_hosts" in out and all(w in out for w in words), out
+    assert not (tmp_path / "out").exists()

@@ -77,7 +77,7 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
                       "dctcp_initial_alpha": 1.0, "cubic_fast_convergence": False, "tsq_limit_bytes": 131072,
                       "persistent_connections": True, "handshake": True,
                       "packet_rocket_threshold_ps": "20us", "packet_rocket_clock": "host",
-                      "packet_rocket_ignore": "extend",
+                      "packet_rocket_ignore": "extend", "packet_rocket_hosts": [0, 2],
                       "dcqcn": {"g": 0.0625, "alpha_interval_ps": "55us", "decrease_interval_ps": "4us",
                                 "increase_interval_ps": "1500us", "fast_recovery_steps": 5, "rate_ai_bps": "5Mbps",
                                 "rate_hai_bps": "50Mbps", "min_rate_bps": "100Mbps", "clamp_target": False,

@@ -219,6 +219,20 @@ class TransportConfig(_Strict):
     # of On-Ramp), or our variants, not the paper's: "extend" (as "ended", but an echo arriving during a
     # pause may move its end later) and "during" (only packets sent during a pause). docs/clockwork.md.
     packet_rocket_ignore: Literal["ended", "extend", "during"] = "ended"
+    # The hosts (host indices; with [cloud] the tenant's VMs are 0..tenant_vms-1) whose senders run Packet
+    # Rocket; a connection from any other host runs as with it off. None: every host.
+    packet_rocket_hosts: Optional[list[Annotated[StrictInt, Field(ge=0, le=U32_MAX)]]] = None
+
+    @model_validator(mode="after")
+    def _rocket_hosts(self):
+        if self.packet_rocket_hosts is None:
+            return self
+        if self.packet_rocket_threshold_ps is None:
+            raise ValueError("packet_rocket_hosts: names the hosts that run Packet Rocket, which is off without "
+                             "packet_rocket_threshold_ps; set the threshold or drop packet_rocket_hosts")
+        if len(set(self.packet_rocket_hosts)) != len(self.packet_rocket_hosts):
+            raise ValueError(f"packet_rocket_hosts: each host once, got {self.packet_rocket_hosts}")
+        return self
 
     @model_validator(mode="after")
     def _rto_order(self):
@@ -329,6 +343,7 @@ def fabric_core(s, t: topo.TopologyData, names: dict[str, int]) -> dict:
             "packet_rocket_threshold_ps": tr.packet_rocket_threshold_ps,
             "packet_rocket_clock": rocket_clock(s),
             "packet_rocket_ignore": tr.packet_rocket_ignore,
+            "packet_rocket_hosts": rocket_hosts(s, t),
         },
         "routing": {"ecmp_hash_seed": s.routing.ecmp_hash_seed, "convergence_ps": s.routing.convergence_ps,
                     "resilient_hash": s.routing.resilient_hash},
@@ -337,6 +352,18 @@ def fabric_core(s, t: topo.TopologyData, names: dict[str, int]) -> dict:
         "switch_buffer": None if s.switch_buffer is None else
         {"bytes": s.switch_buffer.bytes, "alpha": s.switch_buffer.alpha},
     }
+
+
+def rocket_hosts(s, t: topo.TopologyData) -> Optional[list[int]]:
+    """``transport.packet_rocket_hosts``, each checked to be a host index of
+    the built topology."""
+    given = s.transport.packet_rocket_hosts
+    n = len(t.hosts)
+    for h in given or []:
+        if h >= n:
+            raise ScenarioError(f"transport.packet_rocket_hosts: host {h} does not exist; the topology has {n} "
+                                f"hosts, indices 0..{n - 1}")
+    return given
 
 
 def rocket_clock(s) -> str:

@@ -101,6 +101,10 @@ pub struct TransportSpec {
     /// Which echoes a Packet Rocket pause ignores.
     #[serde(default)]
     pub packet_rocket_ignore: RocketIgnore,
+    /// The hosts (host indices) whose senders run Packet Rocket; a
+    /// connection from any other host runs without it. `None`: every host.
+    #[serde(default)]
+    pub packet_rocket_hosts: Option<Vec<u32>>,
 }
 
 /// Which echoes a Packet Rocket pause ignores ([`rocket::Ignore`]).

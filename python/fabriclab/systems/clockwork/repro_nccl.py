@@ -20,8 +20,10 @@ The model (each choice is stated in docs/clockwork.md with its reason):
   (the pool). *Cloud-assigned*: 16 of the pool drawn uniformly (seeded),
   placed as 16 asked for directly would be. *Clockwork-chosen*: the 16 that
   ``select`` keeps, in its ring order. *Chosen + Packet Rocket*: the same
-  VMs with ``[transport] packet_rocket_threshold_ps`` set (below); it runs
-  once the packet backend has the field (:func:`rocket_available`).
+  VMs with ``[transport] packet_rocket_threshold_ps`` set (below) on the
+  tenant's VMs only (``packet_rocket_hosts``: the other tenants' senders
+  run without it, as in the talk); it runs once the packet backend has the
+  field (:func:`rocket_available`).
 - **A VM is a 2-GPU server; the all-reduce is hierarchical:** (1) the two
   GPUs reduce-scatter over NVLink (each sends the other half of the buffer),
   (2) each GPU all-reduces its half across the 16 VMs in a ring over TCP:
@@ -139,7 +141,9 @@ def tasks(seed: int, hosts: list[int], pool: int, op: str = "allreduce", runs: i
     d["cloud"].update(tenant_vms=pool, neighbour_duration_ps=end)
     d["stop_ps"] = end + 2 * gap_ms * MS
     if rocket:
-        d["transport"].update(packet_rocket_threshold_ps=threshold_ps(d), packet_rocket_clock="ideal")
+        # On the tenant's VMs only (hosts 0..pool-1): the other tenants do not run Packet Rocket.
+        d["transport"].update(packet_rocket_threshold_ps=threshold_ps(d), packet_rocket_clock="ideal",
+                              packet_rocket_hosts=list(range(pool)))
     half = size // GPUS_PER_VM
     starts = [(20 + k * gap_ms) * MS for k in range(runs)]
     names = [[f"t{k}g{g}" for g in range(GPUS_PER_VM)] for k in range(runs)]

@@ -214,7 +214,8 @@ impl PacketNet {
     ) -> PacketNet {
         if let Some(t) = self.transport.packet_rocket_threshold_ps {
             let ignore = self.transport.packet_rocket_ignore.rule();
-            self.rocket = Some(rocket_edge::EdgeRocket::new(t, ignore, clocks, &topo.hosts));
+            let senders = self.transport.packet_rocket_hosts.as_deref();
+            self.rocket = Some(rocket_edge::EdgeRocket::new(t, ignore, clocks, &topo.hosts, senders));
         }
         self
     }
@@ -589,7 +590,7 @@ impl Backend for PacketNet {
             persistent,
             notify_packets,
             qp: posted.as_ref().map(|p| p.qp),
-            rocket: self.rocket.as_ref().map(|e| e.open(pair.0, pair.1)),
+            rocket: self.rocket.as_ref().and_then(|e| e.open(pair.0, pair.1)),
         }));
         self.live_conns += 1;
         // A message queued behind others on its queue pair waits its turn.

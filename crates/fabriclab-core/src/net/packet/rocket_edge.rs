@@ -76,6 +76,8 @@ pub(super) struct EdgeRocket {
     clocks: Option<Clocks>,
     /// Host index of each node.
     host_of: HashMap<u32, u32>,
+    /// Per host index: do its senders run Packet Rocket.
+    runs_on: Vec<bool>,
     /// The least OWD echoed on each (source host, destination host) so far
     /// by connections that finished, which new ones continue.
     bases: HashMap<(u32, u32), i64>,
@@ -89,8 +91,16 @@ impl EdgeRocket {
         ignore: Ignore,
         clocks: Option<Clocks>,
         hosts: &[u32],
+        senders: Option<&[u32]>,
     ) -> EdgeRocket {
+        let mut runs_on = vec![senders.is_none(); hosts.len()];
+        for &h in senders.unwrap_or_default() {
+            if let Some(r) = runs_on.get_mut(h as usize) {
+                *r = true;
+            }
+        }
         EdgeRocket {
+            runs_on,
             threshold_ps,
             ignore,
             clocks,
@@ -111,10 +121,15 @@ impl EdgeRocket {
         }
     }
 
-    /// The state of a new connection from node `src` to node `dst`.
-    pub fn open(&self, src: u32, dst: u32) -> Box<ConnRocket> {
+    /// The state of a new connection from node `src` to node `dst`; `None`
+    /// when its sender's host does not run Packet Rocket (the connection
+    /// then runs exactly as with Packet Rocket off).
+    pub fn open(&self, src: u32, dst: u32) -> Option<Box<ConnRocket>> {
         let (src, dst) = (self.host_of[&src], self.host_of[&dst]);
-        Box::new(ConnRocket {
+        if !self.runs_on[src as usize] {
+            return None;
+        }
+        Some(Box::new(ConnRocket {
             rule: Rocket::new(self.threshold_ps)
                 .with_ignore(self.ignore)
                 .with_base(self.bases.get(&(src, dst)).copied()),
@@ -123,7 +138,7 @@ impl EdgeRocket {
             slots: vec![Slot::default(); SLOTS],
             next: 0,
             held_until: 0,
-        })
+        }))
     }
 
     /// Data packet `seq` with `tag` left the sender's NIC at `now`.
