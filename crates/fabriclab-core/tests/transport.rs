@@ -198,3 +198,26 @@ fn a_lost_syn_is_sent_again_after_the_initial_rto_and_the_first_window_is_one_se
     assert_eq!(poll(&mut s, 1_000_010_000).len(), 1);
     assert_eq!(s.timeouts, 1);
 }
+
+/// A sender held from outside (Packet Rocket's pause) is limited by the
+/// hold, not its window: ACKs during the hold grow the window only by slow
+/// start's clause, 2 x flight >= cwnd (congestion window validation). By
+/// hand, IW = 10 all in flight and acked one by one while held: after ACK k
+/// the flight is 10 - k, so ACKs 1-3 grow the window (18 >= 10, 16 >= 11,
+/// 14 >= 12) and ACK 4 does not (12 < 13), nor any later: 13 segments leave
+/// at the hold's end. Unheld, every ACK grows it: 20.
+#[test]
+fn acks_during_a_hold_grow_the_window_only_by_slow_starts_clause() {
+    for (held, expected) in [(true, 13), (false, 20)] {
+        let mut s = TcpSender::new(1_000 * MSS, &sender_cfg(), Box::new(NewReno));
+        let first = poll(&mut s, 0);
+        assert_eq!(first.len(), 10);
+        for seg in &first {
+            if held {
+                s.hold();
+            }
+            s.on_ack(1000, seg.seq + seg.len as u64, false);
+        }
+        assert_eq!(poll(&mut s, 2000).len(), expected, "held: {held}");
+    }
+}

@@ -391,6 +391,16 @@ impl TcpSender {
         (self.size - seq).min(self.mss) as u32
     }
 
+    /// Something outside the sender holds it (Packet Rocket's pause: it is
+    /// not polled until the hold ends). The hold, not the window, limits
+    /// transmission meanwhile, so ACKs arriving during it grow the window
+    /// only by slow start's own clause, as when the device budget or the
+    /// pacer stopped the last poll (congestion window validation, RFC 7661
+    /// §4.1's spirit, as Linux's `tcp_is_cwnd_limited`).
+    pub fn hold(&mut self) {
+        self.cwnd_limited = false;
+    }
+
     /// Emits every segment the window allows at `now`, new data only while
     /// `budget_bytes` of payload remain (the device's room, e.g. TCP Small
     /// Queues' per-connection limit). Retransmissions ignore the budget.

@@ -486,6 +486,7 @@ impl PacketNet {
         let conn = self.conns[id as usize]
             .as_deref_mut()
             .expect("held and live");
+        conn.sender.hold();
         let until = conn.rocket.as_deref().expect("held").held_until;
         if conn.timer.is_none_or(|t0| until < t0) {
             conn.timer = Some(until);
