@@ -279,15 +279,7 @@ def build_plan(s: Scenario, name: str = "box", omit: frozenset = frozenset(), gs
             p.links.append(Link(spine_ns[sp], f"down{l}", f"10.0.{sp}.{2 * l}/31", leaf_ns[l], f"up{sp}",
                                 f"10.0.{sp}.{2 * l + 1}/31", lk["rate_bps"], lk["delay_ps"], True, True))
             p.routes.append(Route(spine_ns[sp], f"10.{l + 1}.0.0/16", [(f"10.0.{sp}.{2 * l + 1}", f"down{l}")]))
-    for l in range(spines and leaves):
-        for m in range(leaves):
-            if m != l:
-                p.routes.append(Route(leaf_ns[l], f"10.{m + 1}.0.0/16",
-                                      [(f"10.0.{sp}.{2 * l}", f"up{sp}") for sp in range(spines)]))
-    for sw in p.switches:
-        for key, value in (("net.ipv4.ip_forward", "1"), ("net.ipv4.conf.all.rp_filter", "0"),
-                           ("net.ipv4.conf.default.rp_filter", "0"), ("net.ipv4.fib_multipath_hash_policy", "1")):
-            p.sysctls.append((sw, key, value))
+    _leaf_routes_and_forwarding(p, leaf_ns, spines)
     if "ecn" in omit:
         q = q.model_copy(update={"ecn_threshold_bytes": None, "ecn_threshold_packets": None})
         if host_q is not None:
@@ -438,15 +430,7 @@ def build_cloud_plan(s: Scenario, name: str = "box", omit: frozenset = frozenset
                                 f"10.0.{sp}.{2 * l + 1}/31", rate, delay, True, True))
             ports[(spine_ns[sp], f"down{l}")], ports[(leaf_ns[l], f"up{sp}")] = q, q
             p.routes.append(Route(spine_ns[sp], f"10.{l + 1}.0.0/16", [(f"10.0.{sp}.{2 * l + 1}", f"down{l}")]))
-    for l in range(leaves if spines else 0):
-        for m2 in range(leaves):
-            if m2 != l:
-                p.routes.append(Route(leaf_ns[l], f"10.{m2 + 1}.0.0/16",
-                                      [(f"10.0.{sp}.{2 * l}", f"up{sp}") for sp in range(spines)]))
-    for sw in p.switches:
-        for key, value in (("net.ipv4.ip_forward", "1"), ("net.ipv4.conf.all.rp_filter", "0"),
-                           ("net.ipv4.conf.default.rp_filter", "0"), ("net.ipv4.fib_multipath_hash_policy", "1")):
-            p.sysctls.append((sw, key, value))
+    _leaf_routes_and_forwarding(p, leaf_ns, spines)
     if "ecn" in omit:
         off = {"ecn_threshold_bytes": None, "ecn_threshold_packets": None}
         ports = {k: (v.model_copy(update=off) if v is not None else None) for k, v in ports.items()}
@@ -470,3 +454,17 @@ def build_cloud_plan(s: Scenario, name: str = "box", omit: frozenset = frozenset
                 if argv[0] == "qdisc" and "red" in argv:
                     p.needs.setdefault("red", "queue.ecn_threshold_packets")
     return p
+
+
+def _leaf_routes_and_forwarding(p: "Plan", leaf_ns: list[str], spines: int) -> None:
+    """Each leaf's route to every other leaf's hosts over all its uplinks (ECMP), and the switches' forwarding
+    sysctls (multipath hashing on L4, no reverse-path filter): the same in a leaf-spine and a [cloud] box."""
+    for l in range(len(leaf_ns) if spines else 0):
+        for m in range(len(leaf_ns)):
+            if m != l:
+                p.routes.append(Route(leaf_ns[l], f"10.{m + 1}.0.0/16",
+                                      [(f"10.0.{sp}.{2 * l}", f"up{sp}") for sp in range(spines)]))
+    for sw in p.switches:
+        for key, value in (("net.ipv4.ip_forward", "1"), ("net.ipv4.conf.all.rp_filter", "0"),
+                           ("net.ipv4.conf.default.rp_filter", "0"), ("net.ipv4.fib_multipath_hash_policy", "1")):
+            p.sysctls.append((sw, key, value))

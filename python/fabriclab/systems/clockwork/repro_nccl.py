@@ -277,16 +277,21 @@ def run(out_dir: Path, quick: bool = False, workers: int = 1, first_seed: int = 
     return summary
 
 
+def config_rows(s: dict, talk: dict) -> list[str]:
+    """The three configurations' rows of a summary's table (clockwork-nccl's and clockwork-ray's)."""
+    rows = [f"{k:<16} {c['median_ms']:>10.1f} {c['iqr_ms']:>8.1f} {c['min_ms']:>6.1f}-{c['max_ms']:<7.1f}"
+            f" {c['change_pct']:>+8.1f} %  {talk[k]}" for k, c in s["configs"].items()]
+    if "chosen_rocket" in s:
+        rows.append(f"chosen_rocket: {s['chosen_rocket']}")
+    return rows
+
+
 def table(s: dict) -> str:
     talk = {"assigned": "", "chosen": "-33 %", "chosen_rocket": "-61 % (2.6x)"}
     lines = [f"clockwork-nccl: {s['clouds']} clouds x {s['runs_per_cluster']} all-reduce tasks of "
              f"{s['size_bytes'] >> 20} MiB per configuration (16 VMs x 2 GPUs, TCP CUBIC, rates 1/{SCALE})",
              "configuration      median ms   IQR ms   min-max ms     change   talk"]
-    for k, c in s["configs"].items():
-        lines.append(f"{k:<16} {c['median_ms']:>10.1f} {c['iqr_ms']:>8.1f} {c['min_ms']:>6.1f}-{c['max_ms']:<7.1f}"
-                     f" {c['change_pct']:>+8.1f} %  {talk[k]}")
-    if "chosen_rocket" in s:
-        lines.append(f"chosen_rocket: {s['chosen_rocket']}")
+    lines += config_rows(s, talk)
     for op, a in s.get("rocket_alone", {}).items():
         lines.append(f"Packet Rocket alone, {op}: {a['off']['median_ms']:.1f} -> {a['on']['median_ms']:.1f} ms "
                      f"({a['change_pct']:+.1f} %; talk -31 to -41 %)")

@@ -103,9 +103,4 @@ def table(s: dict) -> str:
     lines = [f"clockwork-ray: {s['clouds']} clouds x {s['runs_per_cluster']} runs of {s['iterations']} all-reduce "
              f"iterations ({s['size_bytes'] >> 20} MiB, {s['overhead_ms_per_iteration']} ms of Ray per iteration)",
              "configuration      median ms   IQR ms   min-max ms     change   talk"]
-    for k, c in s["configs"].items():
-        lines.append(f"{k:<16} {c['median_ms']:>10.1f} {c['iqr_ms']:>8.1f} {c['min_ms']:>6.1f}-{c['max_ms']:<7.1f}"
-                     f" {c['change_pct']:>+8.1f} %  {talk[k]}")
-    if "chosen_rocket" in s:
-        lines.append(f"chosen_rocket: {s['chosen_rocket']}")
-    return "\n".join(lines)
+    return "\n".join(lines + nc.config_rows(s, talk))
