@@ -615,11 +615,11 @@ ROWS: tuple[Row, ...] = (
         figure="talk, Ray's collective library (NCCL backend), 1 head + 15 workers, 28 all-reduce iterations: 2 seeded clouds x 3 runs",
         metric='median run time: chosen; chosen + Packet Rocket (vs cloud-assigned)',
         paper='−7.9 %; −26 %',
-        ours='+0.1 %; +0.05 % (933.9 → 934.9; 934.4 ms; IQR 2.6 → 9.9; 6.5 ms)',
+        ours='+0.1 %; +0.9 % (933.9 → 934.9; 941.9 ms; IQR 2.6 → 9.9; 9.4 ms)',
         tolerance='negative',
         status="differs (as clockwork-nccl, Packet Rocket on the tenant's VMs only; Ray adds 28 x 4.5 ms of calls)",
         checks=(FullCheck('chosen vs assigned (%)', 0.1, Band(None, 0.0)),
-                FullCheck('chosen + Packet Rocket vs assigned (%)', 0.05, Band(None, 0.0)),),
+                FullCheck('chosen + Packet Rocket vs assigned (%)', 0.9, Band(None, 0.0)),),
         full_date='2026-11-28'),
 )
 
@@ -660,7 +660,7 @@ REPRODUCTIONS: tuple[Reproduction, ...] = (
     Reproduction("bottleneck", "Clockwork", "26.5 s-168 s (--workers 2)", 9.2, "tests/test_bottleneck.py"),
     Reproduction("clockwork-nccl", "Clockwork", "8 min 2 s (--workers 2, load average 5-6)", 37.8,
                  "tests/test_clockwork_talk.py"),
-    Reproduction("clockwork-ray", "Clockwork", "6 min 47 s (--workers 2, load average 1-5)", 21.4,
+    Reproduction("clockwork-ray", "Clockwork", "11 min 54 s (--workers 1, beside the test suite)", 21.4,
                  "tests/test_clockwork_talk.py"),
 )
 
