@@ -285,14 +285,7 @@ def build_plan(s: Scenario, name: str = "box", omit: frozenset = frozenset(), gs
         if host_q is not None:
             host_q = host_q.model_copy(update={"ecn_threshold_bytes": None, "ecn_threshold_packets": None})
     ecn = ecn_threshold_bytes(q) is not None or (host_q is not None and ecn_threshold_bytes(host_q) is not None)
-    cc = CC_NAMES[s.transport.cc]
-    for host in p.hosts:
-        if "cc" not in omit:
-            p.sysctls.append((host, "net.ipv4.tcp_congestion_control", cc))
-        if ecn:
-            p.sysctls.append((host, "net.ipv4.tcp_ecn", "1"))
-    if "cc" not in omit:
-        p.needs[f"cc:{cc}"] = "transport.cc"
+    _host_transport(p, p.hosts, s, ecn, omit)
     for lk in p.links:
         delay = 0 if "delay" in omit else lk.delay_ps
         for end_ns, dev, sw_port in ((lk.a_ns, lk.a_dev, lk.a_switch), (lk.b_ns, lk.b_dev, lk.b_switch)):
@@ -435,14 +428,7 @@ def build_cloud_plan(s: Scenario, name: str = "box", omit: frozenset = frozenset
         off = {"ecn_threshold_bytes": None, "ecn_threshold_packets": None}
         ports = {k: (v.model_copy(update=off) if v is not None else None) for k, v in ports.items()}
     ecn = any(v is not None and ecn_threshold_bytes(v) is not None for v in ports.values())
-    cc = CC_NAMES[s.transport.cc]
-    for host in p.hosts + [o["ns"] for o in others]:
-        if "cc" not in omit:
-            p.sysctls.append((host, "net.ipv4.tcp_congestion_control", cc))
-        if ecn:
-            p.sysctls.append((host, "net.ipv4.tcp_ecn", "1"))
-    if "cc" not in omit:
-        p.needs[f"cc:{cc}"] = "transport.cc"
+    _host_transport(p, p.hosts + [o["ns"] for o in others], s, ecn, omit)
     for lk in p.links:
         delay = 0 if "delay" in omit else lk.delay_ps
         for end_ns, dev in ((lk.a_ns, lk.a_dev), (lk.b_ns, lk.b_dev)):
@@ -468,3 +454,16 @@ def _leaf_routes_and_forwarding(p: "Plan", leaf_ns: list[str], spines: int) -> N
         for key, value in (("net.ipv4.ip_forward", "1"), ("net.ipv4.conf.all.rp_filter", "0"),
                            ("net.ipv4.conf.default.rp_filter", "0"), ("net.ipv4.fib_multipath_hash_policy", "1")):
             p.sysctls.append((sw, key, value))
+
+
+def _host_transport(p: "Plan", hosts: list[str], s, ecn: bool, omit) -> None:
+    """The hosts' TCP congestion control (the scenario's, unless omitted; the box then needs that module) and ECN
+    when any queue marks: the same in every box."""
+    cc = CC_NAMES[s.transport.cc]
+    for host in hosts:
+        if "cc" not in omit:
+            p.sysctls.append((host, "net.ipv4.tcp_congestion_control", cc))
+        if ecn:
+            p.sysctls.append((host, "net.ipv4.tcp_ecn", "1"))
+    if "cc" not in omit:
+        p.needs[f"cc:{cc}"] = "transport.cc"
