@@ -845,16 +845,7 @@ fn write_loop(
                 }
             }
             Job::Echo { stamp, owd_ns } => {
-                let h = Header {
-                    kind: KIND_ECHO,
-                    flags: 0,
-                    op_id: 0,
-                    seq: 0,
-                    aux: stamp,
-                    offset: owd_ns as u64,
-                    len_bytes: 0,
-                    payload_crc: 0,
-                };
+                let h = Header::echo(stamp, owd_ns);
                 let _ = w.write_frame(&mut s, &h.encode());
                 queued.fetch_sub(1, Ordering::AcqRel);
             }

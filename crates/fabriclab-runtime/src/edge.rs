@@ -137,7 +137,7 @@ impl Edge {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{Header, FLAG_STAMPED, KIND_DATA, KIND_ECHO};
+    use crate::wire::{Header, FLAG_STAMPED, KIND_DATA};
 
     const US: u64 = 1_000;
 
@@ -170,16 +170,7 @@ mod tests {
         };
         let got = Header::decode(&data.encode()).unwrap();
         let arrival = (sent_ns + owd_ns_true).saturating_add_signed(ahead_ns);
-        let echo = Header {
-            kind: KIND_ECHO,
-            flags: 0,
-            op_id: 0,
-            seq: 0,
-            aux: got.aux,
-            offset: owd_ns(arrival, got.aux) as u64,
-            len_bytes: 0,
-            payload_crc: 0,
-        };
+        let echo = Header::echo(got.aux, owd_ns(arrival, got.aux));
         let back = Header::decode(&echo.encode()).unwrap();
         e.on_echo(echo_at_ns, echo_at, back.aux, back.offset as i64)
     }

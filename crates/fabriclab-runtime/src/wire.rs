@@ -44,6 +44,21 @@ pub struct Header {
 }
 
 impl Header {
+    /// Packet Rocket's echo (docs/clockwork.md, "Packet Rocket in the runtime"): a header-only message carrying
+    /// the data message's stamp back in `aux` and the receiver's one-way delay reading (ns, signed) in `offset`.
+    pub fn echo(stamp: u32, owd_ns: i64) -> Header {
+        Header {
+            kind: KIND_ECHO,
+            flags: 0,
+            op_id: 0,
+            seq: 0,
+            aux: stamp,
+            offset: owd_ns as u64,
+            len_bytes: 0,
+            payload_crc: 0,
+        }
+    }
+
     pub fn encode(&self) -> [u8; HEADER_BYTES] {
         let mut b = [0u8; HEADER_BYTES];
         b[0..4].copy_from_slice(&MAGIC.to_le_bytes());

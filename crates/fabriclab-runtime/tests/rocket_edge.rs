@@ -31,16 +31,7 @@ fn read_message(peer: &mut TcpStream) -> Header {
 }
 
 fn echo(peer: &mut TcpStream, stamp: u32, owd_ns: i64) {
-    let h = Header {
-        kind: KIND_ECHO,
-        flags: 0,
-        op_id: 0,
-        seq: 0,
-        aux: stamp,
-        offset: owd_ns as u64,
-        len_bytes: 0,
-        payload_crc: 0,
-    };
+    let h = Header::echo(stamp, owd_ns);
     peer.write_all(&h.encode()).unwrap();
 }
 
