@@ -326,16 +326,23 @@ def test_box_time_namespace_offsets_are_recovered(timens_box):
         s, ns = divmod(MONO[i], 10**9)
         assert "monotonic" in text and text.split()[1:3] == [str(s), str(ns)], (i, text)
     # ... and the estimator recovers every host's offset against h0 from the agents' CLOCK_MONOTONIC stamps
-    # within the software-stamp target (500 ns), with the true relative drift 0 within 1 ppm.
+    # within the software-stamp target (500 ns), with the true relative drift 0: the fitted line stays within
+    # that target at both ends of its window, |drift| <= 2 x 500 ns / the window's span. 2.5 s windows cut the
+    # 5 s mesh (5-6 s of stamps as agents start on a busy machine) into two of at least 2.5 s each (0.4 ppm);
+    # 2 s windows left a trailing window of about 1 s whose slope is four times noisier.
     j = timens_box["join"]
     assert j is not None and all(m["clock"] == "monotonic" for m in j.hosts.values())
     p = pr.read(timens_box["dir"] / "probes.parquet")
-    c = est.estimate(p, ["huygens"], window_s=2.0, pure_bound_ns=2000.0, reference="h0").clocks.to_pandas()
+    c = est.estimate(p, ["huygens"], window_s=2.5, pure_bound_ns=2000.0, reference="h0").clocks.to_pandas()
     assert len(c) >= 4
+    mids = sorted(set(c.window_mid_ns))
+    assert len(mids) >= 2   # a whole first window places the rest
+    last_start = mids[0] - 1_250_000_000 + (len(mids) - 1) * 2_500_000_000
+    span_ns = {m: 2_500_000_000 if m != mids[-1] else 2 * (m - last_start) for m in mids}
     for _, row in c.iterrows():
         i = int(row.host[1:])
         assert abs(row.offset_ns - (MONO[i] - MONO[0])) <= 500, (row.host, row.offset_ns)
-        assert abs(row.drift_ppm) <= 1.0, (row.host, row.drift_ppm)
+        assert abs(row.drift_ppm) * 1e-6 * span_ns[row.window_mid_ns] <= 2 * 500, (row.host, row.drift_ppm)
     # cluster down removed the namespaces and the time namespaces' files
     assert not timens_box["left"] and not timens_box["timens_left"]
 

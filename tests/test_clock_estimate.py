@@ -96,8 +96,12 @@ def test_drifting_clocks_are_recovered_exactly_on_a_graph_with_loops(tmp_path):
          delay_ns=300_000)
     p = pr.read(b.write(tmp_path / "p.parquet"))
     r = est.estimate(p, ["huygens", "huygens-no-ne"], window_s=2.0)
-    mid = int(p.tx0_ns.min()) + 1_000_000_000   # one window (span < 2 s): its middle, the reference's clock
+    # One window (span < 2 s). Its middle is the middle of the probes' span on the reference's clock
+    # (send stamps moved by coarse offsets, good to about a delay), not a half window (1 s) from its start.
     assert set(r.clocks.column("window").to_pylist()) == {0}
+    mid = r.clocks.column("window_mid_ns")[0].as_py()
+    a_sends = [tx for tx, s in zip(p.tx0_ns, p.src) if p.hosts[s] == "a"]
+    assert abs(mid - (min(a_sends) + max(a_sends)) / 2) < 2 * 300_000
     for m in ("huygens", "huygens-no-ne"):
         o, d = offsets(r, m)
         for h in "abcd":
@@ -124,9 +128,14 @@ def test_clocks_hours_apart_share_the_reference_s_windows(tmp_path):
     r = est.estimate(p, ["huygens", "ntp"], window_s=2.0)
     start = int(p.tx0_ns[p.src == 0].min())   # a's earliest send: a is the reference and starts first
     assert sorted(set(r.clocks.column("window").to_pylist())) == [0, 1]
+    end = int(p.tx0_ns[p.src == 0].max())
     for k in (0, 1):
-        mid = start + (2 * k + 1) * 1_000_000_000
         t = r.clocks.filter(pa.compute.equal(r.clocks.column("window"), k))
+        mid = t.column("window_mid_ns")[0].as_py()
+        if k == 0:   # a whole window: a half window from its start
+            assert mid == start + 1_000_000_000
+        else:        # the last absorbs the remainder: the middle of [its start, the last send] (a's sends, to a delay)
+            assert abs(mid - (start + 2_000_000_000 + end) / 2) < 2 * 300_000
         for m, h, o, d in zip(*(t.column(x).to_pylist() for x in ("method", "host", "offset_ns", "drift_ppm"))):
             want_o, want_d = b.truth("a", h, mid)
             assert o == pytest.approx(want_o, abs=1e-2), (m, k, h)  # float64 steps are 2e-4 ns near 1e12 ns

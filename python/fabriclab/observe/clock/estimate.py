@@ -54,9 +54,20 @@ class Windows:
     length_ns: int
     count: int
     of_pair: np.ndarray  # window index of each coded pair
+    end_ns: int        # the last pair's time: the last window ends here, not at start + count * length
 
     def mid_ns(self, k) -> np.ndarray:
-        return self.start_ns + (np.asarray(k, dtype=np.float64) + 0.5) * self.length_ns
+        """The middle of window k's span. The last window absorbs the remainder (half to one and a half
+        windows), so its middle is halfway between its start and ``end_ns``: placing it a half window
+        from its start reported a short last window's estimate at its edge, and a single window longer
+        than the file far outside the probes (an extrapolation that multiplied the drift's error)."""
+        k = np.asarray(k, dtype=np.float64)
+        last_start = self.start_ns + (self.count - 1) * self.length_ns
+        return np.where(k < self.count - 1, self.start_ns + (k + 0.5) * self.length_ns,
+                        (last_start + self.end_ns) / 2.0)
+
+    def span_ns(self, k: int) -> int:
+        return self.length_ns if k < self.count - 1 else self.end_ns - (self.start_ns + k * self.length_ns)
 
 
 def windows(p: Probes, window_s: float, coarse_ns: np.ndarray) -> Windows:
@@ -73,7 +84,7 @@ def windows(p: Probes, window_s: float, coarse_ns: np.ndarray) -> Windows:
     span = int(t.max()) - t0
     count = max(1, int(np.floor(span / w + 0.5)))
     k = np.minimum((t - t0) // w, count - 1).astype(np.int64)
-    return Windows(t0, w, count, k)
+    return Windows(t0, w, count, k, t0 + span)
 
 
 def coarse_offsets(p: Probes, e: Edges, reference: Optional[int]) -> np.ndarray:
@@ -282,7 +293,7 @@ def huygens_edges(p: Probes, w: Windows, e: Edges, is_pure: np.ndarray, bound_ns
         a, b = p.hosts[e.a[j]], p.hosts[e.b[j]]
         raise EstimateInputError(
             f"probes: edge {a}-{b} in window {k} (from {w.start_ns + k * w.length_ns} ns on the reference's clock, "
-            f"{w.length_ns / 1e9:g} s long) holds {counts[c, 0]} pure pair(s) {a}->{b} and {counts[c, 1]} "
+            f"{w.span_ns(k) / 1e9:g} s long) holds {counts[c, 0]} pure pair(s) {a}->{b} and {counts[c, 1]} "
             f"{b}->{a} (of {counts[c, 2]} and {counts[c, 3]}); the fit needs at least two each way. Probe more "
             f"often, lengthen --window-s, or widen --pure-bound-ns (now {bound_ns:g} ns)")
     fits = []
