@@ -270,10 +270,11 @@ def fig8_jobs(hosts: int, load: float, horizon_ps: int, seed: int, scale: float,
 
 def fig8_scenario(config: str, load: float, k: int = 16, backend: str = "flow", horizon_ps: int = 100 * MS,
                   seed: int = 1, scale: float = 1 / 20, iterations: int = 3, part: str = "both",
-                  warmup_ps: int = 0) -> Scenario:
+                  warmup_ps: int = 0, flow_model: str = "fluid") -> Scenario:
     """One load point of figure 8 on a k-ary fat-tree. ``part`` (Ideal's two
     dedicated clusters): "background" (the flows alone), "jobs" (the jobs
-    alone, aggregated by PANAMA) or "both"."""
+    alone, aggregated by PANAMA) or "both". ``flow_model``: the flow
+    backend's model (ignored by the packet backend)."""
     hosts = k ** 3 // 4
     agg_class = 3 if backend == "packet" else 0
     jobs = fig8_jobs(hosts, load, warmup_ps + horizon_ps, seed, scale, iterations) if part != "background" else []
@@ -299,9 +300,9 @@ def fig8_scenario(config: str, load: float, k: int = 16, backend: str = "flow", 
     if backend == "packet":
         raw["pfc"] = {"classes": [agg_class]}
     else:
-        # The pure max-min model, as docs/reproductions.md's numbers were made
-        # (the "tcp" flow model's slow start and queues cost 2-3 x more time at 1024 servers).
-        raw["flow_model"] = "fluid"
+        # The pure max-min model by default, as docs/reproductions.md's numbers were made
+        # ("tcp" measured against it at 1024 servers: docs/reproductions.md, figure 8).
+        raw["flow_model"] = flow_model
     return Scenario.from_dict(raw)
 
 
@@ -337,7 +338,7 @@ def fig8_metrics(res, horizon_ps: int, warmup_ps: int = 0) -> dict:
 
 
 def fig8(out_dir: Path, quick: bool = False, backend: str = "packet", k: int = 8,
-         loads=None, horizon_ps: int | None = None) -> pd.DataFrame:
+         loads=None, horizon_ps: int | None = None, flow_model: str = "fluid") -> pd.DataFrame:
     """Figure 8's configurations over total loads (background 20 % plus
     aggregation jobs) on a k-ary fat-tree. Ideal = the background flows and
     the jobs (aggregated by PANAMA) each alone on the fabric."""
@@ -347,17 +348,21 @@ def fig8(out_dir: Path, quick: bool = False, backend: str = "packet", k: int = 8
     for load in loads:
         for config in FIG8_CONFIGS:
             if config == "Ideal":
-                bg = fig8_metrics(simulate(fig8_scenario(config, load, k, backend, horizon_ps, part="background")),
+                bg = fig8_metrics(simulate(fig8_scenario(config, load, k, backend, horizon_ps, part="background",
+                                                           flow_model=flow_model)),
                                   horizon_ps)
-                jobs = fig8_metrics(simulate(fig8_scenario(config, load, k, backend, horizon_ps, part="jobs")),
+                jobs = fig8_metrics(simulate(fig8_scenario(config, load, k, backend, horizon_ps, part="jobs",
+                                                             flow_model=flow_model)),
                                     horizon_ps)
                 m = {**bg, **{key: jobs[key] for key in ("jobs", "jobs_finished", "job_time_ms")}}
             else:
-                m = fig8_metrics(simulate(fig8_scenario(config, load, k, backend, horizon_ps)), horizon_ps)
+                m = fig8_metrics(simulate(fig8_scenario(config, load, k, backend, horizon_ps, flow_model=flow_model)),
+                                horizon_ps)
             rows.append({"load": load, "config": config, "backend": backend, "k": k, **m})
     df = pd.DataFrame(rows)
     out_dir.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out_dir / f"fig8_{backend}_k{k}.csv", index=False)
+    tail = "" if backend == "packet" or flow_model == "fluid" else f"_{flow_model}"
+    df.to_csv(out_dir / f"fig8_{backend}_k{k}{tail}.csv", index=False)
     return df
 
 
