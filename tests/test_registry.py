@@ -44,6 +44,7 @@ def test_every_reproduction_has_rows_quick_checks_and_a_guard():
     assert {q.repro for q in R.QUICK} == set(names)
     for r in R.REPRODUCTIONS:
         assert r.quick_s is not None and r.quick_s > 0, r.name
+        assert r.runs_on, r.name   # every reproduction states what it simulates on (issue 29)
         if r.ci and r.ci != HERE:
             # The test the registry names really checks this reproduction's quick bands.
             assert f'assert_quick_bands("{r.name}"' in (ROOT / r.ci).read_text(), (r.name, r.ci)

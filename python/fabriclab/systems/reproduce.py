@@ -155,9 +155,9 @@ def quick_table(rows: list[dict]) -> str:
 
 def list_table() -> str:
     """Plain text: the registry (reproductions, then the page's rows)."""
-    head = ("reproduction", "quick s", "in CI", "full run", "quick checks")
-    body = [(r.name, "?" if r.quick_s is None else f"{r.quick_s:g}", r.ci.removeprefix("tests/") or "on demand", r.full,
-             str(sum(q.repro == r.name for q in QUICK))) for r in REPRODUCTIONS]
+    head = ("reproduction", "runs on", "quick s", "in CI", "full run", "quick checks")
+    body = [(r.name, r.runs_on, "?" if r.quick_s is None else f"{r.quick_s:g}", r.ci.removeprefix("tests/") or "on demand",
+             r.full, str(sum(q.repro == r.name for q in QUICK))) for r in REPRODUCTIONS]
     rows = [(x.repro or "-", x.metric, x.paper, x.ours, x.tolerance, x.verdict, x.full_date or "-") for x in ROWS]
     return (_text_table(head, body) + "\n\n"
             + _text_table(("reproduction", "metric", "paper", "ours (full)", "tolerance", "status", "date"), rows))
