@@ -1,4 +1,4 @@
-"""Packet Rocket in the packet backend (issue 27; docs/clockwork.md, "Packet
+"""Packet Rocket in the packet backend (issue 27; docs/clockwork-control.md, "Packet
 Rocket"): `transport.packet_rocket_threshold_ps` and `packet_rocket_clock`.
 
 Every expected number is worked out by hand from the path's rates and
