@@ -173,8 +173,9 @@ def test_incast_no_drops_with_packet_rocket_ignoring_only_echoes_sent_during_a_p
 def test_incast_the_issues_reading_is_blind_while_slow_start_overflows(cc):
     # The default ("ended", the issue's reading of On-Ramp) at B = N x IW.
     # Flow f's first echo is of its first segment, f-th served: an excess of
-    # f tau, so flows f >= 5 pause for f tau - T < 13.5 us, which ends before
-    # their next ACK (N tau = 19.7 us later). Every other echo of the first
+    # f tau, so flows f >= 5 pause for f tau - T < 13.5 us (flows 0-4 at their
+    # second echo, for (N - 1 + f) tau - T < 18.4 us), which ends before the
+    # flow's next ACK (N tau = 19.7 us later). Every later echo of the first
     # window is of a packet stamped before that pause ended: ignored. The
     # first echo that counts is of a packet sent after a first pause (the
     # earliest ends 17.9 us in) behind at least (N - 1) x IW = 150 queued:
