@@ -18,7 +18,7 @@ Not a test (root; a few minutes); run it by hand:
     sudo python benches/bench_box_select.py [--vms 6] [--reps 5] [--size 2M] [--iters 3] [--name rbs]
         [--packet-rocket-us T] [--json out.json]
 
-Results: docs/performance.md ("Cluster selection in the box") and docs/clockwork.md ("Selection in the
+Results: docs/performance.md ("Cluster selection in the box") and docs/clockwork-control.md ("Selection in the
 box").
 """
 

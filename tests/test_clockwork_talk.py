@@ -1,4 +1,4 @@
-"""The Clockwork talk's reproductions (issue 27; docs/clockwork.md,
+"""The Clockwork talk's reproductions (issue 27; docs/clockwork-control.md,
 "Reproducing the talk"): the time model's closed forms by hand, a quiet
 cloud's all-reduce against the ring's bandwidth bound, and the quick modes
 held to their registry bands."""

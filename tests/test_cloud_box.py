@@ -1,4 +1,4 @@
-"""The public cloud in the cluster-in-a-box (docs/clockwork.md, "The cloud in
+"""The public cloud in the cluster-in-a-box (docs/clockwork-control.md, "The cloud in
 the box"): a [cloud] scenario placed by hand builds machines as router
 namespaces; `fabriclab cluster select` on a pool where two VMs share a
 machine and one machine carries noisy neighbours keeps neither the second VM

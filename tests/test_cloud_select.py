@@ -1,4 +1,4 @@
-"""Cluster selection (`fabriclab cloud select`, docs/clockwork.md "Cluster
+"""Cluster selection (`fabriclab cloud select`, docs/clockwork-control.md "Cluster
 selection"): on a pool placed by hand, where two VMs share a machine and one
 sits on a noisy machine, the selection drops both; bad input exits 2."""
 

@@ -1,4 +1,4 @@
-"""Packet Rocket in the runtime (docs/clockwork.md, "Packet Rocket in the
+"""Packet Rocket in the runtime (docs/clockwork-control.md, "Packet Rocket in the
 runtime"), end to end over loopback: with the option on, every collective
 still gives numpy's result (int32 exactly), the ranks' connections carry
 stamps and echoes, and bad thresholds are refused naming the field. The rule

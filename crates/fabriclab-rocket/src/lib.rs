@@ -2,8 +2,9 @@
 //! al., NSDI'21, "Breaking the Transience-Equilibrium Nexus: A New Approach
 //! to Datacenter Packet Transport"), as the Clockwork talk names it.
 //!
-//! The rule, per flow at the sender (docs/clockwork.md, "Control half",
-//! gives each point's source and what is unverified):
+//! The rule, per flow at the sender (docs/clockwork-control.md, "Packet
+//! Rocket (On-Ramp's rule) in the packet backend", gives each point's source
+//! and what is unverified):
 //!
 //! - each data packet carries its send time on the sender's clock, and the
 //!   receiver echoes the one-way delay (its own clock minus that stamp) in
@@ -18,7 +19,7 @@
 //!
 //! [`Ignore`] selects which echoes a pause ignores: the reading above
 //! (`BeforeEnd`, the default) or one of two variants of ours, which are not
-//! the paper's (docs/clockwork.md, "Which echoes a pause ignores").
+//! the paper's (docs/clockwork-control.md, "Which echoes a pause ignores").
 //!
 //! In smoltcp's shape like the simulator's transport: it is fed echoes and
 //! never reads a clock; every time is the sender's local clock reading, in

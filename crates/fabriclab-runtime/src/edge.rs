@@ -1,6 +1,6 @@
 //! Packet Rocket at the runtime's edge: On-Ramp's rule (the shared
 //! `fabriclab-rocket` crate, the one implementation the simulator uses
-//! too) applied per connection, per chunk. docs/clockwork.md, "Packet
+//! too) applied per connection, per chunk. docs/clockwork-control.md, "Packet
 //! Rocket in the runtime", says what it costs against the paper's per
 //! packet gate.
 //!

@@ -44,7 +44,7 @@ pub struct Header {
 }
 
 impl Header {
-    /// Packet Rocket's echo (docs/clockwork.md, "Packet Rocket in the runtime"): a header-only message carrying
+    /// Packet Rocket's echo (docs/clockwork-control.md, "Packet Rocket in the runtime"): a header-only message carrying
     /// the data message's stamp back in `aux` and the receiver's one-way delay reading (ns, signed) in `offset`.
     pub fn echo(stamp: u32, owd_ns: i64) -> Header {
         Header {

@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
                                                "(allreduce only; scripts/install-baselines.sh)."),
         rocket_us: Optional[float] = typer.Option(None, "--packet-rocket-threshold-us", help="Turn Packet Rocket "
                                                   "on: hold a connection's next chunk while the echoed one-way "
-                                                  "delay exceeds the path's base by more than this (docs/clockwork.md)."),
+                                                  "delay exceeds the path's base by more than this (docs/clockwork-control.md)."),
     ) -> None:
         """nccl-tests' table for the runtime (or a baseline), on local processes over loopback TCP or in a cluster-in-a-box."""
         from ..util.inputs import check_out_dir

@@ -63,7 +63,7 @@ class Communicator:
     pause, per connection and per chunk): a connection's next message is held
     while the echoed one-way delay exceeds the path's base by more than this
     many microseconds; None (the default) is off. :meth:`rocket_stats` gives
-    its counters. docs/clockwork.md, "Packet Rocket in the runtime"."""
+    its counters. docs/clockwork-control.md, "Packet Rocket in the runtime"."""
 
     def __init__(self, rank: int, world_size: int, master_addr: str, master_port: int, token: str, *,
                  bind_addr: str | None = None, streams: int = 1, timeout_s: float = 5.0,
@@ -290,7 +290,7 @@ class Communicator:
     def rocket_stats(self) -> dict | None:
         """Packet Rocket's counters over this rank's connections since it joined
         (echoes, pauses, paused_ns: the pauses' total, held_ns: the time messages
-        waited for one), or None when it is off (docs/clockwork.md)."""
+        waited for one), or None when it is off (docs/clockwork-control.md)."""
         return self._c.rocket_stats()
 
     def close(self) -> None:

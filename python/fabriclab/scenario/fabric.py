@@ -209,7 +209,7 @@ class TransportConfig(_Strict):
     # Open each new connection with a SYN / SYN-ACK exchange (packet backend).
     handshake: StrictBool = False
     dcqcn: DcqcnConfig = Field(default_factory=DcqcnConfig)
-    # Packet Rocket (docs/clockwork.md): hold a flow at its sender while an echoed one-way delay exceeds its
+    # Packet Rocket (docs/clockwork-control.md): hold a flow at its sender while an echoed one-way delay exceeds its
     # path's base (the least seen) by more than this; None: off (packet backend).
     packet_rocket_threshold_ps: Optional[Annotated[TimePs, Field(ge=0)]] = None
     # The clocks its one-way delays are read on: "ideal" (true time) or "host" (each host's [clocks]);
@@ -217,7 +217,7 @@ class TransportConfig(_Strict):
     packet_rocket_clock: Optional[Literal["ideal", "host"]] = None
     # Which echoes a pause ignores: "ended" (packets sent before the last pause ended: issue 27's reading
     # of On-Ramp), or our variants, not the paper's: "extend" (as "ended", but an echo arriving during a
-    # pause may move its end later) and "during" (only packets sent during a pause). docs/clockwork.md.
+    # pause may move its end later) and "during" (only packets sent during a pause). docs/clockwork-control.md.
     packet_rocket_ignore: Literal["ended", "extend", "during"] = "ended"
     # The hosts (host indices; with [cloud] the tenant's VMs are 0..tenant_vms-1) whose senders run Packet
     # Rocket; a connection from any other host runs as with it off. None: every host.

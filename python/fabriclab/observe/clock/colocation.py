@@ -302,7 +302,7 @@ def detect(clocks: pa.Table, probes: Optional[Probes] = None, method: str = "huy
 def queue_sharing_groups(q_ns: np.ndarray, hosts: list[str], queued_ns: float = 1_000_000.0,
                          tolerance: float = 0.35) -> list[list[str]]:
     """Groups of hosts behind one queue, from load rounds (the cluster-in-a-box's
-    selection; docs/clockwork.md, "Selection in the box"): ``q_ns[i, r]`` is
+    selection; docs/clockwork-control.md, "Selection in the box"): ``q_ns[i, r]`` is
     host i's sender-side queueing in round r (the box splits each pair's
     median excess delay in the round into sender and receiver sides:
     systems/clockwork/box_select.py). Hosts behind one FIFO see the same queue at the same time, so two

@@ -305,7 +305,7 @@ def build_plan(s: Scenario, name: str = "box", omit: frozenset = frozenset(), gs
 
 
 # ---------------------------------------------------------------- a [cloud] scenario
-# The box of a ``[cloud]`` scenario (docs/clockwork.md, "The cloud in the
+# The box of a ``[cloud]`` scenario (docs/clockwork-control.md, "The cloud in the
 # box"): the same placement the simulator lowers (``Scenario.build_cloud``),
 # built as namespaces.
 #

@@ -1,5 +1,5 @@
 """Cluster selection in the cluster-in-a-box (`fabriclab cluster select`;
-docs/clockwork.md, "Selection in the box"): the box's hosts are the pool (a
+docs/clockwork-control.md, "Selection in the box"): the box's hosts are the pool (a
 [cloud] box: the tenant's VMs, M + margin); the real probe mesh runs among
 them, first idle, then through load rounds; :func:`select.choose` keeps M.
 
@@ -45,7 +45,7 @@ LOAD_SHARE = 0.7
 # The score: per pair the p90 of its idle excess delays, split into sender and receiver sides like a round's
 # (sender_side); a host's score is its sender side: its machine's uplink queue. In a small pool every host
 # probes nearly every other, so a host's own percentiles (the simulated score) hold the echoes it gets from a
-# noisy host (docs/clockwork.md).
+# noisy host (docs/clockwork-control.md).
 SCORE_QUANTILE = 90.0
 # The agents and load workers start Python with pyarrow in every host at once; on a busy 2-core machine that
 # took 6-9 s, and 18 s under a load average of 12 (measured), and probes must start before the idle phase does.

@@ -1,5 +1,5 @@
 """`fabriclab cloud select`: cluster selection on a simulated public cloud
-(docs/clockwork.md, "Cluster selection"). Heavy modules are imported inside
+(docs/clockwork-control.md, "Cluster selection"). Heavy modules are imported inside
 the command, so `fabriclab --help` stays fast."""
 
 from __future__ import annotations

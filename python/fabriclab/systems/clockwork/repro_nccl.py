@@ -1,5 +1,5 @@
 """``fabriclab reproduce clockwork-nccl``: the Clockwork talk's nccl-tests
-figures (seed 000; issue 27; docs/clockwork.md, "Reproducing the talk";
+figures (seed 000; issue 27; docs/clockwork-control.md, "Reproducing the talk";
 numbers in docs/reproductions.md).
 
 The talk: 16 GCP VMs x 2 V100 (NVLink between a VM's two GPUs, TCP between
@@ -9,7 +9,7 @@ a cloud-assigned cluster, a Clockwork-chosen one cuts the median time by
 variance; Packet Rocket alone, on a chosen cluster, cuts four NCCL tasks by
 31-41 %.
 
-The model (each choice is stated in docs/clockwork.md with its reason):
+The model (each choice is stated in docs/clockwork-control.md with its reason):
 
 - **The cloud** (``[cloud]``): per cluster a seeded cloud, a leaf-spine of
   8 ToRs x 4 machines under 2 spines, 4 VM slots per machine, rates scaled
@@ -61,7 +61,7 @@ SIZE_BYTES = 16 << 20
 QUICK_SIZE_BYTES = 4 << 20
 GAP_MS = 250
 QUICK_GAP_MS = 150
-# Rates scaled from GCP's by 1/10 (docs/clockwork.md): NICs, per-VM caps and NVLink alike,
+# Rates scaled from GCP's by 1/10 (docs/clockwork-control.md): NICs, per-VM caps and NVLink alike,
 # so the NVLink stages keep their share of a task.
 SCALE = 10
 NIC_BPS = 100 * 10**9 // SCALE
@@ -115,7 +115,7 @@ def threshold_ps(c: dict) -> int:
     """Packet Rocket's T: one base RTT (2 x the base OWD) above the path's
     base OWD, i.e. a standing queue of one bandwidth-delay product at the
     bottleneck before a pause: the classic buffer that keeps a lone TCP flow
-    busy through its decrease (docs/clockwork.md gives the reasoning)."""
+    busy through its decrease (docs/clockwork-control.md gives the reasoning)."""
     return 2 * base_owd_ps(c)
 
 

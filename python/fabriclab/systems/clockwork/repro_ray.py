@@ -1,5 +1,5 @@
 """``fabriclab reproduce clockwork-ray``: the Clockwork talk's Ray figure
-(seed 000; issue 27; docs/clockwork.md, "Reproducing the talk").
+(seed 000; issue 27; docs/clockwork-control.md, "Reproducing the talk").
 
 The talk: Ray's collective library (``ray.util.collective``, NCCL backend)
 on 16 GCP VMs x 2 V100 (one head and 15 workers); 2 clusters of each type,

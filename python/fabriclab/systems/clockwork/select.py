@@ -1,4 +1,4 @@
-"""Cluster selection on a public cloud (issue 27; docs/clockwork.md,
+"""Cluster selection on a public cloud (issue 27; docs/clockwork-control.md,
 "Cluster selection"): over-provision, measure with the probe mesh, keep the
 M best VMs for the job's ring, report what was rejected and why.
 
@@ -251,7 +251,7 @@ def choose(m: Measurement, vms: int, noisy_factor: float = NOISY_FACTOR,
     """Keeps ``vms`` of the pool by the stated objective (module docstring).
     ``prefer="quiet"`` puts (1) shared machines after (2) slow and (3) noisy:
     the objective minimises slow VMs kept, then noisy ones, then VMs sharing a
-    detected group, then the score (the box's choice: docs/clockwork.md).
+    detected group, then the score (the box's choice: docs/clockwork-control.md).
     ``score_quantile``: the percentile of excess delay that scores a VM;
     ``m.score_ns``, when given, is the score instead (the box's)."""
     if prefer not in ("spread", "quiet"):

@@ -1,4 +1,4 @@
-"""A first measurement of cluster selection (issue 27; docs/clockwork.md,
+"""A first measurement of cluster selection (issue 27; docs/clockwork-control.md,
 "Cluster selection"; numbers in docs/performance.md): on seeded clouds, ring
 allreduces on the VMs the cloud assigned against those `select` kept.
 

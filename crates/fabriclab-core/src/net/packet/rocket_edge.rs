@@ -1,4 +1,4 @@
-//! Packet Rocket at the packet backend's edge (docs/clockwork.md, "Packet
+//! Packet Rocket at the packet backend's edge (docs/clockwork-control.md, "Packet
 //! Rocket"): the rule ([`crate::transport::rocket::Rocket`]) fed with real
 //! stamps and echoes.
 //!
