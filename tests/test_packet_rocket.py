@@ -142,8 +142,11 @@ def test_incast_buffer_drops_without_packet_rocket():
 # each flow is held across its first window's echoes: segment j of flow f
 # waited ((N - 1) j + f) tau, and its pause, that less T, outlasts the N tau
 # until the flow's next echo from j = 2 on (from j = 1 for f >= 6). So the
-# largest burst that reaches the port at once is every flow's released
-# window: at most N x 2 x IW.
+# largest burst that reaches the port at once after the first windows is
+# every flow's released window: at most N x 2 x IW. That bounds the first
+# burst and the first release only; later releases (windows up to 28) come
+# out of step, and that they stay under B is measured, not derived here
+# (docs/clockwork-control.md: the buffer sweep is drop-free from 240).
 #
 # Without Packet Rocket, by hand: the first windows leave (N - 1) x IW = 150
 # queued; then each ACK (one per tau, the port's pace) releases two segments
@@ -182,10 +185,10 @@ def test_incast_the_issues_reading_is_blind_while_slow_start_overflows(cc):
     # it returns no earlier than 17.9 + 150 tau = 202.5 us. Until then every
     # ACK (one per tau from 10.6 us: at least 155) releases two segments, so
     # at least 160 + 2 x 155 = 470 reach the port, which sends at most 162
-    # and holds 160: at least 148 drop, less the few still on the wire (one
-    # or two per sender): at least 120.
+    # and holds 160: at least 148 drop, less those still on the wire at the
+    # end (at most two per sender, 32): at least 116.
     r = _incast(N * IW, 5_000_000, cc)
-    assert r.summary["links"]["drops"] >= 120
+    assert r.summary["links"]["drops"] >= 116
 
 
 def test_same_seed_identical_bytes_with_packet_rocket():

@@ -390,3 +390,9 @@ def test_with_fair_queueing_at_the_nics_a_job_on_two_trees_shares_a_congested_sp
     tcp, tree = float(shared[0]), float(shared[3])
     assert 9.0 < tcp + tree <= 10.0
     assert jain([tcp, tree]) >= 0.95, (tcp, tree)
+
+
+def test_fig8_flow_model_is_passed_and_defaults_to_fluid():
+    from fabriclab.systems.panama.repro import fig8_scenario
+    assert fig8_scenario("PANAMA", 0.5, k=4, backend="flow").flow_model == "fluid"
+    assert fig8_scenario("PANAMA", 0.5, k=4, backend="flow", flow_model="tcp").flow_model == "tcp"

@@ -1,5 +1,5 @@
 """VM colocation from clock estimates and probe delays (docs/clockwork.md,
-"Colocation detection").
+"The cloud model and VM colocation", "The detector").
 
 VMs of one physical machine read one oscillator: the same drift and the
 same wander, their offsets apart by a constant. So, per pair of VMs (a, b),

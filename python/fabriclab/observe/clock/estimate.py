@@ -58,7 +58,7 @@ class Windows:
 
     def mid_ns(self, k) -> np.ndarray:
         """The middle of window k's span. The last window absorbs the remainder (half to one and a half
-        windows), so its middle is halfway between its start and ``end_ns``: placing it a half window
+        windows; a single window is the whole span), so its middle is halfway between its start and ``end_ns``: placing it a half window
         from its start reported a short last window's estimate at its edge, and a single window longer
         than the file far outside the probes (an extrapolation that multiplied the drift's error)."""
         k = np.asarray(k, dtype=np.float64)
@@ -75,7 +75,8 @@ def windows(p: Probes, window_s: float, coarse_ns: np.ndarray) -> Windows:
     to the reference's clock by the sender's coarse offset (``coarse_offsets``: within a delay plus the
     drift over the file, far less than a window; the linear fit covers a probe just across a boundary as
     well). The span from the first to the last such time is cut into round(span / window) windows (at
-    least one); the last absorbs the remainder, so it holds between half and one and a half windows."""
+    least one); the last absorbs the remainder, so it holds between half and one and a half windows (a
+    single window: the whole span, however short)."""
     if not window_s > 0 or not np.isfinite(window_s):
         raise EstimateInputError(f"--window-s: must be a positive number of seconds, got {window_s}")
     w = round(window_s * 1e9)

@@ -341,7 +341,9 @@ def fig8(out_dir: Path, quick: bool = False, backend: str = "packet", k: int = 8
          loads=None, horizon_ps: int | None = None, flow_model: str = "fluid") -> pd.DataFrame:
     """Figure 8's configurations over total loads (background 20 % plus
     aggregation jobs) on a k-ary fat-tree. Ideal = the background flows and
-    the jobs (aggregated by PANAMA) each alone on the fabric."""
+    the jobs (aggregated by PANAMA) each alone on the fabric. ``flow_model``:
+    the flow backend's model ("fluid" by default; the packet backend ignores it,
+    and the CSV's name carries it when it is not the default)."""
     loads = loads or ((0.5,) if quick else (0.3, 0.5, 0.8))
     horizon_ps = horizon_ps or ((30 if quick else 100) * MS)
     rows = []
