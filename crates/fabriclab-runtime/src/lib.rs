@@ -5,7 +5,8 @@
 //!
 //! - [`bootstrap`]: rendezvous at the master address, one connection (or
 //!   `streams`) per rank pair, join token checked in every handshake.
-//! - [`conn`]: a reader and a writer thread per connection.
+//! - [`conn`]: a reader and a writer thread per connection (`conn/read.rs`,
+//!   `conn/write.rs`).
 //! - [`exec`]: the executor that follows the plan's actions.
 //! - [`wire`]: the message header. [`dtype`]: the reductions.
 //!
