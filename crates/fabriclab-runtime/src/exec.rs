@@ -11,12 +11,14 @@
 use crate::clock::Stamp;
 use crate::conn::{Conn, Event, Gone, Payload};
 use crate::dtype::{reduce_sum, DType};
+use crate::pool::Pool;
 pub use crate::prepared::{Prepared, Record};
 use crate::wire::HEADER_BYTES;
 use crate::{bootstrap, Config, ErrorKind, RtError};
 use fabriclab_plan::{Action, Op, PlanRun};
 use std::collections::VecDeque;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub struct Communicator {
@@ -29,6 +31,8 @@ pub struct Communicator {
     next_op: u64,
     failed: Option<RtError>,
     pub(crate) telemetry: Vec<Record>,
+    /// Message buffers shared by the connections (crate::pool).
+    pool: Arc<Pool>,
     /// The heartbeat thread: dropping the sender stops it.
     beat: Option<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)>,
 }
@@ -45,9 +49,10 @@ impl Communicator {
         let (tx, rx) = channel();
         let s = cfg.streams as usize;
         let mut conns: Vec<Option<Conn>> = (0..cfg.world_size as usize * s).map(|_| None).collect();
+        let pool = Arc::new(Pool::default());
         for l in links {
             let (peer, stream) = (l.peer, l.stream);
-            let c = Conn::start(peer, stream, l.tcp, &cfg, tx.clone())
+            let c = Conn::start_with_pool(peer, stream, l.tcp, &cfg, tx.clone(), pool.clone())
                 .map_err(RtError::io("starting connection threads"))?;
             conns[peer as usize * s + stream as usize] = Some(c);
         }
@@ -77,6 +82,7 @@ impl Communicator {
             next_op: 0,
             failed: None,
             telemetry: Vec::new(),
+            pool,
             beat,
         })
     }
@@ -272,7 +278,7 @@ impl Communicator {
                             .map_or(self.cfg.streams, |k| k.min(self.cfg.streams));
                     st.stream[step as usize] = stream;
                     let (o, b) = (s.offset as usize, s.bytes as usize);
-                    let mut data = Vec::with_capacity(HEADER_BYTES + b);
+                    let mut data = self.pool.take(HEADER_BYTES + b);
                     data.resize(HEADER_BYTES, 0);
                     data.extend_from_slice(&buf[o..o + b]);
                     let idx = (s.peer * self.cfg.streams + stream) as usize;

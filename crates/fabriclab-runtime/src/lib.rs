@@ -19,6 +19,7 @@ pub mod dtype;
 pub mod edge;
 pub mod exec;
 mod failure;
+pub mod pool;
 pub mod prepared;
 pub mod wire;
 

@@ -23,6 +23,7 @@ mod write;
 
 use crate::clock::{realtime_ns, Stamp};
 use crate::edge::{Edge, EdgeStats};
+use crate::pool::Pool;
 use crate::wire::{Header, HEADER_BYTES};
 use crate::{Config, Fault};
 use read::read_loop;
@@ -66,15 +67,19 @@ impl Credit {
     }
 }
 
-/// A received payload; dropping it returns its bytes to the connection's credit.
+/// A received payload; dropping it returns its bytes to the connection's
+/// credit and its buffer to the communicator's pool.
 pub struct Payload {
     pub data: Vec<u8>,
     pub(super) credit: Arc<Credit>,
+    pub(super) pool: Arc<Pool>,
 }
 
 impl Drop for Payload {
     fn drop(&mut self) {
-        self.credit.give(self.data.len() as u64);
+        let data = std::mem::take(&mut self.data);
+        self.credit.give(data.len() as u64);
+        self.pool.give(data);
     }
 }
 
@@ -245,12 +250,26 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// Starts the connection's threads with a buffer pool of its own.
     pub fn start(
         peer: u32,
         stream: u32,
         tcp: TcpStream,
         cfg: &Config,
         events: Sender<Event>,
+    ) -> std::io::Result<Conn> {
+        Conn::start_with_pool(peer, stream, tcp, cfg, events, Arc::new(Pool::default()))
+    }
+
+    /// Starts the connection's threads; message buffers come from and go
+    /// back to `pool` (the communicator's, shared by its connections).
+    pub fn start_with_pool(
+        peer: u32,
+        stream: u32,
+        tcp: TcpStream,
+        cfg: &Config,
+        events: Sender<Event>,
+        pool: Arc<Pool>,
     ) -> std::io::Result<Conn> {
         let credit = Arc::new(Credit {
             state: Mutex::new((0, false)),
@@ -270,6 +289,7 @@ impl Conn {
             lock: Arc::new(Mutex::new(())),
             live: live.clone(),
             late_timeout: cfg.late_timeout,
+            pool: pool.clone(),
         };
         tcp.set_read_timeout(Some(poll_interval(cfg.timeout)))?;
         tcp.set_write_timeout(Some(poll_interval(cfg.timeout)))?;
@@ -286,7 +306,7 @@ impl Conn {
         let e2 = edge.clone();
         let reader = std::thread::Builder::new()
             .name(format!("flrt-read-{peer}.{stream}"))
-            .spawn(move || read_loop(peer, stream, r, cr2, events, live, echo, e2))?;
+            .spawn(move || read_loop(peer, stream, r, (cr2, pool), events, live, echo, e2))?;
         let checksum = cfg.checksum;
         let fault = Arc::new(Mutex::new(cfg.fault));
         let (f2, q2, w2, e3) = (fault.clone(), queued.clone(), wctx.clone(), edge.clone());

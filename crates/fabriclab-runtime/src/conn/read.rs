@@ -4,6 +4,7 @@
 use super::{polled, Credit, Event, Liveness, Payload, Poster};
 use crate::clock::{realtime_ns, Stamp};
 use crate::edge::{self, Edge};
+use crate::pool::Pool;
 use crate::wire::{
     Header, FLAG_CHECKSUM, FLAG_PROVISIONAL, FLAG_STAMPED, HEADER_BYTES, KIND_ABORT, KIND_DATA,
     KIND_ECHO, KIND_HEARTBEAT,
@@ -59,7 +60,7 @@ pub(super) fn read_loop(
     peer: u32,
     stream: u32,
     mut s: TcpStream,
-    credit: Arc<Credit>,
+    (credit, pool): (Arc<Credit>, Arc<Pool>),
     ev: Sender<Event>,
     live: Liveness,
     echo: Poster,
@@ -69,7 +70,7 @@ pub(super) fn read_loop(
         peer,
         stream,
         &mut s,
-        &credit,
+        (&credit, &pool),
         &ev,
         &live,
         &echo,
@@ -93,7 +94,7 @@ fn read_messages(
     peer: u32,
     stream: u32,
     s: &mut TcpStream,
-    credit: &Arc<Credit>,
+    (credit, pool): (&Arc<Credit>, &Arc<Pool>),
     ev: &Sender<Event>,
     live: &Liveness,
     echo: &Poster,
@@ -166,12 +167,13 @@ fn read_messages(
         let payload = Payload {
             data: Vec::new(),
             credit: credit.clone(),
+            pool: pool.clone(),
         };
         // read_to_end into reserved capacity (no zeroing pass over the
         // payload), in pieces of at most 1 MiB so that a long message on a
         // slow link keeps the peer "heard from"; a read that times out keeps
         // what it read (read_to_end's contract) and goes on unless closing
-        let mut data = Vec::with_capacity(h.len_bytes as usize);
+        let mut data = pool.take(h.len_bytes as usize);
         let mut r = Ok(0);
         while (data.len() as u64) < h.len_bytes {
             let (had, piece) = (data.len(), (h.len_bytes - data.len() as u64).min(1 << 20));

@@ -5,6 +5,7 @@
 use super::{polled, Event, Job, Liveness};
 use crate::clock::{realtime_ns, Stamp};
 use crate::edge::{self, Edge};
+use crate::pool::Pool;
 use crate::wire::{
     Header, FLAG_CHECKSUM, FLAG_PROVISIONAL, FLAG_STAMPED, HEADER_BYTES, KIND_ABORT, KIND_DATA,
     KIND_HEARTBEAT,
@@ -26,6 +27,8 @@ pub struct WriteCtx {
     pub(super) lock: Arc<Mutex<()>>,
     pub live: Liveness,
     pub(super) late_timeout: Duration,
+    /// Where a written message's buffer goes back.
+    pub pool: Arc<Pool>,
 }
 
 impl WriteCtx {
@@ -77,7 +80,6 @@ impl WriteCtx {
         Ok(())
     }
 }
-
 
 #[allow(clippy::too_many_arguments)]
 pub(super) fn write_data(
@@ -138,7 +140,7 @@ pub(super) fn write_data(
             .and_then(|_| s.shutdown(Shutdown::Write)),
         None => w.write_frame(s, &data),
     };
-    drop(data);
+    w.pool.give(data);
     match r {
         Ok(()) => Event::Sent {
             peer,
