@@ -34,8 +34,8 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-pub use write::WriteCtx;
-use write::{write_data, write_loop};
+use write::{frame_data, try_direct, write_loop, write_whole, Direct};
+pub use write::{Frame, WriteCtx};
 
 /// Received bytes not yet consumed by the executor, per connection. The
 /// reader pauses while they reach the limit, so TCP's flow control, not
@@ -142,6 +142,10 @@ pub enum Job {
         flushed: Sender<()>,
     },
     Heartbeat,
+    /// A data message the executor framed but the socket had no room for.
+    Frame(write::Frame),
+    /// Finish the executor's partial direct write (kept under the frame lock).
+    Flush,
     /// Packet Rocket's echo of a stamped data message (crate::edge).
     Echo {
         stamp: u32,
@@ -224,9 +228,10 @@ impl Poster {
 }
 
 /// Messages up to this size are written by the executor itself when the
-/// connection's writer is idle (one thread hand-off less per message); they
-/// fit the socket buffer, so the write does not block on the peer. Larger
-/// ones go to the writer thread, so sends to different peers overlap.
+/// connection's writer is idle (one thread hand-off less per message), as
+/// far as the socket takes them without waiting; the writer thread writes
+/// the rest. Larger ones go to the writer thread, so sends to different
+/// peers overlap.
 pub const DIRECT_MAX_BYTES: usize = 64 << 10;
 
 /// The connection's writer is gone (closed or its thread ended).
@@ -286,10 +291,11 @@ impl Conn {
         };
         let wctx = WriteCtx {
             peer,
-            lock: Arc::new(Mutex::new(())),
+            lock: Arc::new(Mutex::new(None)),
             live: live.clone(),
             late_timeout: cfg.late_timeout,
             pool: pool.clone(),
+            events: None,
         };
         tcp.set_read_timeout(Some(poll_interval(cfg.timeout)))?;
         tcp.set_write_timeout(Some(poll_interval(cfg.timeout)))?;
@@ -309,7 +315,11 @@ impl Conn {
             .spawn(move || read_loop(peer, stream, r, (cr2, pool), events, live, echo, e2))?;
         let checksum = cfg.checksum;
         let fault = Arc::new(Mutex::new(cfg.fault));
-        let (f2, q2, w2, e3) = (fault.clone(), queued.clone(), wctx.clone(), edge.clone());
+        let w2 = WriteCtx {
+            events: Some(ev2.clone()),
+            ..wctx.clone()
+        };
+        let (f2, q2, e3) = (fault.clone(), queued.clone(), edge.clone());
         let writer = std::thread::Builder::new()
             .name(format!("flrt-write-{peer}.{stream}"))
             .spawn(move || write_loop(w2, w, rx, ev2, checksum, f2, q2, e3))?;
@@ -333,9 +343,12 @@ impl Conn {
         self.edge.as_ref().map(|e| e.stats())
     }
 
-    /// Sends a data message: written at once when small, the writer is
-    /// idle and Packet Rocket holds nothing (the Sent or WriteFailed event
-    /// is returned), else queued (None): a hold waits on the writer thread.
+    /// Sends a data message. When it is small, the writer is idle and
+    /// Packet Rocket holds nothing, the executor frames it and writes what
+    /// the socket takes at once (never waiting for the peer): written whole,
+    /// the Sent (or WriteFailed) event is returned; otherwise the writer
+    /// thread gets the frame or its rest and reports it (None). Larger
+    /// messages are queued on the writer (None); a hold waits there.
     pub fn send_data(
         &mut self,
         op_id: u64,
@@ -351,19 +364,27 @@ impl Conn {
                 .as_ref()
                 .is_none_or(|e| e.hold_until(Instant::now()).is_none())
         {
-            let f = &self.fault;
-            return Ok(Some(write_data(
-                &self.wctx,
-                &mut self.tcp,
+            let (w, edge) = (&self.wctx, self.edge.as_deref());
+            let f = frame_data(
+                w,
                 op_id,
                 seq,
                 step,
                 offset,
                 data,
                 self.checksum,
-                f,
-                self.edge.as_deref(),
-            )));
+                &self.fault,
+                edge,
+            );
+            if f.cut.is_some() {
+                // the fault hook's truncation: written as before, then FIN
+                return Ok(Some(write_whole(w, &mut self.tcp, f)));
+            }
+            return match try_direct(w, &self.tcp, f) {
+                Direct::Done(e) => Ok(Some(e)),
+                Direct::Full(f) => self.post(Job::Frame(f)).map(|_| None),
+                Direct::Partial => self.post(Job::Flush).map(|_| None),
+            };
         }
         self.post(Job::Data {
             op_id,
