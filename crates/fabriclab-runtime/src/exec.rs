@@ -11,12 +11,14 @@
 use crate::clock::Stamp;
 use crate::conn::{Conn, Event, Gone, Payload};
 use crate::dtype::{reduce_sum, DType};
+use crate::pool::Pool;
 pub use crate::prepared::{Prepared, Record};
 use crate::wire::HEADER_BYTES;
 use crate::{bootstrap, Config, ErrorKind, RtError};
 use fabriclab_plan::{Action, Op, PlanRun};
 use std::collections::VecDeque;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub struct Communicator {
@@ -29,6 +31,8 @@ pub struct Communicator {
     next_op: u64,
     failed: Option<RtError>,
     pub(crate) telemetry: Vec<Record>,
+    /// Message buffers shared by the connections (crate::pool).
+    pool: Arc<Pool>,
     /// The heartbeat thread: dropping the sender stops it.
     beat: Option<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)>,
 }
@@ -45,9 +49,10 @@ impl Communicator {
         let (tx, rx) = channel();
         let s = cfg.streams as usize;
         let mut conns: Vec<Option<Conn>> = (0..cfg.world_size as usize * s).map(|_| None).collect();
+        let pool = Arc::new(Pool::default());
         for l in links {
             let (peer, stream) = (l.peer, l.stream);
-            let c = Conn::start(peer, stream, l.tcp, &cfg, tx.clone())
+            let c = Conn::start_with_pool(peer, stream, l.tcp, &cfg, tx.clone(), pool.clone())
                 .map_err(RtError::io("starting connection threads"))?;
             conns[peer as usize * s + stream as usize] = Some(c);
         }
@@ -77,6 +82,7 @@ impl Communicator {
             next_op: 0,
             failed: None,
             telemetry: Vec::new(),
+            pool,
             beat,
         })
     }
@@ -168,6 +174,9 @@ impl Communicator {
         let mut st = OpState {
             op_id,
             dt,
+            streams: p
+                .streams
+                .map_or(self.cfg.streams, |k| k.min(self.cfg.streams)),
             payload: (0..nsteps).map(|_| None).collect(),
             got: p.recv_step.iter().map(|v| vec![false; v.len()]).collect(),
             post: vec![Stamp::default(); nsteps],
@@ -181,17 +190,29 @@ impl Communicator {
         let mut acts = Vec::new();
         let mut run = PlanRun::start(&p.graph, &mut acts);
         st.q.extend(acts.drain(..));
-        for peer in 0..n {
-            for s in 0..self.cfg.streams as usize {
-                if self.closed[peer * self.cfg.streams as usize + s] {
-                    self.check_closed(&st, peer as u32, s as u32, None)?;
-                }
-            }
-        }
         let (mut mine, rest): (Vec<Event>, Vec<Event>) = std::mem::take(&mut self.early)
             .into_iter()
             .partition(|e| matches!(e, Event::Data { hdr, .. } if hdr.op_id == op_id));
         self.early = rest;
+        // A connection that closed during an earlier op is checked against
+        // this op once the messages of this op that arrived before the close
+        // are counted (`mine` is used from its end): a peer that ran ahead
+        // and exited cleanly is not blamed.
+        for peer in 0..n {
+            for s in 0..self.cfg.streams as usize {
+                if self.closed[peer * self.cfg.streams as usize + s] {
+                    let (peer, stream) = (peer as u32, s as u32);
+                    mine.insert(
+                        0,
+                        Event::Closed {
+                            peer,
+                            stream,
+                            error: None,
+                        },
+                    );
+                }
+            }
+        }
         let mut last_progress = Instant::now();
         loop {
             self.drain_actions(p, &mut st, &mut run, buf)?;
@@ -267,12 +288,10 @@ impl Communicator {
                     let s = &steps[step as usize];
                     let seq = p.my_seq[step as usize];
                     // The plan may spread its messages over fewer of the connections.
-                    let stream = seq
-                        % p.streams
-                            .map_or(self.cfg.streams, |k| k.min(self.cfg.streams));
+                    let stream = seq % st.streams;
                     st.stream[step as usize] = stream;
                     let (o, b) = (s.offset as usize, s.bytes as usize);
-                    let mut data = Vec::with_capacity(HEADER_BYTES + b);
+                    let mut data = self.pool.take(HEADER_BYTES + b);
                     data.resize(HEADER_BYTES, 0);
                     data.extend_from_slice(&buf[o..o + b]);
                     let idx = (s.peer * self.cfg.streams + stream) as usize;
@@ -496,6 +515,8 @@ impl Drop for Communicator {
 pub(crate) struct OpState {
     pub(crate) op_id: u64,
     pub(crate) dt: DType,
+    /// Connections per rank pair this op's messages use (message k: stream k % streams).
+    pub(crate) streams: u32,
     pub(crate) payload: Vec<Option<Payload>>,
     pub(crate) got: Vec<Vec<bool>>,
     pub(crate) post: Vec<Stamp>,

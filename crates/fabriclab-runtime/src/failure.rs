@@ -59,7 +59,7 @@ impl Communicator {
         stream: u32,
         error: Option<String>,
     ) -> Result<(), RtError> {
-        let s = self.cfg.streams as usize;
+        let s = st.streams as usize;
         let missing = st.got[peer as usize]
             .iter()
             .enumerate()

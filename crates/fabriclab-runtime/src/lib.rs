@@ -5,7 +5,8 @@
 //!
 //! - [`bootstrap`]: rendezvous at the master address, one connection (or
 //!   `streams`) per rank pair, join token checked in every handshake.
-//! - [`conn`]: a reader and a writer thread per connection.
+//! - [`conn`]: a reader and a writer thread per connection (`conn/read.rs`,
+//!   `conn/write.rs`).
 //! - [`exec`]: the executor that follows the plan's actions.
 //! - [`wire`]: the message header. [`dtype`]: the reductions.
 //!
@@ -18,6 +19,7 @@ pub mod dtype;
 pub mod edge;
 pub mod exec;
 mod failure;
+pub mod pool;
 pub mod prepared;
 pub mod wire;
 
