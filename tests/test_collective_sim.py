@@ -205,3 +205,40 @@ def test_reproduce_blink_quick(cli, tmp_path):
     # Some fragmented allocations have no NVLink ring: trees then beat the PCIe ring by far.
     assert s["dgx1v_broadcast"]["max_speedup"] > 2
     assert (out / "blink.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("backend", ["flow", "packet"])
+def test_alltoall_bytes_on_a_star_are_the_hand_count(backend):
+    # 4 hosts on a 10 Gbit/s star, blocks of 100 full segments: each host link
+    # carries the 3 blocks its host sends (3/4 of the buffer) one way and the 3 it
+    # receives the other, 100 x 1538 wire bytes each; on the packet backend also
+    # one 84-byte ACK per segment the other way.
+    from fabriclab.collectives.alltoall import direct_alltoall
+    from fabriclab.scenario.topology import star
+
+    n, blk, rate, d = 4, 100 * 1460, 10**10, 1_000_000
+    run = run_plan(direct_alltoall(n, n * blk), star(n, rate, d), list(range(n)), backend=backend)
+    data = (n - 1) * wire_bytes(blk)
+    acks = (n - 1) * 100 * 84 if backend == "packet" else 0
+    assert run.links["bytes"].tolist() == [data + acks] * (2 * n)
+    if backend == "flow":
+        # All 3 messages of a host share its link (every receiver gets 3 too):
+        # overhead, 3 blocks' wire bits at the link's rate, two hops' propagation.
+        assert run.time_ps == O + data * 8 * 10**12 // rate + 2 * d
+
+
+@pytest.mark.parametrize("algo", ["direct", "hierarchical"])
+def test_alltoall_fabric_bytes_on_two_dgx1v(algo):
+    # 2 x DGX-1V: each NIC serves 2 GPUs, each GPU has 8 blocks for the other
+    # server: 16 blocks each way on every NIC's fabric link, whichever algorithm
+    # (hierarchical sends them as one 8-block message per GPU, direct as 8).
+    from fabriclab.scenario.gpus import gpu_cluster
+
+    t = gpu_cluster("dgx1v", 2, 100 * 10**9)
+    a = Allocation(t, list(range(16)))
+    blk = 10 * 1460
+    plan = make_plan(algo, "alltoall", a, 16 * blk)
+    run = run_plan(plan, t, a.rank_hosts)
+    fabric = run.links[(run.links["src_node"] == "tor") | (run.links["dst_node"] == "tor")]
+    assert len(fabric) == 16
+    assert fabric["bytes"].tolist() == [16 * wire_bytes(blk)] * 16
