@@ -242,3 +242,34 @@ def test_alltoall_fabric_bytes_on_two_dgx1v(algo):
     fabric = run.links[(run.links["src_node"] == "tor") | (run.links["dst_node"] == "tor")]
     assert len(fabric) == 16
     assert fabric["bytes"].tolist() == [16 * wire_bytes(blk)] * 16
+
+
+def test_alltoall_bench_busbw_hand_numbers(cli, tmp_path):
+    # The star above as a topology file: 4 x 146000 bytes take 1 us + 3 x 153800 wire
+    # bytes at 10 Gbit/s + 2 x 1 us = 372.12 us; algbw = 584000 B / 372.12 us =
+    # 1.5694 GB/s; nccl-tests' all-to-all busbw = algbw x (n-1)/n = 1.1770 GB/s.
+    topo = tmp_path / "star.toml"
+    topo.write_text(
+        'nodes = [' + ", ".join(f'{{name = "h{i}", kind = "host"}}' for i in range(4)) + ', {name = "s0", kind = "switch"}]\n'
+        'links = [' + ", ".join(f'{{a = "h{i}", b = "s0", rate_bps = "10Gbps", delay_ps = "1us"}}' for i in range(4)) + ']\n')
+    out = tmp_path / "a2a.csv"
+    r = cli("bench", "--topology", str(topo), "--op", "alltoall", "--algo", "direct", "--sizes", "584000",
+            "--chunk", "none", "--csv", str(out))
+    assert r.returncode == 0, r.stderr
+    (row,) = list(csv.DictReader(out.open()))
+    assert int(row["time_ps"]) == 372_120_000
+    assert float(row["algbw_GBps"]) == pytest.approx(1.5694, abs=1e-4)
+    assert float(row["busbw_GBps"]) == pytest.approx(1.1770, abs=1e-4)
+    assert "none" in r.stdout  # no reduction operator
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--gpus", "0-2", "--sizes", "1K"], "--sizes: an all-to-all over 3 ranks splits the buffer into 3 equal blocks"),
+    (["--gpus", "0-3", "--sizes", "1K", "--algo", "ring"], "--algo ring: alltoall is planned by direct or hierarchical"),
+    (["--gpus", "0-2,8-12", "--servers", "2", "--sizes", "8K", "--algo", "hierarchical"],
+     "same number of GPUs on every server"),
+])
+def test_alltoall_bench_bad_input(cli, args, needle):
+    r = cli("bench", "--op", "alltoall", "--chunk", "none", *args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert needle in r.stderr and "Traceback" not in r.stderr

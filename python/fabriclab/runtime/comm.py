@@ -277,6 +277,13 @@ class Communicator:
         """Rank i's shard i of ``array`` (or ``out``) becomes the sum of every rank's shard i."""
         return self.collective("reduce_scatter", array, algo, out=out)
 
+    def alltoall(self, array, algo: str = "direct", out=None):
+        """Every rank's ``array`` (or ``out``) is ``world_size`` equal blocks; block j of
+        rank i becomes block i of rank j (the blocks' transpose, as numpy's
+        ``x.reshape(n, n, -1).transpose(1, 0, 2)`` over the ranks' stacked arrays).
+        ``array.size`` must be a multiple of ``world_size``."""
+        return self.collective("alltoall", array, algo, out=out)
+
     def barrier(self) -> None:
         """Every rank has reached this point (a one-element allreduce)."""
         self.allreduce(np.zeros(1, np.int32))
