@@ -160,6 +160,7 @@ def test_alltoall_bench_busbw_is_n_minus_one_over_n(cli):
         for g in (6, 10):
             t_us, algbw, busbw, wrong = float(m.group(g)), float(m.group(g + 1)), float(m.group(g + 2)), int(m.group(g + 3))
             assert wrong == 0
+            assert abs(algbw - size / (t_us * 1e-6) / 1e9) <= 0.005 + 1e-9
             assert abs(busbw - size / (t_us * 1e-6) / 1e9 * 3 / 4) <= 0.005 + 1e-9
 
 
@@ -178,3 +179,33 @@ def test_alltoall_array_not_divisible_is_refused_naming_the_array():
 
     with pytest.raises(RuntimeInputError, match="array: an all-to-all over 4 ranks .* 10 elements is not a multiple of 4"):
         plan_json("alltoall", "direct", 4, 10, 4)
+
+
+def test_a_communicators_group_is_in_its_telemetry(tmp_path):
+    port = free_port()
+    comms = [None, None]
+
+    def make(r):
+        comms[r] = Communicator(r, 2, "127.0.0.1", port, "t", telemetry=True, group="ep0")
+
+    ts = [threading.Thread(target=make, args=(r,)) for r in (0, 1)]
+    [t.start() for t in ts]
+    [t.join(30) for t in ts]
+    outs = [np.arange(4, dtype=np.int32) + 10 * r for r in (0, 1)]
+
+    def work(r):
+        comms[r].alltoall(outs[r])  # rank r's block 1-r goes over: one message each way
+        comms[r].write_telemetry(tmp_path / f"ccl{r}.parquet")
+
+    ts = [threading.Thread(target=work, args=(r,)) for r in (0, 1)]
+    [t.start() for t in ts]
+    [t.join(30) for t in ts]
+    assert outs[0].tolist() == [0, 1, 10, 11] and outs[1].tolist() == [2, 3, 12, 13]
+    t0 = pq.read_table(tmp_path / "ccl0.parquet")
+    assert t0.schema.metadata[b"fabriclab_telemetry_schema"] == b"3"
+    d = t0.to_pandas()
+    assert list(d.columns) == COLUMNS and set(d.group) == {"ep0"} and set(d.collective) == {"alltoall"}
+    # Rank 0 sends its block 1 ([8, 16)) and receives rank 1's block 0 into the same place.
+    assert sorted(zip(d.kind, d.offset_bytes, d.bytes)) == [("recv", 8, 8), ("send", 8, 8)]
+    for c in comms:
+        c.close()
