@@ -157,7 +157,9 @@ impl Plan {
         for (r, steps) in self.ranks.iter().enumerate() {
             for (i, s) in steps.iter().enumerate() {
                 if alltoall && s.reduce {
-                    return Err(format!("plan: rank {r} step {i}: an alltoall does not reduce"));
+                    return Err(format!(
+                        "plan: rank {r} step {i}: an alltoall does not reduce"
+                    ));
                 }
                 if s.offset
                     .checked_add(s.bytes)
