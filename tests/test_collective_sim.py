@@ -227,21 +227,24 @@ def test_alltoall_bytes_on_a_star_are_the_hand_count(backend):
         assert run.time_ps == O + data * 8 * 10**12 // rate + 2 * d
 
 
+@pytest.mark.parametrize("backend", ["flow", "packet"])
 @pytest.mark.parametrize("algo", ["direct", "hierarchical"])
-def test_alltoall_fabric_bytes_on_two_dgx1v(algo):
+def test_alltoall_fabric_bytes_on_two_dgx1v(algo, backend):
     # 2 x DGX-1V: each NIC serves 2 GPUs, each GPU has 8 blocks for the other
     # server: 16 blocks each way on every NIC's fabric link, whichever algorithm
-    # (hierarchical sends them as one 8-block message per GPU, direct as 8).
+    # (hierarchical sends them as one 8-block message per GPU, direct as 8);
+    # on the packet backend also an 84-byte ACK per segment coming the other way.
     from fabriclab.scenario.gpus import gpu_cluster
 
     t = gpu_cluster("dgx1v", 2, 100 * 10**9)
     a = Allocation(t, list(range(16)))
     blk = 10 * 1460
     plan = make_plan(algo, "alltoall", a, 16 * blk)
-    run = run_plan(plan, t, a.rank_hosts)
+    run = run_plan(plan, t, a.rank_hosts, backend=backend)
     fabric = run.links[(run.links["src_node"] == "tor") | (run.links["dst_node"] == "tor")]
     assert len(fabric) == 16
-    assert fabric["bytes"].tolist() == [16 * wire_bytes(blk)] * 16
+    acks = 16 * 10 * 84 if backend == "packet" else 0
+    assert fabric["bytes"].tolist() == [16 * wire_bytes(blk) + acks] * 16
 
 
 def test_alltoall_bench_busbw_hand_numbers(cli, tmp_path):
