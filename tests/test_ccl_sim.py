@@ -111,3 +111,34 @@ def test_rows_follow_the_plan_and_the_engines_messages(run):
     assert (merged.post_mono_ns == merged.start_ps // 1000).all()
     # The allgather ran on hosts [3, 1, 2] from 50 us: nothing of it before.
     assert ccl[ccl.op_id == 1].post_mono_ns.min() == 50_000
+
+
+def test_group_column_names_each_collectives_communicator_group(tmp_path):
+    # A direct alltoall over 4 hosts in group "ep0" beside an allreduce without one:
+    # every row carries its op's group (null: none); each rank sends and receives 3
+    # blocks of 250 kB, 3/4 of its 1 MB buffer.
+    s = star_scenario(4, "10Gbps", "2us", backend="flow", collectives=[
+        {"name": "a2a", "planner": "direct", "op": "alltoall", "size_bytes": 1_000_000, "group": "ep0"},
+        {"name": "ar", "planner": "ring", "op": "allreduce", "size_bytes": 4_000, "ranks": 2}])
+    c = simulate(s).ccl
+    assert c[c.op_id == 0].group.eq("ep0").all() and c[c.op_id == 1].group.isna().all()
+    a = c[c.op_id == 0]
+    assert set(a.collective) == {"alltoall"} and set(a.algorithm) == {"direct"}
+    assert a.groupby(["rank", "kind"]).bytes.sum().tolist() == [750_000] * 8
+    assert set(a.bytes) == {250_000}
+    with Communicator(0, 1, "127.0.0.1", free_port(), "t", telemetry=True, group="tp3") as comm:
+        import numpy as np
+
+        comm.allreduce(np.ones(3, np.float32))
+        assert len(comm.telemetry.table()) == 0  # one rank: no messages
+    with pytest.raises(ValueError, match="^group: must be a name"):
+        Communicator(0, 1, "127.0.0.1", free_port(), "t", group="")
+
+
+def test_a_collectives_alltoall_not_divisible_into_blocks_names_size_bytes():
+    from fabriclab.scenario.base import ScenarioError
+
+    s = star_scenario(4, "10Gbps", "2us", backend="flow", collectives=[
+        {"name": "a2a", "planner": "direct", "op": "alltoall", "size_bytes": 1_000_003}])
+    with pytest.raises(ScenarioError, match=r"^collectives\[0\]\.size_bytes: an all-to-all over 4 ranks"):
+        simulate(s)

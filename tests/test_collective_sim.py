@@ -205,3 +205,74 @@ def test_reproduce_blink_quick(cli, tmp_path):
     # Some fragmented allocations have no NVLink ring: trees then beat the PCIe ring by far.
     assert s["dgx1v_broadcast"]["max_speedup"] > 2
     assert (out / "blink.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("backend", ["flow", "packet"])
+def test_alltoall_bytes_on_a_star_are_the_hand_count(backend):
+    # 4 hosts on a 10 Gbit/s star, blocks of 100 full segments: each host link
+    # carries the 3 blocks its host sends (3/4 of the buffer) one way and the 3 it
+    # receives the other, 100 x 1538 wire bytes each; on the packet backend also
+    # one 84-byte ACK per segment the other way.
+    from fabriclab.collectives.alltoall import direct_alltoall
+    from fabriclab.scenario.topology import star
+
+    n, blk, rate, d = 4, 100 * 1460, 10**10, 1_000_000
+    run = run_plan(direct_alltoall(n, n * blk), star(n, rate, d), list(range(n)), backend=backend)
+    data = (n - 1) * wire_bytes(blk)
+    acks = (n - 1) * 100 * 84 if backend == "packet" else 0
+    assert run.links["bytes"].tolist() == [data + acks] * (2 * n)
+    if backend == "flow":
+        # All 3 messages of a host share its link (every receiver gets 3 too):
+        # overhead, 3 blocks' wire bits at the link's rate, two hops' propagation.
+        assert run.time_ps == O + data * 8 * 10**12 // rate + 2 * d
+
+
+@pytest.mark.parametrize("backend", ["flow", "packet"])
+@pytest.mark.parametrize("algo", ["direct", "hierarchical"])
+def test_alltoall_fabric_bytes_on_two_dgx1v(algo, backend):
+    # 2 x DGX-1V: each NIC serves 2 GPUs, each GPU has 8 blocks for the other
+    # server: 16 blocks each way on every NIC's fabric link, whichever algorithm
+    # (hierarchical sends them as one 8-block message per GPU, direct as 8);
+    # on the packet backend also an 84-byte ACK per segment coming the other way.
+    from fabriclab.scenario.gpus import gpu_cluster
+
+    t = gpu_cluster("dgx1v", 2, 100 * 10**9)
+    a = Allocation(t, list(range(16)))
+    blk = 10 * 1460
+    plan = make_plan(algo, "alltoall", a, 16 * blk)
+    run = run_plan(plan, t, a.rank_hosts, backend=backend)
+    fabric = run.links[(run.links["src_node"] == "tor") | (run.links["dst_node"] == "tor")]
+    assert len(fabric) == 16
+    acks = 16 * 10 * 84 if backend == "packet" else 0
+    assert fabric["bytes"].tolist() == [16 * wire_bytes(blk) + acks] * 16
+
+
+def test_alltoall_bench_busbw_hand_numbers(cli, tmp_path):
+    # The star above as a topology file: 4 x 146000 bytes take 1 us + 3 x 153800 wire
+    # bytes at 10 Gbit/s + 2 x 1 us = 372.12 us; algbw = 584000 B / 372.12 us =
+    # 1.5694 GB/s; nccl-tests' all-to-all busbw = algbw x (n-1)/n = 1.1770 GB/s.
+    topo = tmp_path / "star.toml"
+    topo.write_text(
+        'nodes = [' + ", ".join(f'{{name = "h{i}", kind = "host"}}' for i in range(4)) + ', {name = "s0", kind = "switch"}]\n'
+        'links = [' + ", ".join(f'{{a = "h{i}", b = "s0", rate_bps = "10Gbps", delay_ps = "1us"}}' for i in range(4)) + ']\n')
+    out = tmp_path / "a2a.csv"
+    r = cli("bench", "--topology", str(topo), "--op", "alltoall", "--algo", "direct", "--sizes", "584000",
+            "--chunk", "none", "--csv", str(out))
+    assert r.returncode == 0, r.stderr
+    (row,) = list(csv.DictReader(out.open()))
+    assert int(row["time_ps"]) == 372_120_000
+    assert float(row["algbw_GBps"]) == pytest.approx(1.5694, abs=1e-4)
+    assert float(row["busbw_GBps"]) == pytest.approx(1.1770, abs=1e-4)
+    assert "none" in r.stdout  # no reduction operator
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--gpus", "0-2", "--sizes", "1K"], "--sizes: an all-to-all over 3 ranks splits the buffer into 3 equal blocks"),
+    (["--gpus", "0-3", "--sizes", "1K", "--algo", "ring"], "--algo ring: alltoall is planned by direct or hierarchical"),
+    (["--gpus", "0-2,8-12", "--servers", "2", "--sizes", "8K", "--algo", "hierarchical"],
+     "same number of GPUs on every server"),
+])
+def test_alltoall_bench_bad_input(cli, args, needle):
+    r = cli("bench", "--op", "alltoall", "--chunk", "none", *args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert needle in r.stderr and "Traceback" not in r.stderr

@@ -108,3 +108,63 @@ def test_json_round_trip():
     q = Plan.from_json(p.to_json())
     assert q.to_dict() == p.to_dict()
     verify(q)
+
+
+def two_rank_alltoall(dep: bool = True, at: int = 4):
+    # Rank 0 sends its block 1 ([4, 8)) to rank 1, which keeps it as its block 0;
+    # rank 1's block 0 goes to rank 0's block 1. Each receive waits for its rank's send
+    # of the block it overwrites.
+    p = Plan.empty("alltoall", 2, 8)
+    s0 = p.send(0, 1, 4, 4)
+    s1 = p.send(1, 0, 0, 4)
+    p.recv(0, 1, at, 4, reduce=False, deps=[s0] if dep else [])
+    p.recv(1, 0, 0, 4, reduce=False, deps=[s1] if dep else [])
+    return p
+
+
+def test_hand_made_alltoall_verifies():
+    r = verify(two_rank_alltoall())
+    assert r.bytes_sent == [4, 4]  # (n-1)/n of 8 bytes each
+
+
+def test_alltoall_block_in_the_wrong_place_is_reported():
+    with pytest.raises(PlanError, match=r"rank 0 ends with bytes \[0, 4\) holding rank 1's input bytes \[0, 4\), "
+                                        r"expected rank 0's bytes \[0, 4\)"):
+        verify(two_rank_alltoall(at=0))
+
+
+def test_alltoall_receive_before_send_of_the_same_block_is_a_race():
+    with pytest.raises(PlanError, match="race at rank 0 on bytes"):
+        verify(two_rank_alltoall(dep=False))
+
+
+def test_alltoall_half_blocks_carry_their_cuts_across_messages():
+    # Rank 0's block 1 goes in two halves, rank 1 receives them into block 0:
+    # the cut at 6 on the sender is the cut at 2 on the receiver.
+    p = Plan.empty("alltoall", 2, 8)
+    a = p.send(0, 1, 4, 2)
+    b = p.send(0, 1, 6, 2)
+    s1 = p.send(1, 0, 0, 4)
+    p.recv(1, 0, 0, 2, reduce=False, deps=[s1])
+    p.recv(1, 0, 2, 2, reduce=False, deps=[s1])
+    p.recv(0, 1, 4, 4, reduce=False, deps=[a, b])
+    verify(p)
+    # The halves swapped at the receiver: reported at the byte range.
+    p.ranks[1][1].offset, p.ranks[1][2].offset = 2, 0
+    with pytest.raises(PlanError, match=r"rank 1 ends with bytes \[0, 2\) holding rank 0's input bytes \[6, 8\)"):
+        verify(p)
+
+
+def test_alltoall_refuses_reduction_mismatched_lengths_and_odd_buffers():
+    p = two_rank_alltoall()
+    p.ranks[0][1].reduce = True
+    with pytest.raises(PlanError, match="an alltoall does not reduce"):
+        verify(p)
+    p = two_rank_alltoall()
+    p.ranks[0][1].bytes = 3
+    with pytest.raises(PlanError, match="carries 4 bytes but the receive .* expects 3"):
+        verify(p)
+    p = two_rank_alltoall()
+    p.size_bytes = 9
+    with pytest.raises(PlanError, match="size_bytes: .* 9 bytes is not a multiple of 2"):
+        verify(p)

@@ -144,3 +144,68 @@ def test_telemetry_rows_and_parquet_schema(tmp_path):
     assert abs(v.recv_done_real_ns / 1e9 - time.time()) < 60
     for c in comms:
         c.close()
+
+
+def test_alltoall_bench_busbw_is_n_minus_one_over_n(cli):
+    # 4 ranks: busbw = algbw x 3/4 (nccl-tests' all-to-all factor), every block checked against numpy.
+    r = cli("runtime", "bench", "--op", "alltoall", "-n", "4", "--sizes", "64:64K", "--factor", "32",
+            "--iters", "2", "--warmup", "1")
+    assert r.returncode == 0, r.stderr
+    assert "alltoall, algo direct" in r.stdout
+    rows = [ROW.match(x) for x in r.stdout.splitlines() if ROW.match(x)]
+    assert [int(m.group(1)) for m in rows] == [64, 2048, 65536]
+    for m in rows:
+        size = int(m.group(1))
+        assert m.group(4) == "none"
+        for g in (6, 10):
+            t_us, algbw, busbw, wrong = float(m.group(g)), float(m.group(g + 1)), float(m.group(g + 2)), int(m.group(g + 3))
+            assert wrong == 0
+            assert abs(algbw - size / (t_us * 1e-6) / 1e9) <= 0.005 + 1e-9
+            assert abs(busbw - size / (t_us * 1e-6) / 1e9 * 3 / 4) <= 0.005 + 1e-9
+
+
+def test_alltoall_bench_bad_input(cli):
+    r = cli("runtime", "bench", "--op", "alltoall", "-n", "3", "--sizes", "64")
+    assert r.returncode == 2 and "--sizes: an all-to-all over 3 ranks" in r.stderr, r.stderr
+    r = cli("runtime", "bench", "--op", "alltoall", "--algo", "ring", "-n", "2", "--sizes", "64")
+    assert r.returncode == 2 and "--algo: alltoall runs with direct" in r.stderr, r.stderr
+
+
+def test_alltoall_array_not_divisible_is_refused_naming_the_array():
+    import pytest
+
+    from fabriclab.runtime.errors import RuntimeInputError
+    from fabriclab.runtime.plans import plan_json
+
+    with pytest.raises(RuntimeInputError, match="array: an all-to-all over 4 ranks .* 10 elements is not a multiple of 4"):
+        plan_json("alltoall", "direct", 4, 10, 4)
+
+
+def test_a_communicators_group_is_in_its_telemetry(tmp_path):
+    port = free_port()
+    comms = [None, None]
+
+    def make(r):
+        comms[r] = Communicator(r, 2, "127.0.0.1", port, "t", telemetry=True, group="ep0")
+
+    ts = [threading.Thread(target=make, args=(r,)) for r in (0, 1)]
+    [t.start() for t in ts]
+    [t.join(30) for t in ts]
+    outs = [np.arange(4, dtype=np.int32) + 10 * r for r in (0, 1)]
+
+    def work(r):
+        comms[r].alltoall(outs[r])  # rank r's block 1-r goes over: one message each way
+        comms[r].write_telemetry(tmp_path / f"ccl{r}.parquet")
+
+    ts = [threading.Thread(target=work, args=(r,)) for r in (0, 1)]
+    [t.start() for t in ts]
+    [t.join(30) for t in ts]
+    assert outs[0].tolist() == [0, 1, 10, 11] and outs[1].tolist() == [2, 3, 12, 13]
+    t0 = pq.read_table(tmp_path / "ccl0.parquet")
+    assert t0.schema.metadata[b"fabriclab_telemetry_schema"] == b"3"
+    d = t0.to_pandas()
+    assert list(d.columns) == COLUMNS and set(d.group) == {"ep0"} and set(d.collective) == {"alltoall"}
+    # Rank 0 sends its block 1 ([8, 16)) and receives rank 1's block 0 into the same place.
+    assert sorted(zip(d.kind, d.offset_bytes, d.bytes)) == [("recv", 8, 8), ("send", 8, 8)]
+    for c in comms:
+        c.close()

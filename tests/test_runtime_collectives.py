@@ -113,3 +113,20 @@ def test_64_megabytes(op, tmp_path):
         for case in cases:
             exp, sl = expected(case, 4, r)
             np.testing.assert_allclose(got[f"case{case['id']}"][sl], exp[sl], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_alltoall_is_numpys_block_transpose(n, tmp_path):
+    # Blocks of 1 element, of a few, of ~4 KB, and (2 ranks) of 1.2 MB: cut by the 1 MB chunk.
+    counts = [n, 7 * n, 1001 * n] + ([300_000 * n] if n == 2 else [])
+    cases = [{"id": i, "op": "alltoall", "algo": "direct", "count": c, "dtype": ("int32", "float32")[i % 2]}
+             for i, c in enumerate(counts)]
+    codes, outs = run_world(n, cases, tmp_path)
+    assert codes == [0] * n, "\n".join(outs)
+    got = [np.load(tmp_path / f"rank{r}.npz") for r in range(n)]
+    for case in cases:
+        every = np.stack([make_input(case, r) for r in range(n)])
+        # Block j of rank i goes to rank j as its block i: numpy's transpose of the (rank, block) axes.
+        want = every.reshape(n, n, -1).transpose(1, 0, 2).reshape(n, -1)
+        for r in range(n):
+            np.testing.assert_array_equal(got[r][f"case{case['id']}"], want[r], err_msg=f"rank {r} {case}")

@@ -95,7 +95,7 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
                                   "repaths": [{"at_ps": "5us", "qp": 1, "src_port": 50002}]}],
                          "balance": "dlb", "qp_depth": 2},
                         {"name": "rs", "planner": "ring", "op": "reduce_scatter", "size_bytes": "32KB",
-                         "chunk_bytes": "4KB", "hosts": [3, 2, 1, 0]}],
+                         "chunk_bytes": "4KB", "hosts": [3, 2, 1, 0], "group": "tp0"}],
         "jobs": [{"name": "j", "workers": [0, 1, 2, 3], "profile": "thesis-resnet50", "layers": 4,
                   "model_bytes": "100KB", "compute_ps": "1ms", "iterations": 2, "fusion_bytes": "50KB",
                   "barrier": True, "queue": "priority", "max_inflight": 2, "class": 1, "layer_class": [1, 1, 2, 2],
@@ -307,7 +307,7 @@ TRANSLATED = {
     "PoissonTrafficConfig": ("PoissonSpec", {"kind", "flows_per_s"}, set()),
     "FlowConfig": ("FlowSpec", set(), set()),
     # the plan (file or planner) -> steps; hosts -> rank_hosts
-    "CollectiveConfig": ("CollectiveSpec", {"plan", "planner", "op", "size_bytes", "chunk_bytes", "ranks", "hosts"},
+    "CollectiveConfig": ("CollectiveSpec", {"plan", "planner", "op", "size_bytes", "chunk_bytes", "ranks", "hosts", "group"},
                          {"steps", "rank_hosts", "op", "algorithm"}),  # the resolved plan's collective and algorithm
     # profile & co -> layers (a list of LayerSpec); queue -> priority_queue; the
     # slack-aware knobs -> slack_aware (SlackAware); allreduce -> allreduce_plan

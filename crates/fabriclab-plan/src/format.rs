@@ -61,6 +61,11 @@ pub enum Collective {
     Allreduce,
     Allgather,
     ReduceScatter,
+    /// Every rank's buffer is `nranks` equal blocks; block j goes to rank j,
+    /// which keeps it as its block i (the sender's rank): the blocks'
+    /// transpose, in place, without reduction. A receive may land at another
+    /// offset than its send read (same length).
+    Alltoall,
 }
 
 impl Collective {
@@ -71,6 +76,7 @@ impl Collective {
             Collective::Allreduce => "allreduce",
             Collective::Allgather => "allgather",
             Collective::ReduceScatter => "reduce_scatter",
+            Collective::Alltoall => "alltoall",
         }
     }
     /// Whether the collective has a root rank.
@@ -141,8 +147,20 @@ impl Plan {
             }
             _ => {}
         }
+        let alltoall = self.collective == Collective::Alltoall;
+        if alltoall && self.size_bytes % self.nranks as u64 != 0 {
+            return Err(format!(
+                "plan: size_bytes {} does not split into nranks ({}) equal blocks (an alltoall needs a multiple of nranks)",
+                self.size_bytes, self.nranks
+            ));
+        }
         for (r, steps) in self.ranks.iter().enumerate() {
             for (i, s) in steps.iter().enumerate() {
+                if alltoall && s.reduce {
+                    return Err(format!(
+                        "plan: rank {r} step {i}: an alltoall does not reduce"
+                    ));
+                }
                 if s.offset
                     .checked_add(s.bytes)
                     .is_none_or(|end| end > self.size_bytes)

@@ -35,6 +35,27 @@ fn reads_the_documented_example() {
     assert_eq!(g.num_ranks(), 2);
 }
 
+/// A 2-rank alltoall: each rank sends its block 1-r and receives the
+/// other's block r into it, at another offset than the send read.
+const ALLTOALL: &str = r#"{
+  "version": 1, "collective": "alltoall", "nranks": 2, "size_bytes": 8, "root": null,
+  "algorithm": "direct", "meta": {},
+  "ranks": [
+    [ {"op": "send", "peer": 1, "offset": 4, "bytes": 4},
+      {"op": "recv", "peer": 1, "offset": 4, "bytes": 4, "reduce": false, "deps": [0]} ],
+    [ {"op": "send", "peer": 0, "offset": 0, "bytes": 4},
+      {"op": "recv", "peer": 0, "offset": 0, "bytes": 4, "reduce": false, "deps": [0]} ]
+  ]
+}"#;
+
+#[test]
+fn reads_an_alltoall() {
+    let p = Plan::read_checked(ALLTOALL).unwrap();
+    assert_eq!(p.collective, Collective::Alltoall);
+    assert_eq!(p.collective.name(), "alltoall");
+    assert!(!p.collective.rooted());
+}
+
 fn err(text: &str) -> String {
     Plan::from_json(text).unwrap_err()
 }
@@ -56,8 +77,15 @@ fn refuses_what_the_format_forbids() {
         .replace("\"root\": null", "\"root\": 2");
     assert!(err(&rooted).contains("root 2 is not a rank"));
     assert!(err(&EXAMPLE.replace("\"algorithm\"", "\"algo\"")).contains("unknown field `algo`"));
-    assert!(err(&EXAMPLE.replace("\"allreduce\"", "\"alltoall\""))
-        .contains("unknown variant `alltoall`"));
+    assert!(err(&EXAMPLE.replace("\"allreduce\"", "\"alltoallv\""))
+        .contains("unknown variant `alltoallv`"));
+    // An alltoall's buffer is nranks equal blocks, moved without reduction.
+    let a2a = EXAMPLE.replace("\"allreduce\"", "\"alltoall\"");
+    assert!(err(&a2a).contains("rank 0 step 1: an alltoall does not reduce"));
+    let odd = a2a
+        .replace("\"reduce\": true", "\"reduce\": false")
+        .replace("\"size_bytes\": 10", "\"size_bytes\": 11");
+    assert!(err(&odd).contains("size_bytes 11 does not split into nranks (2) equal blocks"));
     // An offset near u64::MAX must not wrap around the range check.
     let wrap = EXAMPLE.replacen(
         "\"offset\": 0, \"bytes\": 10, \"path\"",

@@ -15,7 +15,7 @@ use crate::pool::Pool;
 pub use crate::prepared::{Prepared, Record};
 use crate::wire::HEADER_BYTES;
 use crate::{bootstrap, Config, ErrorKind, RtError};
-use fabriclab_plan::{Action, Op, PlanRun};
+use fabriclab_plan::{Action, Collective, Op, PlanRun};
 use std::collections::VecDeque;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -396,8 +396,16 @@ impl Communicator {
                     ));
                 };
                 let s = &p.plan.ranks[me as usize][j as usize];
-                if hdr.offset != s.offset || hdr.len_bytes != s.bytes || st.got[peer as usize][k] {
-                    return bad(format!("rank {peer}'s message {k} of op {} (recv step {j}) carries bytes [{}, +{}) but the plan expects [{}, +{}) once (different plans on different ranks?)", hdr.op_id, hdr.offset, hdr.len_bytes, s.offset, s.bytes));
+                // The header names the range the sender read: its send step's. Only an
+                // alltoall's receive may land elsewhere (docs/plans.md).
+                let sent = &p.plan.ranks[peer as usize][p.send_index[peer as usize][k] as usize];
+                let moves = p.plan.collective == Collective::Alltoall;
+                if hdr.offset != sent.offset
+                    || (!moves && hdr.offset != s.offset)
+                    || hdr.len_bytes != s.bytes
+                    || st.got[peer as usize][k]
+                {
+                    return bad(format!("rank {peer}'s message {k} of op {} (recv step {j}) carries bytes [{}, +{}) but the plan expects [{}, +{}) once (different plans on different ranks?)", hdr.op_id, hdr.offset, hdr.len_bytes, sent.offset, s.bytes));
                 }
                 st.got[peer as usize][k] = true;
                 st.payload[j as usize] = Some(payload);

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from ..errors import InputError
 from ..scenario.gpus import GpuTopology, nvlink_graph, pcie_path
 from . import rings as R
+from .alltoall import direct_alltoall, hierarchical_alltoall
 from .compose import embed, merge_disjoint
 from .direct import direct_allreduce
 from .halving_doubling import halving_doubling_allreduce
@@ -17,7 +18,7 @@ from .treegen import MILP_OPTIONS, best_root_packing, pack_trees
 from .trees import double_binary_tree_allreduce, tree_collective
 
 ALGOS = ("ring", "tree", "trees", "halving-doubling", "direct", "hierarchical", "hybrid", "auto")
-OPS = ("allreduce", "broadcast", "reduce", "allgather", "reduce_scatter")
+OPS = ("allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "alltoall")
 
 
 class PlanningError(InputError):
@@ -353,6 +354,15 @@ def _hierarchical_plan(op, alloc: Allocation, size, chunk, root):
     return plan
 
 
+def _alltoall_plan(algo: str, alloc: Allocation, size_bytes: int, chunk_bytes: int | None) -> Plan:
+    if algo not in ("direct", "hierarchical"):
+        raise PlanningError(f"--algo {algo}: alltoall is planned by direct or hierarchical")
+    paths = alloc.nvswitch_paths()
+    if algo == "direct":
+        return direct_alltoall(alloc.n, size_bytes, chunk_bytes, paths)
+    return hierarchical_alltoall(alloc.by_server(), size_bytes, chunk_bytes, paths)
+
+
 def make_plan(algo: str, op: str, alloc: Allocation, size_bytes: int, chunk_bytes: int | None = None,
               root: int = 0) -> Plan:
     """A plan for ``op`` over the allocation with the named algorithm."""
@@ -364,6 +374,8 @@ def make_plan(algo: str, op: str, alloc: Allocation, size_bytes: int, chunk_byte
         raise PlanningError("size: must be at least 1 byte")
     if not 0 <= root < alloc.n:
         raise PlanningError(f"--root: must be a rank within 0..{alloc.n - 1}")
+    if op == "alltoall":
+        return _alltoall_plan(algo, alloc, size_bytes, chunk_bytes)
     if algo == "ring":
         return _ring_plan(op, alloc, size_bytes, chunk_bytes, root)
     if algo == "trees":
@@ -385,6 +397,8 @@ def make_plan(algo: str, op: str, alloc: Allocation, size_bytes: int, chunk_byte
 
 
 def candidates(op: str, alloc: Allocation) -> list[str]:
+    if op == "alltoall":
+        return ["direct"] + (["hierarchical"] if len(alloc.by_server()) > 1 else [])
     out = ["ring"]
     if op in ("allreduce", "broadcast", "reduce"):
         out.append("trees")

@@ -4,9 +4,9 @@ the same analysis runs on both. One row per message as one rank saw it."""
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 COLUMNS = [
-    "op_id", "collective", "algorithm", "dtype", "rank", "host", "peer", "step", "kind", "seq", "offset_bytes",
+    "op_id", "collective", "algorithm", "group", "dtype", "rank", "host", "peer", "step", "kind", "seq", "offset_bytes",
     "bytes", "stream", "reduce",
     "post_mono_ns", "send_start_mono_ns", "send_end_mono_ns", "recv_arrival_mono_ns", "recv_done_mono_ns",
     "post_real_ns", "send_start_real_ns", "send_end_real_ns", "recv_arrival_real_ns", "recv_done_real_ns",
@@ -23,7 +23,7 @@ def schema(source: str):
     if source not in SOURCES:
         raise ValueError(f"source: {source!r} is not one of {', '.join(SOURCES)}")
     types = {c: pa.int64() for c in COLUMNS}
-    types.update({c: pa.string() for c in ("collective", "algorithm", "dtype", "host", "kind")})
+    types.update({c: pa.string() for c in ("collective", "algorithm", "group", "dtype", "host", "kind")})
     types["reduce"] = pa.bool_()
     for c in ("rank", "peer", "step", "seq", "stream"):
         types[c] = pa.int32()
@@ -39,7 +39,7 @@ def table(rows: dict, source: str):
     return pa.table({f.name: pa.array(rows[f.name], type=f.type) for f in s}, schema=s)
 
 
-def from_simulation(collectives: dict, steps: dict, host_clock=None, host_names=None):
+def from_simulation(collectives: dict, steps: dict, host_clock=None, host_names=None, groups=None):
     """The simulator's collectives as ccl rows. ``collectives`` and ``steps`` are the
     core's tables: one row per collective (name, op, algorithm), one per plan step
     (rank, step, op, peer, seq, offset_bytes, bytes, reduce, start_ps, end_ps,
@@ -52,7 +52,9 @@ def from_simulation(collectives: dict, steps: dict, host_clock=None, host_names=
     start, starts when its message leaves (after the send overhead) and ends
     when the message has arrived (the simulator has no kernel buffer to hand
     it to); a receive's arrival is its message's, and it is done when its
-    step completes (after the reduction). Steps that never ran keep nulls."""
+    step completes (after the reduction). Steps that never ran keep nulls.
+    ``groups``: the communicator group of each collective by name (e.g.
+    "tp0"); null for a collective without one."""
     index = {name: i for i, name in enumerate(collectives["collective"])}
     meta = {name: (op, algo) for name, op, algo in
             zip(collectives["collective"], collectives["op"], collectives["algorithm"])}
@@ -69,6 +71,7 @@ def from_simulation(collectives: dict, steps: dict, host_clock=None, host_names=
         rows["op_id"].append(index[name])
         rows["collective"].append(meta[name][0] or None)
         rows["algorithm"].append(meta[name][1] or None)
+        rows["group"].append((groups or {}).get(name))
         rows["dtype"].append(None)
         for c, col in (("rank", "rank"), ("peer", "peer"), ("step", "step"), ("seq", "seq"),
                        ("offset_bytes", "offset_bytes"), ("bytes", "bytes")):
@@ -101,7 +104,9 @@ def from_jobs(job_ccl: dict, algorithms: dict[str, str], first_op: int, host_clo
     order of their first row; each job's allreduces are ops numbered on from
     ``first_op``, job after job, in the order the job started them (then the
     fusions some ranks joined but that never started). ``algorithms``: the
-    job's allreduce (ring, tree, ...) by job name. ``seq`` counts a rank's
+    job's allreduce (ring, tree, ...) by job name. ``group``: the table's
+    ``group`` column when it has one (a job's communicator group per row),
+    else null. ``seq`` counts a rank's
     steps with the same peer and kind in the op; ``offset_bytes`` is null (a
     job's messages are partitions of a fusion, not ranges of one buffer).
     With ``host_clock``, real columns hold the row's host's clock, and with
@@ -133,6 +138,7 @@ def from_jobs(job_ccl: dict, algorithms: dict[str, str], first_op: int, host_clo
              "recv_done": pick(~send, ns["end_ps"])}
     cols = {"op_id": d["op_id"], "collective": ["allreduce"] * len(d),
             "algorithm": [algorithms.get(j, a) for j, a in zip(d["job"], d["algorithm"])],
+            "group": list(d["group"]) if "group" in d else [None] * len(d),
             "dtype": [None] * len(d), "rank": d["rank"],
             "host": [None] * len(d) if host_names is None else [host_names[int(h)] for h in d["host"]],
             "peer": d["peer"], "step": d["step"], "kind": d["kind"],

@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+from ..errors import InputError
+
 PLAN_VERSION = 1
-COLLECTIVES = ("broadcast", "reduce", "allreduce", "allgather", "reduce_scatter")
+COLLECTIVES = ("broadcast", "reduce", "allreduce", "allgather", "reduce_scatter", "alltoall")
 
 
 @dataclass
@@ -59,6 +61,8 @@ class Plan:
             raise ValueError("nranks: must be at least 1")
         if size_bytes < 1:
             raise ValueError("size_bytes: must be positive")
+        if collective == "alltoall":
+            block_bytes(size_bytes, nranks)
         return cls(collective, nranks, size_bytes, [[] for _ in range(nranks)], root, algorithm)
 
     def send(self, rank: int, peer: int, offset: int, nbytes: int, deps=(), path=None) -> int:
@@ -118,6 +122,18 @@ def shards(size_bytes: int, n: int) -> list[tuple[int, int]]:
     ``[floor(i*S/n), floor((i+1)*S/n))``; some are empty when S < n."""
     bounds = [i * size_bytes // n for i in range(n + 1)]
     return [(bounds[i], bounds[i + 1] - bounds[i]) for i in range(n)]
+
+
+def block_bytes(size_bytes: int, n: int, field_name: str = "size_bytes") -> int:
+    """The block of an all-to-all: its buffer of ``size_bytes`` is ``n``
+    equal blocks, block j going to rank j. InputError naming ``field_name``
+    when the buffer does not split into n equal blocks."""
+    if size_bytes % n:
+        near = [m for m in (size_bytes - size_bytes % n, size_bytes + n - size_bytes % n) if m > 0]
+        raise InputError(f"{field_name}: an all-to-all over {n} ranks splits the buffer into {n} equal blocks, "
+                         f"but {size_bytes} bytes is not a multiple of {n} (give e.g. "
+                         f"{' or '.join(str(m) for m in near)})")
+    return size_bytes // n
 
 
 def split_range(offset: int, nbytes: int, parts: int) -> list[tuple[int, int]]:

@@ -11,6 +11,13 @@ same in every such order: two steps of a rank that touch the same bytes, at
 least one of them writing, must be ordered by happens-before (dependencies
 and messages, transitively). Otherwise the plan has a data race.
 
+An all-to-all (docs/plans.md) moves data without reduction, and a receive
+may land at another offset than its send read: there each rank holds, per
+segment, the origin of its bytes (a rank and the offset in that rank's
+input), the buffer is also cut wherever a message carries a cut of one end
+to the other, and the postcondition is the blocks' transpose: block i of
+rank j holds block j of rank i.
+
 Errors: unmatched or mismatched messages, dependencies that are not earlier
 steps, deadlock (a cycle of waits), reading bytes a rank does not hold,
 double counting (a contribution summed twice), races, and a postcondition
@@ -24,7 +31,10 @@ import heapq
 from dataclasses import dataclass
 
 from ..errors import InputError
-from .plan import Plan, shards
+from .plan import Plan, block_bytes, shards
+
+# An all-to-all's cuts carried across messages: more than this many segments is refused.
+MAX_SEGMENTS = 1 << 20
 
 
 class PlanError(InputError):
@@ -62,6 +72,12 @@ def _structure(plan: Plan):
                     raise PlanError(f"{where}: dependency {d} is not an earlier step of rank {r}")
             key = (r, s.peer) if s.op == "send" else (s.peer, r)
             (sends if s.op == "send" else recvs).setdefault(key, []).append(i)
+    if plan.collective == "alltoall":
+        try:
+            block_bytes(plan.size_bytes, n)
+        except InputError as e:
+            raise PlanError(str(e)) from None
+    moves = plan.collective == "alltoall"  # a receive may land elsewhere than its send read
     match: dict[tuple[int, int], tuple[int, int]] = {}  # (rank, recv idx) -> (rank, send idx)
     for key in sorted(set(sends) | set(recvs)):
         a, b = key
@@ -71,7 +87,10 @@ def _structure(plan: Plan):
                             f"(a receive with no matching send, or a send nobody receives)")
         for k, (si, ri) in enumerate(zip(ss, rr)):
             s, t = plan.ranks[a][si], plan.ranks[b][ri]
-            if (s.offset, s.bytes) != (t.offset, t.bytes):
+            if moves and s.bytes != t.bytes:
+                raise PlanError(f"message #{k} from rank {a} to rank {b}: the send (step {si}) carries {s.bytes} "
+                                f"bytes but the receive (step {ri}) expects {t.bytes}")
+            if not moves and (s.offset, s.bytes) != (t.offset, t.bytes):
                 raise PlanError(f"message #{k} from rank {a} to rank {b}: the send (step {si}) carries "
                                 f"[{s.offset}, {s.offset + s.bytes}) but the receive (step {ri}) expects "
                                 f"[{t.offset}, {t.offset + t.bytes})")
@@ -83,6 +102,8 @@ def _initial(plan: Plan, bounds: list[int]):
     n = plan.nranks
     nseg = len(bounds) - 1
     coll = plan.collective
+    if coll == "alltoall":  # each byte's origin: (rank, offset in its input)
+        return [[(r, bounds[g]) for g in range(nseg)] for r in range(n)]
     if coll in ("allreduce", "reduce", "reduce_scatter"):
         return [[1 << r] * nseg for r in range(n)]
     if coll == "broadcast":
@@ -113,6 +134,19 @@ def _postcondition(plan: Plan, state, bounds: list[int]) -> None:
         raise PlanError(f"{coll}: rank {r} ends with bytes [{bounds[g]}, {bounds[g + 1]}) holding the sum of "
                         f"ranks {desc(got)}, expected {desc(want)}")
 
+    if coll == "alltoall":
+        blk = plan.size_bytes // n
+        for g in range(len(bounds) - 1):
+            x, y = bounds[g], bounds[g + 1]
+            i = x // blk
+            for r in range(n):
+                want = (i, r * blk + x - i * blk)
+                if state[r][g] != want:
+                    got = state[r][g]
+                    raise PlanError(f"alltoall: rank {r} ends with bytes [{x}, {y}) holding rank {got[0]}'s input "
+                                    f"bytes [{got[1]}, {got[1] + y - x}), expected rank {i}'s bytes "
+                                    f"[{want[1]}, {want[1] + y - x}) (its block {r})")
+        return
     for g in range(len(bounds) - 1):
         for r in range(n):
             v = state[r][g]
@@ -130,6 +164,33 @@ def _postcondition(plan: Plan, state, bounds: list[int]) -> None:
                 fail(r, g, full, v)
 
 
+def _carried_cuts(plan: Plan, match, cuts: set[int]) -> list[int]:
+    """The cuts closed under the messages: a cut inside a send's range is
+    also made at the same distance into its receive's range, and back, so
+    that a message's segments are the same at both ends."""
+    pairs = []
+    for (b, ri), (a, si) in match.items():
+        s, t = plan.ranks[a][si], plan.ranks[b][ri]
+        if s.offset != t.offset:
+            pairs.append((s.offset, t.offset, s.bytes))
+    bounds = sorted(cuts)
+    while True:
+        new = set()
+        for p, q, length in pairs:
+            for src, dst in ((p, q), (q, p)):
+                lo, hi = bisect.bisect_right(bounds, src), bisect.bisect_left(bounds, src + length)
+                for c in bounds[lo:hi]:
+                    if dst + c - src not in cuts:
+                        new.add(dst + c - src)
+        if not new:
+            return bounds
+        cuts |= new
+        if len(cuts) > MAX_SEGMENTS:
+            raise PlanError(f"alltoall: its messages cut the buffer into more than {MAX_SEGMENTS} segments "
+                            f"(offsets that do not line up across messages); give messages on common boundaries")
+        bounds = sorted(cuts)
+
+
 def verify(plan: Plan) -> Report:
     """Raises PlanError unless the plan is correct; returns a small report."""
     match = _structure(plan)
@@ -143,7 +204,12 @@ def verify(plan: Plan) -> Report:
         for o, b in shards(plan.size_bytes, n):
             cuts.add(o)
             cuts.add(o + b)
-    bounds = sorted(cuts)
+    if plan.collective == "alltoall":
+        blk = plan.size_bytes // n
+        cuts.update(i * blk for i in range(n))
+        bounds = _carried_cuts(plan, match, cuts)
+    else:
+        bounds = sorted(cuts)
     state = _initial(plan, bounds)
 
     base = [0]
@@ -203,6 +269,8 @@ def verify(plan: Plan) -> Report:
             vals = carried.pop(match[key])
             for g, v in zip(segs(s), vals):
                 cur = state[r][g]
+                if s.reduce and plan.collective == "alltoall":
+                    raise PlanError(f"rank {r} step {i}: an alltoall does not reduce (a receive copies its block)")
                 if s.reduce:
                     if cur is None:
                         raise PlanError(f"rank {r} step {i} reduces into bytes [{bounds[g]}, {bounds[g + 1]}) "

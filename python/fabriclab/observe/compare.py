@@ -116,10 +116,11 @@ def build_job(op: str, algo: str | None, plan_path: str | None, sizes: str | Non
                                f"elements ({where} is not)")
         job = Job(p.collective, p.algorithm or "plan", n, [p.size_bytes], [text], f"plan {plan_path}")
     else:
-        if op not in OPS:
-            raise CompareError(f"--op: unknown collective {op!r} (known: {', '.join(OPS)})")
+        ops = [o for o in OPS if o != "alltoall"]  # alltoall: compare a plan file (--plan)
+        if op not in ops:
+            raise CompareError(f"--op: unknown collective {op!r} (known: {', '.join(ops)}; alltoall through --plan)")
         if algo != "ring" and op != "allreduce":
-            raise CompareError(f"--algo: {algo} supports allreduce only (ring supports {', '.join(OPS)})")
+            raise CompareError(f"--algo: {algo} supports allreduce only (ring supports {', '.join(ops)})")
         if n is None:
             n = hosts
         try:

@@ -19,7 +19,7 @@ from pathlib import Path
 from ..collectives.metrics import parse_sizes
 from ..collectives.metrics import bus_bandwidth
 from .errors import RuntimeFailure, RuntimeInputError
-from .plans import ALGOS, OPS
+from .plans import ALGOS, OPS, check_algo
 from .timing import PLACEMENTS, time_placements
 
 NP_TYPES = {"float32": "float", "float64": "double", "int32": "int32", "int64": "int64", "float16": "half"}
@@ -130,8 +130,7 @@ def check_args(op, algo, dtype, n, iters, warmup, root, sizes, factor) -> list[i
         raise RuntimeInputError(f"--op: unknown collective {op!r} (known: {', '.join(OPS)})")
     if algo not in ALGOS:
         raise RuntimeInputError(f"--algo: unknown algorithm {algo!r} (the runtime has {', '.join(ALGOS)})")
-    if algo != "ring" and op != "allreduce":
-        raise RuntimeInputError(f"--algo: {algo} supports allreduce only (ring supports {', '.join(OPS)})")
+    check_algo(op, algo, "--algo")
     if dtype not in NP_TYPES:
         raise RuntimeInputError(f"--dtype: {dtype!r} is not one of {', '.join(NP_TYPES)}")
     if not 1 <= n <= 256:
@@ -143,6 +142,15 @@ def check_args(op, algo, dtype, n, iters, warmup, root, sizes, factor) -> list[i
     size_list = parse_sizes(sizes, factor)
     if size_list[-1] > 1 << 32:
         raise RuntimeInputError("--sizes: at most 4G on local processes")
+    if op == "alltoall":
+        import numpy as np
+
+        item = np.dtype(dtype).itemsize
+        for size in size_list:
+            if size % (n * item):
+                raise RuntimeInputError(f"--sizes: an all-to-all over {n} ranks splits the buffer into {n} equal "
+                                        f"blocks of whole {dtype} elements, but {size} bytes is not a multiple of "
+                                        f"{n} x {item} bytes")
     return size_list
 
 

@@ -30,8 +30,10 @@ def register(app: typer.Typer) -> None:
 
     @runtime_app.command("bench")
     def bench_cmd(
-        op: str = typer.Option("allreduce", "--op", help="allreduce, broadcast, reduce, allgather, reduce_scatter."),
-        algo: str = typer.Option("ring", "--algo", help="ring, tree, halving-doubling or direct."),
+        op: str = typer.Option("allreduce", "--op", help="allreduce, broadcast, reduce, allgather, reduce_scatter, "
+                               "alltoall."),
+        algo: Optional[str] = typer.Option(None, "--algo", help="ring, tree, halving-doubling or direct (default: "
+                                           "ring; direct for alltoall)."),
         sizes: str = typer.Option("8:64M", "--sizes", help="min:max bytes (K, M, G suffixes)."),
         factor: int = typer.Option(2, "--factor", help="Multiply the size by this between rows."),
         n: int = typer.Option(4, "-n", "--nproc", help="Number of local processes."),
@@ -67,6 +69,8 @@ def register(app: typer.Typer) -> None:
         if baseline is not None and (op != "allreduce" or telemetry is not None or rocket_us is not None):
             raise RuntimeInputError("--baseline: baselines run --op allreduce only, without --telemetry "
                                     "or --packet-rocket-threshold-us")
+        if algo is None:
+            algo = "direct" if op == "alltoall" else "ring"
         stats: list = []
         try:
             if baseline is not None:

@@ -63,13 +63,17 @@ class Communicator:
     pause, per connection and per chunk): a connection's next message is held
     while the echoed one-way delay exceeds the path's base by more than this
     many microseconds; None (the default) is off. :meth:`rocket_stats` gives
-    its counters. docs/clockwork-control.md, "Packet Rocket in the runtime"."""
+    its counters. docs/clockwork-control.md, "Packet Rocket in the runtime".
+
+    ``group`` names the communicator group this communicator is (e.g. "tp0",
+    "dp3", "ep1"): its telemetry rows carry it (ccl.parquet's ``group``
+    column); None: no group (the job's world)."""
 
     def __init__(self, rank: int, world_size: int, master_addr: str, master_port: int, token: str, *,
                  bind_addr: str | None = None, streams: int = 1, timeout_s: float = 5.0,
                  connect_timeout_s: float = 60.0, checksum: bool = False, telemetry: bool = False,
                  chunk_bytes: int | str | AutoChunk | None = DEFAULT_CHUNK_BYTES, late_timeout_s: float = 600.0,
-                 packet_rocket_threshold_us: float | None = None, _fault=None):
+                 packet_rocket_threshold_us: float | None = None, group: str | None = None, _fault=None):
         from .._core import RtCommunicator, RtError
 
         for name, v, lo, hi in (("rank", rank, 0, world_size - 1), ("world_size", world_size, 1, 1 << 20),
@@ -83,6 +87,9 @@ class Communicator:
                               or not 0 <= t < 1e9):
             raise RuntimeInputError(f"packet_rocket_threshold_us: must be a number of microseconds >= 0 "
                                     f"(or None: off), got {t!r}")
+        if group is not None and (not isinstance(group, str) or not 1 <= len(group) <= 64):
+            raise RuntimeInputError(f"group: must be a name of 1 to 64 characters (e.g. \"tp0\") or None, got {group!r}")
+        self.group = group
         self.rank, self.world_size, self.chunk_bytes = int(rank), int(world_size), chunk_bytes
         self._tuner = None
         if isinstance(chunk_bytes, AutoChunk) or (isinstance(chunk_bytes, str) and chunk_bytes == "auto"):
@@ -179,7 +186,7 @@ class Communicator:
         except RtError as e:
             raise translate(e) from None
         if self.telemetry is not None:
-            self.telemetry.add(self._c.take_telemetry(), plan_text, dtype)
+            self.telemetry.add(self._c.take_telemetry(), plan_text, dtype, self.group)
         return op_id
 
     def collective(self, op: str, array: np.ndarray, algo: str = "ring", root: int = 0,
@@ -276,6 +283,13 @@ class Communicator:
     def reduce_scatter(self, array, algo: str = "ring", out=None):
         """Rank i's shard i of ``array`` (or ``out``) becomes the sum of every rank's shard i."""
         return self.collective("reduce_scatter", array, algo, out=out)
+
+    def alltoall(self, array, algo: str = "direct", out=None):
+        """Every rank's ``array`` (or ``out``) is ``world_size`` equal blocks; block j of
+        rank i becomes block i of rank j (the blocks' transpose, as numpy's
+        ``x.reshape(n, n, -1).transpose(1, 0, 2)`` over the ranks' stacked arrays).
+        ``array.size`` must be a multiple of ``world_size``."""
+        return self.collective("alltoall", array, algo, out=out)
 
     def barrier(self) -> None:
         """Every rank has reached this point (a one-element allreduce)."""

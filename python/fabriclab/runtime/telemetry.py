@@ -16,7 +16,7 @@ class Telemetry:
         self.chunks: list[dict] = []
         self._meta: dict[str, tuple[str, str]] = {}
 
-    def add(self, cols: dict, plan_text: str, dtype: str) -> None:
+    def add(self, cols: dict, plan_text: str, dtype: str, group: str | None = None) -> None:
         if not cols["op_id"]:
             return
         meta = self._meta.get(plan_text)
@@ -26,13 +26,14 @@ class Telemetry:
             if len(self._meta) > 64:
                 self._meta.pop(next(iter(self._meta)))
         n = len(cols["op_id"])
-        self.chunks.append({**cols, "collective": [meta[0]] * n, "algorithm": [meta[1]] * n, "dtype": [dtype] * n})
+        self.chunks.append({**cols, "collective": [meta[0]] * n, "algorithm": [meta[1]] * n, "dtype": [dtype] * n,
+                            "group": [group] * n})
 
     def table(self):
         rows: dict[str, list] = {c: [] for c in COLUMNS}
         for ch in self.chunks:
             is_send = [k == "send" for k in ch["kind"]]
-            for c in ("op_id", "collective", "algorithm", "dtype", "rank", "peer", "step", "kind", "seq",
+            for c in ("op_id", "collective", "algorithm", "group", "dtype", "rank", "peer", "step", "kind", "seq",
                       "offset_bytes", "bytes", "stream", "reduce"):
                 rows[c] += ch[c]
             rows["host"] += [None] * len(ch["op_id"])

@@ -159,7 +159,7 @@ COLLECTIVE_PLANNERS = {
     "ring": ("allreduce", "reduce_scatter", "allgather"),
     "tree": ("allreduce",),
     "halving-doubling": ("allreduce",),
-    "direct": ("allreduce",),
+    "direct": ("allreduce", "alltoall"),
 }
 
 
@@ -187,10 +187,12 @@ class CollectiveConfig(_Strict):
     built by a planner over ``ranks`` ranks, placed on ``hosts``."""
 
     name: str = "collective"
+    # The communicator group it belongs to (e.g. "tp0", "dp3"): ccl.parquet's group column.
+    group: Optional[Annotated[str, Field(min_length=1, max_length=64)]] = None
     # A plan JSON file (docs/plans.md), relative to the scenario file; verified.
     plan: Optional[str] = None
     planner: Optional[Literal["ring", "tree", "halving-doubling", "direct"]] = None
-    op: Optional[Literal["allreduce", "reduce_scatter", "allgather"]] = None
+    op: Optional[Literal["allreduce", "reduce_scatter", "allgather", "alltoall"]] = None
     size_bytes: Optional[Annotated[SizeBytes, Field(gt=0)]] = None
     chunk_bytes: Optional[Annotated[SizeBytes, Field(gt=0)]] = None
     # Ranks of a planner's plan; default: len(hosts), else every host.
@@ -239,10 +241,12 @@ class CollectiveConfig(_Strict):
     @classmethod
     def of_plan(cls, plan, hosts: list[int], name: str = "collective", start_ps: int = 0, class_: int = 0,
                 reduce_bps: int = COLLECTIVE_REDUCE_BPS, send_overhead_ps: int = COLLECTIVE_SEND_OVERHEAD_PS,
-                persistent_connections: bool = False) -> "CollectiveConfig":
-        """A collective running ``plan`` (a :class:`fabriclab.collectives.plan.Plan` built in code)."""
+                persistent_connections: bool = False, group: str | None = None) -> "CollectiveConfig":
+        """A collective running ``plan`` (a :class:`fabriclab.collectives.plan.Plan` built in code);
+        ``group``: its communicator group in ccl.parquet."""
         c = cls.model_construct(name=name, hosts=list(hosts), start_ps=start_ps, class_=class_, reduce_bps=reduce_bps,
-                                send_overhead_ps=send_overhead_ps, persistent_connections=persistent_connections)
+                                send_overhead_ps=send_overhead_ps, persistent_connections=persistent_connections,
+                                group=group)
         c._plan_object = plan
         return c
 

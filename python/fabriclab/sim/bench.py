@@ -120,6 +120,11 @@ def run_bench(topology: str, gpus: str, op: str, algo: str, sizes: str, factor: 
                                 f"use a chunk of at least {-(-size_list[-1] // MAX_CHUNKS)} bytes")
     topo = build_topology(topology, servers, nic)
     alloc = Allocation(topo, parse_gpus(gpus, len(topo.gpus)))
+    if op == "alltoall":
+        from ..collectives.plan import block_bytes
+
+        for size in size_list:
+            block_bytes(size, alloc.n, "--sizes")
     if op in ("broadcast", "reduce") and not 0 <= root < alloc.n:
         raise PlanningError(f"--root: must be a rank within 0..{alloc.n - 1}, got {root}")
     rows = []

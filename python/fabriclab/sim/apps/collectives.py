@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ...collectives import plan as plan_mod
 from ...collectives.verify import PlanError, verify
+from ...errors import InputError
 from ...scenario.base import ScenarioError
 from ...scenario.model import COLLECTIVE_REDUCE_BPS, COLLECTIVE_SEND_OVERHEAD_PS
 from ...util.inputs import read_text
@@ -46,7 +47,8 @@ class Collectives(App):
                 est.load(f"collectives[{i}]", sum(b for _, _, b in sends), len(sends), est.hops.weighted(sends))
 
     def collect(self, c: Collected) -> None:
-        steps, ccl, summary = _tables(c.core_tables, c.host_clock, c.host_names)
+        groups = {x.name: x.group for x in c.scenario.collectives if x.group is not None}
+        steps, ccl, summary = _tables(c.core_tables, c.host_clock, c.host_names, groups)
         if summary:
             c.summary["collectives"] = summary
         if steps is not None:
@@ -128,6 +130,7 @@ def _collective_plan(s, i: int, c, nh: int):
     if c._plan_object is not None:
         p = c._plan_object
     elif c.planner is not None:
+        from ...collectives.alltoall import direct_alltoall
         from ...collectives.direct import direct_allreduce
         from ...collectives.halving_doubling import halving_doubling_allreduce
         from ...collectives.rings import (
@@ -148,9 +151,12 @@ def _collective_plan(s, i: int, c, nh: int):
             ("tree", "allreduce"): lambda: double_binary_tree_allreduce(n, size, chunk),
             ("halving-doubling", "allreduce"): lambda: halving_doubling_allreduce(n, size),
             ("direct", "allreduce"): lambda: direct_allreduce(n, size, chunk),
+            ("direct", "alltoall"): lambda: direct_alltoall(n, size, chunk),
         }[(c.planner, c.op or "allreduce")]
         try:
             p = build()
+        except InputError as e:  # names its field (size_bytes)
+            raise ScenarioError(f"{where}.{e}") from None
         except ValueError as e:
             raise ScenarioError(f"{where}.planner: {e}") from None
     else:
@@ -165,7 +171,7 @@ def _collective_plan(s, i: int, c, nh: int):
     return p, hosts
 
 
-def _tables(tables: dict, host_clock=None, host_names=None):
+def _tables(tables: dict, host_clock=None, host_names=None, groups=None):
     """The steps of every collective (steps.parquet), its messages in the
     telemetry schema (ccl.parquet, shared with the runtime) and, per
     collective, its start, end and duration (None while unfinished) for the summary."""
@@ -186,7 +192,7 @@ def _tables(tables: dict, host_clock=None, host_names=None):
         "peer": pa.array(st["peer"], pa.uint32()), "bytes": pa.array(st["bytes"], pa.uint64()),
         "start_ps": pa.array(st["start_ps"], pa.uint64()), "end_ps": pa.array(st["end_ps"], pa.uint64()),
     })
-    return steps, from_simulation(co, st, host_clock, host_names or None), summary
+    return steps, from_simulation(co, st, host_clock, host_names or None, groups), summary
 
 
 COLLECTIVES = Collectives()

@@ -39,6 +39,12 @@ Thresholds are relative to the job's own rhythm (docs/c4.md):
   (sender's first post - receiver's first post). A rank is a straggler
   when its lateness exceeds max(LATE_MIN x period, SIGMAS x robust spread
   of all lateness seen) in two consecutive ops, or STRONG_LATE x period once.
+- Communicator groups: when ccl.parquet has a ``group`` column (schema 3,
+  docs/telemetry.md) with names in it, each group's ops are diagnosed as a
+  job of their own (their rhythm, their ranks, their connections; ops
+  without a group together as the job's world), and the earliest alarm is
+  the answer, naming its group. A group's ranks are its own (0..k-1), on
+  the hosts its rows name (else the job's hosts).
 - With a prober (C4D + probes): communication slow on the link the probes
   blame when every connection through it ran slower than its recent
   median, in two consecutive ops, or at once when the job's messages used
@@ -81,6 +87,7 @@ class Alarm:
     pattern: str = ""
     suspects: list = field(default_factory=list)
     period_ps: float | None = None  # the job's period when the alarm was raised
+    group: str | None = None  # the communicator group of the ops it was raised on (None: the job's world)
 
 
 @dataclass
@@ -577,10 +584,34 @@ class Master:
         return int(rows.groupby("rank")[cols].max().max(axis=1).idxmin())
 
 
+def _group_view(view: JobView, rows: pd.DataFrame) -> JobView:
+    """The view of one communicator group: its ranks' hosts from its rows'
+    ``host`` column when given, else the job's."""
+    if "host" not in rows or rows["host"].isna().any():
+        return view
+    by_rank = rows.groupby("rank")["host"].first()
+    if list(by_rank.index) != list(range(len(by_rank))):
+        return view
+    return JobView(view.name, list(by_rank), view.paths, view.host_links, view.rerouted)
+
+
 def diagnose(ccl: pd.DataFrame, view: JobView, run_end_ps: int, prober=None) -> Alarm | None:
     """Feeds the job's ops to a master in the order of their first event and
     returns its first alarm (C4D stops the job at its first diagnosis);
-    ``prober`` as for :class:`Master`."""
+    ``prober`` as for :class:`Master`. With communicator groups (a ``group``
+    column with names), one master per group; the earliest alarm wins."""
+    if "group" not in ccl or ccl["group"].isna().all():
+        return _diagnose(ccl, view, run_end_ps, prober)
+    alarms = []
+    for name, rows in ccl.groupby(ccl["group"].astype(object).where(ccl["group"].notna(), ""), sort=True):
+        a = _diagnose(rows, _group_view(view, rows) if name else view, run_end_ps, prober)
+        if a is not None:
+            a.group = name or None
+            alarms.append(a)
+    return min(alarms, key=lambda a: (a.time_ps, a.group or "")) if alarms else None
+
+
+def _diagnose(ccl: pd.DataFrame, view: JobView, run_end_ps: int, prober=None) -> Alarm | None:
     m = Master(view, prober)
     for op_id, rows in sorted(ccl.groupby("op_id"), key=lambda kv: kv[1]["post_mono_ns"].min()):
         if m.stuck is not None:
