@@ -66,25 +66,27 @@ def _ops(res, collective, kind="send"):
     return c[c.kind == kind]
 
 
-@pytest.mark.parametrize("sp", [False, True])
-def test_tensor_parallel_bytes_per_layer_match_the_hand_count(tmp_path, sp):
+@pytest.mark.parametrize("sp,lpn", [(False, 1), (True, 1), (False, 2), (True, 2)])
+def test_tensor_parallel_bytes_per_layer_match_the_hand_count(tmp_path, sp, lpn):
     # Megatron TP: per layer and micro-batch, 2 allreduces forward and 2 backward of b*s*h*2 bytes; a ring
     # allreduce of S over n ranks sends 2 (n - 1) / n S per rank. Sequence parallelism: each allreduce becomes an
-    # allgather and a reduce-scatter of the same buffer, (n - 1) / n S per rank each: the same bytes.
+    # allgather and a reduce-scatter of the same buffer, (n - 1) / n S per rank each: the same bytes. Coarsened
+    # (layers_per_node = 2), one collective per direction carries both layers' bytes: a quarter of the ops.
     n, layers, m, h, sq = 4, 2, 2, 64, 16
     S = 1 * sq * h * 2
+    ops = 4 * layers * m if lpn == 1 else 2 * (layers // lpn) * m
     s = _scenario(tmp_path, {"shape": _custom(hidden=h, layers=layers, seq_len=sq), "tp": n, "micro_batches": m,
-                             "sequence_parallel": sp}, hosts=n)
+                             "sequence_parallel": sp, "layers_per_node": lpn}, hosts=n)
     res = simulate(s)
     assert res.summary["llm_jobs"]["llm"]["finished"]
     if sp:
         ag, rs = _ops(res, "allgather"), _ops(res, "reduce_scatter")
-        assert ag.op_id.nunique() == rs.op_id.nunique() == 4 * layers * m
+        assert ag.op_id.nunique() == rs.op_id.nunique() == ops
         sent = int(ag.bytes.sum() + rs.bytes.sum())
         assert _ops(res, "allreduce").empty
     else:
         ar = _ops(res, "allreduce")
-        assert ar.op_id.nunique() == 4 * layers * m
+        assert ar.op_id.nunique() == ops
         sent = int(ar.bytes.sum())
     assert sent == layers * m * 4 * n * 2 * (n - 1) * S // n
 

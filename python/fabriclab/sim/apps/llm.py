@@ -232,17 +232,24 @@ class _Lowering:
         ops = self.schedule(stage)
         bucket = [0, 0]  # bytes in the open bucket, buckets closed
 
-        def tp_coll(mb, deps):
+        def tp_coll(mb, deps, nbytes):
             if not tp_on:
                 return deps
             if sp:  # sequence parallelism: an allgather before, a reduce-scatter after (Korthikanti et al. 2022)
-                return [g.coll(TP, "reduce_scatter", act * len(ch_now[0]), "tp_reduce_scatter", mb, deps)]
-            return [g.coll(TP, "allreduce", act * len(ch_now[0]), "tp_allreduce", mb, deps)]
+                return [g.coll(TP, "reduce_scatter", nbytes, "tp_reduce_scatter", mb, deps)]
+            return [g.coll(TP, "allreduce", nbytes, "tp_allreduce", mb, deps)]
 
-        def tp_pre(mb, deps):
+        def tp_pre(mb, deps, nbytes):
             if tp_on and sp:
-                return [g.coll(TP, "allgather", act * len(ch_now[0]), "tp_allgather", mb, deps)]
+                return [g.coll(TP, "allgather", nbytes, "tp_allgather", mb, deps)]
             return deps
+
+        def parts(ch, durations):
+            """A layer's two halves (attention, MLP), each with its TP collectives; a coarse chunk of
+            several layers as one part carrying all their bytes."""
+            if len(ch) == 1:
+                return [(durations[0], act), (durations[1], act)]
+            return [(sum(durations), 2 * act * len(ch))]
 
         def zero3_gather(k, mb):
             if j.zero == 3 and dp_on:
@@ -253,20 +260,18 @@ class _Lowering:
             hist.append(chain[0])
             return g.add("compute", deps, kind, mb, duration_ps=dur)
 
-        ch_now = [None]
         for what, mb in ops:
             final_b = what == "B" and mb == j.micro_batches - 1  # every schedule ends with it
             if what == "F":
                 if not first:
                     chain[0] = g.add("recv", [chain[0]], "pp_recv_activation", mb, slot=prev_slot)
                 for k, ch in enumerate(chunks):
-                    ch_now[0] = ch
-                    ag = zero3_gather(k, mb)
-                    x = tp_pre(mb, [chain[0], ag])
-                    x = compute("forward", sum(c["attn_ps"][layer] for layer in ch), mb, x)
-                    x = tp_pre(mb, tp_coll(mb, [x]))
-                    x = compute("forward", sum(c["mlp_ps"][layer] for layer in ch), mb, x)
-                    chain[0] = tp_coll(mb, [x])[0]
+                    x = [chain[0], zero3_gather(k, mb)]
+                    halves = [sum(c[half][layer] for layer in ch) for half in ("attn_ps", "mlp_ps")]
+                    for dur, nbytes in parts(ch, halves):
+                        x = tp_pre(mb, x, nbytes)
+                        x = tp_coll(mb, [compute("forward", dur, mb, x)], nbytes)
+                    chain[0] = x[0]
                 if last:
                     chain[0] = compute("forward", c["head_ps"], mb, [chain[0]])
                 if not last:
@@ -277,13 +282,14 @@ class _Lowering:
             if last:
                 chain[0] = compute("backward", c["head_ps"] * bf, mb, [chain[0]])
             for k in reversed(range(len(chunks))):
-                ch = ch_now[0] = chunks[k]
-                ag = zero3_gather(k, mb)
-                for half in ("mlp_ps", "attn_ps"):
-                    x = tp_pre(mb, [chain[0], ag])
-                    dur = sum(bwd[layer] // 2 if bwd else c[half][layer] * bf for layer in ch)
-                    x = compute("backward", dur, mb, x)
-                    chain[0] = tp_coll(mb, [x])[0]
+                ch = chunks[k]
+                x = [chain[0], zero3_gather(k, mb)]
+                halves = [sum(bwd[layer] // 2 if bwd else c[half][layer] * bf for layer in ch)
+                          for half in ("mlp_ps", "attn_ps")]
+                for dur, nbytes in parts(ch, halves):
+                    x = tp_pre(mb, x, nbytes)
+                    x = tp_coll(mb, [compute("backward", dur, mb, x)], nbytes)
+                chain[0] = x[0]
                 if j.zero == 3 and dp_on:
                     g.coll(DP, "reduce_scatter", gbytes[k], "zero3_reduce_scatter", mb, [chain[0]])
                 elif final_b and dp_on:
