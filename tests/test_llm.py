@@ -145,6 +145,42 @@ def test_a_straggler_stalls_its_pipeline(tmp_path):
     assert t == pytest.approx(4 * 6e9 + 3e9, rel=1e-6)
 
 
+def _moe(tmp_path, skew: float, ep=4, layers=2, m=2):
+    pytest.importorskip("fabriclab.collectives.alltoall")
+    shape = {**_custom(layers=layers), "experts": 4, "top_k": 2}
+    return simulate(_scenario(tmp_path, {"shape": shape, "dp": ep, "ep": ep, "micro_batches": m,
+                                         "ep_skew": skew}, hosts=ep))
+
+
+def test_expert_parallel_all_to_alls_match_the_hand_count(tmp_path):
+    # Per MoE layer and micro-batch: dispatch and combine forward, and both again backward: 4 L m all-to-alls
+    # per EP group; a direct all-to-all sends (n - 1) / n of the buffer (b s top_k h 2 bytes) from every rank.
+    ep, layers, m = 4, 2, 2
+    res = _moe(tmp_path, 0.0, ep, layers, m)
+    a2a = _ops(res, "alltoall")
+    assert a2a.op_id.nunique() == 4 * layers * m
+    buf = 1 * 16 * 2 * 64 * 2
+    per = a2a.groupby(["op_id", "rank"]).bytes.sum()
+    assert set(per) == {buf * (ep - 1) // ep}
+    tl = res.timeline
+    assert (tl.groupby(["worker", "kind"]).size().unstack()[["ep_alltoall_forward", "ep_alltoall_backward"]]
+            == 2 * layers * m).all().all()
+
+
+def test_routing_skew_loads_the_hot_experts(tmp_path):
+    # ep_skew = 1: EP rank e gets a share of the tokens proportional to 1 / (e + 1); every rank sends rank e
+    # that share of its buffer, and rank e's experts compute n times their share of the routed tokens.
+    ep = 4
+    uni, hot = _moe(tmp_path, 0.0, ep), _moe(tmp_path, 1.0, ep)
+    w = [1 / (e + 1) for e in range(ep)]
+    a2a = _ops(hot, "alltoall")
+    got = a2a.groupby("peer").bytes.sum()
+    assert [got[e] / got[1] for e in range(ep)] == pytest.approx([x / w[1] for x in w], rel=1e-3)
+    t_uni = uni.summary["llm_jobs"]["llm"]["iteration_times_ps"][0]
+    t_hot = hot.summary["llm_jobs"]["llm"]["iteration_times_ps"][0]
+    assert t_hot > t_uni
+
+
 def _cli(tmp_path, toml: str):
     (tmp_path / "s.toml").write_text(toml)
     return subprocess.run([sys.executable, "-m", "fabriclab.cli", "run", str(tmp_path / "s.toml"), "--out",

@@ -90,8 +90,11 @@ class LlmJobConfig(_Strict):
     tp: StrictInt = Field(1, ge=1, le=U32_MAX)
     pp: StrictInt = Field(1, ge=1, le=U32_MAX)
     dp: StrictInt = Field(1, ge=1, le=U32_MAX)
-    # Expert parallelism: needs a model with experts; not lowered yet (docs/llm.md).
+    # Expert parallelism: EP groups of ep data-parallel ranks, the experts split among them; an
+    # all-to-all dispatches each MoE layer's tokens and another combines them (docs/llm.md).
     ep: StrictInt = Field(1, ge=1, le=U32_MAX)
+    # Token-routing skew: EP rank e receives a share of the tokens proportional to 1 / (e + 1)^ep_skew.
+    ep_skew: StrictFloat = Field(0.0, ge=0, le=10)
     micro_batches: StrictInt = Field(8, ge=1, le=U32_MAX)
     micro_batch_size: StrictInt = Field(1, ge=1, le=U32_MAX)
     schedule: Literal["1f1b", "gpipe"] = "1f1b"
@@ -145,8 +148,8 @@ class LlmJobConfig(_Strict):
                              f"({m['ffn_hidden']})")
         if self.ep > 1 and m["experts"] is None:
             raise ValueError("ep: expert parallelism needs a model with experts (shape.experts)")
-        if self.ep > 1:
-            raise ValueError("ep: expert parallelism's all-to-all is not lowered yet (docs/llm.md); give ep = 1")
+        if self.ep > 1 and (m["experts"] % self.ep or self.dp % self.ep):
+            raise ValueError(f"ep: {self.ep} must divide the experts ({m['experts']}) and dp ({self.dp})")
         if self.hosts != "all" and len(self.hosts) != self.tp * self.pp * self.dp:
             raise ValueError(f"hosts: {len(self.hosts)} hosts given, but tp x pp x dp = "
                              f"{self.tp} x {self.pp} x {self.dp} = {self.tp * self.pp * self.dp} ranks")

@@ -17,7 +17,7 @@ from ...scenario.base import ScenarioError
 from ...scenario.llm import GPU_PEAK_FLOPS
 from ..app import App, Collected, Resolving
 
-TP, DP = 0, 1  # group slots
+TP, DP, EP = 0, 1, 2  # group slots
 
 
 class Llm(App):
@@ -119,8 +119,11 @@ def layer_costs(s, i: int, j) -> dict:
     rate = GPU_PEAK_FLOPS[j.gpu] * j.efficiency * j.tp / 1e12  # FLOPs per ps over the TP group
     costs = {"attn_ps": [round(attn_flops / rate)] * m["layers"], "mlp_ps": [round(mlp_flops / rate)] * m["layers"],
              "head_ps": round(2 * b * sq * h * m["vocab"] / rate),
-             "layer_params": attn_params + mlp_one * experts, "embed_params": m["vocab"] * h,
-             "act_bytes": b * sq * h * 2, "backward_factor": 3 if j.activation_recompute else 2}
+             # An EP rank holds experts / ep of the experts.
+             "layer_params": attn_params + mlp_one * experts // j.ep, "embed_params": m["vocab"] * h,
+             "act_bytes": b * sq * h * 2, "backward_factor": 3 if j.activation_recompute else 2,
+             # Each token to its top_k experts, h values in bf16; split over TP ranks under sequence parallelism.
+             "a2a_bytes": b * sq * (m["top_k"] or 1) * h * 2 // (j.tp if j.sequence_parallel else 1)}
     if j.profile is not None:
         costs.update(_profile(s, i, j, m["layers"]))
     return costs
@@ -173,8 +176,12 @@ class _Lowering:
         self.labels: list[str] = []
         self.plans: list[dict] = []
         self.plan_of: dict = {}
-        self.group_size = {TP: j.tp, DP: j.dp}
+        self.group_size = {TP: j.tp, DP: j.dp, EP: j.ep}
         self.c = layer_costs(s, i, j)
+        self.moe = j.ep > 1
+        # Token routing: the share of tokens sent to EP rank e, Zipf-like in the skew (0: uniform).
+        w = [1 / (e + 1) ** j.ep_skew for e in range(j.ep)]
+        self.expert_weights = [x / sum(w) for x in w]
 
     def label(self, name: str) -> int:
         if name not in self.labels:
@@ -189,13 +196,28 @@ class _Lowering:
         )
 
         if (op, n) not in self.plan_of:
-            build = {"allreduce": ring_allreduce, "reduce_scatter": ring_reduce_scatter,
-                     "allgather": ring_allgather}[op]
-            p = build(n, n * 1024)
+            if op == "alltoall":
+                try:
+                    from ...collectives.alltoall import direct_alltoall
+                except ImportError:
+                    raise ScenarioError(f"llm_jobs[{self.i}].ep: expert parallelism needs the all-to-all "
+                                        f"planner (fabriclab.collectives.alltoall), absent here") from None
+                p = direct_alltoall(n, n * 1024)
+            else:
+                build = {"allreduce": ring_allreduce, "reduce_scatter": ring_reduce_scatter,
+                         "allgather": ring_allgather}[op]
+                p = build(n, n * 1024)
             steps = [[{"op": st.op, "peer": st.peer, "offset": st.offset, "bytes": st.bytes, "reduce": st.reduce,
                        "deps": list(st.deps), "path": None} for st in r] for r in p.ranks]
+            if op == "alltoall":
+                # Skewed routing: the block for rank e carries its share of the tokens (uniform: 1/n each).
+                for r in steps:
+                    for st in r:
+                        if st["op"] == "send":
+                            st["bytes"] = max(1, round(st["bytes"] * n * self.expert_weights[st["peer"]]))
             self.plan_of[(op, n)] = len(self.plans)
-            self.plans.append({"op": op, "algorithm": "ring", "size_bytes": p.size_bytes, "steps": steps})
+            self.plans.append({"op": op, "algorithm": p.algorithm or "ring",
+                               "size_bytes": p.size_bytes, "steps": steps})
         return self.plan_of[(op, n)]
 
     def schedule(self, stage: int) -> list[tuple[str, int]]:
@@ -208,8 +230,13 @@ class _Lowering:
             ops += [("F", warm + k), ("B", k)]
         return ops + [("B", k) for k in range(m - warm, m)]
 
-    def program(self, stage: int) -> list[dict]:
+    def program(self, stage: int, expert_rank: int) -> list[dict]:
+        """Stage ``stage``'s program; ``expert_rank``: the rank's index in its EP group (its experts' share
+        of the routed tokens differs under skew)."""
         j, c = self.j, self.c
+        moe = self.moe
+        a2a = c["a2a_bytes"]
+        expert_load = self.expert_weights[expert_rank] * j.ep if moe else 1.0
         ls = j.resolved_shape()["layers"] // j.pp
         first, last = stage == 0, stage == j.pp - 1
         prev_slot, next_slot = 0, (1 if not first else 0)
@@ -244,12 +271,26 @@ class _Lowering:
                 return [g.coll(TP, "allgather", nbytes, "tp_allgather", mb, deps)]
             return deps
 
-        def parts(ch, durations):
+        def parts(ch, durations, mlp_first):
             """A layer's two halves (attention, MLP), each with its TP collectives; a coarse chunk of
-            several layers as one part carrying all their bytes."""
-            if len(ch) == 1:
-                return [(durations[0], act), (durations[1], act)]
-            return [(sum(durations), 2 * act * len(ch))]
+            several layers as one part carrying all their bytes. Each: (attention time, MLP time, TP bytes,
+            MLP layers in it)."""
+            if len(ch) > 1:
+                return [(durations[0], durations[1], 2 * act * len(ch), len(ch))]
+            halves = [(durations[0], 0, act, 0), (0, durations[1], act, 1)]
+            return halves[::-1] if mlp_first else halves
+
+        def part(kind, mb, x, attn_d, mlp_d, nbytes, mlp_layers):
+            """One part: its TP allgather (sequence parallelism), compute, TP collective; an MoE part's expert
+            compute between the all-to-alls that dispatch its tokens and combine them (GShard, Lepikhin et al.
+            2020), the hot experts' ranks computing their routed share."""
+            x = tp_pre(mb, x, nbytes)
+            if moe and mlp_layers:
+                x = [g.coll(EP, "alltoall", a2a * mlp_layers, f"ep_alltoall_{kind}", mb, x)]
+                x = [compute(kind, attn_d + round(mlp_d * expert_load), mb, x)]
+                x = [g.coll(EP, "alltoall", a2a * mlp_layers, f"ep_alltoall_{kind}", mb, x)]
+                return tp_coll(mb, x, nbytes)
+            return tp_coll(mb, [compute(kind, attn_d + mlp_d, mb, x)], nbytes)
 
         def zero3_gather(k, mb):
             if j.zero == 3 and dp_on:
@@ -268,9 +309,8 @@ class _Lowering:
                 for k, ch in enumerate(chunks):
                     x = [chain[0], zero3_gather(k, mb)]
                     halves = [sum(c[half][layer] for layer in ch) for half in ("attn_ps", "mlp_ps")]
-                    for dur, nbytes in parts(ch, halves):
-                        x = tp_pre(mb, x, nbytes)
-                        x = tp_coll(mb, [compute("forward", dur, mb, x)], nbytes)
+                    for pt in parts(ch, halves, False):
+                        x = part("forward", mb, x, *pt)
                     chain[0] = x[0]
                 if last:
                     chain[0] = compute("forward", c["head_ps"], mb, [chain[0]])
@@ -285,10 +325,9 @@ class _Lowering:
                 ch = chunks[k]
                 x = [chain[0], zero3_gather(k, mb)]
                 halves = [sum(bwd[layer] // 2 if bwd else c[half][layer] * bf for layer in ch)
-                          for half in ("mlp_ps", "attn_ps")]
-                for dur, nbytes in parts(ch, halves):
-                    x = tp_pre(mb, x, nbytes)
-                    x = tp_coll(mb, [compute("backward", dur, mb, x)], nbytes)
+                          for half in ("attn_ps", "mlp_ps")]
+                for pt in parts(ch, halves, True):
+                    x = part("backward", mb, x, *pt)
                 chain[0] = x[0]
                 if j.zero == 3 and dp_on:
                     g.coll(DP, "reduce_scatter", gbytes[k], "zero3_reduce_scatter", mb, [chain[0]])
@@ -343,13 +382,20 @@ def lower(s, i: int, j, t) -> dict:
             groups.append({"label": label, "ranks": members})
         return gid[key]
 
-    programs = [low.program(p) for p in range(j.pp)]
+    ep_label = low.label("ep")
+    # Under routing skew the EP ranks of a stage compute different shares: a program per (stage, EP rank).
+    variants = j.ep if j.ep > 1 and j.ep_skew > 0 else 1
+    programs = [low.program(p, e) for p in range(j.pp) for e in range(variants)]
     ranks = []
     for r, (a, d, p) in enumerate(coords):
         tg = group(("tp", d, p), tp_label, [index[(x, d, p)] for x in range(j.tp)])
         dg = group(("dp", a, p), dp_label, [index[(a, x, p)] for x in range(j.dp)])
+        # EP groups: consecutive data-parallel ranks, ep at a time (Megatron-LM's expert parallelism).
+        e0 = d - d % j.ep
+        eg = group(("ep", a, p, e0), ep_label, [index[(a, x, p)] for x in range(e0, e0 + j.ep)])
         peers = ([index[(a, d, p - 1)]] if p > 0 else []) + ([index[(a, d, p + 1)]] if p < j.pp - 1 else [])
-        ranks.append({"host": hosts[r], "program": p, "groups": [tg, dg], "peers": peers, "slowdown": slow[r]})
+        ranks.append({"host": hosts[r], "program": p * variants + (d % j.ep if variants > 1 else 0),
+                      "groups": [tg, dg, eg], "peers": peers, "slowdown": slow[r]})
     return {"name": j.name, "start_ps": j.start_ps, "iterations": j.iterations, "class": j.class_,
             "reduce_bps": j.reduce_bps, "send_overhead_ps": j.send_overhead_ps,
             "persistent_connections": j.persistent_connections, "ranks": ranks, "groups": groups,
