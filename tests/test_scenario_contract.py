@@ -113,7 +113,7 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
         "llm_jobs": [{"name": "llm", "model": "custom", "shape": {"hidden": 64, "layers": 2, "heads": 2, "kv_heads": 1,
                                                              "ffn_hidden": 128, "gated_mlp": True, "vocab": 100,
                                                              "seq_len": 16, "experts": 2, "top_k": 1},
-                      "tp": 2, "pp": 1, "dp": 2, "ep": 1, "micro_batches": 2, "micro_batch_size": 1,
+                      "tp": 2, "pp": 1, "dp": 2, "ep": 1, "ep_skew": 0.5, "micro_batches": 2, "micro_batch_size": 1,
                       "schedule": "gpipe", "zero": 3, "sequence_parallel": True, "activation_recompute": True,
                       "hosts": [3, 2, 1, 0], "order": "tp-pp-dp", "gpu": "h100", "efficiency": 0.4,
                       "profile": "llm.csv", "grad_bytes_per_param": 4, "bucket_bytes": "1MB", "layers_per_node": 1,
@@ -306,7 +306,7 @@ TRANSLATED = {
     "Scenario": ("FabricSpec", {"name", "flows_csv", "outputs", "fabriclab_version", "faults", "recovery", "cloud",
                                 "llm_jobs"}, {"graph_jobs"}),
     # the shape and parallelism -> ranks, groups, programs (compute from FLOPs or the profile), plans and labels
-    "LlmJobConfig": ("GraphJobSpec", {"model", "shape", "tp", "pp", "dp", "ep", "micro_batches", "micro_batch_size",
+    "LlmJobConfig": ("GraphJobSpec", {"model", "shape", "tp", "pp", "dp", "ep", "ep_skew", "micro_batches", "micro_batch_size",
                                       "schedule", "zero", "sequence_parallel", "activation_recompute", "hosts",
                                       "order", "gpu", "efficiency", "profile", "grad_bytes_per_param",
                                       "bucket_bytes", "layers_per_node", "slowdown"},
