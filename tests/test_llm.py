@@ -145,6 +145,14 @@ def test_a_straggler_stalls_its_pipeline(tmp_path):
     assert t == pytest.approx(4 * 6e9 + 3e9, rel=1e-6)
 
 
+def test_same_scenario_same_results(tmp_path):
+    job = {"shape": _custom(layers=4), "tp": 2, "pp": 2, "dp": 2, "micro_batches": 3, "zero": 1,
+           "sequence_parallel": True}
+    a, b = (simulate(_scenario(tmp_path, job, hosts=8, backend="packet")) for _ in range(2))
+    for name in ("jobs", "timeline", "ccl"):
+        assert a.tables[name].equals(b.tables[name]), name
+
+
 def _moe(tmp_path, skew: float, ep=4, layers=2, m=2):
     pytest.importorskip("fabriclab.collectives.alltoall")
     shape = {**_custom(layers=layers), "experts": 4, "top_k": 2}
