@@ -88,7 +88,11 @@ fn a_rank_is_done_once_when_its_last_receive_completes_inside_a_send() {
     let mut run = PlanRun::start(&g, &mut out);
     run.delivered(&g, 1, 0, &mut out);
     run.delivered(&g, 0, 0, &mut out);
-    let done = |r| out.iter().filter(|a| **a == Action::RankDone { rank: r }).count();
+    let done = |r| {
+        out.iter()
+            .filter(|a| **a == Action::RankDone { rank: r })
+            .count()
+    };
     assert_eq!((done(0), done(1)), (1, 1));
 }
 
