@@ -16,6 +16,7 @@ import csv
 from ...scenario.base import ScenarioError
 from ...scenario.llm import GPU_PEAK_FLOPS
 from ..app import App, Collected, Resolving
+from ..limits import BYTES_PER_FLOW, BYTES_PER_TIMELINE_ROW
 
 TP, DP, EP = 0, 1, 2  # group slots
 
@@ -29,6 +30,19 @@ class Llm(App):
 
     def resolve(self, r: Resolving) -> None:
         r.spec["graph_jobs"] = [lower(r.scenario, i, j, r.topology) for i, j in enumerate(r.scenario.llm_jobs)]
+
+    def estimate(self, s, est, hosts: int, rate_bps: float) -> None:
+        for i, j in enumerate(s.llm_jobs):
+            low = _Lowering(s, i, j)
+            per_stage = [low.program(p, 0) for p in range(j.pp)]
+            rows = j.iterations * j.tp * j.dp * sum(len(p) for p in per_stage)
+            # A collective node's messages: a ring's 2 (n - 1) sends and receives at most, per member.
+            sizes = {TP: j.tp, DP: j.dp, EP: j.ep}
+            msgs = j.iterations * j.tp * j.dp * sum(2 * max(sizes[n["slot"]] - 1, 1) for p in per_stage for n in p
+                                                    if n["kind"] == "collective")
+            est.add(f"llm_jobs[{i}].micro_batches", rows * BYTES_PER_TIMELINE_ROW + msgs * BYTES_PER_FLOW,
+                    f"an LLM job of {j.tp * j.pp * j.dp} ranks: about {est.count(rows)} timeline rows and "
+                    f"{est.count(msgs)} messages per run")
 
     def collect(self, c: Collected) -> None:
         it = c.core_tables.get("graph_iterations")
