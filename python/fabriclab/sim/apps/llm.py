@@ -33,16 +33,18 @@ class Llm(App):
 
     def estimate(self, s, est, hosts: int, rate_bps: float) -> None:
         for i, j in enumerate(s.llm_jobs):
-            low = _Lowering(s, i, j)
-            per_stage = [low.program(p, 0) for p in range(j.pp)]
-            rows = j.iterations * j.tp * j.dp * sum(len(p) for p in per_stage)
-            # A collective node's messages: a ring's 2 (n - 1) sends and receives at most, per member.
-            sizes = {TP: j.tp, DP: j.dp, EP: j.ep}
-            msgs = j.iterations * j.tp * j.dp * sum(2 * max(sizes[n["slot"]] - 1, 1) for p in per_stage for n in p
-                                                    if n["kind"] == "collective")
+            rows, msgs, _ = _size(s, i, j)
             est.add(f"llm_jobs[{i}].micro_batches", rows * BYTES_PER_TIMELINE_ROW + msgs * BYTES_PER_FLOW,
                     f"an LLM job of {j.tp * j.pp * j.dp} ranks: about {est.count(rows)} timeline rows and "
                     f"{est.count(msgs)} messages per run")
+
+    def events(self, s, t, est) -> None:
+        for i, j in enumerate(s.llm_jobs):
+            rows, msgs, nbytes = _size(s, i, j)
+            est.add(f"llm_jobs[{i}]", 2 * rows)
+            n = j.tp * j.pp * j.dp
+            ranks = list(range(len(t.hosts))) if j.hosts == "all" else list(j.hosts)
+            est.load(f"llm_jobs[{i}]", nbytes, msgs, est.hops.mean(ranks[:n]))
 
     def collect(self, c: Collected) -> None:
         it = c.core_tables.get("graph_iterations")
@@ -62,6 +64,28 @@ class Llm(App):
                                        "label": pa.array(g["label"], pa.string()),
                                        "ranks": pa.array(g["ranks"], pa.string())})
         _telemetry(c)
+
+
+def _size(s, i: int, j) -> tuple[int, int, float]:
+    """Job ``i``'s node runs, messages and bytes sent in a run, counted
+    from its stages' programs (a collective node's messages as a ring's:
+    2 (n - 1) per member for an allreduce, n - 1 otherwise)."""
+    low = _Lowering(s, i, j)
+    per_stage = [low.program(p, 0) for p in range(j.pp)]
+    reps = j.iterations * j.tp * j.dp
+    sizes = {TP: j.tp, DP: j.dp, EP: j.ep}
+    rows = reps * sum(len(p) for p in per_stage)
+    msgs = nbytes = 0.0
+    for p in per_stage:
+        for nd in p:
+            if nd["kind"] == "send":
+                msgs, nbytes = msgs + 1, nbytes + nd["bytes"]
+            elif nd["kind"] == "collective":
+                n = sizes[nd["slot"]]
+                k = 2 if low.plans[nd["plan"]]["op"] == "allreduce" else 1
+                msgs += k * (n - 1)
+                nbytes += k * nd["bytes"] * (n - 1) / n
+    return rows, int(reps * msgs), reps * nbytes
 
 
 def _compute_share(summary: dict, tl) -> None:
