@@ -53,6 +53,7 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
                 st.path = [f"h{hosts[1 - st.peer]}", "leaf0", f"h{hosts[st.peer]}"]
     (tmp_path / "ring.json").write_text(plan.to_json())
     (tmp_path / "sizes.csv").write_text("size_bytes,cdf\n1000,0.5\n20000,1\n")
+    (tmp_path / "llm.csv").write_text("layer,forward_ps,backward_ps\n0,1000,2000\n1,1000,2000\n")
     raw = {
         "name": "contract", "seed": 7, "backend": "packet", "flow_model": "fluid", "stop_ps": "50ms",
         "topology": {"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 4, "spines": 2,
@@ -109,6 +110,16 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
                                   "g": 0.125, "initial_alpha": 1.0}},
                  {"name": "sml", "workers": [2, 3], "layers": 2, "model_bytes": "20KB", "compute_ps": "100us",
                   "iterations": 1, "allreduce": "switchml", "aggregation": {"trees": 1}, "end_run": False}],
+        "llm_jobs": [{"name": "llm", "model": "custom", "shape": {"hidden": 64, "layers": 2, "heads": 2, "kv_heads": 1,
+                                                             "ffn_hidden": 128, "gated_mlp": True, "vocab": 100,
+                                                             "seq_len": 16, "experts": 2, "top_k": 1},
+                      "tp": 2, "pp": 1, "dp": 2, "ep": 1, "ep_skew": 0.5, "micro_batches": 2, "micro_batch_size": 1,
+                      "schedule": "gpipe", "zero": 3, "sequence_parallel": True, "activation_recompute": True,
+                      "hosts": [3, 2, 1, 0], "order": "tp-pp-dp", "gpu": "h100", "efficiency": 0.4,
+                      "profile": "llm.csv", "grad_bytes_per_param": 4, "bucket_bytes": "1MB", "layers_per_node": 1,
+                      "iterations": 2, "start_ps": "1us", "class": 1, "reduce_bps": "1Tbps",
+                      "send_overhead_ps": "1us", "persistent_connections": False, "slowdown": {"1": 1.5},
+                      "telemetry": True, "end_run": False}],
         "aggregation": {"memory_bytes": "1MB", "vector_bytes": 512, "timeout_ps": "1ms", "functional": True},
         "faults": [{"kind": "compute_slow", "at_ps": "1ms", "job": "j", "rank": 1, "factor": 1.5},
                    {"kind": "flapping", "at_ps": "1ms", "link": ["leaf0", "spine0"], "period_ps": "1ms",
@@ -220,7 +231,8 @@ def test_full_scenario_fills_every_section(tmp_path):
     core = core_spec(s)
     for key in ("host_queue", "pfc", "switch_buffer", "stop_ps"):
         assert core[key] is not None, key
-    for key in ("queue_overrides", "link_events", "switch_logic", "traffic", "flows", "collectives", "jobs"):
+    for key in ("queue_overrides", "link_events", "switch_logic", "traffic", "flows", "collectives", "jobs",
+                "graph_jobs"):
         assert core[key], key
     assert {e["action"] for e in core["link_events"]} == {"down", "up", "rate", "loss"}
     assert core["jobs"][0]["allreduce_plan"] is not None and core["jobs"][0]["slack_aware"] is not None
@@ -234,6 +246,8 @@ def test_full_scenario_fills_every_section(tmp_path):
         assert set(raw[section]) == set(pyd[model]["properties"]), section
     assert set(raw["topology"]) == set(pyd["LeafSpineTopology"]["properties"])
     assert set().union(*raw["jobs"]) == set(pyd["JobConfig"]["properties"])
+    assert set(raw["llm_jobs"][0]) == set(pyd["LlmJobConfig"]["properties"])
+    assert set(raw["llm_jobs"][0]["shape"]) == set(pyd["ModelShape"]["properties"])
     assert set(raw["aggregation"]) == set(pyd["AggregationConfig"]["properties"])
     assert set(raw["jobs"][1]["aggregation"]) == set(pyd["JobAggregationConfig"]["properties"])
     assert set(raw["flows"][0]) == set(pyd["FlowConfig"]["properties"])
@@ -288,8 +302,15 @@ TRANSLATED = {
     # faults -> jobs[].faults and link_events
     # recovery: Python runs the job in segments (systems/c4/recovery.py)
     # cloud: Python builds the topology, hypervisor queues, neighbours' traffic and clock groups (scenario/cloud.py)
-    "Scenario": ("FabricSpec", {"name", "flows_csv", "outputs", "fabriclab_version", "faults", "recovery", "cloud"},
-                 set()),
+    # llm_jobs -> graph_jobs (sim/apps/llm.py lowers each job's shape onto a dependency graph)
+    "Scenario": ("FabricSpec", {"name", "flows_csv", "outputs", "fabriclab_version", "faults", "recovery", "cloud",
+                                "llm_jobs"}, {"graph_jobs"}),
+    # the shape and parallelism -> ranks, groups, programs (compute from FLOPs or the profile), plans and labels
+    "LlmJobConfig": ("GraphJobSpec", {"model", "shape", "tp", "pp", "dp", "ep", "ep_skew", "micro_batches", "micro_batch_size",
+                                      "schedule", "zero", "sequence_parallel", "activation_recompute", "hosts",
+                                      "order", "gpu", "efficiency", "profile", "grad_bytes_per_param",
+                                      "bucket_bytes", "layers_per_node", "slowdown"},
+                     {"ranks", "groups", "programs", "plans", "labels"}),
     "QueueConfig": ("QueueSpec", set(), set()),
     # node/to names -> from/to indices; the inherited queue fields -> queue
     "QueueOverrideConfig": ("QueueOverride", {"node", "discipline", "bands", "priomap", "limit_bytes",
@@ -329,7 +350,9 @@ TRANSLATED = {
 # Models the core never sees as such (resolved into other data, or Python-only).
 NOT_IN_CORE = {"CloudConfig": "built into topology, queue_overrides, traffic and clocks.groups (scenario/cloud.py)",
                "StarTopology": "built into topology.nodes/links", "LeafSpineTopology": "built into topology.nodes/links",
-               "FatTreeTopology": "built into topology.nodes/links", "FileTopology": "read into topology.nodes/links",
+               "FatTreeTopology": "built into topology.nodes/links",
+               "GpuClusterTopology": "built into topology.nodes/links",
+               "ModelShape": "lowered into graph_jobs[].programs (compute times, bytes)", "FileTopology": "read into topology.nodes/links",
                "OutputsConfig": "what Python writes; queue sampling is Simulator.sample_queues",
                "JobAggregationConfig": "built by the controller into aggregation.jobs (trees, window, sync_fraction)",
                "FaultConfig": "compiled into jobs[].faults (WorkerFault) and link_events (scenario/faults.py and sim/apps/faults.py)",

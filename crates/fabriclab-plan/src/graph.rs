@@ -206,6 +206,10 @@ impl PlanRun {
 
     fn complete(&mut self, g: &PlanGraph, r: u32, i: u32, out: &mut Vec<Action>) {
         self.left[r as usize] -= 1;
+        // Whether this was the rank's last step, decided before its dependents
+        // start: one of them may complete at once (its data already there) and
+        // be the last, and the rank is done only once.
+        let last = self.left[r as usize] == 0;
         out.push(Action::Completed { rank: r, step: i });
         for &d in &g.dependents[r as usize][i as usize] {
             let p = &mut self.pending[r as usize][d as usize];
@@ -214,7 +218,7 @@ impl PlanRun {
                 self.start_step(g, r, d, out);
             }
         }
-        if self.left[r as usize] == 0 {
+        if last {
             out.push(Action::RankDone { rank: r });
         }
     }

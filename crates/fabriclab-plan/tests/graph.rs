@@ -72,6 +72,31 @@ fn exchange_then_reduce_runs_in_dependency_order() {
 }
 
 #[test]
+fn a_rank_is_done_once_when_its_last_receive_completes_inside_a_send() {
+    // Each rank sends, then receives (in place: after its own send). Rank 1's
+    // message arrives first, before rank 0's receive has started; when rank
+    // 0's send completes, that receive starts and completes at once: rank 0
+    // is done exactly once.
+    let rank = |peer| {
+        vec![
+            step(Op::Send, peer, 10, false, vec![]),
+            step(Op::Recv, peer, 10, false, vec![0]),
+        ]
+    };
+    let g = PlanGraph::new("t", vec![rank(1), rank(0)]).unwrap();
+    let mut out = Vec::new();
+    let mut run = PlanRun::start(&g, &mut out);
+    run.delivered(&g, 1, 0, &mut out);
+    run.delivered(&g, 0, 0, &mut out);
+    let done = |r| {
+        out.iter()
+            .filter(|a| **a == Action::RankDone { rank: r })
+            .count()
+    };
+    assert_eq!((done(0), done(1)), (1, 1));
+}
+
+#[test]
 fn unmatched_messages_and_bad_dependencies_are_refused() {
     let e =
         PlanGraph::new("t", vec![vec![step(Op::Send, 1, 5, false, vec![])], vec![]]).unwrap_err();

@@ -67,13 +67,31 @@ class FatTreeTopology(_Strict):
         return v
 
 
+class GpuClusterTopology(_Strict):
+    """GPU servers on a leaf-spine fabric (docs/llm.md): a NIC per GPU,
+    an NVSwitch per server. Defaults: DGX H100-like, 8 GPUs with
+    ConnectX-7 400 Gb/s NICs and NVLink 4 at 900 GB/s per GPU, both
+    directions together (NVIDIA DGX H100 datasheet), so 450 GB/s each way."""
+
+    kind: Literal["gpu_cluster"]
+    leaves: StrictInt = Field(2, ge=1, le=U32_MAX)
+    servers_per_leaf: StrictInt = Field(2, ge=1, le=U32_MAX)
+    gpus_per_server: StrictInt = Field(8, ge=1, le=U32_MAX)
+    spines: StrictInt = Field(2, ge=1, le=U32_MAX)
+    nic_rate_bps: PositiveRate = 400_000_000_000
+    nvlink_bps: PositiveRate = 3_600_000_000_000
+    link_delay_ps: Delay = 1_000_000
+    nvlink_delay_ps: Delay = 500_000
+    spine_link_rate_bps: Optional[PositiveRate] = None
+
+
 class FileTopology(_Strict):
     kind: Literal["file"]
     path: str
 
 
 TopologyConfig = Annotated[
-    Union[StarTopology, LeafSpineTopology, FatTreeTopology, FileTopology], Field(discriminator="kind")
+    Union[StarTopology, LeafSpineTopology, FatTreeTopology, GpuClusterTopology, FileTopology], Field(discriminator="kind")
 ]
 
 

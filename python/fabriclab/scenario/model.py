@@ -34,6 +34,7 @@ from .fabric import (
     QUEUE_FIELDS,
     RAMP_FIELDS,
     FatTreeTopology,
+    GpuClusterTopology,
     LeafSpineTopology,
     LinkEventConfig,
     PfcConfig,
@@ -49,6 +50,7 @@ from .fabric import (
 from .clocks import ClocksConfig, ProbesConfig
 from .cloud import CloudConfig
 from .faults import FaultConfig
+from .llm import LlmJobConfig
 from .recovery import RecoveryConfig
 from .recovery import check_scenario as _check_recovery
 from .units import RateBps, SizeBytes, TimePs
@@ -287,6 +289,8 @@ class Scenario(_Strict):
     flows: list[FlowConfig] = Field(default_factory=list)
     flows_csv: Optional[str] = None
     jobs: list[JobConfig] = Field(default_factory=list)
+    # LLM training jobs (docs/llm.md): tensor, pipeline and data parallelism.
+    llm_jobs: list[LlmJobConfig] = Field(default_factory=list)
     collectives: list[CollectiveConfig] = Field(default_factory=list)
     # Labelled faults (docs/c4.md), compiled onto job faults and link events.
     faults: list[FaultConfig] = Field(default_factory=list)
@@ -577,6 +581,9 @@ class Scenario(_Strict):
                 )
             if isinstance(t, FatTreeTopology):
                 return topo.fat_tree(t.k, t.link_rate_bps, t.link_delay_ps, t.host_ports)
+            if isinstance(t, GpuClusterTopology):
+                return topo.gpu_cluster(t.leaves, t.servers_per_leaf, t.gpus_per_server, t.spines, t.nic_rate_bps,
+                                        t.nvlink_bps, t.link_delay_ps, t.nvlink_delay_ps, t.spine_link_rate_bps)
             return topo.from_file(self._resolve_path(t.path))
         except topo.TopologyError as e:
             raise ScenarioError(str(e)) from None

@@ -97,6 +97,37 @@ def leaf_spine(
     return t
 
 
+def gpu_cluster(leaves: int, servers_per_leaf: int, gpus_per_server: int, spines: int, nic_rate_bps: int,
+                nvlink_bps: int, link_delay_ps: int, nvlink_delay_ps: int,
+                spine_link_rate_bps: int | None = None) -> TopologyData:
+    """GPU servers on a leaf-spine fabric (DGX-like): every GPU is a host
+    with its own NIC (a switch node) on its server's leaf, and one
+    NVSwitch node joins a server's GPUs at ``nvlink_bps`` each. A message
+    between GPUs of a server takes the NVSwitch (two hops), any other the
+    NIC and the fabric. Unless given, the leaf-spine link rate makes the
+    fabric non-blocking."""
+    per_leaf = servers_per_leaf * gpus_per_server
+    if spine_link_rate_bps is None:
+        spine_link_rate_bps = leaf_spine_uplink_bps(per_leaf, spines, nic_rate_bps, 1.0)
+    t = TopologyData()
+    n_servers = leaves * servers_per_leaf
+    gpus = [t.add_node(f"s{k}.gpu{g}", "host", 0) for k in range(n_servers) for g in range(gpus_per_server)]
+    ls = [t.add_node(f"leaf{i}", "switch", 2) for i in range(leaves)]
+    ss = [t.add_node(f"spine{i}", "switch", 3) for i in range(spines)]
+    for k in range(n_servers):
+        nvs = t.add_node(f"s{k}.nvswitch", "switch", 1)
+        for g in range(gpus_per_server):
+            gpu = gpus[k * gpus_per_server + g]
+            t.add_link(gpu, nvs, nvlink_bps, nvlink_delay_ps)
+            nic = t.add_node(f"s{k}.nic{g}", "switch", 1)
+            t.add_link(gpu, nic, nic_rate_bps, 0)
+            t.add_link(nic, ls[k // servers_per_leaf], nic_rate_bps, link_delay_ps)
+    for leaf in ls:
+        for sp in ss:
+            t.add_link(leaf, sp, spine_link_rate_bps, link_delay_ps)
+    return t
+
+
 def fat_tree(k: int, link_rate_bps: int, link_delay_ps: int, host_ports: int = 1) -> TopologyData:
     """k-ary three-tier fat-tree (Al-Fares et al., SIGCOMM 2008): k pods of
     k/2 edge and k/2 aggregation switches, (k/2)^2 cores, k^3/4 hosts.

@@ -2,6 +2,7 @@
 //! section and is listed once in [`REGISTRY`]; nothing else names an app type.
 
 pub mod collective;
+pub mod graph;
 pub mod job;
 pub mod probes;
 pub mod qps;
@@ -35,6 +36,7 @@ pub const REGISTRY: &[AppKind] = &[
     traffic::FLOWS,
     collective::KIND,
     job::KIND,
+    graph::KIND,
     probes::KIND,
 ];
 

@@ -15,7 +15,8 @@ from .cloud import CLOUD
 from .collectives import COLLECTIVES
 from .faults import FAULTS
 from .jobs import JOBS
+from .llm import LLM
 from .probes import PROBES
 from .traffic import FLOWS, TRAFFIC
 
-APPS = (CLOCKS, TRAFFIC, FLOWS, JOBS, COLLECTIVES, FAULTS, AGGREGATION, PROBES, CLOUD)
+APPS = (CLOCKS, TRAFFIC, FLOWS, JOBS, LLM, COLLECTIVES, FAULTS, AGGREGATION, PROBES, CLOUD)
