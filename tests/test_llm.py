@@ -226,3 +226,18 @@ def test_example_runs_beside_background_traffic_on_both_backends(tmp_path):
         assert set(res.groups.label) == {"tp", "dp"}
         jobs = res.jobs
         assert len(jobs[jobs.job == "gpt"]) == 16
+
+
+def test_ccl_rows_name_their_communicator_group(tmp_path):
+    # TP 2 x DP 2 on 4 ranks (Megatron order: TP fastest): the TP groups are ranks {0, 1} and {2, 3}, the DP
+    # groups {0, 2} and {1, 3}. Every TP allreduce row belongs to one of two TP groups, every DP bucket's rows to
+    # one of two DP groups, and each group's rows come from its own members only.
+    s = _scenario(tmp_path, {"shape": _custom(layers=2), "tp": 2, "dp": 2, "micro_batches": 2,
+                             "bucket_bytes": "1GB"}, hosts=4)
+    res = simulate(s)
+    c = res.ccl
+    assert c.group.notna().all()
+    members = {grp: frozenset(int(x) for x in rows["rank"].unique()) for grp, rows in c.groupby("group")}
+    assert set(members) == {"tp0", "tp1", "dp0", "dp1"}
+    assert {members["tp0"], members["tp1"]} == {frozenset({0, 1}), frozenset({2, 3})}
+    assert {members["dp0"], members["dp1"]} == {frozenset({0, 2}), frozenset({1, 3})}

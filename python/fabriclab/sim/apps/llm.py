@@ -62,6 +62,7 @@ class Llm(App):
         g = c.core_tables["graph_groups"]
         c.tables["groups"] = pa.table({"job": pa.array(g["job"], pa.string()), "group": pa.array(g["group"], pa.uint32()),
                                        "label": pa.array(g["label"], pa.string()),
+                                       "name": pa.array(_group_names(g), pa.string()),
                                        "ranks": pa.array(g["ranks"], pa.string())})
         _telemetry(c)
 
@@ -105,6 +106,18 @@ def _compute_share(summary: dict, tl) -> None:
         j["idle_fraction_mean"] = 1 - float(per_rank.mean())
 
 
+def _group_names(g: dict) -> list[str]:
+    """Each group's name within its job: its kind and its index among the job's groups of that kind, in the
+    order the groups are listed ("tp0", "tp1", "dp0", ...)."""
+    seen: dict = {}
+    names = []
+    for job, label in zip(g["job"], g["label"]):
+        k = seen.get((job, label), 0)
+        seen[(job, label)] = k + 1
+        names.append(f"{label}{k}")
+    return names
+
+
 def _telemetry(c: Collected) -> None:
     """The jobs' collective messages as ccl.parquet rows, after the others."""
     gc = c.core_tables.get("graph_ccl")
@@ -117,8 +130,13 @@ def _telemetry(c: Collected) -> None:
 
     ccl = c.tables.get("ccl")
     first = 0 if ccl is None or ccl.num_rows == 0 else int(pc.max(ccl["op_id"]).as_py()) + 1
-    rows = from_jobs({k: v for k, v in gc.items() if k not in ("group", "collective")},
-                     {}, first, c.host_clock, c.host_names or None)
+    # Each row's communicator group by its label (groups.parquet: "tp0", "dp3", ...), so ccl.parquet and C4D
+    # see which group an op belongs to.
+    g = c.core_tables["graph_groups"]
+    label = {(job, gid): name for job, gid, name in zip(g["job"], g["group"], _group_names(g))}
+    named = {k: v for k, v in gc.items() if k != "collective"}
+    named["group"] = [label[(job, gid)] for job, gid in zip(gc["job"], gc["group"])]
+    rows = from_jobs(named, {}, first, c.host_clock, c.host_names or None)
     rows = rows.set_column(rows.schema.get_field_index("collective"), "collective",
                            pa.array(gc["collective"], rows.schema.field("collective").type))
     c.tables["ccl"] = rows if ccl is None else pa.concat_tables([ccl, rows])
