@@ -173,7 +173,7 @@ class Master:
         self.single_links: list = []  # per op: the one place (a link, or a switch's fabric links) most high connections cross
         self.full_links: list = []  # per op: links every connection through which was high
         self.bias_hist: list = []  # per op: link -> [sum, count] of its messages' route bias
-        self.frame_links: list = []
+        self.frame_links: list = []  # the last 2 ops with lost frames on high connections: their common links
         self.lossy_hist: list = []  # per op: the routes (link sets) of its messages that lost a frame
         self.prev_late: set = set()
         self.link_hist: dict = {}  # link -> the job's messages on it per op
