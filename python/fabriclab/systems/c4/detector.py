@@ -99,6 +99,9 @@ class JobView:
     paths: dict  # (op, sender, step) -> list of undirected link names
     host_links: dict  # host name -> its access link names
     rerouted: set = field(default_factory=set)  # (op, sender, step) of messages moved to a new route
+    # (op, sender, step) of messages that lost a frame (the transport's
+    # retransmission count, a NIC or socket counter) and kept their route
+    retransmitted: set = field(default_factory=set)
 
     def access_links(self) -> set[str]:
         """The hosts' access links."""
@@ -138,13 +141,15 @@ def job_view(name: str, hosts: list[str], messages: pd.DataFrame, first_op: int 
     paths, host_links = {}, {}
     moved = m["reroutes"].to_numpy() > 0 if "reroutes" in m else np.zeros(len(m), bool)
     rerouted = {(int(o), int(s), int(st)) for o, s, st in zip(op[moved], sender[moved], step[moved])}
+    lost = (m["retransmits"].to_numpy() > 0) & ~moved if "retransmits" in m else np.zeros(len(m), bool)
+    retransmitted = {(int(o), int(s), int(st)) for o, s, st in zip(op[lost], sender[lost], step[lost])}
     for o, st, s, p in zip(op, step, sender, m["path"]):
         nodes = path_nodes(p)
         links = _links(nodes)
         paths[(int(o), int(s), int(st))] = links
         for a, b in ((nodes[0], nodes[1]), (nodes[-1], nodes[-2])):
             host_links.setdefault(a, set()).add(_link(a, b))
-    return JobView(name, hosts, paths, host_links, rerouted)
+    return JobView(name, hosts, paths, host_links, rerouted, retransmitted)
 
 
 def _robust_sd(x) -> float:
@@ -175,6 +180,8 @@ class Master:
         self.single_links: list = []  # per op: the one place (a link, or a switch's fabric links) most high connections cross
         self.full_links: list = []  # per op: links every connection through which was high
         self.bias_hist: list = []  # per op: link -> [sum, count] of its messages' route bias
+        self.frame_links: list = []  # the last 2 ops with lost frames on high connections: their common links
+        self.lossy_hist: list = []  # per op: the routes (link sets) of its messages that lost a frame
         self.prev_late: set = set()
         self.link_hist: dict = {}  # link -> the job's messages on it per op
         self.empty_run: dict = {}  # link -> [its mean before, ops] while no message crosses it
@@ -315,17 +322,26 @@ class Master:
         self.prev_links = (self.prev_links + [suspects])[-PERSIST:]
         self.full_links = (self.full_links + [self._full_links(high, paths)])[-2:]
         self.bias_hist = (self.bias_hist + [self._route_bias(op_id, send)])[-PERSIST:]
+        lossy = [(set(self.v.paths.get((op_id, int(a), int(st)), ())), (int(a), int(d)))
+                 for a, d, st in zip(send["rank"], send["peer"], send["step"])
+                 if (op_id, int(a), int(st)) in self.v.retransmitted]
+        moved = any((op_id, int(a), int(st)) in self.v.rerouted for a, st in zip(send["rank"], send["step"]))
+        # In an op where routing moved messages, frames may be lost to the
+        # moved traffic's congestion on the links it moved to: not read.
+        self.lossy_hist = (self.lossy_hist + [None if moved else [r for r, _ in lossy]])[-PERSIST:]
         self._learn_conn(rates, high)
         if self.alarms:
             return
         stalled, stallers = self._suspect_links(strong, paths)
         if strong:
             self.strong_links = (self.strong_links + [stalled])[-2:]
+        framed = [r for r, c in lossy if c in high]
+        if framed and not moved:
+            self.frame_links = (self.frame_links + [set.intersection(*framed)])[-2:]
         # Stalls on two connections of one op that share a link: as much
         # evidence as stalls in two ops. Not in an op where routing moved a
         # message (a link event): a moved message's recorded route is its new
         # one, while its stall came from the link it left.
-        moved = any((op_id, int(a), int(st)) in self.v.rerouted for a, st in zip(send["rank"], send["step"]))
         shared = stalled if stallers >= 2 and not moved else set()
         # The one place most high connections cross (two at least), the same in
         # two ops in a row: one link, or one switch's fabric links (ECMP
@@ -340,6 +356,9 @@ class Master:
         elif len(self.strong_links) == 2 and set.intersection(*self.strong_links):
             # Stalls in two ops (not necessarily in a row) on a common link.
             links, slow = set.intersection(*self.strong_links), strong or high
+        elif len(self.frame_links) == 2 and set.intersection(*self.frame_links):
+            # Lost frames on one link in two ops, each slowing a connection.
+            links, slow = set.intersection(*self.frame_links), high
         elif len(self.prev_links) == PERSIST and set.intersection(*self.prev_links):
             links, slow = set.intersection(*self.prev_links), high
         elif len(self.full_links) == 2 and set.intersection(*self.full_links):
@@ -355,8 +374,12 @@ class Master:
         for k in slow:
             flagged[k[0], k[1]] = True
         pats = classify(flagged, present)
-        bias = {lk: sum(b[lk][0] for b in self.bias_hist if lk in b)
-                / max(1, sum(b[lk][1] for b in self.bias_hist if lk in b)) for lk in links}
+        # Lost frames place the fault: the link on the route of every message
+        # that lost one (among the suspects if it is one of them).
+        lossy = self._lossy_links()
+        if lossy:
+            links = (links & lossy) or lossy
+        bias = {lk: self._bias(lk) for lk in links}
         kind, comp, pattern = self._locate(pats, links, ratio, paths, bias)
         self.alarm(Alarm(end, "comm_slow", kind, comp, op_id, pattern, sorted(slow)))
 
@@ -389,6 +412,19 @@ class Master:
         self.probe_hist = (self.probe_hist + [ok])[-2:]
         if len(self.probe_hist) == 2 and ok is not None and self.probe_hist[0] == ok:
             self.alarm(Alarm(end, "comm_slow", "link", ok, op_id, "probes", []))
+
+    def _bias(self, lk) -> float:
+        """A link's route bias (:meth:`_route_bias`) over the last PERSIST ops."""
+        return (sum(b[lk][0] for b in self.bias_hist if lk in b)
+                / max(1, sum(b[lk][1] for b in self.bias_hist if lk in b)))
+
+    def _lossy_links(self) -> set:
+        """The links on the route of every message of the last PERSIST ops
+        that lost a frame (none: empty)."""
+        if any(op is None for op in self.lossy_hist):
+            return set()
+        routes = [r for op in self.lossy_hist for r in op]
+        return set.intersection(*routes) if routes else set()
 
     def _twins(self, links) -> bool:
         """Whether ``links`` are fabric links (no host's access link) that
@@ -548,6 +584,15 @@ class Master:
             after = send[send["send_end_mono_ns"].notna()
                          & (send["send_start_mono_ns"] > lost["send_start_mono_ns"].median())]
             fine = {(int(s), int(d)) for s, d in zip(after["rank"], after["peer"])} - conns
+            # A delivered message that lost frames on the way does not show
+            # its links healthy (a flapping link delivers between its flaps):
+            # its route is a bad path, and its connection not a healthy one.
+            done = send[send["send_end_mono_ns"].notna()]
+            frames = [(int(s), int(d), int(st)) for s, d, st in zip(done["rank"], done["peer"], done["step"])
+                      if (op_id, int(s), int(st)) in self.v.retransmitted]
+            fine -= {(s, d) for s, d, _ in frames}
+            for s, d, st in frames:
+                paths[("lost frame", s, st)] = self.v.paths.get((op_id, s, st), [])
             for c in fine:
                 paths[c] = self._route(*c)
             (link,) = self._tomography(set(paths) - fine, fine, paths, prefer_access=True)
