@@ -301,7 +301,8 @@ def fig8_scenario(config: str, load: float, k: int = 16, backend: str = "flow", 
         raw["pfc"] = {"classes": [agg_class]}
     else:
         # The pure max-min model by default, as docs/reproductions.md's numbers were made
-        # ("tcp" measured against it at 1024 servers: docs/reproductions.md, figure 8).
+        # ("tcp" measured against it at 1024 servers: docs/reproductions.md,
+        # "Why `fluid` stays at 1024 servers").
         raw["flow_model"] = flow_model
     return Scenario.from_dict(raw)
 
