@@ -32,6 +32,7 @@ from fabriclab._core import Simulator
 from fabriclab.collectives.rings import ring_allreduce
 from fabriclab.scenario.model import Scenario, ScenarioError
 from fabriclab.sim.pipeline import core_spec
+from test_chakra import COMP, allreduce, node, write_trace
 
 UNKNOWN = "zz_not_a_field"
 
@@ -54,6 +55,8 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
     (tmp_path / "ring.json").write_text(plan.to_json())
     (tmp_path / "sizes.csv").write_text("size_bytes,cdf\n1000,0.5\n20000,1\n")
     (tmp_path / "llm.csv").write_text("layer,forward_ps,backward_ps\n0,1000,2000\n1,1000,2000\n")
+    write_trace(tmp_path / "chakra", [[node(1, "a", COMP, dur_us=1), allreduce(2, 4096, [1], pg="dp"),
+                                       node(3, "b", COMP, [2], ctrl=[1], dur_us=1)]] * 2)
     raw = {
         "name": "contract", "seed": 7, "backend": "packet", "flow_model": "fluid", "stop_ps": "50ms",
         "topology": {"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 4, "spines": 2,
@@ -120,6 +123,10 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
                       "iterations": 2, "start_ps": "1us", "class": 1, "reduce_bps": "1Tbps",
                       "send_overhead_ps": "1us", "persistent_connections": False, "slowdown": {"1": 1.5},
                       "telemetry": True, "end_run": False}],
+        "trace_jobs": [{"name": "chakra", "path": "chakra", "hosts": [1, 0], "groups": {"dp": [0, 1]},
+                        "ctrl_deps": False, "cpu_ops": "serial", "iterations": 2, "start_ps": "1us", "class": 1,
+                        "reduce_bps": "1Tbps", "send_overhead_ps": "1us", "persistent_connections": False,
+                        "slowdown": {"1": 1.5}, "telemetry": True, "end_run": False}],
         "aggregation": {"memory_bytes": "1MB", "vector_bytes": 512, "timeout_ps": "1ms", "functional": True},
         "faults": [{"kind": "compute_slow", "at_ps": "1ms", "job": "j", "rank": 1, "factor": 1.5},
                    {"kind": "flapping", "at_ps": "1ms", "link": ["leaf0", "spine0"], "period_ps": "1ms",
@@ -248,6 +255,7 @@ def test_full_scenario_fills_every_section(tmp_path):
     assert set().union(*raw["jobs"]) == set(pyd["JobConfig"]["properties"])
     assert set(raw["llm_jobs"][0]) == set(pyd["LlmJobConfig"]["properties"])
     assert set(raw["llm_jobs"][0]["shape"]) == set(pyd["ModelShape"]["properties"])
+    assert set(raw["trace_jobs"][0]) == set(pyd["TraceJobConfig"]["properties"])
     assert set(raw["aggregation"]) == set(pyd["AggregationConfig"]["properties"])
     assert set(raw["jobs"][1]["aggregation"]) == set(pyd["JobAggregationConfig"]["properties"])
     assert set(raw["flows"][0]) == set(pyd["FlowConfig"]["properties"])
@@ -304,7 +312,10 @@ TRANSLATED = {
     # cloud: Python builds the topology, hypervisor queues, neighbours' traffic and clock groups (scenario/cloud.py)
     # llm_jobs -> graph_jobs (sim/apps/llm.py lowers each job's shape onto a dependency graph)
     "Scenario": ("FabricSpec", {"name", "flows_csv", "outputs", "fabriclab_version", "faults", "recovery", "cloud",
-                                "llm_jobs"}, {"graph_jobs"}),
+                                "llm_jobs", "trace_jobs"}, {"graph_jobs"}),
+    # trace_jobs -> graph_jobs (sim/apps/trace.py lowers each rank's Chakra nodes onto the same graph)
+    "TraceJobConfig": ("GraphJobSpec", {"path", "hosts", "groups", "ctrl_deps", "cpu_ops", "slowdown"},
+                       {"ranks", "groups", "programs", "plans", "labels"}),
     # the shape and parallelism -> ranks, groups, programs (compute from FLOPs or the profile), plans and labels
     "LlmJobConfig": ("GraphJobSpec", {"model", "shape", "tp", "pp", "dp", "ep", "ep_skew", "micro_batches", "micro_batch_size",
                                       "schedule", "zero", "sequence_parallel", "activation_recompute", "hosts",
@@ -409,8 +420,9 @@ def test_core_refuses_unknown_fields_everywhere(tmp_path):
 
 def test_pydantic_refuses_unknown_fields_everywhere(tmp_path):
     _, raw = full_scenario(tmp_path)
-    # slowdown and clocks.hosts are maps (their keys are ranks and host names)
-    paths = [p for p in _object_paths(raw) if not (p and p[-1] == "slowdown") and p != ("clocks", "hosts")]
+    # slowdown, trace_jobs' groups and clocks.hosts are maps (their keys are ranks, group and host names)
+    paths = [p for p in _object_paths(raw) if not (p and p[-1] in ("slowdown", "groups"))
+             and p != ("clocks", "hosts")]
     assert len(paths) >= 15
     for path in paths:
         bad = copy.deepcopy(raw)

@@ -51,6 +51,7 @@ from .clocks import ClocksConfig, ProbesConfig
 from .cloud import CloudConfig
 from .faults import FaultConfig
 from .llm import LlmJobConfig
+from .trace import TraceJobConfig
 from .recovery import RecoveryConfig
 from .recovery import check_scenario as _check_recovery
 from .units import RateBps, SizeBytes, TimePs
@@ -291,6 +292,8 @@ class Scenario(_Strict):
     jobs: list[JobConfig] = Field(default_factory=list)
     # LLM training jobs (docs/llm.md): tensor, pipeline and data parallelism.
     llm_jobs: list[LlmJobConfig] = Field(default_factory=list)
+    # Jobs replayed from Chakra execution traces (docs/llm.md, "Chakra traces").
+    trace_jobs: list[TraceJobConfig] = Field(default_factory=list)
     collectives: list[CollectiveConfig] = Field(default_factory=list)
     # Labelled faults (docs/c4.md), compiled onto job faults and link events.
     faults: list[FaultConfig] = Field(default_factory=list)
@@ -347,6 +350,13 @@ class Scenario(_Strict):
                 raise ValueError(f"collectives[{i}].name: {c.name!r} is already the name of collectives[{seen[c.name]}]; "
                                  f"give each collective its own name")
             seen[c.name] = i
+        graph = [(f"llm_jobs[{i}]", j.name) for i, j in enumerate(self.llm_jobs)]
+        graph += [(f"trace_jobs[{i}]", j.name) for i, j in enumerate(self.trace_jobs)]
+        named: dict[str, str] = {}
+        for where, name in graph:
+            if name in named:
+                raise ValueError(f"{where}.name: {name!r} is already the name of {named[name]}; give each job its own")
+            named[name] = where
         return self
 
     @model_validator(mode="after")
@@ -647,6 +657,7 @@ class Scenario(_Strict):
         for c in d.get("collectives", []):
             if c.get("plan") is not None:
                 yield c, "plan"
+        yield from ((t, "path") for t in d.get("trace_jobs", []))
 
     def _resolve_path(self, name: str) -> Path:
         p = Path(name)

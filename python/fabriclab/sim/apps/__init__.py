@@ -17,6 +17,7 @@ from .faults import FAULTS
 from .jobs import JOBS
 from .llm import LLM
 from .probes import PROBES
+from .trace import TRACE
 from .traffic import FLOWS, TRAFFIC
 
-APPS = (CLOCKS, TRAFFIC, FLOWS, JOBS, LLM, COLLECTIVES, FAULTS, AGGREGATION, PROBES, CLOUD)
+APPS = (CLOCKS, TRAFFIC, FLOWS, JOBS, LLM, TRACE, COLLECTIVES, FAULTS, AGGREGATION, PROBES, CLOUD)

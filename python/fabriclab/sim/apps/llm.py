@@ -56,7 +56,12 @@ class Llm(App):
 
         jobs, timeline, summary = _jobs({"job_iterations": it, "timeline": c.core_tables["graph_timeline"]})
         _compute_share(summary, timeline.to_pandas())
-        c.summary["llm_jobs"] = summary
+        # Jobs replayed from traces (fabriclab.sim.apps.trace) run on the same graph job: their own section.
+        traced = {j.name for j in c.scenario.trace_jobs}
+        for key, part in (("llm_jobs", {k: v for k, v in summary.items() if k not in traced}),
+                          ("trace_jobs", {k: v for k, v in summary.items() if k in traced})):
+            if part:
+                c.summary[key] = part
         for name, t in (("jobs", jobs), ("timeline", timeline)):
             c.tables[name] = t if name not in c.tables else pa.concat_tables([c.tables[name], t])
         g = c.core_tables["graph_groups"]
@@ -90,14 +95,15 @@ def _size(s, i: int, j) -> tuple[int, int, float]:
 
 
 def _compute_share(summary: dict, tl) -> None:
-    """Per job: the share of the iteration each rank spends computing, and
+    """Per job: the share of the iteration each rank spends computing (an LLM job's forward and backward
+    nodes, a traced job's compute nodes), and
     its complement, the time waiting (pipeline bubble and exposed communication)."""
     for name, j in summary.items():
         t = tl[(tl.job == name)]
         times = j["iteration_times_ps"]
-        if not times or t.empty:
+        comp = t[t.kind.isin(("forward", "backward", "compute"))]
+        if not times or comp.empty:
             continue
-        comp = t[t.kind.isin(("forward", "backward"))]
         busy = (comp.end_ps - comp.start_ps).groupby([comp.worker, comp.iteration]).sum()
         total = sum(times)
         per_rank = busy.groupby(level=0).sum() / total
@@ -202,6 +208,12 @@ def _profile(s, i: int, j, layers: int) -> dict:
             "bwd_ps": [bwd[k] for k in range(layers)], "head_ps": 0}
 
 
+def plan_steps(p) -> list[list[dict]]:
+    """A collective plan's steps per rank, as a graph job's plan holds them (any pinned path dropped)."""
+    return [[{"op": st.op, "peer": st.peer, "offset": st.offset, "bytes": st.bytes, "reduce": st.reduce,
+              "deps": list(st.deps), "path": None} for st in r] for r in p.ranks]
+
+
 class _Program:
     """One stage's program: nodes in the core's form, with each group's
     collectives chained in program order (a communicator runs its
@@ -263,8 +275,7 @@ class _Lowering:
                 build = {"allreduce": ring_allreduce, "reduce_scatter": ring_reduce_scatter,
                          "allgather": ring_allgather}[op]
                 p = build(n, n * 1024)
-            steps = [[{"op": st.op, "peer": st.peer, "offset": st.offset, "bytes": st.bytes, "reduce": st.reduce,
-                       "deps": list(st.deps), "path": None} for st in r] for r in p.ranks]
+            steps = plan_steps(p)
             if op == "alltoall":
                 # Skewed routing: the block for rank e carries its share of the tokens (uniform: 1/n each).
                 for r in steps:

@@ -1,0 +1,48 @@
+"""``[[trace_jobs]]``: a training job replayed from an execution trace
+(MLCommons Chakra, one file per rank), lowered by
+``fabriclab.sim.apps.trace`` onto the core's dependency-graph job, the one
+LLM jobs run on (docs/llm.md, "Chakra traces")."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import Field, StrictBool, StrictInt, model_validator
+
+from .base import U32_MAX, Delay, _Strict
+from .units import RateBps
+
+
+class TraceJobConfig(_Strict):
+    """A job replayed from Chakra execution traces."""
+
+    name: str = "trace"
+    # The files' prefix: <path>.0.et, <path>.1.et, ... (or .json, Chakra's JSON form), one per rank,
+    # relative to the scenario's folder.
+    path: str
+    # Hosts of the ranks: "all" (rank r on host r; the topology's hosts must number the ranks) or a list.
+    hosts: Union[Literal["all"], list[StrictInt]] = "all"
+    # Process groups by the traces' pg_name: their ranks. A collective without pg_name spans every rank.
+    groups: dict[str, list[StrictInt]] = Field(default_factory=dict)
+    # Honour ctrl_deps as well as data_deps (ASTRA-sim's feeder follows data_deps only).
+    ctrl_deps: StrictBool = True
+    # COMP_NODEs marked is_cpu_op: "skip" passes their dependencies through at no cost; "serial" runs
+    # them on the rank's one compute resource with its GPU kernels.
+    cpu_ops: Literal["skip", "serial"] = "skip"
+    iterations: StrictInt = Field(1, ge=1, le=U32_MAX)
+    start_ps: Delay = 0
+    class_: StrictInt = Field(0, ge=0, le=7, alias="class")
+    reduce_bps: Annotated[RateBps, Field(gt=0)] = 300 * 8 * 10**9
+    send_overhead_ps: Delay = 0
+    persistent_connections: StrictBool = True
+    # Rank -> compute slowdown factor (a straggler: > 1).
+    slowdown: dict[str, float] = Field(default_factory=dict)
+    telemetry: StrictBool = True
+    end_run: StrictBool = False
+
+    @model_validator(mode="after")
+    def _groups(self):
+        for g, ranks in self.groups.items():
+            if not ranks or len(set(ranks)) != len(ranks) or min(ranks) < 0:
+                raise ValueError(f"groups.{g}: a process group lists distinct ranks >= 0; got {ranks}")
+        return self

@@ -1,0 +1,252 @@
+"""Chakra execution traces (docs/llm.md, "Chakra traces"): traces written
+here byte by byte in protobuf's wire format (varint-framed GlobalMetadata
+then Node messages, field numbers from Chakra's et_def.proto), run on a
+two-host star whose times follow in closed form; bad traces refused with
+exit 2 naming the rank and node."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fabriclab import simulate
+from fabriclab.scenario.model import Scenario
+
+PY = str(Path(__file__).resolve().parents[1] / "python")
+B = 100 * 10**9  # link rate, bit/s
+RED = 300 * 8 * 10**9  # trace_jobs' default reduction rate, bit/s
+COMP, SEND, RECV, COLL, MEM_LOAD = 4, 5, 6, 7, 2  # NodeType
+ALL_REDUCE, BARRIER = 0, 9  # CollectiveCommType
+
+
+def varint(x: int) -> bytes:
+    out = bytearray()
+    while True:
+        b, x = x & 0x7F, x >> 7
+        out.append(b | (0x80 if x else 0))
+        if not x:
+            return bytes(out)
+
+
+def key(field: int, wire: int) -> bytes:
+    return varint(field << 3 | wire)
+
+
+def ld(field: int, payload: bytes) -> bytes:  # a length-delimited field
+    return key(field, 2) + varint(len(payload)) + payload
+
+
+def attr(name: str, *, i64: int | None = None, s: str | None = None, b: bool | None = None) -> bytes:
+    body = ld(1, name.encode())
+    if i64 is not None:
+        body += key(9, 0) + varint(i64)  # int64_val
+    if s is not None:
+        body += ld(29, s.encode())  # string_val
+    if b is not None:
+        body += key(27, 0) + varint(int(b))  # bool_val
+    return body
+
+
+def node(nid: int, name: str, typ: int, deps=(), dur_us: int = 0, attrs=(), ctrl=()) -> bytes:
+    body = key(1, 0) + varint(nid) + ld(2, name.encode()) + key(3, 0) + varint(typ)
+    if ctrl:
+        body += ld(4, b"".join(varint(d) for d in ctrl))  # packed ctrl_deps
+    if deps:
+        body += ld(5, b"".join(varint(d) for d in deps))  # packed data_deps
+    if dur_us:
+        body += key(7, 0) + varint(dur_us)
+    for a in attrs:
+        body += ld(10, a)
+    return body
+
+
+def write_trace(prefix: Path, ranks: list[list[bytes]]) -> None:
+    meta = ld(1, b"0.0.4")  # GlobalMetadata.version
+    for r, nodes in enumerate(ranks):
+        Path(f"{prefix}.{r}.et").write_bytes(b"".join(varint(len(m)) + m for m in [meta, *nodes]))
+
+
+def allreduce(nid, size, deps, pg=None, comm_type=ALL_REDUCE):
+    a = [attr("comm_type", i64=comm_type), attr("comm_size", i64=size)] + ([attr("pg_name", s=pg)] if pg else [])
+    return node(nid, "nccl:all_reduce", COLL, deps, attrs=a)
+
+
+def _scenario(tmp_path, job: dict, hosts=2) -> Scenario:
+    s = Scenario.from_dict({"backend": "flow", "flow_model": "fluid", "seed": 1,
+                            "topology": {"kind": "star", "hosts": hosts, "link_rate_bps": B, "link_delay_ps": 0},
+                            "trace_jobs": [{"path": "t/job", **job}]})
+    s._base_dir = tmp_path
+    return s
+
+
+def wire_bytes(size):  # payload plus headers per 1460-byte segment (as tests/test_collective_sim.py)
+    full, rest = divmod(size, 1460)
+    return full * 1538 + (max(rest + 58, 64) + 20 if rest else 0)
+
+
+def three_node(tmp_path, a_us=(100, 300), b_us=50, size=8 << 20):
+    (tmp_path / "t").mkdir(exist_ok=True)
+    write_trace(tmp_path / "t" / "job", [[node(1, "fwd", COMP, dur_us=a), allreduce(2, size, [1]),
+                                          node(3, "step", COMP, [2], dur_us=b_us)] for a in a_us])
+
+
+def test_three_node_trace_takes_the_hand_computed_critical_path(tmp_path):
+    # Rank r: compute A_r, an allreduce of S bytes, compute B. A 2-rank ring allreduce: each rank sends its
+    # half (w on the wire), reduces the half it receives (rho), then sends the reduced half (w). Equal A:
+    # A + 2 w + rho + B.
+    size = 8 << 20
+    w = wire_bytes(size // 2) * 8 / B * 1e12
+    rho = size // 2 * 8 / RED * 1e12
+    three_node(tmp_path, (100, 100), 50, size)
+    res = simulate(_scenario(tmp_path, {}))
+    assert res.summary["trace_jobs"]["trace"]["iteration_times_ps"][0] == pytest.approx(
+        100e6 + 2 * w + rho + 50e6, rel=1e-4)
+    c = res.ccl
+    assert c[c.kind == "send"].bytes.sum() == 2 * 2 * size // 2  # 2 ranks x 2 steps x S/2
+    assert "llm_jobs" not in res.summary
+
+
+def test_a_late_rank_holds_the_collective_by_hand(tmp_path):
+    # A0 = 100 us, A1 = 300 us. Rank 0's first half leaves at A0 and is reduced on rank 1 at t1 = A0 + w + rho,
+    # when rank 1 starts its second send while its first (begun at A1) has done p = t1 - A1 alone: the two share
+    # rank 1's link, so the first ends at t1 + 2 (w - p). Rank 0 reduces it (rho) and sends its reduced half (w).
+    size, a0, a1, b_us = 8 << 20, 100e6, 300e6, 50
+    w = wire_bytes(size // 2) * 8 / B * 1e12
+    rho = size // 2 * 8 / RED * 1e12
+    three_node(tmp_path, (100, 300), b_us, size)
+    res = simulate(_scenario(tmp_path, {}))
+    t1 = a0 + w + rho
+    expect = t1 + 2 * (w - (t1 - a1)) + rho + w + b_us * 1e6
+    assert res.summary["trace_jobs"]["trace"]["iteration_times_ps"][0] == pytest.approx(expect, rel=1e-4)
+    tl = res.timeline
+    assert sorted(tl.kind.unique()) == ["allreduce", "compute"]
+    # Node ids as the timeline's index; rank 0's allreduce begins when its compute ends.
+    ar0 = tl[(tl.worker == 0) & (tl.kind == "allreduce")].iloc[0]
+    assert ar0["index"] == 2 and ar0.start_ps == 100 * 10**6
+
+
+def test_send_and_receive_pair_across_ranks(tmp_path):
+    # Rank 0 computes 200 us then sends S bytes to rank 1, whose compute waits for them: 200 us + S on the
+    # wire + 70 us.
+    size = 1 << 20
+    (tmp_path / "t").mkdir()
+    send = [attr("comm_dst", i64=1), attr("comm_tag", i64=7), attr("comm_size", i64=size)]
+    recv = [attr("comm_src", i64=0), attr("comm_tag", i64=7), attr("comm_size", i64=size)]
+    write_trace(tmp_path / "t" / "job", [[node(1, "c", COMP, dur_us=200), node(2, "send", SEND, [1], attrs=send)],
+                                         [node(5, "recv", RECV, attrs=recv), node(6, "c", COMP, [5], dur_us=70)]])
+    res = simulate(_scenario(tmp_path, {}))
+    expect = 200e6 + wire_bytes(size) * 8 / B * 1e12 + 70e6
+    ends = res.jobs.groupby("worker").end_ps.max()
+    assert ends[1] == pytest.approx(expect, rel=1e-4)
+
+
+def test_json_form_runs_the_same_as_the_wire_form(tmp_path):
+    three_node(tmp_path)
+    wire = simulate(_scenario(tmp_path, {})).summary["trace_jobs"]["trace"]["iteration_times_ps"]
+    for f in (tmp_path / "t").glob("*.et"):
+        f.unlink()
+    for r, a in enumerate((100, 300)):  # Chakra's jsonizer form: protobuf JSON objects one after another
+        objs = [{"version": "0.0.4"},
+                {"id": "1", "name": "fwd", "type": "COMP_NODE", "durationMicros": str(a)},
+                {"id": "2", "name": "ar", "type": "COMM_COLL_NODE", "dataDeps": ["1"],
+                 "attr": [{"name": "comm_type", "int64Val": "0"}, {"name": "comm_size", "int64Val": str(8 << 20)}]},
+                {"id": "3", "name": "step", "type": "COMP_NODE", "dataDeps": ["2"], "durationMicros": "50"}]
+        (tmp_path / "t" / f"job.{r}.json").write_text("\n".join(json.dumps(o, indent=1) for o in objs))
+    assert simulate(_scenario(tmp_path, {})).summary["trace_jobs"]["trace"]["iteration_times_ps"] == wire
+
+
+def test_cpu_ops_pass_their_dependencies_through_unless_serial(tmp_path):
+    # A CPU op of 1 ms between A and the allreduce: skipped, the step is the three-node one; serial, 1 ms more.
+    (tmp_path / "t").mkdir()
+    write_trace(tmp_path / "t" / "job", [[node(1, "fwd", COMP, dur_us=100),
+                                          node(2, "cpu", COMP, [1], dur_us=1000, attrs=[attr("is_cpu_op", b=True)]),
+                                          allreduce(3, 8 << 20, [2]), node(4, "step", COMP, [3], dur_us=50)]] * 2)
+    skip = simulate(_scenario(tmp_path, {})).summary["trace_jobs"]["trace"]["iteration_times_ps"][0]
+    serial = simulate(_scenario(tmp_path, {"cpu_ops": "serial"})).summary["trace_jobs"]["trace"]
+    assert serial["iteration_times_ps"][0] - skip == pytest.approx(1000e6, rel=1e-6)
+
+
+def test_process_groups_name_their_ranks(tmp_path):
+    # Four ranks; pg "a" = ranks 0, 1 and pg "b" = 2, 3: two 2-rank allreduces side by side, each as above.
+    (tmp_path / "t").mkdir()
+    write_trace(tmp_path / "t" / "job", [[node(1, "c", COMP, dur_us=100), allreduce(2, 8 << 20, [1], pg="ab"[r // 2])]
+                                         for r in range(4)])
+    res = simulate(_scenario(tmp_path, {"groups": {"a": [0, 1], "b": [2, 3]}}, hosts=4))
+    half = 4 << 20
+    expect = 100e6 + 2 * wire_bytes(half) * 8 / B * 1e12 + half * 8 / RED * 1e12
+    assert res.summary["trace_jobs"]["trace"]["iteration_times_ps"][0] == pytest.approx(expect, rel=1e-4)
+    assert sorted(res.groups.ranks) == ["0 1", "2 3"] and set(res.groups.label) == {"pg"}
+
+
+def _cli(tmp_path, job_toml: str = "", hosts: int = 2, out="out"):
+    (tmp_path / "s.toml").write_text(f'[topology]\nkind = "star"\nhosts = {hosts}\n\n[[trace_jobs]]\n'
+                                     f'path = "t/job"\n{job_toml}\n')
+    return subprocess.run([sys.executable, "-m", "fabriclab.cli", "run", str(tmp_path / "s.toml"), "--out",
+                           str(tmp_path / out)], capture_output=True, text=True, env={"PYTHONPATH": PY},
+                          check=False, cwd=tmp_path)
+
+
+def _bad(tmp_path, ranks, needles, job_toml=""):
+    (tmp_path / "t").mkdir()
+    write_trace(tmp_path / "t" / "job", ranks)
+    r = _cli(tmp_path, job_toml)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    for n in needles:
+        assert n in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_dependency_exits_2_naming_the_node(tmp_path):
+    ok = [node(1, "a", COMP, dur_us=1)]
+    _bad(tmp_path, [ok, [node(1, "a", COMP, dur_us=1), node(4, "b", COMP, [3], dur_us=1)]],
+         ["trace_jobs[0]", "rank 1", "node 4", "node 3"])
+
+
+def test_unknown_collective_exits_2_naming_the_node(tmp_path):
+    _bad(tmp_path, [[allreduce(9, 1024, [], comm_type=c)] for c in (BARRIER, BARRIER)],
+         ["rank 0", "node 9", "BARRIER"])
+
+
+@pytest.mark.parametrize("case, needles", [
+    ("recv_without_send", ["rank 1", "node 5", "without its send"]),
+    ("no_peer", ["rank 0", "node 2", "comm_dst"]),
+    ("size_mismatch", ["rank 1", "node 2", "1024 bytes", "2048 bytes"]),
+    ("unknown_group", ["node 2", "'tp'", "groups.tp"]),
+    ("memory_node", ["node 1", "MEM_LOAD_NODE"]),
+    ("cycle", ["node 1", "cycle"]),
+    ("deadlock", ["node", "circle"]),
+])
+def test_what_cannot_be_honoured_exits_2(tmp_path, case, needles):
+    recv = node(5, "recv", RECV, attrs=[attr("comm_src", i64=0), attr("comm_size", i64=64)])
+    send_to = lambda d, nid=2, deps=(): node(nid, "send", SEND, deps,  # noqa: E731
+                                             attrs=[attr("comm_dst", i64=d), attr("comm_size", i64=64)])
+    recv_from = lambda s, nid=5, deps=(): node(nid, "recv", RECV, deps,  # noqa: E731
+                                               attrs=[attr("comm_src", i64=s), attr("comm_size", i64=64)])
+    ranks = {
+        "recv_without_send": [[node(1, "a", COMP, dur_us=1)], [recv]],
+        "no_peer": [[node(2, "send", SEND, attrs=[attr("comm_size", i64=64)])], [recv]],
+        "size_mismatch": [[allreduce(2, 2048, [])], [allreduce(2, 1024, [])]],
+        "unknown_group": [[allreduce(2, 1024, [], pg="tp")]] * 2,
+        "memory_node": [[node(1, "load", MEM_LOAD)]] * 2,
+        "cycle": [[node(1, "a", COMP, [2], dur_us=1), node(2, "b", COMP, [1], dur_us=1)]] * 2,
+        # Each rank receives before it sends to the other.
+        "deadlock": [[recv_from(1), send_to(1, deps=[5])], [recv_from(0), send_to(0, deps=[5])]],
+    }[case]
+    _bad(tmp_path, ranks, needles)
+
+
+def test_same_trace_same_bytes(tmp_path):
+    three_node(tmp_path)
+    assert _cli(tmp_path, out="a").returncode == 0
+    assert _cli(tmp_path, out="b").returncode == 0
+    for name in ("jobs.parquet", "timeline.parquet", "ccl.parquet", "groups.parquet", "summary.json"):
+        a, b = (tmp_path / o / name for o in ("a", "b"))
+        if name == "summary.json":  # wall-clock fields aside
+            da, db = (json.loads(p.read_text()) for p in (a, b))
+            assert da["trace_jobs"] == db["trace_jobs"]
+        else:
+            assert a.read_bytes() == b.read_bytes(), name
