@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from fabriclab import simulate
+from fabriclab.errors import InputError
 from fabriclab.scenario.model import Scenario
 
 PY = str(Path(__file__).resolve().parents[1] / "python")
@@ -159,14 +160,38 @@ def test_json_form_runs_the_same_as_the_wire_form(tmp_path):
 
 
 def test_cpu_ops_pass_their_dependencies_through_unless_serial(tmp_path):
-    # A CPU op of 1 ms between A and the allreduce: skipped, the step is the three-node one; serial, 1 ms more.
+    # A CPU op of 1 ms and a collective's host-side launch of 0.2 ms (a COMM_COLL_NODE marked is_cpu_op, as
+    # older converters wrote it) between A and the allreduce: skipped, the step is the three-node one;
+    # serial, 1.2 ms more.
     (tmp_path / "t").mkdir()
-    write_trace(tmp_path / "t" / "job", [[node(1, "fwd", COMP, dur_us=100),
-                                          node(2, "cpu", COMP, [1], dur_us=1000, attrs=[attr("is_cpu_op", b=True)]),
-                                          allreduce(3, 8 << 20, [2]), node(4, "step", COMP, [3], dur_us=50)]] * 2)
+    cpu = attr("is_cpu_op", b=True)
+    write_trace(tmp_path / "t" / "job", [[node(1, "fwd", COMP, dur_us=100), node(2, "cpu", COMP, [1], 1000, [cpu]),
+                                          node(3, "c10d::allreduce_", COLL, [2], 200, [cpu]),
+                                          allreduce(4, 8 << 20, [3]), node(5, "step", COMP, [4], dur_us=50)]] * 2)
     skip = simulate(_scenario(tmp_path, {})).summary["trace_jobs"]["trace"]["iteration_times_ps"][0]
     serial = simulate(_scenario(tmp_path, {"cpu_ops": "serial"})).summary["trace_jobs"]["trace"]
-    assert serial["iteration_times_ps"][0] - skip == pytest.approx(1000e6, rel=1e-6)
+    assert serial["iteration_times_ps"][0] - skip == pytest.approx(1200e6, rel=1e-6)
+    three_node(tmp_path, (100, 100), 50, 8 << 20)
+    assert skip == simulate(_scenario(tmp_path, {})).summary["trace_jobs"]["trace"]["iteration_times_ps"][0]
+
+
+def test_control_dependencies_order_only_when_asked(tmp_path):
+    # Compute A (500 us), an allreduce that only a control dependency ties to A, then B (50 us) after it. By
+    # data_deps alone the allreduce runs beside A (2 w + rho > 500 us); with ctrl_deps it waits: 500 us more.
+    # A control dependency on a node absent from the file is refused only when they are honoured.
+    (tmp_path / "t").mkdir()
+    size = 8 << 20
+    w, rho = wire_bytes(size // 2) * 8 / B * 1e12, size // 2 * 8 / RED * 1e12
+    ar = node(2, "ar", COLL, attrs=[attr("comm_type", i64=ALL_REDUCE), attr("comm_size", i64=size)], ctrl=[1])
+    write_trace(tmp_path / "t" / "job", [[node(1, "a", COMP, dur_us=500), ar, node(3, "b", COMP, [2], 50)]] * 2)
+    t = {c: simulate(_scenario(tmp_path, {"ctrl_deps": c})).summary["trace_jobs"]["trace"]["iteration_times_ps"][0]
+         for c in (False, True)}
+    assert t[False] == pytest.approx(2 * w + rho + 50e6, rel=1e-4)
+    assert t[True] == pytest.approx(500e6 + 2 * w + rho + 50e6, rel=1e-4)
+    write_trace(tmp_path / "t" / "job", [[node(1, "a", COMP, dur_us=5, ctrl=[99])]] * 2)
+    simulate(_scenario(tmp_path, {}))
+    with pytest.raises(InputError, match=r"rank 0 \(job.0.et\): node 1 \('a'\) has a control dependency on node 99"):
+        simulate(_scenario(tmp_path, {"ctrl_deps": True}))
 
 
 def test_process_groups_name_their_ranks(tmp_path):

@@ -124,7 +124,7 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
                       "send_overhead_ps": "1us", "persistent_connections": False, "slowdown": {"1": 1.5},
                       "telemetry": True, "end_run": False}],
         "trace_jobs": [{"name": "chakra", "path": "chakra", "hosts": [1, 0], "groups": {"dp": [0, 1]},
-                        "ctrl_deps": False, "cpu_ops": "serial", "iterations": 2, "start_ps": "1us", "class": 1,
+                        "ctrl_deps": True, "cpu_ops": "serial", "iterations": 2, "start_ps": "1us", "class": 1,
                         "reduce_bps": "1Tbps", "send_overhead_ps": "1us", "persistent_connections": False,
                         "slowdown": {"1": 1.5}, "telemetry": True, "end_run": False}],
         "aggregation": {"memory_bytes": "1MB", "vector_bytes": 512, "timeout_ps": "1ms", "functional": True},

@@ -24,10 +24,11 @@ class TraceJobConfig(_Strict):
     hosts: Union[Literal["all"], list[StrictInt]] = "all"
     # Process groups by the traces' pg_name: their ranks. A collective without pg_name spans every rank.
     groups: dict[str, list[StrictInt]] = Field(default_factory=dict)
-    # Honour ctrl_deps as well as data_deps (ASTRA-sim's feeder follows data_deps only).
-    ctrl_deps: StrictBool = True
-    # COMP_NODEs marked is_cpu_op: "skip" passes their dependencies through at no cost; "serial" runs
-    # them on the rank's one compute resource with its GPU kernels.
+    # Honour ctrl_deps as well as data_deps. Off by default, as in ASTRA-sim's feeder: chakra's PyTorch
+    # converter puts the execution order in data_deps, and its ctrl_deps name callers, often not in the file.
+    ctrl_deps: StrictBool = False
+    # Nodes marked is_cpu_op (host-side operators, collectives' launches): "skip" passes their dependencies
+    # through at no cost; "serial" runs them on the rank's one compute resource with its GPU kernels.
     cpu_ops: Literal["skip", "serial"] = "skip"
     iterations: StrictInt = Field(1, ge=1, le=U32_MAX)
     start_ps: Delay = 0

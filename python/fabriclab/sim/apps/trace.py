@@ -7,9 +7,10 @@ summary's ``trace_jobs`` section (docs/llm.md, "Chakra traces").
 
 Per rank, a node becomes:
 
-- ``COMP_NODE``: a compute node of ``duration_micros`` (``is_cpu_op``
-  ones per ``cpu_ops``); ``METADATA_NODE``: nothing (its dependencies pass
-  through);
+- ``COMP_NODE``: a compute node of ``duration_micros``; nodes with
+  ``is_cpu_op`` (host operators, and the host side of a collective, which
+  older converters typed ``COMM_COLL_NODE``) as ``cpu_ops`` says;
+  ``METADATA_NODE``: nothing (its dependencies pass through);
 - ``COMM_COLL_NODE``: its collective (``comm_type``) of ``comm_size``
   bytes over the ranks of its ``pg_name`` (``trace_jobs[i].groups``; none:
   every rank), on fabriclab's planners: ring allreduce, allgather and
@@ -167,7 +168,7 @@ class _Rank:
         a, t = nd.attrs, nd.type
         if t == "METADATA_NODE":
             return ("pass",)
-        if t == "COMP_NODE":
+        if t == "COMP_NODE" or (t == "COMM_COLL_NODE" and a.get("is_cpu_op")):  # the latter: a launch on the host
             if a.get("is_cpu_op") and j.cpu_ops == "skip":
                 return ("pass",)
             return ("compute", nd.duration_micros * 1_000_000)
