@@ -247,9 +247,9 @@ def test_unknown_collective_exits_2_naming_the_node(tmp_path):
 ])
 def test_what_cannot_be_honoured_exits_2(tmp_path, case, needles):
     recv = node(5, "recv", RECV, attrs=[attr("comm_src", i64=0), attr("comm_size", i64=64)])
-    send_to = lambda d, nid=2, deps=(): node(nid, "send", SEND, deps,  # noqa: E731
+    send_to = lambda d, nid=2, deps=(): node(nid, "send", SEND, deps,
                                              attrs=[attr("comm_dst", i64=d), attr("comm_size", i64=64)])
-    recv_from = lambda s, nid=5, deps=(): node(nid, "recv", RECV, deps,  # noqa: E731
+    recv_from = lambda s, nid=5, deps=(): node(nid, "recv", RECV, deps,
                                                attrs=[attr("comm_src", i64=s), attr("comm_size", i64=64)])
     ranks = {
         "recv_without_send": [[node(1, "a", COMP, dur_us=1)], [recv]],
@@ -275,3 +275,18 @@ def test_same_trace_same_bytes(tmp_path):
             assert da["trace_jobs"] == db["trace_jobs"]
         else:
             assert a.read_bytes() == b.read_bytes(), name
+
+
+def test_trace_show_counts_nodes_and_names_the_groups(tmp_path):
+    (tmp_path / "t").mkdir()
+    write_trace(tmp_path / "t" / "job", [[node(1, "c", COMP, dur_us=100), allreduce(2, 4096, [1], pg="dp"),
+                                          allreduce(3, 1024, [2], pg="dp"), allreduce(4, 512, [3])]] * 2)
+    r = subprocess.run([sys.executable, "-m", "fabriclab.cli", "trace", "show", str(tmp_path / "t" / "job")],
+                       capture_output=True, text=True, env={"PYTHONPATH": PY, "COLUMNS": "200"}, check=False)
+    assert r.returncode == 0, r.stderr
+    assert "2 ranks" in r.stdout and r.stdout.count("COMM_COLL_NODE 3") == 2 and r.stdout.count("COMP_NODE 1") == 2
+    assert r.stdout.count("ALL_REDUCE dp: 2, 5,120 B") == 2 and r.stdout.count("ALL_REDUCE -: 1, 512 B") == 2
+    assert "process groups named: dp" in r.stdout
+    bad = subprocess.run([sys.executable, "-m", "fabriclab.cli", "trace", "show", str(tmp_path / "nothing")],
+                         capture_output=True, text=True, env={"PYTHONPATH": PY}, check=False)
+    assert bad.returncode == 2 and "nothing.0.et" in bad.stderr and "Traceback" not in bad.stderr

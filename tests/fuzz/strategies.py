@@ -111,6 +111,8 @@ TUNING: dict[str, Any] = {
     # LLM jobs (issue 30) are not fuzzed yet: their sizes need ranges of their own (a named model's default
     # shape lowers to thousands of nodes); tests/test_llm.py covers their bad input.
     "Scenario.llm_jobs": ("len", 0, 0),
+    # Jobs replayed from Chakra traces need trace files; tests/test_chakra.py covers their bad input.
+    "Scenario.trace_jobs": ("len", 0, 0),
     "PoissonTrafficConfig.duration_ps": (10 * US, 2 * MS),
     "PoissonTrafficConfig.start_ps": (0, 1 * MS),
     "PoissonTrafficConfig.flows_per_s": (100.0, 1e6),

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="fabriclab: the network side of distributed ML training.")
 topo_app = typer.Typer(no_args_is_help=True, help="Topologies.")
 app.add_typer(topo_app, name="topo")
+trace_app = typer.Typer(no_args_is_help=True, help="Execution traces (Chakra).")
+app.add_typer(trace_app, name="trace")
 from ..runtime.cli import register as _register_runtime  # noqa: E402
 _register_runtime(app)
 from ..runtime.cluster.cli import register as _register_cluster  # noqa: E402
@@ -141,6 +143,26 @@ def topo_show(
         _, t = checked_topology(s)
     draw_topology(t, png, title=f"{s.name}: {s.topology.kind}")
     out.print(f"wrote {png} ({len(t.hosts)} hosts, {len(t.nodes) - len(t.hosts)} switches, {len(t.links)} links)")
+
+
+@trace_app.command("show")
+def trace_show(prefix: Path = typer.Argument(..., help="The files' prefix: PREFIX.0.et, PREFIX.1.et, ...")) -> None:
+    """What a Chakra trace holds, per rank: nodes by type, collectives by type and process group (pg_name),
+    for writing its [[trace_jobs]] entry (docs/llm.md, "Chakra traces")."""
+    from rich.table import Table
+
+    from ..sim.apps.chakra import describe
+
+    ranks = describe(prefix)
+    t = Table(title=f"{prefix}: {len(ranks)} ranks")
+    for col in ("rank", "file", "nodes by type", "collectives (type, pg_name: count, bytes)"):
+        t.add_column(col)
+    for r in ranks:
+        t.add_row(str(r["rank"]), r["file"], "\n".join(f"{k} {v:,}" for k, v in r["types"].items()),
+                  "\n".join(f"{k} {pg or '-'}: {n:,}, {b:,} B" for (k, pg), (n, b) in r["collectives"].items()))
+    out.print(t)
+    groups = sorted({pg for r in ranks for (_, pg) in r["collectives"] if pg})
+    out.print(f"process groups named: {', '.join(groups) if groups else 'none (every collective spans all ranks)'}")
 
 
 @app.command()

@@ -3,9 +3,7 @@
 ``fabriclab.sim.apps.trace`` onto the core's dependency-graph job, the one
 LLM jobs run on (docs/llm.md, "Chakra traces")."""
 
-from __future__ import annotations
-
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import Field, StrictBool, StrictInt, model_validator
 
@@ -21,7 +19,7 @@ class TraceJobConfig(_Strict):
     # relative to the scenario's folder.
     path: str
     # Hosts of the ranks: "all" (rank r on host r; the topology's hosts must number the ranks) or a list.
-    hosts: Union[Literal["all"], list[StrictInt]] = "all"
+    hosts: Literal["all"] | list[StrictInt] = "all"
     # Process groups by the traces' pg_name: their ranks. A collective without pg_name spans every rank.
     groups: dict[str, list[StrictInt]] = Field(default_factory=dict)
     # Honour ctrl_deps as well as data_deps. Off by default, as in ASTRA-sim's feeder: chakra's PyTorch

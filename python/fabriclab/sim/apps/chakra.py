@@ -14,8 +14,6 @@ bool_list) are skipped as unknown fields."""
 
 from __future__ import annotations
 
-import gzip
-import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -132,6 +130,8 @@ def _node(msg, where: str) -> TraceNode:
 
 def read_rank(path: Path) -> list[TraceNode]:
     """One rank's nodes, in the file's order."""
+    import gzip
+
     from google.protobuf.message import DecodeError
 
     Node, Meta = _classes()
@@ -162,6 +162,8 @@ def read_rank(path: Path) -> list[TraceNode]:
 
 def _read_json(raw: bytes, where: str) -> list[TraceNode]:
     """Chakra's JSON form: the GlobalMetadata object, then one object per node."""
+    import json
+
     from google.protobuf import json_format
 
     Node, _ = _classes()
@@ -223,3 +225,25 @@ def _encode_varint(x: int) -> bytes:
         out.append(b | (0x80 if x else 0))
         if not x:
             return bytes(out)
+
+
+def describe(prefix: Path) -> list[dict]:
+    """Per rank: its file, nodes by type (``is_cpu_op`` ones apart), and its collectives per
+    (comm_type, pg_name) as [count, bytes], what ``[[trace_jobs]]``' groups must name."""
+    out = []
+    for r, f in enumerate(rank_files(prefix, str(prefix))):
+        types: dict[str, int] = {}
+        colls: dict[tuple, list] = {}
+        for nd in read_rank(f):
+            a = nd.attrs
+            kind = nd.type + (" (cpu)" if a.get("is_cpu_op") else "")
+            types[kind] = types.get(kind, 0) + 1
+            if nd.type == "COMM_COLL_NODE" and not a.get("is_cpu_op"):
+                ct = a.get("comm_type")
+                name = COMM_TYPES[ct] if isinstance(ct, int) and 0 <= ct < len(COMM_TYPES) else f"comm_type {ct}"
+                c = colls.setdefault((name, a.get("pg_name", "")), [0, 0])
+                c[0] += 1
+                c[1] += a.get("comm_size", 0)
+        out.append({"rank": r, "file": f.name, "types": dict(sorted(types.items())),
+                    "collectives": dict(sorted(colls.items()))})
+    return out

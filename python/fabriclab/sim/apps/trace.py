@@ -364,7 +364,13 @@ def _slot(lst: list[int], x: int) -> int:
 def _plan(plans: list, plan_of: dict, op: str, n: int) -> int:
     """The plan of ``op`` over ``n`` ranks (scaled by the core to each node's bytes)."""
     from ...collectives.alltoall import direct_alltoall
-    from ...collectives.rings import chain_broadcast, chain_reduce, ring_allgather, ring_allreduce, ring_reduce_scatter
+    from ...collectives.rings import (
+        chain_broadcast,
+        chain_reduce,
+        ring_allgather,
+        ring_allreduce,
+        ring_reduce_scatter,
+    )
     from .llm import plan_steps
 
     if (op, n) not in plan_of:
