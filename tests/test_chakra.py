@@ -40,10 +40,13 @@ def ld(field: int, payload: bytes) -> bytes:  # a length-delimited field
     return key(field, 2) + varint(len(payload)) + payload
 
 
-def attr(name: str, *, i64: int | None = None, s: str | None = None, b: bool | None = None) -> bytes:
+def attr(name: str, *, i64: int | None = None, u64: int | None = None, s: str | None = None,
+         b: bool | None = None) -> bytes:
     body = ld(1, name.encode())
     if i64 is not None:
         body += key(9, 0) + varint(i64)  # int64_val
+    if u64 is not None:
+        body += key(13, 0) + varint(u64)  # uint64_val
     if s is not None:
         body += ld(29, s.encode())  # string_val
     if b is not None:
@@ -290,3 +293,34 @@ def test_trace_show_counts_nodes_and_names_the_groups(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "fabriclab.cli", "trace", "show", str(tmp_path / "nothing")],
                          capture_output=True, text=True, env={"PYTHONPATH": PY}, check=False)
     assert bad.returncode == 2 and "nothing.0.et" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_each_collective_sends_its_closed_form_bytes(tmp_path):
+    # Three ranks, one collective of each kind fabriclab runs (comm_type codes of Chakra's schema), S bytes.
+    # Bytes sent by all ranks together: ring allreduce 2 (n - 1) S; ring allgather and reduce-scatter, direct
+    # all-to-all (n - 1) S (each rank (n - 1)/n of S); chain broadcast and reduce (n - 1) S (one S per hop).
+    n, size = 3, 3 << 20
+    codes = {"allreduce": 0, "reduce": 1, "allgather": 2, "broadcast": 5, "alltoall": 6, "reduce_scatter": 7}
+    (tmp_path / "t").mkdir()
+    write_trace(tmp_path / "t" / "job", [[allreduce(10 + k, size, [10 + k - 1] if k else [], comm_type=c)
+                                          for k, c in enumerate(codes.values())]] * n)
+    res = simulate(_scenario(tmp_path, {}, hosts=n))
+    sent = res.ccl[res.ccl.kind == "send"].groupby("collective").bytes.sum().to_dict()
+    assert sent == {"allreduce": 2 * (n - 1) * size, **{op: (n - 1) * size for op in codes if op != "allreduce"}}
+    assert sorted(res.timeline.kind.unique()) == sorted(codes)
+
+
+def test_roofline_times_nodes_with_num_ops(tmp_path):
+    # A GEMM of 2e9 operations on 1e8 bytes, traced at 7 us: replayed, 7 us; at 1 TFLOP/s, 2 ms; with memory at
+    # 0.8 Tbit/s (1 ms for the bytes) still 2 ms; at 0.16 Tbit/s the bytes take 5 ms.
+    (tmp_path / "t").mkdir()
+    gemm = node(1, "gemm", COMP, dur_us=7, attrs=[attr("num_ops", i64=2 * 10**9), attr("tensor_size", u64=10**8)])
+    write_trace(tmp_path / "t" / "job", [[gemm]] * 2)
+
+    def step(**kw):
+        return simulate(_scenario(tmp_path, kw)).summary["trace_jobs"]["trace"]["iteration_times_ps"][0]
+
+    assert step() == 7 * 10**6
+    assert step(peak_flops=1e12) == 2 * 10**9
+    assert step(peak_flops=1e12, memory_bps=8 * 10**11) == 2 * 10**9
+    assert step(peak_flops=1e12, memory_bps=16 * 10**10) == 5 * 10**9

@@ -124,7 +124,8 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
                       "send_overhead_ps": "1us", "persistent_connections": False, "slowdown": {"1": 1.5},
                       "telemetry": True, "end_run": False}],
         "trace_jobs": [{"name": "chakra", "path": "chakra", "hosts": [1, 0], "groups": {"dp": [0, 1]},
-                        "ctrl_deps": True, "cpu_ops": "serial", "iterations": 2, "start_ps": "1us", "class": 1,
+                        "ctrl_deps": True, "cpu_ops": "serial", "peak_flops": 1e12, "memory_bps": "1Tbps",
+                        "iterations": 2, "start_ps": "1us", "class": 1,
                         "reduce_bps": "1Tbps", "send_overhead_ps": "1us", "persistent_connections": False,
                         "slowdown": {"1": 1.5}, "telemetry": True, "end_run": False}],
         "aggregation": {"memory_bytes": "1MB", "vector_bytes": 512, "timeout_ps": "1ms", "functional": True},
@@ -314,7 +315,8 @@ TRANSLATED = {
     "Scenario": ("FabricSpec", {"name", "flows_csv", "outputs", "fabriclab_version", "faults", "recovery", "cloud",
                                 "llm_jobs", "trace_jobs"}, {"graph_jobs"}),
     # trace_jobs -> graph_jobs (sim/apps/trace.py lowers each rank's Chakra nodes onto the same graph)
-    "TraceJobConfig": ("GraphJobSpec", {"path", "hosts", "groups", "ctrl_deps", "cpu_ops", "slowdown"},
+    "TraceJobConfig": ("GraphJobSpec", {"path", "hosts", "groups", "ctrl_deps", "cpu_ops", "peak_flops",
+                                        "memory_bps", "slowdown"},
                        {"ranks", "groups", "programs", "plans", "labels"}),
     # the shape and parallelism -> ranks, groups, programs (compute from FLOPs or the profile), plans and labels
     "LlmJobConfig": ("GraphJobSpec", {"model", "shape", "tp", "pp", "dp", "ep", "ep_skew", "micro_batches", "micro_batch_size",

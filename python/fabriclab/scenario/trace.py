@@ -3,9 +3,9 @@
 ``fabriclab.sim.apps.trace`` onto the core's dependency-graph job, the one
 LLM jobs run on (docs/llm.md, "Chakra traces")."""
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Optional
 
-from pydantic import Field, StrictBool, StrictInt, model_validator
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, model_validator
 
 from .base import U32_MAX, Delay, _Strict
 from .units import RateBps
@@ -28,6 +28,10 @@ class TraceJobConfig(_Strict):
     # Nodes marked is_cpu_op (host-side operators, collectives' launches): "skip" passes their dependencies
     # through at no cost; "serial" runs them on the rank's one compute resource with its GPU kernels.
     cpu_ops: Literal["skip", "serial"] = "skip"
+    # ASTRA-sim's roofline mode: GPU compute nodes with num_ops take max(num_ops / peak_flops,
+    # tensor_size x 8 / memory_bps) in place of duration_micros (unset: durations replayed).
+    peak_flops: Optional[StrictFloat] = Field(None, gt=0)
+    memory_bps: Optional[Annotated[RateBps, Field(gt=0)]] = None
     iterations: StrictInt = Field(1, ge=1, le=U32_MAX)
     start_ps: Delay = 0
     class_: StrictInt = Field(0, ge=0, le=7, alias="class")
@@ -44,4 +48,6 @@ class TraceJobConfig(_Strict):
         for g, ranks in self.groups.items():
             if not ranks or len(set(ranks)) != len(ranks) or min(ranks) < 0:
                 raise ValueError(f"groups.{g}: a process group lists distinct ranks >= 0; got {ranks}")
+        if self.memory_bps is not None and self.peak_flops is None:
+            raise ValueError("memory_bps: the roofline needs peak_flops too")
         return self

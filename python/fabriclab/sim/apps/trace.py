@@ -171,6 +171,10 @@ class _Rank:
         if t == "COMP_NODE" or (t == "COMM_COLL_NODE" and a.get("is_cpu_op")):  # the latter: a launch on the host
             if a.get("is_cpu_op") and j.cpu_ops == "skip":
                 return ("pass",)
+            ops = a.get("num_ops", 0)
+            if j.peak_flops is not None and t == "COMP_NODE" and not a.get("is_cpu_op") and ops > 0:
+                s = max(ops / j.peak_flops, a.get("tensor_size", 0) * 8 / j.memory_bps if j.memory_bps else 0)
+                return ("compute", round(s * 1e12))
             return ("compute", nd.duration_micros * 1_000_000)
         group = a.get("pg_name", WORLD)
         if t in ("COMM_COLL_NODE", "COMM_SEND_NODE", "COMM_RECV_NODE"):
