@@ -145,6 +145,12 @@ def test_send_and_receive_pair_across_ranks(tmp_path):
     expect = 200e6 + wire_bytes(size) * 8 / B * 1e12 + 70e6
     ends = res.jobs.groupby("worker").end_ps.max()
     assert ends[1] == pytest.approx(expect, rel=1e-4)
+    # As chakra's PyTorch converter writes them: no comm_src / comm_dst, a pg_name of the two ranks instead.
+    send, recv = (attr("pg_name", s="pp"), attr("comm_size", i64=size)), (attr("pg_name", s="pp"),)
+    write_trace(tmp_path / "t" / "job", [[node(1, "c", COMP, dur_us=200), node(2, "send", SEND, [1], attrs=send)],
+                                         [node(5, "recv", RECV, attrs=recv), node(6, "c", COMP, [5], dur_us=70)]])
+    res = simulate(_scenario(tmp_path, {"groups": {"pp": [0, 1]}}))
+    assert res.jobs.groupby("worker").end_ps.max()[1] == ends[1]
 
 
 def test_json_form_runs_the_same_as_the_wire_form(tmp_path):

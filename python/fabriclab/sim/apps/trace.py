@@ -17,7 +17,8 @@ Per rank, a node becomes:
   reduce-scatter, direct all-to-all, chain broadcast and reduce rooted at
   the group's first rank;
 - ``COMM_SEND_NODE`` / ``COMM_RECV_NODE``: a message to ``comm_dst`` /
-  from ``comm_src`` (global ranks), paired by ``comm_tag`` and order.
+  from ``comm_src`` (global ranks; absent, the other rank of a two-rank
+  ``pg_name``), paired by ``comm_tag`` and order.
 
 A rank's communication on one process group runs in trace order (one
 NCCL stream per communicator). Whatever cannot be honoured is refused
@@ -203,9 +204,13 @@ class _Rank:
         if t in ("COMM_SEND_NODE", "COMM_RECV_NODE"):
             key = "comm_dst" if t == "COMM_SEND_NODE" else "comm_src"
             peer = a.get(key)
+            pair = j.groups.get(group, [])
+            if peer is None and len(pair) == 2 and self.r in pair:
+                peer = pair[1 - pair.index(self.r)]  # a two-rank group names the peer
             if not isinstance(peer, int) or not 0 <= peer < n or peer == self.r:
-                raise ScenarioError(f"{self.node(nd)}: {t} needs {key}, another rank of the job's 0..{n - 1}; "
-                                    f"got {peer} (chakra's PyTorch converter does not record it)")
+                raise ScenarioError(f"{self.node(nd)}: {t} needs {key}, another rank of the job's 0..{n - 1}, or "
+                                    f"a pg_name whose group has this rank and one other; got {key} {peer} and "
+                                    f"pg_name {group!r} (chakra's PyTorch converter records no {key})")
             return ("send" if t == "COMM_SEND_NODE" else "recv", peer, a.get("comm_tag", 0), size, group)
         raise ScenarioError(f"{self.node(nd)}: {t} cannot be honoured (fabriclab runs compute, collective, send "
                             f"and receive nodes; memory nodes are not modelled)")
