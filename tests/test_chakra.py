@@ -6,6 +6,7 @@ exit 2 naming the rank and node."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -153,9 +154,12 @@ def test_send_and_receive_pair_across_ranks(tmp_path):
     assert res.jobs.groupby("worker").end_ps.max()[1] == ends[1]
 
 
-def test_json_form_runs_the_same_as_the_wire_form(tmp_path):
+def test_json_and_gzip_forms_run_the_same_as_the_wire_form(tmp_path):
     three_node(tmp_path)
     wire = simulate(_scenario(tmp_path, {})).summary["trace_jobs"]["trace"]["iteration_times_ps"]
+    for f in (tmp_path / "t").glob("*.et"):
+        f.write_bytes(gzip.compress(f.read_bytes()))
+    assert simulate(_scenario(tmp_path, {})).summary["trace_jobs"]["trace"]["iteration_times_ps"] == wire
     for f in (tmp_path / "t").glob("*.et"):
         f.unlink()
     for r, a in enumerate((100, 300)):  # Chakra's jsonizer form: protobuf JSON objects one after another
