@@ -255,6 +255,7 @@ def test_unknown_collective_exits_2_naming_the_node(tmp_path):
     ("size_mismatch", ["rank 1", "node 2", "1024 bytes", "2048 bytes"]),
     ("unknown_group", ["node 2", "'tp'", "groups.tp"]),
     ("memory_node", ["node 1", "MEM_LOAD_NODE"]),
+    ("string_size", ["node 2", "comm_size must be an integer"]),
     ("cycle", ["node 1", "cycle"]),
     ("deadlock", ["node", "circle"]),
 ])
@@ -270,6 +271,7 @@ def test_what_cannot_be_honoured_exits_2(tmp_path, case, needles):
         "size_mismatch": [[allreduce(2, 2048, [])], [allreduce(2, 1024, [])]],
         "unknown_group": [[allreduce(2, 1024, [], pg="tp")]] * 2,
         "memory_node": [[node(1, "load", MEM_LOAD)]] * 2,
+        "string_size": [[node(2, "ar", COLL, attrs=[attr("comm_type", i64=0), attr("comm_size", s="1MB")])]] * 2,
         "cycle": [[node(1, "a", COMP, [2], dur_us=1), node(2, "b", COMP, [1], dur_us=1)]] * 2,
         # Each rank receives before it sends to the other.
         "deadlock": [[recv_from(1), send_to(1, deps=[5])], [recv_from(0), send_to(0, deps=[5])]],

@@ -72,8 +72,9 @@ def _size(s, i: int, j) -> tuple[int, int, float]:
         for nd in nodes:
             rows += 1
             size = nd.attrs.get("comm_size", 0)
-            if nd.type in ("COMM_SEND_NODE", "COMM_COLL_NODE"):
-                n = len(j.groups.get(nd.attrs.get("pg_name", WORLD), ranks))
+            pg = nd.attrs.get("pg_name", WORLD)
+            if nd.type in ("COMM_SEND_NODE", "COMM_COLL_NODE") and isinstance(size, int) and isinstance(pg, str):
+                n = len(j.groups.get(pg, ranks))  # no pg_name: every rank
                 k = 1 if nd.type == "COMM_SEND_NODE" else 2 * max(n - 1, 1)
                 msgs, nbytes = msgs + k, nbytes + size * (1 if k == 1 else 2)
     return rows * j.iterations, msgs * j.iterations, nbytes * j.iterations
@@ -167,6 +168,11 @@ class _Rank:
     def _classify(self, nd: TraceNode, j, n: int) -> tuple:
         """("compute", ps) | ("pass",) | ("coll", op, bytes, group) | ("send"/"recv", peer, tag, bytes, group)."""
         a, t = nd.attrs, nd.type
+        for k in ("comm_size", "tensor_size", "num_ops", "comm_type", "comm_tag", "comm_src", "comm_dst"):
+            if k in a and (isinstance(a[k], bool) or not isinstance(a[k], int)):
+                raise ScenarioError(f"{self.node(nd)}: attribute {k} must be an integer; got {a[k]!r}")
+        if not isinstance(a.get("pg_name", WORLD), str):
+            raise ScenarioError(f"{self.node(nd)}: attribute pg_name must be a string; got {a['pg_name']!r}")
         if t == "METADATA_NODE":
             return ("pass",)
         if t == "COMP_NODE" or (t == "COMM_COLL_NODE" and a.get("is_cpu_op")):  # the latter: a launch on the host
