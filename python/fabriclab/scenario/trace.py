@@ -3,7 +3,7 @@
 ``fabriclab.sim.apps.trace`` onto the core's dependency-graph job, the one
 LLM jobs run on (docs/llm.md, "Chakra traces")."""
 
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, model_validator
 
@@ -30,8 +30,8 @@ class TraceJobConfig(_Strict):
     cpu_ops: Literal["skip", "serial"] = "skip"
     # ASTRA-sim's roofline mode: GPU compute nodes with num_ops take max(num_ops / peak_flops,
     # tensor_size x 8 / memory_bps) in place of duration_micros (unset: durations replayed).
-    peak_flops: Optional[StrictFloat] = Field(None, gt=0)
-    memory_bps: Optional[Annotated[RateBps, Field(gt=0)]] = None
+    peak_flops: StrictFloat | None = Field(None, gt=0)
+    memory_bps: Annotated[RateBps, Field(gt=0)] | None = None
     iterations: StrictInt = Field(1, ge=1, le=U32_MAX)
     start_ps: Delay = 0
     class_: StrictInt = Field(0, ge=0, le=7, alias="class")
