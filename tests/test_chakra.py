@@ -336,3 +336,22 @@ def test_roofline_times_nodes_with_num_ops(tmp_path):
     assert step(peak_flops=1e12) == 2 * 10**9
     assert step(peak_flops=1e12, memory_bps=8 * 10**11) == 2 * 10**9
     assert step(peak_flops=1e12, memory_bps=16 * 10**10) == 5 * 10**9
+
+
+def test_a_trace_runs_beside_an_llm_job(tmp_path):
+    # Both lower onto graph jobs of one run: each summary section holds its own job, and a trace job alone on
+    # hosts 2, 3 (a star: no link shared with the LLM job on hosts 0, 1) takes its three-node time.
+    three_node(tmp_path, (100, 100), 50, 8 << 20)
+    llm = {"name": "gpt", "model": "custom", "hosts": [0, 1], "dp": 2, "micro_batches": 1,
+           "shape": {"hidden": 64, "layers": 2, "heads": 4, "ffn_hidden": 256, "vocab": 128, "seq_len": 16}}
+    s = Scenario.from_dict({"backend": "flow", "flow_model": "fluid", "seed": 1,
+                            "topology": {"kind": "star", "hosts": 4, "link_rate_bps": B, "link_delay_ps": 0},
+                            "llm_jobs": [llm], "trace_jobs": [{"path": "t/job", "hosts": [2, 3]}]})
+    s._base_dir = tmp_path
+    res = simulate(s)
+    assert list(res.summary["llm_jobs"]) == ["gpt"] and list(res.summary["trace_jobs"]) == ["trace"]
+    w, rho = wire_bytes(4 << 20) * 8 / B * 1e12, (4 << 20) * 8 / RED * 1e12
+    assert res.summary["trace_jobs"]["trace"]["iteration_times_ps"][0] == pytest.approx(100e6 + 2 * w + rho + 50e6,
+                                                                                        rel=1e-4)
+    assert set(res.jobs.job) == {"gpt", "trace"}
+    assert set(res.ccl[res.ccl.collective == "allreduce"].host) >= {"h2", "h3"}
