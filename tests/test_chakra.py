@@ -188,15 +188,36 @@ def test_cpu_ops_pass_their_dependencies_through_unless_serial(tmp_path):
     assert skip == simulate(_scenario(tmp_path, {})).summary["trace_jobs"]["trace"]["iteration_times_ps"][0]
 
 
+def test_skipped_cpu_ops_keep_the_gpu_launch_order(tmp_path):
+    # The converter's shape: GPU nodes depend only on the CPU operators that launched them, and those only on
+    # earlier CPU operators. CPU op 1 launches kernel K (300 us); CPU op 3 (after 1) launches the allreduce 4 and,
+    # after it, kernel 5 (100 us). With CPU ops skipped nothing orders the GPU nodes but their launch: the
+    # allreduce waits for K (launched before it: starts at 300 us), kernel 5 follows K on the one stream (300 to
+    # 400 us, beside the allreduce), and the step is 300 us + 2 w + rho (not 2 w + rho from t = 0).
+    (tmp_path / "t").mkdir()
+    size, cpu = 8 << 20, attr("is_cpu_op", b=True)
+    w, rho = wire_bytes(size // 2) * 8 / B * 1e12, size // 2 * 8 / RED * 1e12
+    write_trace(tmp_path / "t" / "job", [[node(1, "aten::mm", COMP, dur_us=10, attrs=[cpu]),
+                                          node(2, "gemm", COMP, [1], 300), node(3, "c10d::allreduce_", COMP, [1], 10,
+                                                                                [cpu]),
+                                          allreduce(4, size, [3]), node(5, "copy", COMP, [3], 100)]] * 2)
+    res = simulate(_scenario(tmp_path, {}))
+    tl = res.timeline
+    assert list(tl[tl.kind == "allreduce"].start_ps) == [300 * 10**6] * 2
+    assert list(tl[tl["index"] == 5].start_ps) == [300 * 10**6] * 2
+    assert res.summary["trace_jobs"]["trace"]["iteration_times_ps"][0] == pytest.approx(300e6 + 2 * w + rho,
+                                                                                        rel=1e-4)
+
+
 def test_control_dependencies_order_only_when_asked(tmp_path):
-    # Compute A (500 us), an allreduce that only a control dependency ties to A, then B (50 us) after it. By
-    # data_deps alone the allreduce runs beside A (2 w + rho > 500 us); with ctrl_deps it waits: 500 us more.
-    # A control dependency on a node absent from the file is refused only when they are honoured.
+    # An allreduce (launched first: id 1) that only a control dependency ties to compute A (500 us, id 2), then
+    # B (50 us) after it. By data_deps alone the allreduce runs beside A (2 w + rho > 500 us); with ctrl_deps it
+    # waits: 500 us more. A control dependency on a node absent from the file is refused only when honoured.
     (tmp_path / "t").mkdir()
     size = 8 << 20
     w, rho = wire_bytes(size // 2) * 8 / B * 1e12, size // 2 * 8 / RED * 1e12
-    ar = node(2, "ar", COLL, attrs=[attr("comm_type", i64=ALL_REDUCE), attr("comm_size", i64=size)], ctrl=[1])
-    write_trace(tmp_path / "t" / "job", [[node(1, "a", COMP, dur_us=500), ar, node(3, "b", COMP, [2], 50)]] * 2)
+    ar = node(1, "ar", COLL, attrs=[attr("comm_type", i64=ALL_REDUCE), attr("comm_size", i64=size)], ctrl=[2])
+    write_trace(tmp_path / "t" / "job", [[ar, node(2, "a", COMP, dur_us=500), node(3, "b", COMP, [1], 50)]] * 2)
     t = {c: simulate(_scenario(tmp_path, {"ctrl_deps": c})).summary["trace_jobs"]["trace"]["iteration_times_ps"][0]
          for c in (False, True)}
     assert t[False] == pytest.approx(2 * w + rho + 50e6, rel=1e-4)
@@ -216,7 +237,10 @@ def test_process_groups_name_their_ranks(tmp_path):
     half = 4 << 20
     expect = 100e6 + 2 * wire_bytes(half) * 8 / B * 1e12 + half * 8 / RED * 1e12
     assert res.summary["trace_jobs"]["trace"]["iteration_times_ps"][0] == pytest.approx(expect, rel=1e-4)
-    assert sorted(res.groups.ranks) == ["0 1", "2 3"] and set(res.groups.label) == {"pg"}
+    # Each group named by its pg_name, in groups.parquet and on its collective's ccl.parquet rows.
+    assert dict(zip(res.groups.name, res.groups.ranks)) == {"a": "0 1", "b": "2 3"}
+    assert set(res.groups.label) == {"a", "b"}
+    assert set(zip(res.ccl.group, res.ccl.host)) == {("a", "h0"), ("a", "h1"), ("b", "h2"), ("b", "h3")}
 
 
 def _cli(tmp_path, job_toml: str = "", hosts: int = 2, out="out"):
@@ -257,7 +281,7 @@ def test_unknown_collective_exits_2_naming_the_node(tmp_path):
     ("memory_node", ["node 1", "MEM_LOAD_NODE"]),
     ("string_size", ["node 2", "comm_size must be an integer"]),
     ("cycle", ["node 1", "cycle"]),
-    ("deadlock", ["node", "circle"]),
+    ("deadlock", ["rank 0 (job.0.et): node 5 ('recv') can never run", "circle"]),
 ])
 def test_what_cannot_be_honoured_exits_2(tmp_path, case, needles):
     recv = node(5, "recv", RECV, attrs=[attr("comm_src", i64=0), attr("comm_size", i64=64)])
@@ -355,3 +379,22 @@ def test_a_trace_runs_beside_an_llm_job(tmp_path):
                                                                                         rel=1e-4)
     assert set(res.jobs.job) == {"gpt", "trace"}
     assert set(res.ccl[res.ccl.collective == "allreduce"].host) >= {"h2", "h3"}
+
+
+def test_a_trace_runs_on_the_packet_backend(tmp_path):
+    # The three-node trace packet by packet: each rank sends its two halves (S bytes in all, counted on
+    # ccl.parquet), and the step cannot beat the payload at line rate: A + 2 (S/2) / B + B_compute.
+    size = 8 << 20
+    three_node(tmp_path, (100, 100), 50, size)
+    s = _scenario(tmp_path, {})
+    s = Scenario.from_dict({**s.model_dump(by_alias=True, exclude_unset=True), "backend": "packet"})
+    s._base_dir = tmp_path
+    res = simulate(s)
+    c = res.ccl
+    assert c[c.kind == "send"].groupby("host").bytes.sum().to_dict() == {"h0": size, "h1": size}
+    step = res.summary["trace_jobs"]["trace"]["iteration_times_ps"][0]
+    assert step >= 100e6 + 2 * (size // 2) * 8 / B * 1e12 + 50e6
+    tl = res.timeline
+    ar_end = tl[tl.kind == "allreduce"].groupby("worker").end_ps.max()
+    b_start = tl[tl["index"] == 3].set_index("worker").start_ps
+    assert (b_start == ar_end).all()

@@ -40,6 +40,8 @@ class Collected:
     summary: dict = field(default_factory=dict)
     host_clock: object = None
     host_names: list = field(default_factory=list)
+    # What apps sharing one core table compute once for all (the graph job's, fabriclab.sim.apps.graph).
+    shared: dict = field(default_factory=dict)
 
 
 class App:

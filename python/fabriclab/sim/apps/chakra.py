@@ -14,6 +14,7 @@ bool_list) are skipped as unknown fields."""
 
 from __future__ import annotations
 
+import glob
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -22,7 +23,8 @@ from ...scenario.base import ScenarioError
 
 # ChakraProtoMsg.NodeType and CollectiveCommType (et_def.proto).
 NODE_TYPES = ("INVALID_NODE", "METADATA_NODE", "MEM_LOAD_NODE", "MEM_STORE_NODE", "COMP_NODE",
-              "COMM_SEND_NODE", "COMM_RECV_NODE", "COMM_COLL_NODE")
+              "COMM_SEND_NODE", "COMM_RECV_NODE", "COMM_COLL_NODE", "STORAGE_NODE", "BATCH_NODE",
+              "CHECKPOINT_NODE")
 COMM_TYPES = ("ALL_REDUCE", "REDUCE", "ALL_GATHER", "GATHER", "SCATTER", "BROADCAST", "ALL_TO_ALL",
               "REDUCE_SCATTER", "REDUCE_SCATTER_BLOCK", "BARRIER")
 
@@ -110,12 +112,20 @@ def _frames(buf: bytes, where: str):
         pos += n
 
 
+class Unread:
+    """An attribute of a type this reader does not decode (a list other than bool_list)."""
+
+    def __repr__(self) -> str:
+        return "a list (a type this reader does not decode)"
+
+
 def _attrs(msg, where: str) -> dict:
     out = {}
     for a in msg.attr:
         kind = a.WhichOneof("value")
         if kind is None:
-            continue  # a list type this reader skips
+            out[a.name] = Unread()  # refused where the lowering needs the attribute
+            continue
         v = getattr(a, kind)
         out[a.name] = list(v.values) if kind == "bool_list" else v
     return out
@@ -128,19 +138,20 @@ def _node(msg, where: str) -> TraceNode:
                      duration_micros=msg.duration_micros, attrs=_attrs(msg, where))
 
 
-def read_rank(path: Path) -> list[TraceNode]:
-    """One rank's nodes, in the file's order."""
+def read_rank(path: Path, where: str | None = None) -> list[TraceNode]:
+    """One rank's nodes, in the file's order; errors start with ``where`` (default: the path)."""
     import gzip
+    import zlib
 
     from google.protobuf.message import DecodeError
 
     Node, Meta = _classes()
-    where = str(path)
+    where = where or str(path)
     try:
         raw = path.read_bytes()
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as e:
         raise ScenarioError(f"{where}: cannot read the trace ({e})") from None
     if path.suffix == ".json":
         return _read_json(raw, where)
@@ -180,11 +191,20 @@ def _read_json(raw: bytes, where: str) -> list[TraceNode]:
         raise ScenarioError(f"{where}: not Chakra's JSON form ({e})") from None
     if not objs:
         raise ScenarioError(f"{where}: empty; Chakra's JSON form starts with its GlobalMetadata object")
+    if not isinstance(objs[0], dict) or not set(objs[0]) <= {"version", "attr"}:
+        got = sorted(objs[0]) if isinstance(objs[0], dict) else f"a {type(objs[0]).__name__}"
+        raise ScenarioError(f"{where}: JSON object 0 is not Chakra's GlobalMetadata (keys version, attr); got "
+                            f"{got}")
     out = []
-    for k, obj in enumerate(objs[1:], 1):  # objs[0]: the GlobalMetadata
+    for k, obj in enumerate(objs[1:], 1):
         try:
             if not isinstance(obj, dict):
                 raise json_format.ParseError(f"a {type(obj).__name__}, not an object")
+            t = obj.get("type", 0)
+            if not (t in NODE_TYPES or isinstance(t, int) and not isinstance(t, bool)):
+                raise json_format.ParseError(f"type {t!r} is not one of Chakra's NodeType names "
+                                             f"({', '.join(NODE_TYPES)})")
+            # Unknown fields (inputs, outputs, ...) are skipped; unknown enum names were refused above.
             out.append(_node(json_format.ParseDict(obj, Node(), ignore_unknown_fields=True), where))
         except json_format.ParseError as e:
             raise ScenarioError(f"{where}: JSON object {k} is not a Chakra Node ({e})") from None
@@ -192,12 +212,20 @@ def _read_json(raw: bytes, where: str) -> list[TraceNode]:
 
 
 def rank_files(prefix: Path, where: str) -> list[Path]:
-    """``<prefix>.0.et``, ``<prefix>.1.et``, ... (or ``.json``), as many as there are from rank 0 on."""
+    """``<prefix>.0.et``, ``<prefix>.1.et``, ... (or ``.json``), as many as there are from rank 0 on; a gap
+    (a higher rank's file without a lower one's) is refused naming the missing file."""
     for ext in (".et", ".json"):
         files = []
         while (p := prefix.parent / f"{prefix.name}.{len(files)}{ext}").is_file():
             files.append(p)
         if files:
+            head, n = f"{prefix.name}.", len(files)
+            later = [int(r) for f in prefix.parent.glob(f"{glob.escape(head)}*{ext}")
+                     if (r := f.name[len(head):-len(ext)]).isdigit() and int(r) > n]
+            if later:
+                raise ScenarioError(f"{where}: {prefix.name}.{n}{ext} is missing, but rank {min(later)}'s file "
+                                    f"{prefix.name}.{min(later)}{ext} is there; a trace has one file per rank "
+                                    f"0..{max(later)}")
             return files
     raise ScenarioError(f"{where}: no trace files {prefix}.0.et (or {prefix}.0.json), {prefix}.1.et, ... found; "
                         f"give the prefix of the per-rank files")
@@ -243,7 +271,8 @@ def describe(prefix: Path) -> list[dict]:
                 name = COMM_TYPES[ct] if isinstance(ct, int) and 0 <= ct < len(COMM_TYPES) else f"comm_type {ct}"
                 c = colls.setdefault((name, a.get("pg_name", "")), [0, 0])
                 c[0] += 1
-                c[1] += a.get("comm_size", 0)
+                size = a.get("comm_size", 0)
+                c[1] += size if isinstance(size, int) else 0
         out.append({"rank": r, "file": f.name, "types": dict(sorted(types.items())),
                     "collectives": dict(sorted(colls.items()))})
     return out

@@ -2,7 +2,8 @@
 and data parallelism (with ZeRO) lowered onto the core's dependency-graph
 job (``graph_jobs``, crates/fabriclab-core/src/apps/graph/); after the
 run, their rows of ``jobs.parquet``, ``timeline.parquet`` and
-``ccl.parquet``, ``groups.parquet`` and a summary (docs/llm.md).
+``ccl.parquet``, ``groups.parquet`` and a summary, collected by
+``fabriclab.sim.apps.graph`` (docs/llm.md).
 
 Ranks of one pipeline stage run one program; a rank names its groups
 (slot 0 its tensor-parallel group, 1 its data-parallel group) and its
@@ -15,21 +16,22 @@ import csv
 
 from ...scenario.base import ScenarioError
 from ...scenario.llm import GPU_PEAK_FLOPS
-from ..app import App, Collected, Resolving
+from ..app import Resolving
 from ..limits import BYTES_PER_FLOW, BYTES_PER_TIMELINE_ROW
+from .graph import GraphApp, GraphBuild
 
 TP, DP, EP = 0, 1, 2  # group slots
 
 
-class Llm(App):
+class Llm(GraphApp):
     name = "llm"
-    tables = ("jobs", "timeline", "ccl", "groups")
+    section = "llm_jobs"
 
-    def active(self, s) -> bool:
-        return bool(s.llm_jobs)
+    def jobs(self, s) -> list:
+        return s.llm_jobs
 
     def resolve(self, r: Resolving) -> None:
-        r.spec["graph_jobs"] = [lower(r.scenario, i, j, r.topology) for i, j in enumerate(r.scenario.llm_jobs)]
+        self.add(r, [lower(r.scenario, i, j, r.topology) for i, j in enumerate(r.scenario.llm_jobs)])
 
     def estimate(self, s, est, hosts: int, rate_bps: float) -> None:
         for i, j in enumerate(s.llm_jobs):
@@ -45,32 +47,6 @@ class Llm(App):
             n = j.tp * j.pp * j.dp
             ranks = list(range(len(t.hosts))) if j.hosts == "all" else list(j.hosts)
             est.load(f"llm_jobs[{i}]", nbytes, msgs, est.hops.mean(ranks[:n]))
-
-    def collect(self, c: Collected) -> None:
-        it = c.core_tables.get("graph_iterations")
-        if not it or not it["job"]:
-            return
-        import pyarrow as pa
-
-        from .jobs import _jobs
-
-        jobs, timeline, summary = _jobs({"job_iterations": it, "timeline": c.core_tables["graph_timeline"]})
-        _compute_share(summary, timeline.to_pandas())
-        # Jobs replayed from traces (fabriclab.sim.apps.trace) run on the same graph job: their own section.
-        traced = {j.name for j in c.scenario.trace_jobs}
-        for key, part in (("llm_jobs", {k: v for k, v in summary.items() if k not in traced}),
-                          ("trace_jobs", {k: v for k, v in summary.items() if k in traced})):
-            if part:
-                c.summary[key] = part
-        for name, t in (("jobs", jobs), ("timeline", timeline)):
-            c.tables[name] = t if name not in c.tables else pa.concat_tables([c.tables[name], t])
-        g = c.core_tables["graph_groups"]
-        c.tables["groups"] = pa.table({"job": pa.array(g["job"], pa.string()), "group": pa.array(g["group"], pa.uint32()),
-                                       "label": pa.array(g["label"], pa.string()),
-                                       "name": pa.array(_group_names(g), pa.string()),
-                                       "ranks": pa.array(g["ranks"], pa.string())})
-        _telemetry(c)
-
 
 def _size(s, i: int, j) -> tuple[int, int, float]:
     """Job ``i``'s node runs, messages and bytes sent in a run, counted
@@ -92,60 +68,6 @@ def _size(s, i: int, j) -> tuple[int, int, float]:
                 msgs += k * (n - 1)
                 nbytes += k * nd["bytes"] * (n - 1) / n
     return rows, int(reps * msgs), reps * nbytes
-
-
-def _compute_share(summary: dict, tl) -> None:
-    """Per job: the share of the iteration each rank spends computing (an LLM job's forward and backward
-    nodes, a traced job's compute nodes), and
-    its complement, the time waiting (pipeline bubble and exposed communication)."""
-    for name, j in summary.items():
-        t = tl[(tl.job == name)]
-        times = j["iteration_times_ps"]
-        comp = t[t.kind.isin(("forward", "backward", "compute"))]
-        if not times or comp.empty:
-            continue
-        busy = (comp.end_ps - comp.start_ps).groupby([comp.worker, comp.iteration]).sum()
-        total = sum(times)
-        per_rank = busy.groupby(level=0).sum() / total
-        j["compute_fraction"] = {"mean": float(per_rank.mean()), "min": float(per_rank.min()),
-                                 "max": float(per_rank.max())}
-        j["idle_fraction_mean"] = 1 - float(per_rank.mean())
-
-
-def _group_names(g: dict) -> list[str]:
-    """Each group's name within its job: its kind and its index among the job's groups of that kind, in the
-    order the groups are listed ("tp0", "tp1", "dp0", ...)."""
-    seen: dict = {}
-    names = []
-    for job, label in zip(g["job"], g["label"]):
-        k = seen.get((job, label), 0)
-        seen[(job, label)] = k + 1
-        names.append(f"{label}{k}")
-    return names
-
-
-def _telemetry(c: Collected) -> None:
-    """The jobs' collective messages as ccl.parquet rows, after the others."""
-    gc = c.core_tables.get("graph_ccl")
-    if not gc or not gc["job"]:
-        return
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from ...collectives.ccl import from_jobs
-
-    ccl = c.tables.get("ccl")
-    first = 0 if ccl is None or ccl.num_rows == 0 else int(pc.max(ccl["op_id"]).as_py()) + 1
-    # Each row's communicator group by its label (groups.parquet: "tp0", "dp3", ...), so ccl.parquet and C4D
-    # see which group an op belongs to.
-    g = c.core_tables["graph_groups"]
-    label = {(job, gid): name for job, gid, name in zip(g["job"], g["group"], _group_names(g))}
-    named = {k: v for k, v in gc.items() if k != "collective"}
-    named["group"] = [label[(job, gid)] for job, gid in zip(gc["job"], gc["group"])]
-    rows = from_jobs(named, {}, first, c.host_clock, c.host_names or None)
-    rows = rows.set_column(rows.schema.get_field_index("collective"), "collective",
-                           pa.array(gc["collective"], rows.schema.field("collective").type))
-    c.tables["ccl"] = rows if ccl is None else pa.concat_tables([ccl, rows])
 
 
 # ---------------------------------------------------------------- lowering
@@ -208,12 +130,6 @@ def _profile(s, i: int, j, layers: int) -> dict:
             "bwd_ps": [bwd[k] for k in range(layers)], "head_ps": 0}
 
 
-def plan_steps(p) -> list[list[dict]]:
-    """A collective plan's steps per rank, as a graph job's plan holds them (any pinned path dropped)."""
-    return [[{"op": st.op, "peer": st.peer, "offset": st.offset, "bytes": st.bytes, "reduce": st.reduce,
-              "deps": list(st.deps), "path": None} for st in r] for r in p.ranks]
-
-
 class _Program:
     """One stage's program: nodes in the core's form, with each group's
     collectives chained in program order (a communicator runs its
@@ -238,12 +154,10 @@ class _Program:
         return k
 
 
-class _Lowering:
+class _Lowering(GraphBuild):
     def __init__(self, s, i, j):
+        super().__init__()
         self.s, self.i, self.j = s, i, j
-        self.labels: list[str] = []
-        self.plans: list[dict] = []
-        self.plan_of: dict = {}
         self.group_size = {TP: j.tp, DP: j.dp, EP: j.ep}
         self.c = layer_costs(s, i, j)
         self.moe = j.ep > 1
@@ -251,41 +165,16 @@ class _Lowering:
         w = [1 / (e + 1) ** j.ep_skew for e in range(j.ep)]
         self.expert_weights = [x / sum(w) for x in w]
 
-    def label(self, name: str) -> int:
-        if name not in self.labels:
-            self.labels.append(name)
-        return self.labels.index(name)
+    def plan(self, op: str, n: int, adjust=None) -> int:
+        if op != "alltoall":
+            return super().plan(op, n)
 
-    def plan(self, op: str, n: int) -> int:
-        from ...collectives.rings import (
-            ring_allgather,
-            ring_allreduce,
-            ring_reduce_scatter,
-        )
-
-        if (op, n) not in self.plan_of:
-            if op == "alltoall":
-                try:
-                    from ...collectives.alltoall import direct_alltoall
-                except ImportError:
-                    raise ScenarioError(f"llm_jobs[{self.i}].ep: expert parallelism needs the all-to-all "
-                                        f"planner (fabriclab.collectives.alltoall), absent here") from None
-                p = direct_alltoall(n, n * 1024)
-            else:
-                build = {"allreduce": ring_allreduce, "reduce_scatter": ring_reduce_scatter,
-                         "allgather": ring_allgather}[op]
-                p = build(n, n * 1024)
-            steps = plan_steps(p)
-            if op == "alltoall":
-                # Skewed routing: the block for rank e carries its share of the tokens (uniform: 1/n each).
-                for r in steps:
-                    for st in r:
-                        if st["op"] == "send":
-                            st["bytes"] = max(1, round(st["bytes"] * n * self.expert_weights[st["peer"]]))
-            self.plan_of[(op, n)] = len(self.plans)
-            self.plans.append({"op": op, "algorithm": p.algorithm or "ring",
-                               "size_bytes": p.size_bytes, "steps": steps})
-        return self.plan_of[(op, n)]
+        def skew(steps):  # skewed routing: the block for rank e carries its share of the tokens (uniform: 1/n each)
+            for r in steps:
+                for st in r:
+                    if st["op"] == "send":
+                        st["bytes"] = max(1, round(st["bytes"] * n * self.expert_weights[st["peer"]]))
+        return super().plan(op, n, skew)
 
     def schedule(self, stage: int) -> list[tuple[str, int]]:
         m, p = self.j.micro_batches, self.j.pp
@@ -463,11 +352,7 @@ def lower(s, i: int, j, t) -> dict:
         peers = ([index[(a, d, p - 1)]] if p > 0 else []) + ([index[(a, d, p + 1)]] if p < j.pp - 1 else [])
         ranks.append({"host": hosts[r], "program": p * variants + (d % j.ep if variants > 1 else 0),
                       "groups": [tg, dg, *eg], "peers": peers, "slowdown": slow[r]})
-    return {"name": j.name, "start_ps": j.start_ps, "iterations": j.iterations, "class": j.class_,
-            "reduce_bps": j.reduce_bps, "send_overhead_ps": j.send_overhead_ps,
-            "persistent_connections": j.persistent_connections, "ranks": ranks, "groups": groups,
-            "programs": programs, "plans": low.plans, "labels": low.labels, "end_run": j.end_run,
-            "telemetry": j.telemetry}
+    return low.job(j, ranks, groups, programs)
 
 
 LLM = Llm()

@@ -30,26 +30,28 @@ import heapq
 from pathlib import Path
 
 from ...scenario.base import U32_MAX, ScenarioError
-from ..app import App, Resolving
+from ..app import Resolving
 from ..limits import BYTES_PER_FLOW, BYTES_PER_TIMELINE_ROW
-from .chakra import COMM_TYPES, TraceNode, rank_files, read_rank
+from .chakra import COMM_TYPES, TraceNode, Unread, rank_files, read_rank
+from .graph import GraphApp, GraphBuild, intern
 
 # Chakra's collectives fabriclab runs, by comm_type, as the plan format's op.
 COLLECTIVES = {"ALL_REDUCE": "allreduce", "ALL_GATHER": "allgather", "REDUCE_SCATTER": "reduce_scatter",
                "ALL_TO_ALL": "alltoall", "BROADCAST": "broadcast", "REDUCE": "reduce"}
 WORLD = ""  # the process group of collectives without pg_name
+MAX_DURATION_PS = 2**62  # a node's time (about 53 days): sums of many stay inside the core's u64 picoseconds
 
 
-class Trace(App):
+class Trace(GraphApp):
     name = "trace"
-    tables = ("jobs", "timeline", "ccl", "groups")
+    section = "trace_jobs"
+    numbered_groups = False  # a group is named by its pg_name
 
-    def active(self, s) -> bool:
-        return bool(s.trace_jobs)
+    def jobs(self, s) -> list:
+        return s.trace_jobs
 
     def resolve(self, r: Resolving) -> None:
-        jobs = [lower(r.scenario, i, j, len(r.topology.hosts)) for i, j in enumerate(r.scenario.trace_jobs)]
-        r.spec.setdefault("graph_jobs", []).extend(jobs)
+        self.add(r, [lower(r.scenario, i, j, len(r.topology.hosts)) for i, j in enumerate(r.scenario.trace_jobs)])
 
     def estimate(self, s, est, hosts: int, rate_bps: float) -> None:
         for i, j in enumerate(s.trace_jobs):
@@ -80,17 +82,11 @@ def _size(s, i: int, j) -> tuple[int, int, float]:
     return rows * j.iterations, msgs * j.iterations, nbytes * j.iterations
 
 
-_CACHE: dict = {}
-
-
 def _read(s, i: int, j) -> list[list[TraceNode]]:
-    """Every rank's nodes (read once per run: the estimate and the lowering share them)."""
-    files = rank_files(s._resolve_path(j.path), f"trace_jobs[{i}].path")
-    key = tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files)
-    if key not in _CACHE:
-        _CACHE.clear()
-        _CACHE[key] = [read_rank(f) for f in files]
-    return _CACHE[key]
+    """Every rank's nodes; errors name the job's path, the rank and its file."""
+    field = f"trace_jobs[{i}].path"
+    files = rank_files(s._resolve_path(j.path), field)
+    return [read_rank(f, f"{field}: rank {r} ({f.name})") for r, f in enumerate(files)]
 
 
 class _Rank:
@@ -130,6 +126,7 @@ class _Rank:
                 reach[v] = {v}
                 self.kept.append(v)
                 self.kdeps[v] = up
+        self._gpu_order(byid)
         self.stream: dict[str, list[int]] = {}
         for v in self.kept:
             w = self.what[v]
@@ -139,6 +136,25 @@ class _Rank:
                     self.kdeps[v].add(seq[-1])
                 seq.append(v)
         self.byid = byid
+
+    def _gpu_order(self, byid: dict) -> None:
+        """The GPU's own order, which a converted trace leaves to the host: chakra's PyTorch converter makes
+        a kernel depend only on the CPU operator that launched it, so with CPU operators skipped every kernel
+        would be ready at once. Kept GPU compute nodes run in launch order (topological order, the smaller id
+        first) per ``stream`` attribute (absent: one stream); a collective, send or receive waits for the
+        last kernel launched before it on every stream, as NCCL's stream waits for the compute stream."""
+        last: dict = {}
+        for v in self.kept:
+            nd, w = byid[v], self.what[v]
+            if nd.attrs.get("is_cpu_op"):
+                continue
+            if w[0] == "compute":
+                st = nd.attrs.get("stream", 0)
+                if st in last:
+                    self.kdeps[v].add(last[st])
+                last[st] = v
+            elif w[0] in ("coll", "send", "recv"):
+                self.kdeps[v].update(last.values())
 
     def node(self, nd: TraceNode) -> str:
         return f"{self.where}: node {nd.id} ({nd.name!r})"
@@ -168,9 +184,12 @@ class _Rank:
     def _classify(self, nd: TraceNode, j, n: int) -> tuple:
         """("compute", ps) | ("pass",) | ("coll", op, bytes, group) | ("send"/"recv", peer, tag, bytes, group)."""
         a, t = nd.attrs, nd.type
-        for k in ("comm_size", "tensor_size", "num_ops", "comm_type", "comm_tag", "comm_src", "comm_dst"):
+        for k in ("comm_size", "tensor_size", "num_ops", "comm_type", "comm_tag", "comm_src", "comm_dst", "stream"):
             if k in a and (isinstance(a[k], bool) or not isinstance(a[k], int)):
                 raise ScenarioError(f"{self.node(nd)}: attribute {k} must be an integer; got {a[k]!r}")
+        if isinstance(a.get("is_cpu_op"), Unread) or isinstance(a.get("involved_dim"), Unread):
+            k = "is_cpu_op" if isinstance(a.get("is_cpu_op"), Unread) else "involved_dim"
+            raise ScenarioError(f"{self.node(nd)}: attribute {k} is {a[k]!r}")
         if not isinstance(a.get("pg_name", WORLD), str):
             raise ScenarioError(f"{self.node(nd)}: attribute pg_name must be a string; got {a['pg_name']!r}")
         if t == "METADATA_NODE":
@@ -181,8 +200,13 @@ class _Rank:
             ops = a.get("num_ops", 0)
             if j.peak_flops is not None and t == "COMP_NODE" and not a.get("is_cpu_op") and ops > 0:
                 s = max(ops / j.peak_flops, a.get("tensor_size", 0) * 8 / j.memory_bps if j.memory_bps else 0)
-                return ("compute", round(s * 1e12))
-            return ("compute", nd.duration_micros * 1_000_000)
+                ps, what = round(s * 1e12), "its roofline time"
+            else:
+                ps, what = nd.duration_micros * 1_000_000, f"duration_micros {nd.duration_micros}"
+            if ps > MAX_DURATION_PS:
+                raise ScenarioError(f"{self.node(nd)}: {what} is {ps} ps, above the {MAX_DURATION_PS} ps "
+                                    f"(about 53 days) a node may take")
+            return ("compute", ps)
         group = a.get("pg_name", WORLD)
         if t in ("COMM_COLL_NODE", "COMM_SEND_NODE", "COMM_RECV_NODE"):
             if group != WORLD and group not in j.groups:
@@ -219,12 +243,13 @@ class _Rank:
                                     f"pg_name {group!r} (chakra's PyTorch converter records no {key})")
             return ("send" if t == "COMM_SEND_NODE" else "recv", peer, a.get("comm_tag", 0), size, group)
         raise ScenarioError(f"{self.node(nd)}: {t} cannot be honoured (fabriclab runs compute, collective, send "
-                            f"and receive nodes; memory nodes are not modelled)")
+                            f"and receive nodes; memory, storage, batch and checkpoint nodes are not modelled)")
 
 
 def _match(ranks: list[_Rank], j, n: int) -> None:
     """Every group's members issue the same collectives in the same order, every receive has its send
-    (same tag and size, in order), and the ranks together cannot deadlock."""
+    (paired in order within each source, destination and tag, as ASTRA-sim matches on the tag; same
+    size), and the ranks together cannot deadlock."""
     members = {g: list(rs) for g, rs in j.groups.items()} | {WORLD: list(range(n))}
     for g, rs in members.items():
         seqs = {r: [v for v in ranks[r].stream.get(g, []) if ranks[r].what[v][0] == "coll"] for r in rs}
@@ -248,26 +273,22 @@ def _match(ranks: list[_Rank], j, n: int) -> None:
         for v in rk.kept:
             w = rk.what[v]
             if w[0] == "send":
-                sends.setdefault((rk.r, w[1]), []).append(v)
+                sends.setdefault((rk.r, w[1], w[2]), []).append(v)
             elif w[0] == "recv":
-                recvs.setdefault((w[1], rk.r), []).append(v)
-    for (s, d) in sorted(set(sends) | set(recvs)):
-        ss, rr = sends.get((s, d), []), recvs.get((s, d), [])
-        if len({ranks[s].what[v][4] for v in ss}) > 1 or len({ranks[d].what[v][4] for v in rr}) > 1:
-            raise ScenarioError(f"trace_jobs: messages from rank {s} to rank {d} use more than one process group; "
-                                f"fabriclab pairs them in trace order, which needs one")
+                recvs.setdefault((w[1], rk.r, w[2]), []).append(v)
+    for (s, d, tag) in sorted(set(sends) | set(recvs)):
+        ss, rr = sends.get((s, d, tag), []), recvs.get((s, d, tag), [])
         for k in range(max(len(ss), len(rr))):
             if k >= len(ss):
-                raise ScenarioError(f"{ranks[d].node(ranks[d].byid[rr[k]])}: a receive from rank {s} without its "
-                                    f"send (rank {s} sends {len(ss)} to rank {d})")
+                raise ScenarioError(f"{ranks[d].node(ranks[d].byid[rr[k]])}: a receive from rank {s} with tag {tag} "
+                                    f"without its send (rank {s} sends {len(ss)} with that tag to rank {d})")
             if k >= len(rr):
-                raise ScenarioError(f"{ranks[s].node(ranks[s].byid[ss[k]])}: a send to rank {d} that no receive "
-                                    f"takes (rank {d} receives {len(rr)} from rank {s})")
+                raise ScenarioError(f"{ranks[s].node(ranks[s].byid[ss[k]])}: a send to rank {d} with tag {tag} that "
+                                    f"no receive takes (rank {d} receives {len(rr)} with that tag from rank {s})")
             ws, wr = ranks[s].what[ss[k]], ranks[d].what[rr[k]]
-            if ws[2] != wr[2] or (wr[3] and ws[3] != wr[3]):
+            if wr[3] and ws[3] != wr[3]:
                 raise ScenarioError(f"{ranks[d].node(ranks[d].byid[rr[k]])}: receive {k + 1} from rank {s} "
-                                    f"(tag {wr[2]}, {wr[3]} bytes) meets send node {ss[k]} (tag {ws[2]}, "
-                                    f"{ws[3]} bytes)")
+                                    f"with tag {tag} ({wr[3]} bytes) meets send node {ss[k]} ({ws[3]} bytes)")
     _deadlock(ranks, sends, recvs, members)
 
 
@@ -326,17 +347,12 @@ def lower(s, i: int, j, nh: int) -> dict:
         slow[int(k)] = float(v)
     ranks = [_Rank(field, r, nodes, f, j, n) for r, (nodes, f) in enumerate(zip(_read(s, i, j), files))]
     _match(ranks, j, n)
-    labels: list[str] = []
-
-    def label(x: str) -> int:
-        if x not in labels:
-            labels.append(x)
-        return labels.index(x)
-
+    b = GraphBuild()
+    label = b.label
     names = sorted({w[-1] for rk in ranks for v in rk.kept if (w := rk.what[v])[0] == "coll"})
-    groups = [{"label": label("pg" if g else "world"), "ranks": list(j.groups.get(g, range(n)))} for g in names]
+    # A group's label (and so its name in groups.parquet and ccl.parquet) is its pg_name; "world" without one.
+    groups = [{"label": label(g or "world"), "ranks": list(j.groups.get(g, range(n)))} for g in names]
     gid = {g: k for k, g in enumerate(names)}
-    plans, plan_of = [], {}
     programs, program_of, out = [], {}, []
     for rk in ranks:
         slots: list[int] = []
@@ -351,11 +367,11 @@ def lower(s, i: int, j, nh: int) -> dict:
                 nd["duration_ps"] = w[1]
             elif w[0] == "coll":
                 nd["kind"] = "collective"
-                nd["slot"] = _slot(slots, gid[w[3]])
-                nd["plan"] = _plan(plans, plan_of, w[1], len(groups[gid[w[3]]]["ranks"]))
+                nd["slot"] = intern(slots, gid[w[3]])
+                nd["plan"] = b.plan(w[1], len(groups[gid[w[3]]]["ranks"]))
                 nd["bytes"] = w[2]
             else:
-                nd["slot"] = _slot(peers, w[1])
+                nd["slot"] = intern(peers, w[1])
                 nd["bytes"] = w[3] if w[0] == "send" else 0
             prog.append(nd)
         key = repr(prog)
@@ -364,39 +380,7 @@ def lower(s, i: int, j, nh: int) -> dict:
             programs.append(prog)
         out.append({"host": hosts[rk.r], "program": program_of[key], "groups": slots, "peers": peers,
                     "slowdown": slow[rk.r]})
-    return {"name": j.name, "start_ps": j.start_ps, "iterations": j.iterations, "class": j.class_,
-            "reduce_bps": j.reduce_bps, "send_overhead_ps": j.send_overhead_ps,
-            "persistent_connections": j.persistent_connections, "ranks": out, "groups": groups,
-            "programs": programs, "plans": plans, "labels": labels, "end_run": j.end_run, "telemetry": j.telemetry}
-
-
-def _slot(lst: list[int], x: int) -> int:
-    if x not in lst:
-        lst.append(x)
-    return lst.index(x)
-
-
-def _plan(plans: list, plan_of: dict, op: str, n: int) -> int:
-    """The plan of ``op`` over ``n`` ranks (scaled by the core to each node's bytes)."""
-    from ...collectives.alltoall import direct_alltoall
-    from ...collectives.rings import (
-        chain_broadcast,
-        chain_reduce,
-        ring_allgather,
-        ring_allreduce,
-        ring_reduce_scatter,
-    )
-    from .llm import plan_steps
-
-    if (op, n) not in plan_of:
-        build = {"allreduce": ring_allreduce, "allgather": ring_allgather, "reduce_scatter": ring_reduce_scatter,
-                 "alltoall": direct_alltoall, "broadcast": lambda n, b: chain_broadcast(n, b, 0),
-                 "reduce": lambda n, b: chain_reduce(n, b, 0)}[op]
-        p = build(n, n * 1024)
-        plan_of[(op, n)] = len(plans)
-        plans.append({"op": op, "algorithm": p.algorithm or "ring", "size_bytes": p.size_bytes,
-                      "steps": plan_steps(p)})
-    return plan_of[(op, n)]
+    return b.job(j, out, groups, programs)
 
 
 TRACE = Trace()
