@@ -184,3 +184,21 @@ def test_sends_pair_with_receives_by_tag(tmp_path):
     res = simulate(_scenario(tmp_path, {}))
     expect = (wire_bytes(s1) + wire_bytes(s2)) * 8 / B * 1e12 + 70e6
     assert res.jobs.groupby("worker").end_ps.max()[1] == pytest.approx(expect, rel=1e-4)
+
+
+def test_a_run_reads_each_rank_once_and_a_changed_file_again(tmp_path, monkeypatch):
+    # The estimate and the lowering share the parsed ranks through the job's configuration, not a module cache:
+    # one read per rank per run; a rewritten file is read afresh by the same scenario object.
+    import fabriclab.sim.apps.trace as trace
+
+    reads = []
+    real = trace.read_rank
+    monkeypatch.setattr(trace, "read_rank", lambda f, where=None: reads.append(f.name) or real(f, where))
+    (tmp_path / "t").mkdir()
+    write_trace(tmp_path / "t" / "job", [[node(1, "a", COMP, dur_us=10)]] * 2)
+    s = _scenario(tmp_path, {})
+    assert simulate(s).summary["trace_jobs"]["trace"]["iteration_times_ps"] == [10 * 10**6]
+    assert sorted(reads) == ["job.0.et", "job.1.et"]
+    write_trace(tmp_path / "t" / "job", [[node(1, "a", COMP, dur_us=300)]] * 2)  # a 2-byte varint: a new size
+    assert simulate(s).summary["trace_jobs"]["trace"]["iteration_times_ps"] == [300 * 10**6]
+    assert len(reads) == 4

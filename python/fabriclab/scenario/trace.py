@@ -5,7 +5,14 @@ LLM jobs run on (docs/llm.md, "Chakra traces")."""
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StrictBool, StrictFloat, StrictInt, model_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    model_validator,
+)
 
 from .base import U32_MAX, Delay, _Strict
 from .units import RateBps
@@ -42,6 +49,10 @@ class TraceJobConfig(_Strict):
     slowdown: dict[str, float] = Field(default_factory=dict)
     telemetry: StrictBool = True
     end_run: StrictBool = False
+
+    # The ranks' parsed nodes with the files' identity (path, mtime, size) they were read from, so a run's
+    # memory estimate and its lowering read them once (fabriclab.sim.apps.trace); not part of the file format.
+    _parsed = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _groups(self):

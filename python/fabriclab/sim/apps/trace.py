@@ -83,10 +83,14 @@ def _size(s, i: int, j) -> tuple[int, int, float]:
 
 
 def _read(s, i: int, j) -> list[list[TraceNode]]:
-    """Every rank's nodes; errors name the job's path, the rank and its file."""
+    """Every rank's nodes; errors name the job's path, the rank and its file. Kept on the job's
+    configuration while its files are unchanged: a run's estimate and lowering read them once."""
     field = f"trace_jobs[{i}].path"
     files = rank_files(s._resolve_path(j.path), field)
-    return [read_rank(f, f"{field}: rank {r} ({f.name})") for r, f in enumerate(files)]
+    ident = [(str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files]
+    if j._parsed is None or j._parsed[0] != ident:
+        j._parsed = (ident, [read_rank(f, f"{field}: rank {r} ({f.name})") for r, f in enumerate(files)])
+    return j._parsed[1]
 
 
 class _Rank:
