@@ -33,7 +33,8 @@ class TraceJobConfig(_Strict):
     # converter puts the execution order in data_deps, and its ctrl_deps name callers, often not in the file.
     ctrl_deps: StrictBool = False
     # Nodes marked is_cpu_op (host-side operators, collectives' launches): "skip" passes their dependencies
-    # through at no cost; "serial" runs them on the rank's one compute resource with its GPU kernels.
+    # through at no cost (GPU nodes keep their launch order); "serial" runs them on the rank's one compute
+    # resource with its GPU kernels.
     cpu_ops: Literal["skip", "serial"] = "skip"
     # ASTRA-sim's roofline mode: GPU compute nodes with num_ops take max(num_ops / peak_flops,
     # tensor_size x 8 / memory_bps) in place of duration_micros (unset: durations replayed).
