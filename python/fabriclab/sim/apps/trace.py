@@ -18,11 +18,14 @@ Per rank, a node becomes:
   the group's first rank;
 - ``COMM_SEND_NODE`` / ``COMM_RECV_NODE``: a message to ``comm_dst`` /
   from ``comm_src`` (global ranks; absent, the other rank of a two-rank
-  ``pg_name``), paired by ``comm_tag`` and order.
+  ``pg_name``), paired in order within each source, destination and
+  ``comm_tag``.
 
 A rank's communication on one process group runs in trace order (one
-NCCL stream per communicator). Whatever cannot be honoured is refused
-naming the rank and the node."""
+NCCL stream per communicator); its GPU compute nodes run in launch order
+per stream, and its communication waits for the kernels launched before
+it (``_Rank._gpu_order``). Whatever cannot be honoured is refused naming
+the rank and the node."""
 
 from __future__ import annotations
 
