@@ -209,6 +209,26 @@ def test_skipped_cpu_ops_keep_the_gpu_launch_order(tmp_path):
                                                                                         rel=1e-4)
 
 
+def test_kernels_chain_per_stream(tmp_path):
+    # Rank 0 receives S bytes (rank 1 sends them after 200 us of compute); kernel 2 (100 us) needs them, and
+    # kernel 3 (50 us), launched after it, does not. On one stream kernel 3 waits for kernel 2 (starts at
+    # 200 us + S on the wire + 100 us); on streams 1 and 2 it runs at once (starts at 0).
+    size = 1 << 20
+    (tmp_path / "t").mkdir()
+    arrive = 200e6 + wire_bytes(size) * 8 / B * 1e12
+    for streams, k3_start in ((None, arrive + 100e6), ((1, 2), 0)):
+        st = [[attr("stream", i64=x)] for x in streams] if streams else [[], []]
+        recv = node(1, "recv", RECV, attrs=[attr("comm_src", i64=1), attr("comm_size", i64=size)])
+        send = node(2, "send", SEND, [1], attrs=[attr("comm_dst", i64=0), attr("comm_size", i64=size)])
+        write_trace(tmp_path / "t" / "job", [[recv, node(2, "k2", COMP, [1], 100, st[0]),
+                                              node(3, "k3", COMP, (), 50, st[1])],
+                                             [node(1, "c", COMP, dur_us=200), send]])
+        tl = simulate(_scenario(tmp_path, {})).timeline
+        r0 = tl[tl.worker == 0].set_index("index")
+        assert r0.start_ps[2] == pytest.approx(arrive, rel=1e-4)
+        assert r0.start_ps[3] == pytest.approx(k3_start, rel=1e-4, abs=1)
+
+
 def test_control_dependencies_order_only_when_asked(tmp_path):
     # An allreduce (launched first: id 1) that only a control dependency ties to compute A (500 us, id 2), then
     # B (50 us) after it. By data_deps alone the allreduce runs beside A (2 w + rho > 500 us); with ctrl_deps it
