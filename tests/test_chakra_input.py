@@ -189,7 +189,7 @@ def test_sends_pair_with_receives_by_tag(tmp_path):
 def test_a_run_reads_each_rank_once_and_a_changed_file_again(tmp_path, monkeypatch):
     # The estimate and the lowering share the parsed ranks through the job's configuration, not a module cache:
     # one read per rank per run; a rewritten file is read afresh by the same scenario object.
-    import fabriclab.sim.apps.trace as trace
+    from fabriclab.sim.apps import trace
 
     reads = []
     real = trace.read_rank
