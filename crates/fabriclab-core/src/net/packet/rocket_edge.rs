@@ -22,7 +22,7 @@
 
 use crate::engine::{Clocks, Column, Table};
 use crate::transport::rocket::{Ignore, Rocket};
-use crate::transport::Segment;
+use crate::transport::{ClockCorrection, Segment};
 use std::collections::HashMap;
 
 const SLOTS: usize = 256;
@@ -74,6 +74,9 @@ pub(super) struct EdgeRocket {
     /// Host clocks (`packet_rocket_clock = "host"` with `[clocks]`); `None`:
     /// true time.
     clocks: Option<Clocks>,
+    /// With `packet_rocket_clock = "estimated"`: each reading less its
+    /// host's correction (what the estimator recovered of its clock).
+    correction: Option<ClockCorrection>,
     /// Host index of each node.
     host_of: HashMap<u32, u32>,
     /// Per host index: do its senders run Packet Rocket.
@@ -90,6 +93,7 @@ impl EdgeRocket {
         threshold_ps: u64,
         ignore: Ignore,
         clocks: Option<Clocks>,
+        correction: Option<ClockCorrection>,
         hosts: &[u32],
         senders: Option<&[u32]>,
     ) -> EdgeRocket {
@@ -104,6 +108,7 @@ impl EdgeRocket {
             threshold_ps,
             ignore,
             clocks,
+            correction,
             host_of: hosts
                 .iter()
                 .enumerate()
@@ -115,9 +120,13 @@ impl EdgeRocket {
     }
 
     fn read(&mut self, host: u32, now: u64) -> i64 {
-        match self.clocks.as_mut() {
+        let local = match self.clocks.as_mut() {
             Some(c) => c.read_ps(host, now),
             None => now as i64,
+        };
+        match &self.correction {
+            Some(k) => k.corrected_ps(host, local),
+            None => local,
         }
     }
 
