@@ -9,10 +9,9 @@ two-rate path: segment 4's echo is 33,220,800 ps over the base, a pause of
 
 import pytest
 from conftest import run_cli
-from test_packet_rocket import OFFSETS, SLOW_PKT_PS, _two_rates
-
 from fabriclab import simulate
 from fabriclab.scenario.model import Scenario, ScenarioError
+from test_packet_rocket import OFFSETS, SLOW_PKT_PS, _two_rates
 
 PAUSE_PS = 3_220_800
 # Segment 4 reaches h1 3 slow-link packet times after segment 1 (the base's).
@@ -153,8 +152,8 @@ def _two_rates_scenario(clock, correction):
 
 @pytest.mark.parametrize("table,words", [
     ('[{host = 5, from_local_ps = 0, offset_ps = 0, drift_ppm = 0.0}]', ["packet_rocket_correction[0].host", "0..1"]),
-    ('[{host = 0, from_local_ps = 9, offset_ps = 0, drift_ppm = 0.0}, '
-     '{host = 0, from_local_ps = 9, offset_ps = 0, drift_ppm = 0.0}]', ["packet_rocket_correction[1].from_local_ps"]),
+    (('[{host = 0, from_local_ps = 9, offset_ps = 0, drift_ppm = 0.0}, '
+     '{host = 0, from_local_ps = 9, offset_ps = 0, drift_ppm = 0.0}]'), ["packet_rocket_correction[1].from_local_ps"]),
     ('[{host = 0, from_local_ps = 0, offset_ps = 0, drift_ppm = 5000.0}]', ["drift_ppm"]),
 ], ids=["host-out-of-range", "not-increasing", "drift-out-of-range"])
 def test_bad_tables_exit_2(tmp_path, table, words):
@@ -167,3 +166,13 @@ def test_bad_tables_exit_2(tmp_path, table, words):
     assert r.returncode == 2 and "Traceback" not in r.stderr, out
     assert all(w in out for w in words), out
     assert not (tmp_path / "out").exists()
+
+
+def test_the_pass_keeps_the_fabric_and_clocks_and_drops_the_load():
+    from fabriclab.observe.clock.calibrate import DRAIN_PS, calibration_scenario
+    s = _star(HAND, probes={"peers": 3, "pair_every_ps": "1ms", "duration_ps": "6ms"})
+    c = calibration_scenario(s, 4)
+    assert (c.flows, c.traffic, c.collectives, c.jobs) == ([], [], [], [])
+    assert c.transport.packet_rocket_threshold_ps is None and c.transport.cc == s.transport.cc
+    assert (c.seed, c.clocks, c.topology, c.probes) == (s.seed, s.clocks, s.topology, s.probes)
+    assert c.stop_ps == 6_000_000_000 + DRAIN_PS

@@ -45,7 +45,10 @@ fn bad_tables_are_refused_naming_the_field() {
     let e = ClockCorrection::new(&[piece(2, 0, 0, 0.0)], 2).unwrap_err();
     assert!(e.contains("packet_rocket_correction[0].host"), "{e}");
     let e = ClockCorrection::new(&[piece(0, 5, 0, 0.0), piece(0, 5, 0, 0.0)], 2).unwrap_err();
-    assert!(e.contains("packet_rocket_correction[1].from_local_ps"), "{e}");
+    assert!(
+        e.contains("packet_rocket_correction[1].from_local_ps"),
+        "{e}"
+    );
     let e = ClockCorrection::new(&[piece(0, 0, 0, f64::NAN)], 2).unwrap_err();
     assert!(e.contains("packet_rocket_correction[0].drift_ppm"), "{e}");
 }
@@ -79,7 +82,8 @@ fn the_exact_correction_of_a_hand_built_clock_gives_true_time() {
     assert_eq!(l, 1_070_100_000);
     // L - t = 70 us + 1e-4 t = 70 us + (1e-4 / 1.0001) (L - 70 us): a piece from
     // L = 70 us with offset 70 us and slope 100 / 1.0001 ppm is exact.
-    let exact = ClockCorrection::new(&[piece(0, 70_000_000, 70_000_000, 100.0 / 1.0001)], 1).unwrap();
+    let exact =
+        ClockCorrection::new(&[piece(0, 70_000_000, 70_000_000, 100.0 / 1.0001)], 1).unwrap();
     for t in [0u64, 1_000_000_000, 2_500_000_000, 10_000_000_000] {
         let got = exact.corrected_ps(0, c.read_ps(0, t));
         assert!((got - t as i64).abs() <= 1, "t = {t}: {got}");

@@ -41,9 +41,10 @@ impl ClockCorrection {
         let mut pieces = vec![Vec::new(); hosts];
         for (i, p) in table.iter().enumerate() {
             let at = format!("transport.packet_rocket_correction[{i}]");
-            let own: &mut Vec<CorrectionPiece> = pieces
-                .get_mut(p.host as usize)
-                .ok_or_else(|| format!("{at}.host: host {} does not exist ({hosts} hosts)", p.host))?;
+            let own: &mut Vec<CorrectionPiece> =
+                pieces.get_mut(p.host as usize).ok_or_else(|| {
+                    format!("{at}.host: host {} does not exist ({hosts} hosts)", p.host)
+                })?;
             if !p.drift_ppm.is_finite() {
                 return Err(format!("{at}.drift_ppm: must be a finite number"));
             }

@@ -5,8 +5,8 @@ drift with fabriclab's own estimator (``estimate.py``: Huygens with the
 network effect), and hands the result to the core as a correction table
 (``transport.packet_rocket_correction``), which the core only applies.
 
-- **The pass.** The scenario with its own traffic, flows, jobs, LLM jobs,
-  collectives, faults and link events taken out and Packet Rocket off; the
+- **The pass.** The scenario with its own traffic, flows, jobs, LLM and
+  trace jobs, collectives, faults and link events taken out and Packet Rocket off; the
   topology, queues, transport, ``[clocks]``, ``[cloud]`` (its other tenants
   are part of the fabric the mesh measures) and seed kept. The mesh is the
   scenario's ``[probes]``, or without one ``[probes]``' defaults (5 peers, a
@@ -40,6 +40,8 @@ from . import probes as pr
 PURE_BOUND_NS = {"nic": 300.0, "software": 2000.0}
 # The pass runs this long after the mesh's last pair is sent, so that pair arrives.
 DRAIN_PS = 1_000_000_000
+# The scenario's own load and events, taken out for the pass (each a list; a section this version lacks is skipped).
+WORKLOADS = ("traffic", "flows", "jobs", "llm_jobs", "trace_jobs", "collectives", "faults", "link_events")
 
 
 def calibration_scenario(s, hosts: int):
@@ -55,9 +57,10 @@ def calibration_scenario(s, hosts: int):
     transport = s.transport.model_dump(by_alias=True)
     transport.update(packet_rocket_threshold_ps=None, packet_rocket_hosts=None, packet_rocket_clock=None,
                      packet_rocket_correction=None)
-    return s.replace(traffic=[], flows=[], flows_csv=None, jobs=[], llm_jobs=[], collectives=[], faults=[],
-                     link_events=[], recovery=None, transport=transport, probes=mesh.model_dump(by_alias=True),
-                     stop_ps=mesh.start_ps + mesh.duration_ps + DRAIN_PS, outputs={})
+    cleared = {k: [] for k in WORKLOADS if k in type(s).model_fields}
+    return s.replace(**cleared, flows_csv=None, recovery=None, transport=transport,
+                     probes=mesh.model_dump(by_alias=True), stop_ps=mesh.start_ps + mesh.duration_ps + DRAIN_PS,
+                     outputs={})
 
 
 def _stamping(s) -> str:
@@ -101,7 +104,7 @@ def calibrate(s) -> tuple[list[dict], dict]:
                      robust=True)
     index = {t.nodes[n]["name"]: i for i, n in enumerate(t.hosts)}
     table = pieces(e.clocks, index)
-    info = {"mesh": "scenario" if s.probes is not None else "default", "probes": int(len(p.src)) * 2,
+    info = {"mesh": "scenario" if s.probes is not None else "default", "probes": len(p.src) * 2,
             "hosts": len(p.hosts), "reference": p.hosts[0],
             "windows": int(e.clocks.column("window").to_numpy().max()) + 1, "pure_bound_ns": PURE_BOUND_NS[stamping], "pieces": len(table)}
     if "error_ns" in e.clocks.column_names:  # against the truth the simulated probes carry; the reference left out

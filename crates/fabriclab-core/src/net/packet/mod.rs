@@ -218,7 +218,12 @@ impl PacketNet {
             let ignore = self.transport.packet_rocket_ignore.rule();
             let senders = self.transport.packet_rocket_hosts.as_deref();
             self.rocket = Some(rocket_edge::EdgeRocket::new(
-                t, ignore, clocks, correction, &topo.hosts, senders,
+                t,
+                ignore,
+                clocks,
+                correction,
+                &topo.hosts,
+                senders,
             ));
         }
         self
