@@ -176,3 +176,22 @@ def test_the_pass_keeps_the_fabric_and_clocks_and_drops_the_load():
     assert c.transport.packet_rocket_threshold_ps is None and c.transport.cc == s.transport.cc
     assert (c.seed, c.clocks, c.topology, c.probes) == (s.seed, s.clocks, s.topology, s.probes)
     assert c.stop_ps == 6_000_000_000 + DRAIN_PS
+
+
+def test_the_pass_runs_on_a_cloud_with_the_tenants_mesh():
+    # [cloud] builds the topology; the mesh is the tenant's 6 VMs, so 6 hosts are estimated and 6 pieces made.
+    from test_cloud import _small
+    raw = _small(transport={"cc": "newreno", "packet_rocket_threshold_ps": "20us",
+                            "packet_rocket_hosts": list(range(6))},
+                 flows=[{"src": i, "dst": 5, "size_bytes": 50_000, "start_ps": "2ms"} for i in range(5)])
+    cal = simulate(Scenario.from_dict(raw)).summary["packet_rocket"]["calibration"]
+    assert (cal["hosts"], cal["pieces"], cal["reference"]) == (6, 6, "vm0")
+
+
+def test_validate_builds_without_the_pass_and_says_the_run_will_calibrate(tmp_path):
+    (tmp_path / "s.toml").write_text('name = "x"\n[topology]\nkind = "star"\nhosts = 3\n[clocks]\n'
+                                     '[transport]\npacket_rocket_threshold_ps = "10us"\n'
+                                     '[[flows]]\nsrc = 0\ndst = 1\nsize_bytes = 1000\n')
+    r = run_cli("validate", str(tmp_path / "s.toml"))
+    assert r.returncode == 0, r.stderr
+    assert "estimated clocks" in r.stdout

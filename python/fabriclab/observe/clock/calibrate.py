@@ -58,9 +58,20 @@ def calibration_scenario(s, hosts: int):
     transport.update(packet_rocket_threshold_ps=None, packet_rocket_hosts=None, packet_rocket_clock=None,
                      packet_rocket_correction=None)
     cleared = {k: [] for k in WORKLOADS if k in type(s).model_fields}
-    return s.replace(**cleared, flows_csv=None, recovery=None, transport=transport,
-                     probes=mesh.model_dump(by_alias=True), stop_ps=mesh.start_ps + mesh.duration_ps + DRAIN_PS,
-                     outputs={})
+    return _changed(s, **cleared, flows_csv=None, recovery=None, transport=transport,
+                    probes=mesh.model_dump(by_alias=True), stop_ps=mesh.start_ps + mesh.duration_ps + DRAIN_PS,
+                    outputs={})
+
+
+def _changed(s, **changes):
+    """A copy of ``s`` with top-level fields changed, validated again. Only the
+    fields the scenario set are carried over (``Scenario.replace`` carries every
+    field, and a default ``topology`` beside ``[cloud]`` is then refused)."""
+    data = s.model_dump(by_alias=True, exclude_unset=True)
+    data.update(changes)
+    out = type(s).from_dict(data)
+    out._base_dir = s._base_dir
+    return out
 
 
 def _stamping(s) -> str:
@@ -124,4 +135,4 @@ def calibrated(s):
     table, info = calibrate(s)
     transport = s.transport.model_dump(by_alias=True)
     transport["packet_rocket_correction"] = table
-    return s.replace(transport=transport), info
+    return _changed(s, transport=transport), info

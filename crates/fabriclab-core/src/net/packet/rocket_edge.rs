@@ -13,6 +13,11 @@
 //!   retransmissions leave meanwhile; ACKs still reach its congestion
 //!   control.
 //!
+//! - Clocks: true time (`"ideal"`), each host's `[clocks]` reading
+//!   (`"host"`), or that reading less the given correction table
+//!   (`"estimated"`, [`crate::transport::ClockCorrection`]: Python's
+//!   estimator makes the table, this only applies it).
+//!
 //! The stamp and the echo travel in a per-connection side table of 256
 //! slots, which the packet's one-byte `tag` names, so the header does not
 //! grow and a run without Packet Rocket does none of this. A slot is reused
