@@ -54,14 +54,17 @@ WIRE = 1538
 CCS = ["newreno", "dctcp", "cubic", "dcqcn"]
 # clocks: Packet Rocket off, then on ideal clocks, on ideal clocks with T 1 ps and 25 ns higher (perturbation
 # controls: no clock error, every pause that much shorter; 25 ns is the estimate's largest offset error), on
-# estimated clocks (the calibration pass's table) and on raw host clocks.
-CLOCKS = ["off", "ideal", "ideal T+1ps", "ideal T+25ns", "estimated", "host"]
+# estimated clocks (the calibration pass's table; "loaded": the pass keeps the run's own load, Packet Rocket off)
+# and on raw host clocks.
+CLOCKS = ["off", "ideal", "ideal T+1ps", "ideal T+25ns", "estimated", "estimated loaded", "host"]
 
 
 def _clock_case(clock, t):
     """(threshold, packet_rocket_clock) of a `clocks` row."""
     if clock == "off":
         return None, None
+    if clock == "estimated loaded":
+        return t, ("estimated", "loaded")
     if clock.startswith("ideal T+"):
         return t + {"1ps": 1, "25ns": 25_000}[clock.removeprefix("ideal T+")], "ideal"
     return t, clock
@@ -95,6 +98,9 @@ def incast(n, cc, threshold_ps, flow_bytes=1_000_000, buffer_packets=250, clocks
         raw["pfc"] = pfc
     if clocks is not None:
         raw["clocks"] = clocks
+    clock, calibration = clock if isinstance(clock, tuple) else (clock, None)
+    if calibration is not None:
+        raw["transport"]["packet_rocket_calibration"] = calibration
     if clock is not None:
         raw["transport"]["packet_rocket_clock"] = clock
     r = simulate(Scenario.from_dict(raw))
@@ -112,6 +118,7 @@ def incast(n, cc, threshold_ps, flow_bytes=1_000_000, buffer_packets=250, clocks
 
 def background(load, cc, threshold_ps, seeds, ms, clocks=None, clock=None, ignore="ended"):
     base = tomllib.loads((HERE / "star8_dctcp.toml").read_text())
+    clock, calibration = clock if isinstance(clock, tuple) else (clock, None)
     queue, pfc = _queue_and_transport(cc, 250)
     fct, small, slow, drops, frames, maxq, gbps, pauses, paused = [], [], [], 0, 0, 0, [], 0, 0.0
     cal_err = 0.0
@@ -124,6 +131,8 @@ def background(load, cc, threshold_ps, seeds, ms, clocks=None, clock=None, ignor
             raw["pfc"] = pfc
         if clocks is not None:
             raw["clocks"] = clocks
+        if calibration is not None:
+            raw["transport"]["packet_rocket_calibration"] = calibration
         if clock is not None:
             raw["transport"]["packet_rocket_clock"] = clock
         r = simulate(Scenario.from_dict(raw))

@@ -195,3 +195,13 @@ def test_validate_builds_without_the_pass_and_says_the_run_will_calibrate(tmp_pa
     r = run_cli("validate", str(tmp_path / "s.toml"))
     assert r.returncode == 0, r.stderr
     assert "estimated clocks" in r.stdout
+
+
+def test_a_loaded_pass_keeps_the_load_and_says_so():
+    from fabriclab.observe.clock.calibrate import calibration_scenario
+    raw = _star(HAND, probes={"peers": 3, "pair_every_ps": "1ms", "duration_ps": "6ms"}).model_dump(by_alias=True)
+    raw["transport"]["packet_rocket_calibration"] = "loaded"
+    s = Scenario.from_dict(raw)
+    c = calibration_scenario(s, 4)
+    assert c.flows == s.flows and c.transport.packet_rocket_threshold_ps is None
+    assert simulate(s).summary["packet_rocket"]["calibration"]["pass"] == "loaded"

@@ -257,6 +257,9 @@ class TransportConfig(_Strict):
     # With "estimated": each host's clock correction as linear pieces on its own clock (docs/clockwork-control.md,
     # "Estimated clocks"); None: computed by the calibration pass. A host without pieces reads its clock raw.
     packet_rocket_correction: Optional[list[CorrectionPieceConfig]] = None
+    # The calibration pass that makes the table: "idle" (the probe mesh alone) or "loaded" (the mesh beside the
+    # scenario's own load, with Packet Rocket off: the estimator's error under load). Read only when it runs.
+    packet_rocket_calibration: Literal["idle", "loaded"] = "idle"
 
     @model_validator(mode="after")
     def _rocket_correction(self):

@@ -11,7 +11,10 @@ network effect), and hands the result to the core as a correction table
   are part of the fabric the mesh measures) and seed kept. The mesh is the
   scenario's ``[probes]``, or without one ``[probes]``' defaults (5 peers, a
   pair per peer every 2 ms for 10 ms), which then runs in the pass only.
-  It stops 1 ms after the mesh's last pair is sent.
+  It stops 1 ms after the mesh's last pair is sent. With
+  ``packet_rocket_calibration = "loaded"`` the pass keeps the scenario's own
+  load too (Packet Rocket still off), so the estimate carries the
+  estimator's error under that load.
 - **The estimate.** ``estimate(methods=("huygens",))`` against the first host
   in sorted order, with ``drop_short_edges`` and the robust network effect
   (as ``fabriclab reproduce clock-sync``), windows of the estimator's default
@@ -46,8 +49,9 @@ WORKLOADS = ("traffic", "flows", "jobs", "llm_jobs", "trace_jobs", "collectives"
 
 def calibration_scenario(s, hosts: int):
     """The probe mesh alone on ``s``'s fabric (of ``hosts`` hosts), clocks and
-    seed (the module's docstring); ``s`` is left as it is. The default mesh
-    probes 5 peers, or every other host of a smaller mesh."""
+    seed (the module's docstring), or with ``packet_rocket_calibration =
+    "loaded"`` beside the scenario's own load; ``s`` is left as it is. The
+    default mesh probes 5 peers, or every other host of a smaller mesh."""
     from ...sim.apps.probes import mesh_hosts
 
     mesh = s.probes
@@ -57,10 +61,13 @@ def calibration_scenario(s, hosts: int):
     transport = s.transport.model_dump(by_alias=True)
     transport.update(packet_rocket_threshold_ps=None, packet_rocket_hosts=None, packet_rocket_clock=None,
                      packet_rocket_correction=None)
+    stop = mesh.start_ps + mesh.duration_ps + DRAIN_PS
+    if s.transport.packet_rocket_calibration == "loaded":
+        return _changed(s, recovery=None, transport=transport, probes=mesh.model_dump(by_alias=True),
+                        stop_ps=min(stop, s.stop_ps or stop), outputs={})
     cleared = {k: [] for k in WORKLOADS if k in type(s).model_fields}
     return _changed(s, **cleared, flows_csv=None, recovery=None, transport=transport,
-                    probes=mesh.model_dump(by_alias=True), stop_ps=mesh.start_ps + mesh.duration_ps + DRAIN_PS,
-                    outputs={})
+                    probes=mesh.model_dump(by_alias=True), stop_ps=stop, outputs={})
 
 
 def _changed(s, **changes):
@@ -115,7 +122,8 @@ def calibrate(s) -> tuple[list[dict], dict]:
                      robust=True)
     index = {t.nodes[n]["name"]: i for i, n in enumerate(t.hosts)}
     table = pieces(e.clocks, index)
-    info = {"mesh": "scenario" if s.probes is not None else "default", "probes": len(p.src) * 2,
+    info = {"pass": s.transport.packet_rocket_calibration, "mesh": "scenario" if s.probes is not None else "default",
+            "probes": len(p.src) * 2,
             "hosts": len(p.hosts), "reference": p.hosts[0],
             "windows": int(e.clocks.column("window").to_numpy().max()) + 1, "pure_bound_ns": PURE_BOUND_NS[stamping], "pieces": len(table)}
     if "error_ns" in e.clocks.column_names:  # against the truth the simulated probes carry; the reference left out
