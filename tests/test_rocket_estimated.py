@@ -205,3 +205,11 @@ def test_a_loaded_pass_keeps_the_load_and_says_so():
     c = calibration_scenario(s, 4)
     assert c.flows == s.flows and c.transport.packet_rocket_threshold_ps is None
     assert simulate(s).summary["packet_rocket"]["calibration"]["pass"] == "loaded"
+
+
+def test_same_seed_identical_bytes_with_the_pass():
+    s = _star(HAND, probes={"peers": 3, "pair_every_ps": "1ms", "duration_ps": "6ms"}, threshold="2us")
+    a, b = simulate(s), simulate(s)
+    assert a.summary["packet_rocket"]["pauses"] > 0
+    assert a.summary["packet_rocket"] == b.summary["packet_rocket"]
+    assert a.flows_parquet == b.flows_parquet and a.resolved == b.resolved
