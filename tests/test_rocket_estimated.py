@@ -213,3 +213,17 @@ def test_same_seed_identical_bytes_with_the_pass():
     assert a.summary["packet_rocket"]["pauses"] > 0
     assert a.summary["packet_rocket"] == b.summary["packet_rocket"]
     assert a.flows_parquet == b.flows_parquet and a.resolved == b.resolved
+
+
+def test_a_mesh_the_estimator_refuses_is_exit_2_naming_the_clock(tmp_path):
+    # Two probe pairs per peer (a pair every 5 ms for 10 ms, one peer each): fewer than the two pure pairs each
+    # way per edge the estimator needs, so it refuses, and the run says which setting brought it in.
+    (tmp_path / "s.toml").write_text('name = "x"\n[topology]\nkind = "star"\nhosts = 3\n[clocks]\n'
+                                     '[probes]\npeers = 1\npair_every_ps = "5ms"\nduration_ps = "6ms"\n'
+                                     '[transport]\npacket_rocket_threshold_ps = "10us"\n'
+                                     '[[flows]]\nsrc = 0\ndst = 1\nsize_bytes = 1000\n')
+    r = run_cli("run", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"))
+    out = r.stderr + r.stdout
+    assert r.returncode == 2 and "Traceback" not in r.stderr, out
+    assert "packet_rocket_clock" in out and "estimator refused" in out, out
+    assert not (tmp_path / "out").exists()

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...scenario.base import ScenarioError
 from ...scenario.clocks import ProbesConfig
 from ...scenario.fabric import needs_calibration
 from . import estimate as est
@@ -118,14 +119,19 @@ def calibrate(s) -> tuple[list[dict], dict]:
     res = simulate(calibration_scenario(s, len(t.hosts)))
     p = pr.from_simulation(res.probes)
     stamping = _stamping(s)
-    e = est.estimate(p, methods=("huygens",), pure_bound_ns=PURE_BOUND_NS[stamping], drop_short_edges=True,
-                     robust=True)
+    try:
+        e = est.estimate(p, methods=("huygens",), pure_bound_ns=PURE_BOUND_NS[stamping], drop_short_edges=True,
+                         robust=True)
+    except est.EstimateInputError as x:
+        raise ScenarioError(f'transport.packet_rocket_clock: "estimated" (the default with [clocks]) calibrates the '
+                            f"clocks from the probe mesh, and the estimator refused its probes: {x}. Give [probes] "
+                            f'more pairs or a longer mesh, or set packet_rocket_clock to "host" or "ideal"') from None
     index = {t.nodes[n]["name"]: i for i, n in enumerate(t.hosts)}
     table = pieces(e.clocks, index)
     info = {"pass": s.transport.packet_rocket_calibration, "mesh": "scenario" if s.probes is not None else "default",
-            "probes": len(p.src) * 2,
-            "hosts": len(p.hosts), "reference": p.hosts[0],
-            "windows": int(e.clocks.column("window").to_numpy().max()) + 1, "pure_bound_ns": PURE_BOUND_NS[stamping], "pieces": len(table)}
+            "probes": len(p.src) * 2, "hosts": len(p.hosts), "reference": p.hosts[0],
+            "windows": int(e.clocks.column("window").to_numpy().max()) + 1,
+            "pure_bound_ns": PURE_BOUND_NS[stamping], "pieces": len(table)}
     if "error_ns" in e.clocks.column_names:  # against the truth the simulated probes carry; the reference left out
         others = np.array(e.clocks.column("host").to_pylist(), dtype=object) != p.hosts[0]
         err = np.abs(e.clocks.column("error_ns").to_numpy()[others])
