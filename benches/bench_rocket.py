@@ -30,10 +30,12 @@ queue, and goodput (bytes of all flows over the last one's end).
 **clocks**: what sync error costs. Each incast (`--n`) and background
 load (`--load`) per `--cc`, with `[clocks]` at its defaults (seeded draws:
 offsets N(0, 100 us), drift N(0, `--drift-ppm`, default 6 ppm), wander,
-NIC stamps): Packet Rocket off, then on ideal clocks, on estimated ones
-(the calibration pass: the default probe mesh alone, fabriclab's
-estimator, its table applied; `cal_err_max_ns` is the estimate's largest
-offset error against the truth) and on the raw host clocks.
+NIC stamps): Packet Rocket off, then on ideal clocks, on ideal clocks
+with T 1 ps and 25 ns higher (perturbation controls), on estimated ones
+(the calibration pass: the default probe mesh alone, or "loaded" beside
+the run's own load, fabriclab's estimator, its table applied;
+`cal_err_max_ns` is the estimate's largest offset error against the
+truth) and on the raw host clocks.
 
 T is `--threshold-us` (default 5 us) above each path's base. Prints
 Markdown tables."""
