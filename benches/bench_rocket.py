@@ -4,7 +4,8 @@ background, and what clock sync error costs. Not a test; run it by hand:
     python benches/bench_rocket.py incast [--n 8 16 32 64] [--cc ...] [--threshold-us 5]
                                           [--flow-bytes 1000000] [--buffer-packets 250]
     python benches/bench_rocket.py background [--load 0.4 0.8] [--cc ...] [--seeds 1 2 3] [--ms 200]
-    python benches/bench_rocket.py clocks [--seeds 1 2 3] [--drift-ppm 6]
+    python benches/bench_rocket.py clocks [--n 16 32] [--cc newreno cubic] [--load 0.6] [--seeds 1]
+                                          [--ms 20] [--drift-ppm 6]
     (incast and background: [--ignore ended|extend|during], the pause's ignore rule)
     (each: [--out DIR] also writes rocket_<kind>.csv)
 
@@ -26,10 +27,15 @@ Per point (flows of all seeds pooled): p99 FCT of small (< 100 KB) flows
 and of all flows, p99 slowdown, drops, PFC frames, the largest switch-port
 queue, and goodput (bytes of all flows over the last one's end).
 
-**clocks**: one incast (N = 16, NewReno, 1 MB) and one background case
-(NewReno, 40 %) with `[clocks]` at its defaults (seeded draws: offsets
-N(0, 100 us), drift N(0, `--drift-ppm`, default 6 ppm), wander, NIC stamps), Packet Rocket on
-the hosts' clocks against ideal ones.
+**clocks**: what sync error costs. Each incast (`--n`) and background
+load (`--load`) per `--cc`, with `[clocks]` at its defaults (seeded draws:
+offsets N(0, 100 us), drift N(0, `--drift-ppm`, default 6 ppm), wander,
+NIC stamps): Packet Rocket off, then on ideal clocks, on ideal clocks
+with T 1 ps and 25 ns higher (perturbation controls), on estimated ones
+(the calibration pass: the default probe mesh alone, or "loaded" beside
+the run's own load, fabriclab's estimator, its table applied;
+`cal_err_max_ns` is the estimate's largest offset error against the
+truth) and on the raw host clocks.
 
 T is `--threshold-us` (default 5 us) above each path's base. Prints
 Markdown tables."""
@@ -48,6 +54,22 @@ HERE = Path(__file__).resolve().parent
 BURST_PS = 1_000_000_000
 WIRE = 1538
 CCS = ["newreno", "dctcp", "cubic", "dcqcn"]
+# clocks: Packet Rocket off, then on ideal clocks, on ideal clocks with T 1 ps and 25 ns higher (perturbation
+# controls: no clock error, every pause that much shorter; 25 ns is the estimate's largest offset error), on
+# estimated clocks (the calibration pass's table; "loaded": the pass keeps the run's own load, Packet Rocket off)
+# and on raw host clocks.
+CLOCKS = ["off", "ideal", "ideal T+1ps", "ideal T+25ns", "estimated", "estimated loaded", "host"]
+
+
+def _clock_case(clock, t):
+    """(threshold, packet_rocket_clock) of a `clocks` row."""
+    if clock == "off":
+        return None, None
+    if clock == "estimated loaded":
+        return t, ("estimated", "loaded")
+    if clock.startswith("ideal T+"):
+        return t + {"1ps": 1, "25ns": 25_000}[clock.removeprefix("ideal T+")], "ideal"
+    return t, clock
 
 
 def _queue_and_transport(cc, buffer_packets):
@@ -59,7 +81,10 @@ def _queue_and_transport(cc, buffer_packets):
 
 def _rocket(r):
     pr = r.summary.get("packet_rocket") or {}
-    return {"pauses": pr.get("pauses", 0), "paused_us": round(pr.get("paused_ps", 0) / 1e6, 1)}
+    out = {"pauses": pr.get("pauses", 0), "paused_us": round(pr.get("paused_ps", 0) / 1e6, 1)}
+    if "calibration" in pr:  # estimated clocks: the pass's offset error against the truth, largest over hosts
+        out["cal_err_max_ns"] = round(pr["calibration"].get("offset_error_ns_max", float("nan")), 1)
+    return out
 
 
 def incast(n, cc, threshold_ps, flow_bytes=1_000_000, buffer_packets=250, clocks=None, clock=None, ignore="ended"):
@@ -75,6 +100,9 @@ def incast(n, cc, threshold_ps, flow_bytes=1_000_000, buffer_packets=250, clocks
         raw["pfc"] = pfc
     if clocks is not None:
         raw["clocks"] = clocks
+    clock, calibration = clock if isinstance(clock, tuple) else (clock, None)
+    if calibration is not None:
+        raw["transport"]["packet_rocket_calibration"] = calibration
     if clock is not None:
         raw["transport"]["packet_rocket_clock"] = clock
     r = simulate(Scenario.from_dict(raw))
@@ -92,8 +120,10 @@ def incast(n, cc, threshold_ps, flow_bytes=1_000_000, buffer_packets=250, clocks
 
 def background(load, cc, threshold_ps, seeds, ms, clocks=None, clock=None, ignore="ended"):
     base = tomllib.loads((HERE / "star8_dctcp.toml").read_text())
+    clock, calibration = clock if isinstance(clock, tuple) else (clock, None)
     queue, pfc = _queue_and_transport(cc, 250)
     fct, small, slow, drops, frames, maxq, gbps, pauses, paused = [], [], [], 0, 0, 0, [], 0, 0.0
+    cal_err = 0.0
     for seed in seeds:
         raw = {**base, "seed": seed, "queue": {**base["queue"], **queue},
                "transport": {**base["transport"], "cc": cc, "packet_rocket_threshold_ps": threshold_ps,
@@ -103,6 +133,8 @@ def background(load, cc, threshold_ps, seeds, ms, clocks=None, clock=None, ignor
             raw["pfc"] = pfc
         if clocks is not None:
             raw["clocks"] = clocks
+        if calibration is not None:
+            raw["transport"]["packet_rocket_calibration"] = calibration
         if clock is not None:
             raw["transport"]["packet_rocket_clock"] = clock
         r = simulate(Scenario.from_dict(raw))
@@ -118,13 +150,15 @@ def background(load, cc, threshold_ps, seeds, ms, clocks=None, clock=None, ignor
         rk = _rocket(r)
         pauses += rk["pauses"]
         paused += rk["paused_us"]
+        cal_err = max(cal_err, rk.get("cal_err_max_ns", 0.0))
     fct, small, slow = np.concatenate(fct), np.concatenate(small), np.concatenate(slow)
     return {"load": load, "cc": cc, "rocket": threshold_ps is not None, "flows": len(fct),
             "p99_small_us": round(float(np.percentile(small, 99)) / 1e6, 1),
             "p99_fct_us": round(float(np.percentile(fct, 99)) / 1e6, 1),
             "p99_slowdown": round(float(np.percentile(slow, 99)), 1),
             "drops": drops, "pfc_frames": frames, "max_queue_packets": round(maxq / WIRE, 1),
-            "goodput_gbps": round(float(np.mean(gbps)), 2), "pauses": pauses, "paused_us": round(paused, 1)}
+            "goodput_gbps": round(float(np.mean(gbps)), 2), "pauses": pauses, "paused_us": round(paused, 1),
+            **({"cal_err_max_ns": cal_err} if clock == "estimated" else {})}
 
 
 def _table(rows, out, kind):
@@ -177,15 +211,20 @@ def main():
                     _print(rows[-1], len(rows) == 1)
     else:
         clocks = {"drift_sigma_ppm": a.drift_ppm}
-        for clock in ("ideal", "host"):
-            rows.append({"case": "incast N=16 newreno", "clock": clock,
-                         **incast(16, "newreno", t, clocks=clocks, clock=clock)})
-            _print(rows[-1], len(rows) == 1)
-        for clock in ("ideal", "host"):
-            row = {"case": "background 40 % newreno", "clock": clock,
-                   **background(0.4, "newreno", t, a.seeds, a.ms, clocks=clocks, clock=clock)}
-            print("| " + " | ".join(str(v) for v in row.values()) + " |", flush=True)
-            rows.append(row)
+        for n in a.n:
+            for cc in a.cc:
+                for clock in CLOCKS:
+                    th, ck = _clock_case(clock, t)
+                    rows.append({"case": f"incast N={n}", "clock": clock,
+                                 **incast(n, cc, th, a.flow_bytes, a.buffer_packets, clocks, ck, a.ignore)})
+                    _print(rows[-1], len(rows) == 1)
+        for load in a.load:
+            for cc in a.cc:
+                for clock in CLOCKS:
+                    th, ck = _clock_case(clock, t)
+                    rows.append({"case": f"background {load:.0%}", "clock": clock,
+                                 **background(load, cc, th, a.seeds, a.ms, clocks, ck, a.ignore)})
+                    _print(rows[-1], sum(r["case"].startswith("background") for r in rows) == 1)
     _table(rows, a.out, a.kind)
 
 

@@ -14,7 +14,7 @@ FAST_PKT_PS = WIRE * 8 * 100  # 1,230,400 ps at 10 Gbit/s
 SLOW_PKT_PS = WIRE * 8 * 1000  # 12,304,000 ps at 1 Gbit/s
 
 
-def _two_rates(tmp_path, packets, clocks=None, threshold="30us", clock=None, ignore=None):
+def _two_rates(tmp_path, packets, clocks=None, threshold="30us", clock=None, ignore=None, correction=None):
     """h0 -(10 Gbit/s, 1 us)- s0 -(1 Gbit/s, 1 us)- h1, one flow of `packets` full segments."""
     (tmp_path / "topo.toml").write_text(
         'nodes = [{name = "h0", kind = "host"}, {name = "h1", kind = "host"}, {name = "s0", kind = "switch"}]\n'
@@ -28,6 +28,8 @@ def _two_rates(tmp_path, packets, clocks=None, threshold="30us", clock=None, ign
         raw["transport"]["packet_rocket_clock"] = clock
     if ignore is not None:
         raw["transport"]["packet_rocket_ignore"] = ignore
+    if correction is not None:
+        raw["transport"]["packet_rocket_correction"] = correction
     if clocks is not None:
         raw["clocks"] = clocks
     return simulate(Scenario.from_dict(raw))
@@ -50,7 +52,7 @@ def test_one_pause_of_owd_minus_base_minus_threshold(tmp_path, clocks):
     # six left within 7.4 us), so their echoes (44.3 and 55.4 us over the
     # base) are ignored: one build-up, one pause. Host clocks with constant
     # offsets give the same: the offset is in the base too.
-    r = _two_rates(tmp_path, 6, clocks)
+    r = _two_rates(tmp_path, 6, clocks, clock=None if clocks is None else "host")
     assert 3 * (SLOW_PKT_PS - FAST_PKT_PS) == 33_220_800
     pr = r.summary["packet_rocket"]
     assert (pr["pauses"], pr["paused_ps"]) == (1, 33_220_800 - 30_000_000)
@@ -72,7 +74,7 @@ def test_drifting_clocks_do_not_cancel(tmp_path):
     # (packet_rocket_clock = "ideal") still give 3,220,800 ps.
     drift = {"hosts": {"h0": {"offset_ps": 0, "drift_ppm": 0.0}, "h1": {"offset_ps": 0, "drift_ppm": 1000.0}},
              "wander_ppm": 0.0}
-    host = _two_rates(tmp_path, 6, drift).summary["packet_rocket"]
+    host = _two_rates(tmp_path, 6, drift, clock="host").summary["packet_rocket"]
     ideal = _two_rates(tmp_path, 6, drift, clock="ideal").summary["packet_rocket"]
     assert ideal["paused_ps"] == 3_220_800
     assert abs(host["paused_ps"] - (3_220_800 + 3 * 12_304)) <= 50
@@ -233,11 +235,11 @@ def test_flow_backend_refuses_packet_rocket():
                             "transport": {"packet_rocket_threshold_ps": "10us"}})
 
 
-def test_clock_defaults_to_host_with_clocks_else_ideal():
+def test_clock_defaults_to_estimated_with_clocks_else_ideal():
     from fabriclab.scenario.fabric import rocket_clock
     base = {"name": "x", "topology": {"kind": "star", "hosts": 2}}
     assert rocket_clock(Scenario.from_dict(base)) == "ideal"
-    assert rocket_clock(Scenario.from_dict({**base, "clocks": {}})) == "host"
+    assert rocket_clock(Scenario.from_dict({**base, "clocks": {}})) == "estimated"
     assert rocket_clock(Scenario.from_dict({**base, "clocks": {},
                                             "transport": {"packet_rocket_clock": "ideal"}})) == "ideal"
 

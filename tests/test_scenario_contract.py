@@ -80,7 +80,10 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
                       "initial_rto_ps": "1ms", "max_rto_ps": "1s", "dupack_threshold": 3, "dctcp_g": 0.0625,
                       "dctcp_initial_alpha": 1.0, "cubic_fast_convergence": False, "tsq_limit_bytes": 131072,
                       "persistent_connections": True, "handshake": True,
-                      "packet_rocket_threshold_ps": "20us", "packet_rocket_clock": "host",
+                      "packet_rocket_threshold_ps": "20us", "packet_rocket_clock": "estimated",
+                      "packet_rocket_correction": [{"host": 1, "from_local_ps": "-2us", "offset_ps": "30us",
+                                                    "drift_ppm": 4.5}],
+                      "packet_rocket_calibration": "loaded",
                       "packet_rocket_ignore": "extend", "packet_rocket_hosts": [0, 2],
                       "dcqcn": {"g": 0.0625, "alpha_interval_ps": "55us", "decrease_interval_ps": "4us",
                                 "increase_interval_ps": "1500us", "fast_recovery_steps": 5, "rate_ai_bps": "5Mbps",
@@ -334,8 +337,10 @@ TRANSLATED = {
     "LinkEventConfig": ("LinkEventSpec", set(), set()),
     "TapLogicConfig": ("SwitchLogicSpec", set(), set()),
     "SwitchBufferConfig": ("SwitchBufferSpec", set(), set()),
-    "TransportConfig": ("TransportSpec", set(), set()),
+    # packet_rocket_calibration: Python's calibration pass (observe/clock/calibrate.py) makes the correction table
+    "TransportConfig": ("TransportSpec", {"packet_rocket_calibration"}, set()),
     "DcqcnConfig": ("DcqcnSpec", set(), set()),
+    "CorrectionPieceConfig": ("CorrectionPiece", set(), set()),
     "RoutingConfig": ("RoutingSpec", set(), set()),
     # flows_per_s -> load; kind selects the generator
     "PoissonTrafficConfig": ("PoissonSpec", {"kind", "flows_per_s"}, set()),

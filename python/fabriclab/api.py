@@ -13,11 +13,19 @@ def simulate(scenario, progress: bool = False, memory_limit: int | str | None = 
     segment, with detection, isolation and restarts, returning
     :class:`fabriclab.systems.c4.recovery.RecoveryResults`
     (docs/c4-recovery.md). Bad input raises :class:`fabriclab.InputError`
-    (a :class:`fabriclab.ScenarioError` names the field)."""
+    (a :class:`fabriclab.ScenarioError` names the field). Packet Rocket on
+    estimated clocks (the default with ``[clocks]``) first runs the probe
+    mesh alone to estimate them (``fabriclab.observe.clock.calibrate``)."""
     if scenario.recovery is not None:
         from .systems.c4.recovery import simulate as simulate_recovery
 
         return simulate_recovery(scenario, memory_limit=memory_limit)
+    from .observe.clock.calibrate import calibrated
     from .sim.pipeline import simulate as simulate_plain
 
-    return simulate_plain(scenario, progress, memory_limit)
+    # Packet Rocket on estimated clocks: the calibration pass first (docs/clockwork-control.md, "Estimated clocks").
+    scenario, calibration = calibrated(scenario)
+    res = simulate_plain(scenario, progress, memory_limit)
+    if calibration is not None:
+        res.summary["packet_rocket"]["calibration"] = calibration
+    return res

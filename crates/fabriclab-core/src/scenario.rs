@@ -15,7 +15,7 @@ use crate::net::flow::FlowNet;
 use crate::net::packet::{
     PacketNet, PfcSpec, PortQueues, QueueOverride, QueueSpec, SwitchBufferSpec, SwitchLogicSpec,
 };
-use crate::transport::TransportSpec;
+use crate::transport::{RocketClock, TransportSpec};
 use serde::Deserialize;
 
 /// The fabric part of a scenario: everything but the applications.
@@ -158,9 +158,16 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
             // Packet Rocket reads its own copy of the host clocks (a reading
             // is a pure function of host and time).
             let rocket_clocks = match (&f.clocks, t.packet_rocket_clock) {
-                (Some(c), crate::transport::RocketClock::Host) => {
+                (Some(c), RocketClock::Host | RocketClock::Estimated) => {
                     Some(crate::engine::Clocks::new(c, topo.num_hosts(), f.seed)?)
                 }
+                _ => None,
+            };
+            let correction = match t.packet_rocket_clock {
+                RocketClock::Estimated => Some(crate::transport::ClockCorrection::new(
+                    &t.packet_rocket_correction,
+                    topo.num_hosts(),
+                )?),
                 _ => None,
             };
             Box::new(
@@ -174,7 +181,7 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
                     f.switch_buffer.clone(),
                     f.aggregation.as_ref(),
                 )?
-                .with_packet_rocket(&topo, rocket_clocks),
+                .with_packet_rocket(&topo, rocket_clocks, correction),
             )
         }
         BackendKind::Flow => {

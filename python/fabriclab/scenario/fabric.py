@@ -18,6 +18,7 @@ from .base import (
     _off_is_none,
     _Strict,
 )
+from .clocks import SignedTimePs
 from .units import RateBps, SizeBytes, TimePs
 
 
@@ -210,6 +211,17 @@ class DcqcnConfig(_Strict):
     cnp_interval_ps: Annotated[TimePs, Field(ge=0)] = 50_000_000
 
 
+class CorrectionPieceConfig(_Strict):
+    """One linear piece of a host's clock correction (Packet Rocket's "estimated" clocks): from the host's clock
+    reading ``from_local_ps`` on (until its next piece's), correction = offset_ps + drift_ppm x (L - from) / 1e6,
+    and the corrected reading is L - correction."""
+
+    host: StrictInt = Field(ge=0, le=U32_MAX)
+    from_local_ps: SignedTimePs
+    offset_ps: SignedTimePs
+    drift_ppm: StrictFloat = Field(ge=-2000.0, le=2000.0, allow_inf_nan=False)
+
+
 class TransportConfig(_Strict):
     cc: Literal["newreno", "dctcp", "cubic", "dcqcn"] = "dctcp"
     mss_bytes: Annotated[SizeBytes, Field(ge=64, le=9000)] = 1460
@@ -230,9 +242,11 @@ class TransportConfig(_Strict):
     # Packet Rocket (docs/clockwork-control.md): hold a flow at its sender while an echoed one-way delay exceeds its
     # path's base (the least seen) by more than this; None: off (packet backend).
     packet_rocket_threshold_ps: Optional[Annotated[TimePs, Field(ge=0)]] = None
-    # The clocks its one-way delays are read on: "ideal" (true time) or "host" (each host's [clocks]);
-    # None: "host" with [clocks], else "ideal" (what hosts without [clocks] read anyway).
-    packet_rocket_clock: Optional[Literal["ideal", "host"]] = None
+    # The clocks its one-way delays are read on: "ideal" (true time), "host" (each host's [clocks], raw) or
+    # "estimated" (each host's [clocks] less what fabriclab's estimator recovers of it from the probe mesh:
+    # packet_rocket_correction, which fabriclab.simulate fills by a calibration pass when absent);
+    # None: "estimated" with [clocks], else "ideal" (what hosts without [clocks] read anyway).
+    packet_rocket_clock: Optional[Literal["ideal", "host", "estimated"]] = None
     # Which echoes a pause ignores: "ended" (packets sent before the last pause ended: issue 27's reading
     # of On-Ramp), or our variants, not the paper's: "extend" (as "ended", but an echo arriving during a
     # pause may move its end later) and "during" (only packets sent during a pause). docs/clockwork-control.md.
@@ -240,6 +254,27 @@ class TransportConfig(_Strict):
     # The hosts (host indices; with [cloud] the tenant's VMs are 0..tenant_vms-1) whose senders run Packet
     # Rocket; a connection from any other host runs as with it off. None: every host.
     packet_rocket_hosts: Optional[list[Annotated[StrictInt, Field(ge=0, le=U32_MAX)]]] = None
+    # With "estimated": each host's clock correction as linear pieces on its own clock (docs/clockwork-control.md,
+    # "Estimated clocks"); None: computed by the calibration pass. A host without pieces reads its clock raw.
+    packet_rocket_correction: Optional[list[CorrectionPieceConfig]] = None
+    # The calibration pass that makes the table: "idle" (the probe mesh alone) or "loaded" (the mesh beside the
+    # scenario's own load, with Packet Rocket off: the estimator's error under load). Read only when it runs.
+    packet_rocket_calibration: Literal["idle", "loaded"] = "idle"
+
+    @model_validator(mode="after")
+    def _rocket_correction(self):
+        if self.packet_rocket_correction is None:
+            return self
+        if self.packet_rocket_clock not in (None, "estimated"):
+            raise ValueError(f'packet_rocket_correction: corrects the clocks of packet_rocket_clock = "estimated", '
+                             f'not "{self.packet_rocket_clock}"; drop the table or set the clock to "estimated"')
+        last: dict[int, int] = {}
+        for i, p in enumerate(self.packet_rocket_correction):
+            if p.host in last and p.from_local_ps <= last[p.host]:
+                raise ValueError(f"packet_rocket_correction[{i}].from_local_ps: host {p.host}'s pieces must be in "
+                                 f"strictly increasing from_local_ps ({p.from_local_ps} follows {last[p.host]})")
+            last[p.host] = p.from_local_ps
+        return self
 
     @model_validator(mode="after")
     def _rocket_hosts(self):
@@ -362,6 +397,7 @@ def fabric_core(s, t: topo.TopologyData, names: dict[str, int]) -> dict:
             "packet_rocket_clock": rocket_clock(s),
             "packet_rocket_ignore": tr.packet_rocket_ignore,
             "packet_rocket_hosts": rocket_hosts(s, t),
+            "packet_rocket_correction": rocket_correction(s, t),
         },
         "routing": {"ecmp_hash_seed": s.routing.ecmp_hash_seed, "convergence_ps": s.routing.convergence_ps,
                     "resilient_hash": s.routing.resilient_hash},
@@ -385,13 +421,41 @@ def rocket_hosts(s, t: topo.TopologyData) -> Optional[list[int]]:
 
 
 def rocket_clock(s) -> str:
-    """The clocks Packet Rocket reads: as given, else each host's own when
-    the scenario has ``[clocks]`` (sync error enters as in reality), else
-    true time."""
+    """The clocks Packet Rocket reads: as given, else each host's own as the
+    estimator recovers it when the scenario has ``[clocks]`` (sync error
+    enters as in reality), else true time."""
     given = s.transport.packet_rocket_clock
     if given is not None:
         return given
-    return "host" if s.clocks is not None else "ideal"
+    return "estimated" if s.clocks is not None else "ideal"
+
+
+def needs_calibration(s) -> bool:
+    """Packet Rocket reads estimated clocks and no correction table is given:
+    the calibration pass (``fabriclab.observe.clock.calibrate``) must make one."""
+    return (s.transport.packet_rocket_threshold_ps is not None and s.backend == "packet"
+            and rocket_clock(s) == "estimated" and s.transport.packet_rocket_correction is None)
+
+
+def rocket_correction(s, t: topo.TopologyData) -> list[dict]:
+    """``transport.packet_rocket_correction`` as the core reads it (empty
+    unless the clocks are "estimated"), each host checked to exist."""
+    if s.transport.packet_rocket_threshold_ps is None or rocket_clock(s) != "estimated":
+        return []
+    if s.transport.packet_rocket_correction is None:
+        raise ScenarioError('transport.packet_rocket_correction: packet_rocket_clock = "estimated" (the default with '
+                            '[clocks]) needs each host\'s correction, which fabriclab.simulate (and `fabriclab run`) '
+                            'computes by a calibration pass; give the table, run through fabriclab.simulate, or set '
+                            'packet_rocket_clock to "host" or "ideal"')
+    n = len(t.hosts)
+    out = []
+    for i, p in enumerate(s.transport.packet_rocket_correction):
+        if p.host >= n:
+            raise ScenarioError(f"transport.packet_rocket_correction[{i}].host: host {p.host} does not exist; the "
+                                f"topology has {n} hosts, indices 0..{n - 1}")
+        out.append({"host": p.host, "from_local_ps": p.from_local_ps, "offset_ps": p.offset_ps,
+                    "drift_ppm": p.drift_ppm})
+    return out
 
 
 def check_link_rates(s, t: topo.TopologyData) -> None:

@@ -376,10 +376,14 @@ class Scenario(_Strict):
 
     @model_validator(mode="after")
     def _packet_rocket_host_clocks_exist(self):
-        if self.transport.packet_rocket_clock == "host" and self.clocks is None:
-            raise ValueError('transport.packet_rocket_clock: "host" reads each host\'s [clocks] reading, and this '
-                             'scenario has no [clocks]; add a [clocks] section, or use "ideal" (true time, what '
-                             'hosts read without [clocks])')
+        clock = self.transport.packet_rocket_clock
+        if clock in ("host", "estimated") and self.clocks is None:
+            raise ValueError(f'transport.packet_rocket_clock: "{clock}" reads each host\'s [clocks] reading, and '
+                             f'this scenario has no [clocks]; add a [clocks] section, or use "ideal" (true time, '
+                             f'what hosts read without [clocks])')
+        if self.transport.packet_rocket_correction is not None and self.clocks is None:
+            raise ValueError('transport.packet_rocket_correction: corrects each host\'s [clocks] reading, and this '
+                             'scenario has no [clocks]; add a [clocks] section or drop the table')
         return self
 
     @model_validator(mode="after")

@@ -2,12 +2,14 @@
 //! congestion control.
 
 pub mod cc;
+pub mod clock_correction;
 pub mod cubic;
 pub mod dcqcn;
 pub mod rocket;
 pub mod tcp;
 
 pub use cc::{CongestionControl, Dctcp, NewReno};
+pub use clock_correction::{ClockCorrection, CorrectionPiece};
 pub use cubic::Cubic;
 pub use dcqcn::{Dcqcn, DcqcnParams};
 pub use rocket::Rocket;
@@ -105,6 +107,10 @@ pub struct TransportSpec {
     /// connection from any other host runs without it. `None`: every host.
     #[serde(default)]
     pub packet_rocket_hosts: Option<Vec<u32>>,
+    /// With `packet_rocket_clock` estimated: each host's clock correction
+    /// (see [`clock_correction`]); empty: every host reads its clock raw.
+    #[serde(default)]
+    pub packet_rocket_correction: Vec<CorrectionPiece>,
 }
 
 /// Which echoes a Packet Rocket pause ignores ([`rocket::Ignore`]).
@@ -139,4 +145,7 @@ pub enum RocketClock {
     Ideal,
     /// Each host's own clock (the scenario's `[clocks]`; true time without it).
     Host,
+    /// Each host's own clock less the given correction
+    /// (`packet_rocket_correction`): what an estimator recovered of it.
+    Estimated,
 }

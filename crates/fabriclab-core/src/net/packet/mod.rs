@@ -206,16 +206,25 @@ impl PacketNet {
     }
 
     /// Turns Packet Rocket on (before the run) with the transport's
-    /// threshold, reading one-way delays on `clocks` (`None`: true time).
+    /// threshold, reading one-way delays on `clocks` (`None`: true time),
+    /// each reading less its host's `correction` when one is given.
     pub fn with_packet_rocket(
         mut self,
         topo: &Topology,
         clocks: Option<crate::engine::Clocks>,
+        correction: Option<crate::transport::ClockCorrection>,
     ) -> PacketNet {
         if let Some(t) = self.transport.packet_rocket_threshold_ps {
             let ignore = self.transport.packet_rocket_ignore.rule();
             let senders = self.transport.packet_rocket_hosts.as_deref();
-            self.rocket = Some(rocket_edge::EdgeRocket::new(t, ignore, clocks, &topo.hosts, senders));
+            self.rocket = Some(rocket_edge::EdgeRocket::new(
+                t,
+                ignore,
+                clocks,
+                correction,
+                &topo.hosts,
+                senders,
+            ));
         }
         self
     }

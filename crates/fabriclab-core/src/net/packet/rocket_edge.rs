@@ -13,6 +13,11 @@
 //!   retransmissions leave meanwhile; ACKs still reach its congestion
 //!   control.
 //!
+//! - Clocks: true time (`"ideal"`), each host's `[clocks]` reading
+//!   (`"host"`), or that reading less the given correction table
+//!   (`"estimated"`, [`crate::transport::ClockCorrection`]: Python's
+//!   estimator makes the table, this only applies it).
+//!
 //! The stamp and the echo travel in a per-connection side table of 256
 //! slots, which the packet's one-byte `tag` names, so the header does not
 //! grow and a run without Packet Rocket does none of this. A slot is reused
@@ -22,7 +27,7 @@
 
 use crate::engine::{Clocks, Column, Table};
 use crate::transport::rocket::{Ignore, Rocket};
-use crate::transport::Segment;
+use crate::transport::{ClockCorrection, Segment};
 use std::collections::HashMap;
 
 const SLOTS: usize = 256;
@@ -74,6 +79,9 @@ pub(super) struct EdgeRocket {
     /// Host clocks (`packet_rocket_clock = "host"` with `[clocks]`); `None`:
     /// true time.
     clocks: Option<Clocks>,
+    /// With `packet_rocket_clock = "estimated"`: each reading less its
+    /// host's correction (what the estimator recovered of its clock).
+    correction: Option<ClockCorrection>,
     /// Host index of each node.
     host_of: HashMap<u32, u32>,
     /// Per host index: do its senders run Packet Rocket.
@@ -90,6 +98,7 @@ impl EdgeRocket {
         threshold_ps: u64,
         ignore: Ignore,
         clocks: Option<Clocks>,
+        correction: Option<ClockCorrection>,
         hosts: &[u32],
         senders: Option<&[u32]>,
     ) -> EdgeRocket {
@@ -104,6 +113,7 @@ impl EdgeRocket {
             threshold_ps,
             ignore,
             clocks,
+            correction,
             host_of: hosts
                 .iter()
                 .enumerate()
@@ -115,9 +125,13 @@ impl EdgeRocket {
     }
 
     fn read(&mut self, host: u32, now: u64) -> i64 {
-        match self.clocks.as_mut() {
+        let local = match self.clocks.as_mut() {
             Some(c) => c.read_ps(host, now),
             None => now as i64,
+        };
+        match &self.correction {
+            Some(k) => k.corrected_ps(host, local),
+            None => local,
         }
     }
 

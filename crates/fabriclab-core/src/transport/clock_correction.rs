@@ -1,0 +1,84 @@
+//! A given correction of host clocks (`packet_rocket_clock = "estimated"`,
+//! docs/clockwork-control.md, "Estimated clocks"): what an estimator
+//! recovered of each host's offset, as a table of linear pieces on the
+//! host's own clock. The core only applies the table; the estimate itself is
+//! made in Python (`fabriclab.observe.clock.calibrate`).
+//!
+//! A host's piece `k` holds from its `from_local_ps` up to the next piece's:
+//! on it, `correction(L) = offset_ps + drift_ppm × (L − from_local_ps) / 10⁶`,
+//! and the corrected reading is `L − correction(L)`, rounded to the
+//! picosecond. Before a host's first piece the first one extends backwards;
+//! after its last, the last extends forwards. A host without pieces reads
+//! its clock uncorrected.
+
+use serde::Deserialize;
+
+/// One linear piece of one host's correction, as the scenario gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CorrectionPiece {
+    /// Host index.
+    pub host: u32,
+    /// The host's clock reading from which this piece holds, ps.
+    pub from_local_ps: i64,
+    /// The correction (the host's clock minus the reference's) at `from_local_ps`, ps.
+    pub offset_ps: i64,
+    /// The correction's slope against the host's clock, ppm.
+    pub drift_ppm: f64,
+}
+
+/// Every host's pieces, each host's in order of `from_local_ps`.
+#[derive(Debug, Clone)]
+pub struct ClockCorrection {
+    pieces: Vec<Vec<CorrectionPiece>>,
+}
+
+impl ClockCorrection {
+    /// The table for `hosts` hosts; a host beyond them, a non-finite slope,
+    /// or a host's pieces not strictly increasing in `from_local_ps` is an
+    /// error naming the field.
+    pub fn new(table: &[CorrectionPiece], hosts: usize) -> Result<ClockCorrection, String> {
+        let mut pieces = vec![Vec::new(); hosts];
+        for (i, p) in table.iter().enumerate() {
+            let at = format!("transport.packet_rocket_correction[{i}]");
+            let own: &mut Vec<CorrectionPiece> =
+                pieces.get_mut(p.host as usize).ok_or_else(|| {
+                    format!("{at}.host: host {} does not exist ({hosts} hosts)", p.host)
+                })?;
+            if !p.drift_ppm.is_finite() {
+                return Err(format!("{at}.drift_ppm: must be a finite number"));
+            }
+            if let Some(last) = own.last() {
+                if p.from_local_ps <= last.from_local_ps {
+                    return Err(format!(
+                        "{at}.from_local_ps: host {}'s pieces must be in strictly increasing \
+                         from_local_ps ({} follows {})",
+                        p.host, p.from_local_ps, last.from_local_ps
+                    ));
+                }
+            }
+            own.push(*p);
+        }
+        Ok(ClockCorrection { pieces })
+    }
+
+    /// The correction of host `host` at its clock reading `local_ps`, ps.
+    pub fn correction_ps(&self, host: u32, local_ps: i64) -> i64 {
+        let own = match self.pieces.get(host as usize) {
+            Some(v) if !v.is_empty() => v,
+            _ => return 0,
+        };
+        // The last piece starting at or before the reading (the first one before them all).
+        let k = own
+            .partition_point(|p| p.from_local_ps <= local_ps)
+            .saturating_sub(1);
+        let p = &own[k];
+        let dl = (local_ps - p.from_local_ps) as f64;
+        p.offset_ps + (p.drift_ppm * dl / 1e6).round() as i64
+    }
+
+    /// Host `host`'s clock reading `local_ps`, corrected.
+    pub fn corrected_ps(&self, host: u32, local_ps: i64) -> i64 {
+        local_ps - self.correction_ps(host, local_ps)
+    }
+}

@@ -1,0 +1,229 @@
+"""Packet Rocket on estimated clocks (issue 27; docs/clockwork-control.md,
+"Estimated clocks"): `packet_rocket_clock = "estimated"`, a correction table
+given by hand or made by the calibration pass (the probe mesh alone, then
+fabriclab's estimator).
+
+Expected numbers come from the path's rates (test_packet_rocket.py's
+two-rate path: segment 4's echo is 33,220,800 ps over the base, a pause of
+3,220,800 ps at T = 30 us) and from clocks given by hand."""
+
+import pytest
+from conftest import run_cli
+from fabriclab import simulate
+from fabriclab.scenario.model import Scenario, ScenarioError
+from test_packet_rocket import OFFSETS, SLOW_PKT_PS, _two_rates
+
+PAUSE_PS = 3_220_800
+# Segment 4 reaches h1 3 slow-link packet times after segment 1 (the base's).
+GAP_PS = 3 * SLOW_PKT_PS  # 36,912,000
+
+
+def _piece(host, offset_ps, drift_ppm=0.0, from_local_ps=0):
+    return {"host": host, "from_local_ps": from_local_ps, "offset_ps": offset_ps, "drift_ppm": drift_ppm}
+
+
+def test_perfect_offsets_give_the_bytes_of_ideal_clocks(tmp_path):
+    # OFFSETS: h0 reads t - 5 us, h1 t + 70 us, no drift. A table with exactly those offsets corrects every
+    # reading to true time, so every stamp, echo and pause is ideal's: the same bytes of flows and links.
+    table = [_piece(0, -5_000_000), _piece(1, 70_000_000)]
+    est = _two_rates(tmp_path, 6, OFFSETS, clock="estimated", correction=table)
+    ideal = _two_rates(tmp_path, 6, OFFSETS, clock="ideal")
+    assert est.summary["packet_rocket"] == ideal.summary["packet_rocket"]
+    assert (est.summary["packet_rocket"]["pauses"], est.summary["packet_rocket"]["paused_ps"]) == (1, PAUSE_PS)
+    assert est.flows_parquet == ideal.flows_parquet and est.links_parquet == ideal.links_parquet
+    assert "calibration" not in est.summary["packet_rocket"]  # a table given: no calibration pass
+
+
+def test_a_constant_offset_error_cancels_through_the_base(tmp_path):
+    # The table misjudges h1 by +3 us and h0 by -2 us: every OWD is 5 us off, the base too.
+    table = [_piece(0, -7_000_000), _piece(1, 73_000_000)]
+    pr = _two_rates(tmp_path, 6, OFFSETS, clock="estimated", correction=table).summary["packet_rocket"]
+    assert (pr["pauses"], pr["paused_ps"]) == (1, PAUSE_PS)
+
+
+DRIFT = {"hosts": {"h0": {"offset_ps": 0, "drift_ppm": 0.0}, "h1": {"offset_ps": 0, "drift_ppm": 1000.0}},
+         "wander_ppm": 0.0}
+
+
+def test_an_exact_drift_correction_gives_ideal_pauses(tmp_path):
+    # h1 reads L = 1.001 t; the correction L - t = L x 0.001 / 1.001, a slope of 1000 / 1.001 ppm. Each
+    # corrected reading is t within 1 ps (rounding), so the pause is ideal's within 2 ps; raw host clocks
+    # lengthen it by 1000 ppm of GAP_PS = 36,912 ps (test_packet_rocket.py).
+    table = [_piece(1, 0, 1000 / 1.001)]
+    pr = _two_rates(tmp_path, 6, DRIFT, clock="estimated", correction=table).summary["packet_rocket"]
+    assert pr["pauses"] == 1 and abs(pr["paused_ps"] - PAUSE_PS) <= 2
+
+
+def test_a_drift_error_does_not_cancel_by_hand(tmp_path):
+    # The table's slope is 500 ppm where 1000 / 1.001 would be exact: corrected = 1.001 x (1 - 0.0005) t =
+    # (1 + 499.5 ppm) t. Segment 4's OWD then carries 499.5e-6 x GAP_PS = 18,437.5 ps more than the base's
+    # (segment 1's), and its pause is that much longer, give or take the stamps' rounding (as raw clocks).
+    table = [_piece(1, 0, 500.0)]
+    pr = _two_rates(tmp_path, 6, DRIFT, clock="estimated", correction=table).summary["packet_rocket"]
+    assert pr["pauses"] == 1
+    assert abs(pr["paused_ps"] - (PAUSE_PS + 499.5e-6 * GAP_PS)) <= 50
+
+
+# ---------------------------------------------------------------- the calibration pass
+def _star(clocks, probes=None, threshold="30us"):
+    raw = {"name": "cal", "seed": 7,
+           "topology": {"kind": "star", "hosts": 4, "link_rate_bps": "10Gbps", "link_delay_ps": "1us"},
+           "transport": {"cc": "newreno", "packet_rocket_threshold_ps": threshold},
+           "flows": [{"src": 0, "dst": 3, "size_bytes": 100_000, "start_ps": "1ms"},
+                     {"src": 1, "dst": 3, "size_bytes": 100_000, "start_ps": "1ms"}],
+           "clocks": clocks}
+    if probes is not None:
+        raw["probes"] = probes
+    return Scenario.from_dict(raw)
+
+
+# Four hosts with offsets and drifts given by hand, no wander, NIC stamps (20 ns noise).
+HAND = {"hosts": {"h0": {"offset_ps": "40us", "drift_ppm": 5.0}, "h1": {"offset_ps": "-120us", "drift_ppm": -8.0},
+                  "h2": {"offset_ps": "3us", "drift_ppm": 12.0}, "h3": {"offset_ps": "250us", "drift_ppm": -3.0}},
+        "wander_ppm": 0.0}
+
+
+def _hand_reading_ps(host: int, t_ps: float) -> float:
+    c = HAND["hosts"][f"h{host}"]
+    off = {"40us": 40e6, "-120us": -120e6, "3us": 3e6, "250us": 250e6}[c["offset_ps"]]
+    return t_ps + off + c["drift_ppm"] * 1e-6 * t_ps
+
+
+def test_the_calibration_recovers_hand_given_clocks():
+    # The pass's table, read at h's clock L_h(t), should give L_h(t) - L_h0(t) (the reference is h0, the first
+    # host by name). Huygens' idle error is tens of ns with 20 ns NIC stamps (docs/clockwork.md: p99 21 ns);
+    # allowed: 100 ns, within the mesh's 6 ms.
+    from fabriclab.observe.clock.calibrate import calibrate
+    s = _star(HAND, probes={"peers": 3, "pair_every_ps": "1ms", "duration_ps": "6ms"})
+    table, info = calibrate(s)
+    assert info["reference"] == "h0" and info["hosts"] == 4
+    for h in range(4):
+        own = [p for p in table if p["host"] == h]
+        assert len(own) == info["windows"] == 1
+        p = own[0]
+        for t in (1e9, 3e9, 5e9):
+            local = _hand_reading_ps(h, t)
+            got = p["offset_ps"] + p["drift_ppm"] * 1e-6 * (local - p["from_local_ps"])
+            want = local - _hand_reading_ps(0, t)
+            assert abs(got - want) <= 100_000, (h, t, got - want)
+
+
+def test_estimated_is_the_default_with_clocks_and_runs_the_calibration_pass():
+    s = _star(HAND, probes={"peers": 3, "pair_every_ps": "1ms", "duration_ps": "6ms"})
+    r = simulate(s)
+    cal = r.summary["packet_rocket"]["calibration"]
+    assert cal["mesh"] == "scenario" and cal["hosts"] == 4 and cal["reference"] == "h0"
+    # The resolved scenario carries the table, so a rerun of it needs no pass and gives the same bytes.
+    again = simulate(Scenario.from_dict(r.resolved))
+    assert "calibration" not in again.summary["packet_rocket"]
+    assert again.flows_parquet == r.flows_parquet
+
+
+def test_without_probes_the_pass_runs_the_default_mesh():
+    r = simulate(_star(HAND))
+    cal = r.summary["packet_rocket"]["calibration"]
+    assert cal["mesh"] == "default" and cal["hosts"] == 4
+    assert r.probes is None or len(r.probes) == 0  # the mesh ran in the pass only
+
+
+def test_the_pipeline_alone_refuses_estimated_clocks_without_a_table():
+    from fabriclab.sim.pipeline import simulate as simulate_plain
+    with pytest.raises(ScenarioError, match="packet_rocket_correction"):
+        simulate_plain(_star(HAND))
+
+
+# ---------------------------------------------------------------- bad input
+def test_a_table_for_other_clocks_refused():
+    with pytest.raises(ScenarioError, match="packet_rocket_correction"):
+        _two_rates_scenario(clock="host", correction=[_piece(0, 0)])
+
+
+def test_estimated_without_clocks_refused():
+    with pytest.raises(ScenarioError, match="packet_rocket_clock"):
+        Scenario.from_dict({"name": "x", "topology": {"kind": "star", "hosts": 2},
+                            "transport": {"packet_rocket_threshold_ps": 0, "packet_rocket_clock": "estimated"}})
+
+
+def _two_rates_scenario(clock, correction):
+    return Scenario.from_dict({"name": "x", "topology": {"kind": "star", "hosts": 2}, "clocks": {},
+                               "transport": {"packet_rocket_threshold_ps": 0, "packet_rocket_clock": clock,
+                                             "packet_rocket_correction": correction}})
+
+
+@pytest.mark.parametrize("table,words", [
+    ('[{host = 5, from_local_ps = 0, offset_ps = 0, drift_ppm = 0.0}]', ["packet_rocket_correction[0].host", "0..1"]),
+    (('[{host = 0, from_local_ps = 9, offset_ps = 0, drift_ppm = 0.0}, '
+     '{host = 0, from_local_ps = 9, offset_ps = 0, drift_ppm = 0.0}]'), ["packet_rocket_correction[1].from_local_ps"]),
+    ('[{host = 0, from_local_ps = 0, offset_ps = 0, drift_ppm = 5000.0}]', ["drift_ppm"]),
+], ids=["host-out-of-range", "not-increasing", "drift-out-of-range"])
+def test_bad_tables_exit_2(tmp_path, table, words):
+    (tmp_path / "s.toml").write_text('name = "x"\n[topology]\nkind = "star"\nhosts = 2\n[clocks]\n'
+                                     f'[transport]\npacket_rocket_threshold_ps = "10us"\n'
+                                     f'packet_rocket_clock = "estimated"\npacket_rocket_correction = {table}\n'
+                                     '[[flows]]\nsrc = 0\ndst = 1\nsize_bytes = 1000\n')
+    r = run_cli("run", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"))
+    out = r.stderr + r.stdout
+    assert r.returncode == 2 and "Traceback" not in r.stderr, out
+    assert all(w in out for w in words), out
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_pass_keeps_the_fabric_and_clocks_and_drops_the_load():
+    from fabriclab.observe.clock.calibrate import DRAIN_PS, calibration_scenario
+    s = _star(HAND, probes={"peers": 3, "pair_every_ps": "1ms", "duration_ps": "6ms"})
+    c = calibration_scenario(s, 4)
+    assert (c.flows, c.traffic, c.collectives, c.jobs) == ([], [], [], [])
+    assert c.transport.packet_rocket_threshold_ps is None and c.transport.cc == s.transport.cc
+    assert (c.seed, c.clocks, c.topology, c.probes) == (s.seed, s.clocks, s.topology, s.probes)
+    assert c.stop_ps == 6_000_000_000 + DRAIN_PS
+
+
+def test_the_pass_runs_on_a_cloud_with_the_tenants_mesh():
+    # [cloud] builds the topology; the mesh is the tenant's 6 VMs, so 6 hosts are estimated and 6 pieces made.
+    from test_cloud import _small
+    raw = _small(transport={"cc": "newreno", "packet_rocket_threshold_ps": "20us",
+                            "packet_rocket_hosts": list(range(6))},
+                 flows=[{"src": i, "dst": 5, "size_bytes": 50_000, "start_ps": "2ms"} for i in range(5)])
+    cal = simulate(Scenario.from_dict(raw)).summary["packet_rocket"]["calibration"]
+    assert (cal["hosts"], cal["pieces"], cal["reference"]) == (6, 6, "vm0")
+
+
+def test_validate_builds_without_the_pass_and_says_the_run_will_calibrate(tmp_path):
+    (tmp_path / "s.toml").write_text('name = "x"\n[topology]\nkind = "star"\nhosts = 3\n[clocks]\n'
+                                     '[transport]\npacket_rocket_threshold_ps = "10us"\n'
+                                     '[[flows]]\nsrc = 0\ndst = 1\nsize_bytes = 1000\n')
+    r = run_cli("validate", str(tmp_path / "s.toml"))
+    assert r.returncode == 0, r.stderr
+    assert "estimated clocks" in r.stdout
+
+
+def test_a_loaded_pass_keeps_the_load_and_says_so():
+    from fabriclab.observe.clock.calibrate import calibration_scenario
+    raw = _star(HAND, probes={"peers": 3, "pair_every_ps": "1ms", "duration_ps": "6ms"}).model_dump(by_alias=True)
+    raw["transport"]["packet_rocket_calibration"] = "loaded"
+    s = Scenario.from_dict(raw)
+    c = calibration_scenario(s, 4)
+    assert c.flows == s.flows and c.transport.packet_rocket_threshold_ps is None
+    assert simulate(s).summary["packet_rocket"]["calibration"]["pass"] == "loaded"
+
+
+def test_same_seed_identical_bytes_with_the_pass():
+    s = _star(HAND, probes={"peers": 3, "pair_every_ps": "1ms", "duration_ps": "6ms"}, threshold="2us")
+    a, b = simulate(s), simulate(s)
+    assert a.summary["packet_rocket"]["pauses"] > 0
+    assert a.summary["packet_rocket"] == b.summary["packet_rocket"]
+    assert a.flows_parquet == b.flows_parquet and a.resolved == b.resolved
+
+
+def test_a_mesh_the_estimator_refuses_is_exit_2_naming_the_clock(tmp_path):
+    # Two probe pairs per peer (a pair every 5 ms for 10 ms, one peer each): fewer than the two pure pairs each
+    # way per edge the estimator needs, so it refuses, and the run says which setting brought it in.
+    (tmp_path / "s.toml").write_text('name = "x"\n[topology]\nkind = "star"\nhosts = 3\n[clocks]\n'
+                                     '[probes]\npeers = 1\npair_every_ps = "5ms"\nduration_ps = "6ms"\n'
+                                     '[transport]\npacket_rocket_threshold_ps = "10us"\n'
+                                     '[[flows]]\nsrc = 0\ndst = 1\nsize_bytes = 1000\n')
+    r = run_cli("run", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"))
+    out = r.stderr + r.stdout
+    assert r.returncode == 2 and "Traceback" not in r.stderr, out
+    assert "packet_rocket_clock" in out and "estimator refused" in out, out
+    assert not (tmp_path / "out").exists()
