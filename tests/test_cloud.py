@@ -122,6 +122,22 @@ def test_the_mesh_is_the_tenants_and_the_run_is_deterministic(tmp_path, cli):
     assert (tmp_path / "a" / "probes.parquet").read_bytes() == (tmp_path / "c" / "probes.parquet").read_bytes()
 
 
+def test_seed_given_on_the_command_line_equals_it_in_the_file(tmp_path, cli):
+    """``run --seed`` copies the scenario with another seed; with [cloud] the copy
+    must not carry a default [topology] (which [cloud] refuses)."""
+    import tomli_w
+
+    base = _small()
+    (tmp_path / "c.toml").write_text(tomli_w.dumps(base))
+    (tmp_path / "s7.toml").write_text(tomli_w.dumps({**base, "seed": 7}))
+    r = cli("run", str(tmp_path / "c.toml"), "--seed", "7", "--out", str(tmp_path / "a"), "-q")
+    assert r.returncode == 0, r.stderr
+    r = cli("run", str(tmp_path / "s7.toml"), "--out", str(tmp_path / "b"), "-q")
+    assert r.returncode == 0, r.stderr
+    for f in ("probes.parquet", "cloud.parquet"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+
+
 def test_noisy_neighbours_send_among_the_busy_machines_other_vms():
     s = Scenario.from_dict(_small())
     cl = s.build_cloud()

@@ -540,6 +540,8 @@ class Scenario(_Strict):
     def replace(self, **changes) -> "Scenario":
         """A copy with top-level fields changed, validated again."""
         data = self.model_dump(by_alias=True)
+        if self.cloud is not None:
+            data.pop("topology")  # [cloud] builds it (its default here would be refused)
         data.update(changes)
         s = Scenario.from_dict(data)
         s._base_dir = self._base_dir

@@ -64,22 +64,11 @@ def calibration_scenario(s, hosts: int):
                      packet_rocket_correction=None)
     stop = mesh.start_ps + mesh.duration_ps + DRAIN_PS
     if s.transport.packet_rocket_calibration == "loaded":
-        return _changed(s, recovery=None, transport=transport, probes=mesh.model_dump(by_alias=True),
-                        stop_ps=min(stop, s.stop_ps or stop), outputs={})
+        return s.replace(recovery=None, transport=transport, probes=mesh.model_dump(by_alias=True),
+                         stop_ps=min(stop, s.stop_ps or stop), outputs={})
     cleared = {k: [] for k in WORKLOADS if k in type(s).model_fields}
-    return _changed(s, **cleared, flows_csv=None, recovery=None, transport=transport,
-                    probes=mesh.model_dump(by_alias=True), stop_ps=stop, outputs={})
-
-
-def _changed(s, **changes):
-    """A copy of ``s`` with top-level fields changed, validated again. Only the
-    fields the scenario set are carried over (``Scenario.replace`` carries every
-    field, and a default ``topology`` beside ``[cloud]`` is then refused)."""
-    data = s.model_dump(by_alias=True, exclude_unset=True)
-    data.update(changes)
-    out = type(s).from_dict(data)
-    out._base_dir = s._base_dir
-    return out
+    return s.replace(**cleared, flows_csv=None, recovery=None, transport=transport,
+                     probes=mesh.model_dump(by_alias=True), stop_ps=stop, outputs={})
 
 
 def _stamping(s) -> str:
@@ -149,4 +138,4 @@ def calibrated(s):
     table, info = calibrate(s)
     transport = s.transport.model_dump(by_alias=True)
     transport["packet_rocket_correction"] = table
-    return _changed(s, transport=transport), info
+    return s.replace(transport=transport), info
