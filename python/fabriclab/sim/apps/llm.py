@@ -84,7 +84,7 @@ def _size(s, i: int, j) -> tuple[int, int, float]:
             elif nd["kind"] == "collective":
                 n = sizes[nd["slot"]]
                 k = 2 if low.plans[nd["plan"]]["op"] == "allreduce" else 1
-                msgs += k * (n - 1)
+                msgs += k * (n - 1) * (j.dp_channels if nd["slot"] == DP else 1)
                 nbytes += k * nd["bytes"] * (n - 1) / n
     return rows, int(reps * msgs), reps * nbytes
 
@@ -219,7 +219,7 @@ class _Program:
         return len(self.nodes) - 1
 
     def coll(self, slot, op, nbytes, label, index, deps) -> int:
-        plan = self.job.plan(op, self.job.group_size[slot])
+        plan = self.job.plan(op, self.job.group_size[slot], self.job.j.dp_channels if slot == DP else 1)
         k = self.add("collective", list(deps) + [self.last_on.get(slot)], label, index, slot=slot, plan=plan,
                      nbytes=nbytes)
         self.last_on[slot] = k
@@ -244,14 +244,15 @@ class _Lowering:
             self.labels.append(name)
         return self.labels.index(name)
 
-    def plan(self, op: str, n: int) -> int:
+    def plan(self, op: str, n: int, channels: int = 1) -> int:
         from ...collectives.rings import (
+            block_rings,
             ring_allgather,
             ring_allreduce,
             ring_reduce_scatter,
         )
 
-        if (op, n) not in self.plan_of:
+        if (op, n, channels) not in self.plan_of:
             if op == "alltoall":
                 try:
                     from ...collectives.alltoall import direct_alltoall
@@ -262,7 +263,7 @@ class _Lowering:
             else:
                 build = {"allreduce": ring_allreduce, "reduce_scatter": ring_reduce_scatter,
                          "allgather": ring_allgather}[op]
-                p = build(n, n * 1024)
+                p = build(n, n * 1024 * channels, rings=block_rings(n, channels)) if channels > 1 else build(n, n * 1024)
             steps = [[{"op": st.op, "peer": st.peer, "offset": st.offset, "bytes": st.bytes, "reduce": st.reduce,
                        "deps": list(st.deps), "path": None} for st in r] for r in p.ranks]
             if op == "alltoall":
@@ -271,10 +272,10 @@ class _Lowering:
                     for st in r:
                         if st["op"] == "send":
                             st["bytes"] = max(1, round(st["bytes"] * n * self.expert_weights[st["peer"]]))
-            self.plan_of[(op, n)] = len(self.plans)
+            self.plan_of[(op, n, channels)] = len(self.plans)
             self.plans.append({"op": op, "algorithm": p.algorithm or "ring",
                                "size_bytes": p.size_bytes, "steps": steps})
-        return self.plan_of[(op, n)]
+        return self.plan_of[(op, n, channels)]
 
     def schedule(self, stage: int) -> list[tuple[str, int]]:
         m, p = self.j.micro_batches, self.j.pp

@@ -20,7 +20,7 @@ mod coll;
 mod spec;
 mod tables;
 
-pub use spec::{GraphGroup, GraphJobSpec, GraphNode, GraphNodeKind, GraphPlan, GraphRank};
+pub use spec::{GraphGroup, GraphJobSpec, GraphNode, GraphNodeKind, GraphPlan, GraphQps, GraphRank};
 
 /// One node's interval, for the timeline.
 #[derive(Debug, Clone, Copy)]
@@ -117,6 +117,13 @@ pub struct GraphJob {
     timers: HashMap<u64, Timer>,
     next_timer: u64,
     msgs: HashMap<MsgId, Msg>,
+    /// (src rank, dst rank) -> its index in `spec.qps`.
+    qp_of: HashMap<(u32, u32), u32>,
+    /// A message cut into QP parts: part -> the send it belongs to; per
+    /// send, what it carries and its parts not yet arrived.
+    parts: HashMap<MsgId, u64>,
+    split: HashMap<u64, (Msg, u32)>,
+    next_split: u64,
     work: VecDeque<Work>,
     timeline: Vec<NodeRow>,
     ccl: tables::Ccl,
@@ -174,6 +181,17 @@ impl GraphJob {
                 }
             }
             dependents.push(rev);
+        }
+        let mut qp_of = HashMap::new();
+        for (k, q) in spec.qps.iter().enumerate() {
+            if q.rank >= nr || q.peer >= nr || q.rank == q.peer || q.src_ports.is_empty() {
+                return err(format!(
+                    "qps[{k}]: needs two distinct ranks of the job and at least one source port"
+                ));
+            }
+            if qp_of.insert((q.rank, q.peer), k as u32).is_some() {
+                return err(format!("qps[{k}]: rank pair {} -> {} listed twice", q.rank, q.peer));
+            }
         }
         let mut ranks = Vec::with_capacity(nr as usize);
         for (r, rk) in spec.ranks.iter().enumerate() {
@@ -235,6 +253,10 @@ impl GraphJob {
             timers: HashMap::new(),
             next_timer: 0,
             msgs: HashMap::new(),
+            qp_of,
+            parts: HashMap::new(),
+            split: HashMap::new(),
+            next_split: 0,
             work: VecDeque::new(),
             timeline: Vec::new(),
             ccl: tables::Ccl::default(),
@@ -395,6 +417,9 @@ impl GraphJob {
         }
     }
 
+    /// Sends `bytes` from rank `src` to rank `dst`: one message, or one part
+    /// per QP of the pair (the first parts one byte larger when the bytes do
+    /// not divide; a part of no bytes is not sent).
     fn send(&mut self, api: &mut Api, src: u32, dst: u32, bytes: u64, msg: Msg) {
         let m = Message {
             src: self.host(src),
@@ -405,11 +430,55 @@ impl GraphJob {
             persistent: self.spec.persistent_connections,
             ..Default::default()
         };
-        match api.send(&m) {
-            Ok(id) => {
-                self.msgs.insert(id, msg);
+        let Some(&conn) = self.qp_of.get(&(src, dst)) else {
+            match api.send(&m) {
+                Ok(id) => {
+                    self.msgs.insert(id, msg);
+                }
+                Err(e) => api.fail(format!("graph job '{}': {e}", self.spec.name)),
             }
-            Err(e) => api.fail(format!("graph job '{}': {e}", self.spec.name)),
+            return;
+        };
+        let ports = &self.spec.qps[conn as usize].src_ports;
+        let k = ports.len() as u64;
+        let sizes: Vec<u64> = (0..k).map(|i| bytes / k + u64::from(i < bytes % k)).collect();
+        let id = self.next_split;
+        self.next_split += 1;
+        let mut sent = 0;
+        for (i, (&size, &port)) in sizes.iter().zip(ports.iter()).enumerate() {
+            if size == 0 {
+                continue;
+            }
+            let part = Message {
+                size_bytes: size,
+                src_port: Some(port),
+                qp: Some(u64::from(conn) << 16 | i as u64),
+                ..m.clone()
+            };
+            match api.send(&part) {
+                Ok(pid) => {
+                    self.parts.insert(pid, id);
+                    sent += 1;
+                }
+                Err(e) => api.fail(format!("graph job '{}': {e}", self.spec.name)),
+            }
+        }
+        self.split.insert(id, (msg, sent));
+    }
+
+    /// A message (all its parts) has arrived.
+    fn delivered(&mut self, api: &mut Api, m: Msg) {
+        match m {
+            Msg::P2p {
+                src,
+                dst,
+                node,
+                seq,
+            } => {
+                self.work.push_back(Work::Done(src, node));
+                self.p2p_arrived(src, dst, seq);
+            }
+            Msg::Coll { key, member, step } => self.coll_delivered(api, key, member, step),
         }
     }
 }
@@ -456,20 +525,17 @@ impl App for GraphJob {
     }
 
     fn on_complete(&mut self, api: &mut Api, msg: MsgId) {
-        let Some(m) = self.msgs.remove(&msg) else {
-            return;
-        };
-        match m {
-            Msg::P2p {
-                src,
-                dst,
-                node,
-                seq,
-            } => {
-                self.work.push_back(Work::Done(src, node));
-                self.p2p_arrived(src, dst, seq);
+        if let Some(m) = self.msgs.remove(&msg) {
+            self.delivered(api, m);
+        } else if let Some(id) = self.parts.remove(&msg) {
+            let left = &mut self.split.get_mut(&id).expect("a split send").1;
+            *left -= 1;
+            if *left == 0 {
+                let (m, _) = self.split.remove(&id).expect("a split send");
+                self.delivered(api, m);
             }
-            Msg::Coll { key, member, step } => self.coll_delivered(api, key, member, step),
+        } else {
+            return;
         }
         self.drain(api);
     }
