@@ -81,6 +81,16 @@ class ModelShape(_Strict):
     top_k: Optional[StrictInt] = Field(None, ge=1, le=U32_MAX)
 
 
+class LlmQps(_Strict):
+    """The queue pairs of the connection from rank ``rank`` to rank ``peer``:
+    one per source port; each message between them is cut into one equal
+    part per QP (docs/llm.md, "Queue pairs")."""
+
+    rank: StrictInt = Field(ge=0, le=U32_MAX)
+    peer: StrictInt = Field(ge=0, le=U32_MAX)
+    src_ports: list[Annotated[StrictInt, Field(ge=0, le=65535)]] = Field(min_length=1, max_length=64)
+
+
 class LlmJobConfig(_Strict):
     """An LLM training job (docs/llm.md)."""
 
@@ -129,6 +139,8 @@ class LlmJobConfig(_Strict):
     reduce_bps: Annotated[RateBps, Field(gt=0)] = 300 * 8 * 10**9
     send_overhead_ps: Delay = 0
     persistent_connections: StrictBool = True
+    # Rank pairs on queue pairs with given source ports (a path manager's choice, e.g. C4P's).
+    qps: list[LlmQps] = Field(default_factory=list)
     # Rank -> compute slowdown factor (a straggler: > 1).
     slowdown: dict[str, float] = Field(default_factory=dict)
     # Every collective message in ccl.parquet (large jobs: millions of rows).
@@ -158,6 +170,13 @@ class LlmJobConfig(_Strict):
             raise ValueError(f"ep: {self.ep} must divide the experts ({m['experts']}) and dp ({self.dp})")
         if self.dp % self.dp_channels:
             raise ValueError(f"dp_channels: {self.dp_channels} must divide dp ({self.dp})")
+        n = self.tp * self.pp * self.dp
+        pairs = [(q.rank, q.peer) for q in self.qps]
+        for q in self.qps:
+            if q.rank >= n or q.peer >= n or q.rank == q.peer:
+                raise ValueError(f"qps: rank {q.rank} -> peer {q.peer}: two distinct ranks of the job's {n} needed")
+        if len(set(pairs)) != len(pairs):
+            raise ValueError("qps: a rank pair is listed twice")
         if self.hosts != "all" and len(self.hosts) != self.tp * self.pp * self.dp:
             raise ValueError(f"hosts: {len(self.hosts)} hosts given, but tp x pp x dp = "
                              f"{self.tp} x {self.pp} x {self.dp} = {self.tp * self.pp * self.dp} ranks")

@@ -457,7 +457,7 @@ def lower(s, i: int, j, t) -> dict:
             "reduce_bps": j.reduce_bps, "send_overhead_ps": j.send_overhead_ps,
             "persistent_connections": j.persistent_connections, "ranks": ranks, "groups": groups,
             "programs": programs, "plans": low.plans, "labels": low.labels, "end_run": j.end_run,
-            "telemetry": j.telemetry}
+            "telemetry": j.telemetry, "qps": [q.model_dump() for q in j.qps]}
 
 
 LLM = Llm()

@@ -119,10 +119,14 @@ pub struct GraphJob {
     msgs: HashMap<MsgId, Msg>,
     /// (src rank, dst rank) -> its index in `spec.qps`.
     qp_of: HashMap<(u32, u32), u32>,
-    /// A message cut into QP parts: part -> the send it belongs to; per
-    /// send, what it carries and its parts not yet arrived.
-    parts: HashMap<MsgId, u64>,
+    /// A message cut into QP parts: part -> (the send it belongs to, its
+    /// connection, its QP); per send, what it carries and its parts not yet
+    /// arrived.
+    parts: HashMap<MsgId, (u64, u32, u32)>,
     split: HashMap<u64, (Msg, u32)>,
+    /// Per (connection, QP): parts (send, bytes) waiting while the QP
+    /// carries one; a QP in the map is busy.
+    lanes: HashMap<(u32, u32), VecDeque<(u64, u64)>>,
     next_split: u64,
     work: VecDeque<Work>,
     timeline: Vec<NodeRow>,
@@ -256,6 +260,7 @@ impl GraphJob {
             qp_of,
             parts: HashMap::new(),
             split: HashMap::new(),
+            lanes: HashMap::new(),
             next_split: 0,
             work: VecDeque::new(),
             timeline: Vec::new(),
@@ -419,18 +424,12 @@ impl GraphJob {
 
     /// Sends `bytes` from rank `src` to rank `dst`: one message, or one part
     /// per QP of the pair (the first parts one byte larger when the bytes do
-    /// not divide; a part of no bytes is not sent).
+    /// not divide; a part of no bytes is not sent). A QP carries one part at
+    /// a time, in the order they were posted (a NIC serves a QP's work
+    /// requests in order: one flow, not one per message).
     fn send(&mut self, api: &mut Api, src: u32, dst: u32, bytes: u64, msg: Msg) {
-        let m = Message {
-            src: self.host(src),
-            dst: self.host(dst),
-            size_bytes: bytes,
-            class: self.spec.class,
-            tag: 0,
-            persistent: self.spec.persistent_connections,
-            ..Default::default()
-        };
         let Some(&conn) = self.qp_of.get(&(src, dst)) else {
+            let m = self.message(src, dst, bytes);
             match api.send(&m) {
                 Ok(id) => {
                     self.msgs.insert(id, msg);
@@ -439,31 +438,71 @@ impl GraphJob {
             }
             return;
         };
-        let ports = &self.spec.qps[conn as usize].src_ports;
-        let k = ports.len() as u64;
-        let sizes: Vec<u64> = (0..k).map(|i| bytes / k + u64::from(i < bytes % k)).collect();
+        let k = self.spec.qps[conn as usize].src_ports.len() as u64;
         let id = self.next_split;
         self.next_split += 1;
-        let mut sent = 0;
-        for (i, (&size, &port)) in sizes.iter().zip(ports.iter()).enumerate() {
+        let mut parts = 0;
+        for q in 0..k {
+            let size = bytes / k + u64::from(q < bytes % k);
             if size == 0 {
                 continue;
             }
-            let part = Message {
-                size_bytes: size,
-                src_port: Some(port),
-                qp: Some(u64::from(conn) << 16 | i as u64),
-                ..m.clone()
-            };
-            match api.send(&part) {
-                Ok(pid) => {
-                    self.parts.insert(pid, id);
-                    sent += 1;
+            parts += 1;
+            match self.lanes.get_mut(&(conn, q as u32)) {
+                Some(waiting) => waiting.push_back((id, size)),
+                None => {
+                    self.lanes.insert((conn, q as u32), VecDeque::new());
+                    self.post_part(api, conn, q as u32, id, size);
                 }
-                Err(e) => api.fail(format!("graph job '{}': {e}", self.spec.name)),
             }
         }
-        self.split.insert(id, (msg, sent));
+        self.split.insert(id, (msg, parts));
+    }
+
+    fn message(&self, src: u32, dst: u32, bytes: u64) -> Message {
+        Message {
+            src: self.host(src),
+            dst: self.host(dst),
+            size_bytes: bytes,
+            class: self.spec.class,
+            tag: 0,
+            persistent: self.spec.persistent_connections,
+            ..Default::default()
+        }
+    }
+
+    /// Part of send `id` on QP `qp` of connection `conn`, now.
+    fn post_part(&mut self, api: &mut Api, conn: u32, qp: u32, id: u64, size: u64) {
+        let c = &self.spec.qps[conn as usize];
+        let m = Message {
+            src_port: Some(c.src_ports[qp as usize]),
+            qp: Some(u64::from(conn) << 16 | u64::from(qp)),
+            ..self.message(c.rank, c.peer, size)
+        };
+        match api.send(&m) {
+            Ok(pid) => {
+                self.parts.insert(pid, (id, conn, qp));
+            }
+            Err(e) => api.fail(format!("graph job '{}': {e}", self.spec.name)),
+        }
+    }
+
+    /// A part has arrived: its QP takes the next waiting part; its send is
+    /// delivered when all its parts are.
+    fn part_arrived(&mut self, api: &mut Api, id: u64, conn: u32, qp: u32) {
+        let lane = self.lanes.get_mut(&(conn, qp)).expect("a busy QP");
+        match lane.pop_front() {
+            Some((next, size)) => self.post_part(api, conn, qp, next, size),
+            None => {
+                self.lanes.remove(&(conn, qp));
+            }
+        }
+        let left = &mut self.split.get_mut(&id).expect("a split send").1;
+        *left -= 1;
+        if *left == 0 {
+            let (m, _) = self.split.remove(&id).expect("a split send");
+            self.delivered(api, m);
+        }
     }
 
     /// A message (all its parts) has arrived.
@@ -527,13 +566,8 @@ impl App for GraphJob {
     fn on_complete(&mut self, api: &mut Api, msg: MsgId) {
         if let Some(m) = self.msgs.remove(&msg) {
             self.delivered(api, m);
-        } else if let Some(id) = self.parts.remove(&msg) {
-            let left = &mut self.split.get_mut(&id).expect("a split send").1;
-            *left -= 1;
-            if *left == 0 {
-                let (m, _) = self.split.remove(&id).expect("a split send");
-                self.delivered(api, m);
-            }
+        } else if let Some((id, conn, qp)) = self.parts.remove(&msg) {
+            self.part_arrived(api, id, conn, qp);
         } else {
             return;
         }
