@@ -74,7 +74,8 @@ pub fn message_columns(
     host: impl Fn(u32) -> u32,
 ) -> Table {
     let col = |f: &dyn Fn(&CclRow) -> u32| Column::U32(rows.iter().map(|x| f(x)).collect());
-    let opt = |f: &dyn Fn(&CclRow) -> Option<u64>| Column::OptU64(rows.iter().map(|x| f(x)).collect());
+    let opt =
+        |f: &dyn Fn(&CclRow) -> Option<u64>| Column::OptU64(rows.iter().map(|x| f(x)).collect());
     t.col("rank", col(&|x| rank(x, x.rank)))
         .col("host", col(&|x| host(rank(x, x.rank))))
         .col("peer", col(&|x| rank(x, x.peer)))

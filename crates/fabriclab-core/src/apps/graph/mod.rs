@@ -20,7 +20,9 @@ mod coll;
 mod spec;
 mod tables;
 
-pub use spec::{GraphGroup, GraphJobSpec, GraphNode, GraphNodeKind, GraphPlan, GraphQps, GraphRank};
+pub use spec::{
+    GraphGroup, GraphJobSpec, GraphNode, GraphNodeKind, GraphPlan, GraphQps, GraphRank,
+};
 
 /// One node's interval, for the timeline.
 #[derive(Debug, Clone, Copy)]
@@ -194,7 +196,10 @@ impl GraphJob {
                 ));
             }
             if qp_of.insert((q.rank, q.peer), k as u32).is_some() {
-                return err(format!("qps[{k}]: rank pair {} -> {} listed twice", q.rank, q.peer));
+                return err(format!(
+                    "qps[{k}]: rank pair {} -> {} listed twice",
+                    q.rank, q.peer
+                ));
             }
         }
         let mut ranks = Vec::with_capacity(nr as usize);
