@@ -59,3 +59,39 @@ def test_reproduce_c4p_fig10_quick(cli, tmp_path):
         assert cnps[cnps["mode"] == mode].cnps.max() <= 2 * (s[mode]["run_ps"] // 50_000_000 + 1)
     assert s["c4p"]["busbw_min_GBps"] >= s["ecmp"]["busbw_min_GBps"]
     assert (out / "fig10.png").exists() and "c4p-job0" in (out / "fig10_nccl_tests.txt").read_text()
+
+
+def test_fig13_llm_connections_between_servers_counted_by_hand():
+    # Job1 (TP 8 x DP 16): each rail's DP ring of 16 visits 16 servers, every hop crosses: 8 x 16 = 128.
+    # Job2 (DP 128 on 8 rail rings): each ring leaves each of the 16 servers once: 8 x 16 = 128.
+    # Job3 (TP 8 x PP 8 x DP 2): pipeline hops between the 8 stages' servers, 7 boundaries x 2 replicas x 8 TP
+    # ranks x 2 directions = 224, and each stage's DP pairs (64 groups of 2) both ways = 128: 352.
+    # TP stays on the servers' NVSwitches: no TP pair crosses.
+    import json
+
+    from fabriclab.scenario.model import Scenario
+    from fabriclab.sim.pipeline import core_spec
+    from fabriclab.systems.c4p import fig13_llm as F
+
+    t = tb.testbed(16)
+    server_of = {t.gpu_host(s, k): s for s in range(16) for k in range(8)}
+    for name, want in (("job1", 128), ("job2", 128), ("job3", 352)):
+        cfg = F.job_config(name, quick=True)
+        cfg["dp_channels"] = F.LLM_JOBS[name].get("dp_channels", 1)  # the full run's rings; quick uses one
+        s = Scenario.from_dict({"backend": "flow", "llm_jobs": [cfg]})
+        job = json.loads(json.dumps(core_spec(s, topology_data=t)["graph_jobs"][0]))
+        assert len(F.cross_server_pairs(job, server_of)) == want, name
+
+
+def test_fig13_llm_job1_quick_compute_is_megatrons_flops_and_c4p_not_slower():
+    # GPT 22B with 6 layers, 16 sequences of 2048 tokens per micro-batch, TP 8: forward FLOPs per layer
+    # 24 b s h^2 (1 + s / 6h), the logit layer 2 b s h V; backward twice the forward; at 40 % of 989 TFLOP/s.
+    from fabriclab.systems.c4p import fig13_llm as F
+
+    b, s, h, v, layers = 16, 2048, 6144, 50257, 6
+    fwd = layers * 24 * b * s * h * h * (1 + s / (6 * h)) + 2 * b * s * h * v
+    want_s = 3 * fwd / 8 / (989e12 * 0.40)
+    e, c = (F.run_job("job1", m, quick=True) for m in ("ecmp", "c4p"))
+    assert e["compute_s_max"] == c["compute_s_max"]
+    assert abs(e["compute_s_max"] / want_s - 1) < 1e-6
+    assert c["iteration_s"] <= e["iteration_s"] * 1.001

@@ -201,6 +201,8 @@ def _cli(tmp_path, toml: str):
     ('model = "gpt3-125m"\ntp = 2\npp = 2\ndp = 1', "llm_jobs[0].hosts"),  # 4 ranks on the topology's 8 hosts
     ('model = "gpt3-125m"\npp = 13\ndp = 1', "llm_jobs[0].pp"),  # 13 stages for 12 layers
     ('model = "gpt3-125m"\nep = 2', "llm_jobs[0].ep"),  # experts needed
+    ('model = "gpt3-125m"\ndp = 8\ndp_channels = 3', "llm_jobs[0].dp_channels"),  # 3 does not divide 8
+    ('model = "gpt3-125m"\ndp = 8\nqps = [{rank = 0, peer = 8, src_ports = [1]}]', "llm_jobs[0].qps"),  # no rank 8
 ])
 def test_bad_llm_job_exits_2_naming_the_field(tmp_path, job, field):
     r = _cli(tmp_path, f'[topology]\nkind = "star"\nhosts = 8\n\n[[llm_jobs]]\n{job}\n')
@@ -241,3 +243,82 @@ def test_ccl_rows_name_their_communicator_group(tmp_path):
     assert set(members) == {"tp0", "tp1", "dp0", "dp1"}
     assert {members["tp0"], members["tp1"]} == {frozenset({0, 1}), frozenset({2, 3})}
     assert {members["dp0"], members["dp1"]} == {frozenset({0, 2}), frozenset({1, 3})}
+
+
+def test_queue_pairs_split_each_message_onto_their_source_ports_paths(tmp_path):
+    # DP 2 on two hosts under different leaves of a 2-spine fabric. The connection rank 0 -> rank 1 gets two QPs
+    # whose source ports ECMP sends over different spines: each message of the pair is cut in two halves (within
+    # a byte), one over each spine, and the halves add up to what the collectives sent (bytes are conserved).
+    # With both ports on one spine, nothing of the pair crosses the other.
+    import json
+
+    from fabriclab._core import Simulator
+    from fabriclab.sim.pipeline import core_spec
+
+    d = {"backend": "flow", "flow_model": "fluid", "seed": 3,
+         "topology": {"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 1, "spines": 2},
+         "llm_jobs": [{"model": "custom", "shape": _custom(layers=2), "dp": 2, "micro_batches": 1,
+                       "bucket_bytes": "1GB"}]}
+    s = Scenario.from_dict(d)
+    s._base_dir = tmp_path
+    core = core_spec(s)
+    probe = Simulator(json.dumps(core))
+    spine = {}
+    for port in range(1024, 1200):
+        spine.setdefault(probe.ecmp_path(0, 1, port)[2], port)
+    assert len(spine) == 2
+    (a, pa), (b, pb) = sorted(spine.items())
+
+    def run(ports):
+        core["graph_jobs"][0]["qps"] = [{"rank": 0, "peer": 1, "src_ports": ports}]
+        sim = Simulator(json.dumps(core))
+        sim.run_until(2**63)
+        m = sim.messages()
+        it = sim.app_tables()["graph_iterations"]
+        assert all(e is not None for e in it["end_ps"])
+        ccl = sim.app_tables()["graph_ccl"]
+        sent = sum(x for x, k, r in zip(ccl["bytes"], ccl["kind"], ccl["rank"]) if k == "send" and r == 0)
+        out = [(size, path) for src, size, path in zip(m["src"], m["size_bytes"], m["path"]) if src == 0]
+        return out, sent
+
+    out, sent = run([pa, pb])
+    assert sum(x for x, _ in out) == sent
+    names = {n: probe_name for n, probe_name in zip(sorted(spine), ("spine0", "spine1"))}  # spines in node order
+    via = [next(v for k, v in names.items() if f"> {v} >" in p) for _, p in out]
+    assert len(out) % 2 == 0 and via.count(names[a]) == via.count(names[b]) == len(out) // 2
+    sizes = sorted(x for x, _ in out)
+    assert all(abs(sizes[2 * i] - sizes[2 * i + 1]) <= 1 for i in range(len(sizes) // 2))
+    out, sent = run([pa, pa])
+    assert sum(x for x, _ in out) == sent and all(f"> {names[b]} >" not in p for _, p in out)
+
+
+def test_a_queue_pair_carries_one_message_at_a_time(tmp_path):
+    # GPipe over 2 stages on a 1 Gbit/s fabric: stage 0 posts its 4 activations (2 KiB each, 16 us on the wire)
+    # nanoseconds apart, so on their own they overlap on the wire. On one QP a NIC serves them in order: each
+    # starts when the one before it has arrived.
+    import json
+
+    from fabriclab._core import Simulator
+    from fabriclab.sim.pipeline import core_spec
+
+    d = {"backend": "flow", "flow_model": "fluid", "seed": 3,
+         "topology": {"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 1, "spines": 2, "link_rate_bps": "1Gbps"},
+         "llm_jobs": [{"model": "custom", "shape": _custom(layers=2), "pp": 2, "micro_batches": 4,
+                       "schedule": "gpipe"}]}
+    s = Scenario.from_dict(d)
+    s._base_dir = tmp_path
+
+    def sends(qps):
+        core = core_spec(s)
+        core["graph_jobs"][0]["qps"] = qps
+        sim = Simulator(json.dumps(core))
+        sim.run_until(2**63)
+        m = sim.messages()
+        rows = sorted((a, b) for src, a, b in zip(m["src"], m["start_ps"], m["end_ps"]) if src == 0)
+        assert len(rows) == 4
+        return rows
+
+    alone = sends([])
+    assert any(b[0] < a[1] for a, b in zip(alone, alone[1:]))
+    on_qp = sends([{"rank": 0, "peer": 1, "src_ports": [2000]}])
+    assert all(b[0] >= a[1] for a, b in zip(on_qp, on_qp[1:]))

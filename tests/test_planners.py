@@ -27,6 +27,9 @@ def test_ring_plans(n, size, ch, rnd):
     verify(R.ring_allreduce(n, size, [ring, ring[::-1]], ch))
     verify(R.ring_reduce_scatter(n, size, ring, ch))
     verify(R.ring_allgather(n, size, ring, ch))
+    # Several rings (channels): each carries its part of every shard.
+    verify(R.ring_reduce_scatter(n, size, chunk_bytes=ch, rings=[ring, ring[::-1]]))
+    verify(R.ring_allgather(n, size, chunk_bytes=ch, rings=[ring, ring[::-1]]))
     root = rnd.randrange(n)
     verify(R.chain_broadcast(n, size, root, None, ch))
     verify(R.chain_reduce(n, size, root, None, ch))
@@ -90,3 +93,21 @@ def test_shards_cover_buffer_exactly():
 def test_one_byte_chunks(n, size):
     verify(R.ring_allreduce(n, size, None, 1))
     verify(double_binary_tree_allreduce(n, size, 1))
+
+
+@SETTINGS
+@given(st.integers(min_value=1, max_value=6), st.integers(min_value=1, max_value=8), sizes)
+def test_block_rings(blocks, block, size):
+    """NCCL's rail rings: every ring visits every rank once and leaves each block from one rank; ring c crosses
+    out of block i at rank c (even block) or its reverse's end, so the rings' crossing ranks of a block are all
+    distinct (one NIC per ring), and the channelled ring plans verify."""
+    n = blocks * block
+    rings = R.block_rings(n, block)
+    assert len(rings) == block and all(sorted(r) == list(range(n)) for r in rings)
+    if blocks > 1:
+        for i in range(blocks):
+            exits = [r[(i + 1) * block - 1] for r in rings]  # block i fills positions i*block.. of every ring
+            assert sorted(exits) == list(range(i * block, (i + 1) * block))
+    if n > 1:
+        verify(R.ring_reduce_scatter(n, size, rings=rings))
+        verify(R.ring_allreduce(n, size, rings))

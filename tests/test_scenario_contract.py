@@ -123,7 +123,7 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
                       "schedule": "gpipe", "zero": 3, "sequence_parallel": True, "activation_recompute": True,
                       "hosts": [3, 2, 1, 0], "order": "tp-pp-dp", "gpu": "h100", "efficiency": 0.4,
                       "profile": "llm.csv", "grad_bytes_per_param": 4, "bucket_bytes": "1MB", "layers_per_node": 1,
-                      "iterations": 2, "start_ps": "1us", "class": 1, "reduce_bps": "1Tbps",
+                      "dp_channels": 2, "qps": [{"rank": 0, "peer": 1, "src_ports": [1025, 1026]}], "iterations": 2, "start_ps": "1us", "class": 1, "reduce_bps": "1Tbps",
                       "send_overhead_ps": "1us", "persistent_connections": False, "slowdown": {"1": 1.5},
                       "telemetry": True, "end_run": False}],
         "trace_jobs": [{"name": "chakra", "path": "chakra", "hosts": [1, 0], "groups": {"dp": [0, 1]},
@@ -320,12 +320,12 @@ TRANSLATED = {
     # trace_jobs -> graph_jobs (sim/apps/trace.py lowers each rank's Chakra nodes onto the same graph)
     "TraceJobConfig": ("GraphJobSpec", {"path", "hosts", "groups", "ctrl_deps", "cpu_ops", "peak_flops",
                                         "memory_bps", "slowdown"},
-                       {"ranks", "groups", "programs", "plans", "labels"}),
+                       {"ranks", "groups", "programs", "plans", "labels", "qps"}),  # qps: traces name no queue pairs (always empty)
     # the shape and parallelism -> ranks, groups, programs (compute from FLOPs or the profile), plans and labels
     "LlmJobConfig": ("GraphJobSpec", {"model", "shape", "tp", "pp", "dp", "ep", "ep_skew", "micro_batches", "micro_batch_size",
                                       "schedule", "zero", "sequence_parallel", "activation_recompute", "hosts",
                                       "order", "gpu", "efficiency", "profile", "grad_bytes_per_param",
-                                      "bucket_bytes", "layers_per_node", "slowdown"},
+                                      "bucket_bytes", "layers_per_node", "dp_channels", "slowdown"},
                      {"ranks", "groups", "programs", "plans", "labels"}),
     "QueueConfig": ("QueueSpec", set(), set()),
     # node/to names -> from/to indices; the inherited queue fields -> queue
@@ -358,6 +358,7 @@ TRANSLATED = {
     # the controller builds each aggregating job's trees, window and timeout
     "AggregationConfig": ("AggregationSpec", {"timeout_ps"}, {"jobs"}),
     "QpGroupConfig": ("QpGroupSpec", set(), set()),
+    "LlmQps": ("GraphQps", set(), set()),
     "QpRepathConfig": ("RepathSpec", set(), set()),
     # stamping (every host's default) -> hosts[].stamping; hosts by name -> one entry per host; groups of
     # names -> of host indices

@@ -108,9 +108,33 @@ TUNING: dict[str, Any] = {
     "Scenario.traffic": ("len", 0, 2),
     "Scenario.flows": ("len", 0, 3),
     "Scenario.jobs": ("len", 0, 1),
-    # LLM jobs (issue 30) are not fuzzed yet: their sizes need ranges of their own (a named model's default
-    # shape lowers to thousands of nodes); tests/test_llm.py covers their bad input.
-    "Scenario.llm_jobs": ("len", 0, 0),
+    # LLM jobs: small custom shapes (a named model's default shape lowers to thousands of nodes); _fixups
+    # makes the parallelism fit the shape and the hosts. tests/test_llm_fuzz.py checks their bytes.
+    "Scenario.llm_jobs": ("len", 0, 1),
+    "LlmJobConfig.tp": (1, 2),
+    "LlmJobConfig.pp": (1, 2),
+    "LlmJobConfig.dp": (1, 3),
+    "LlmJobConfig.ep": (1, 2),
+    "LlmJobConfig.ep_skew": (0.0, 2.0),
+    "LlmJobConfig.micro_batches": (1, 3),
+    "LlmJobConfig.micro_batch_size": (1, 2),
+    "LlmJobConfig.layers_per_node": (1, 2),
+    "LlmJobConfig.iterations": (1, 2),
+    "LlmJobConfig.dp_channels": (1, 2),
+    "LlmJobConfig.bucket_bytes": (1000, 10**6),
+    "LlmJobConfig.start_ps": (0, 1 * MS),
+    "LlmJobConfig.send_overhead_ps": (0, 10 * US),
+    "LlmJobConfig.reduce_bps": (10**9, 10 * 10**12),
+    "LlmJobConfig.slowdown": ("len", 0, 2),
+    "ModelShape.hidden": (1, 64),
+    "ModelShape.layers": (1, 4),
+    "ModelShape.heads": (1, 4),
+    "ModelShape.kv_heads": (1, 4),
+    "ModelShape.ffn_hidden": (1, 128),
+    "ModelShape.vocab": (1, 128),
+    "ModelShape.seq_len": (1, 16),
+    "ModelShape.experts": (1, 4),
+    "ModelShape.top_k": (1, 2),
     # Jobs replayed from Chakra traces need trace files; tests/test_chakra.py covers their bad input.
     "Scenario.trace_jobs": ("len", 0, 0),
     "PoissonTrafficConfig.duration_ps": (10 * US, 2 * MS),
@@ -443,6 +467,8 @@ def _fixups(d: dict, ctx: Ctx, draw) -> None:
                 style = draw(st.sampled_from(["names", "ids", "mixed"]))
                 fl["path"] = [ctx.names[n] if style == "names" or (style == "mixed" and i % 2) else n
                               for i, n in enumerate(r)]
+    for j in d.get("llm_jobs", []):
+        _fix_llm_job(j, ctx, draw)
     for j in d.get("jobs", []):
         workers = list(range(ctx.nhosts)) if j.get("workers", "all") == "all" else j["workers"]
         if j.get("allreduce", "").endswith(".json") and ctx.nhosts >= 2:
@@ -467,6 +493,41 @@ def _fixups(d: dict, ctx: Ctx, draw) -> None:
             cb = _base_units(j["allreduce_chunk_bytes"], "size") or 1
             if fb // max(cb, 1) > 64:
                 j["allreduce_chunk_bytes"] = fb // 64 + 1
+
+
+def _fix_llm_job(j: dict, ctx: Ctx, draw) -> None:
+    """A custom shape, every field given, that the drawn parallelism fits
+    (tp divides heads and ffn, pp the layers, ep the experts and dp,
+    dp_channels dp), on tp x pp x dp of the topology's hosts; queue pairs
+    between distinct ranks."""
+    while j.get("tp", 1) * j.get("pp", 1) * j.get("dp", 1) > ctx.nhosts:
+        k = next(x for x in ("dp", "pp", "tp") if j.get(x, 1) > 1)
+        j[k] -= 1
+    tp, pp, dp = j.get("tp", 1), j.get("pp", 1), j.get("dp", 1)
+    sh = j.get("shape") if isinstance(j.get("shape"), dict) else {}
+    j["model"] = "custom"
+    j["shape"] = sh
+    for k, lo in (("hidden", 8), ("layers", 1), ("heads", 1), ("ffn_hidden", 8), ("vocab", 8), ("seq_len", 4)):
+        sh.setdefault(k, lo)
+    sh["heads"] *= tp
+    sh["ffn_hidden"] *= tp
+    sh["layers"] = pp * max(1, sh["layers"] // pp)
+    if j.get("ep", 1) > 1 and dp % j["ep"] == 0:
+        sh["experts"] = j["ep"] * max(1, sh.get("experts", 1) // j["ep"])
+    else:
+        j.pop("ep", None)
+    if dp % j.get("dp_channels", 1):
+        j.pop("dp_channels")
+    j.pop("profile", None)
+    n = tp * pp * dp
+    if isinstance(j.get("qps"), list) and n >= 2:
+        j["qps"] = [dict(q, rank=k % n, peer=(k + 1) % n) for k, q in enumerate(j["qps"][:n])]
+    else:
+        j.pop("qps", None)
+    j["hosts"] = "all" if n == ctx.nhosts and draw(st.booleans()) else draw(st.permutations(range(ctx.nhosts)))[:n]
+    if "slowdown" in j:
+        j["slowdown"] = {str(i): draw(st.floats(0.5, 3.0)) for i in
+                         draw(st.lists(st.integers(0, n - 1), max_size=2, unique=True))}
 
 
 def _schema_ok(d: dict) -> bool:

@@ -231,7 +231,7 @@ def report(folder: Path = typer.Argument(..., help="A run, sweep or reproduction
 def reproduce(
     what: Optional[str] = typer.Argument(None, help="Which reproduction: blink, thesis-ch4, thesis-ch5, thesis-slack, "
                                                     "panama-fig8, panama-fig8-1024, panama-fig9, panama-fig10, c4-table3, "
-                                                    "c4p-fig8, c4p-fig9, c4p-fig10, c4p-fig11, c4p-fig13, c4-diagnosis, "
+                                                    "c4p-fig8, c4p-fig9, c4p-fig10, c4p-fig11, c4p-fig13, c4p-fig13-llm, c4-diagnosis, "
                                                     "c4-recovery, clock-sync, colocation, bottleneck, clockwork-nccl, "
                                                     "clockwork-ray; or 'all' (with "
                                                     "--quick: every quick mode, checked against its quick bands)."),

@@ -72,45 +72,72 @@ def ring_allreduce(n: int, size_bytes: int, rings=None, chunk_bytes: int | None 
     return plan
 
 
-def _ring_pass(plan: Plan, ring, chunk_bytes, paths, reduce: bool, shift: int) -> None:
-    """n-1 steps around ``ring``: at step s, position p sends the slice of
-    position p - s + shift and receives (reducing or copying) that of
-    p - s - 1 + shift; position p's slice is the shard of rank ring[p]."""
-    n = len(ring)
-    pos = {r: p for p, r in enumerate(ring)}
+def _ring_pass(plan: Plan, rings, chunk_bytes, paths, reduce: bool, shift: int) -> None:
+    """n-1 steps around each of ``rings``: at step s, position p sends the
+    slice of position p - s + shift and receives (reducing or copying) that
+    of p - s - 1 + shift; position p's slice is the shard of rank ring[p],
+    or with several rings (channels) ring k's part of it (each shard split
+    evenly among the rings, as NCCL's channels split the buffer)."""
+    n = plan.nranks
     sh = shards(plan.size_bytes, n)
-    shard_chunks = [chunks(*x, chunk_bytes) for x in sh]  # cut once
-    chunks_of = lambda p: shard_chunks[ring[p % n]]  # noqa: E731
-    for c in range(max(len(x) for x in shard_chunks) if n > 1 else 0):
-        last_recv = {r: {} for r in ring}
-        for s in range(n - 1):
-            for r in ring:
-                p = pos[r]
-                out_p, in_p = (p - s + shift) % n, (p - s - 1 + shift) % n
-                nxt, prv = ring[(p + 1) % n], ring[(p - 1) % n]
-                cs = chunks_of(out_p)
-                if c < len(cs):
-                    plan.send(r, nxt, *cs[c], deps=[last_recv[r].get(out_p)], path=_paths(paths, r, nxt))
-                cr = chunks_of(in_p)
-                if c < len(cr):
-                    deps = [last_recv[r].get(in_p)] if reduce else []
-                    last_recv[r][in_p] = plan.recv(r, prv, *cr[c], reduce=reduce, deps=deps)
-    plan.meta.update({"rings": [list(ring)], "chunk_bytes": chunk_bytes})
+    for k, ring in enumerate(rings):
+        pos = {r: p for p, r in enumerate(ring)}
+        # Each shard's part for this ring, cut into chunks once.
+        shard_chunks = [chunks(*split_range(o, b, len(rings))[k], chunk_bytes) for o, b in sh]
+        chunks_of = lambda p: shard_chunks[ring[p % n]]  # noqa: E731
+        for c in range(max(len(x) for x in shard_chunks) if n > 1 else 0):
+            last_recv = {r: {} for r in ring}
+            for s in range(n - 1):
+                for r in ring:
+                    p = pos[r]
+                    out_p, in_p = (p - s + shift) % n, (p - s - 1 + shift) % n
+                    nxt, prv = ring[(p + 1) % n], ring[(p - 1) % n]
+                    cs = chunks_of(out_p)
+                    if c < len(cs):
+                        plan.send(r, nxt, *cs[c], deps=[last_recv[r].get(out_p)], path=_paths(paths, r, nxt))
+                    cr = chunks_of(in_p)
+                    if c < len(cr):
+                        deps = [last_recv[r].get(in_p)] if reduce else []
+                        last_recv[r][in_p] = plan.recv(r, prv, *cr[c], reduce=reduce, deps=deps)
+    plan.meta.update({"rings": [list(r) for r in rings], "chunk_bytes": chunk_bytes})
 
 
-def ring_reduce_scatter(n: int, size_bytes: int, ring=None, chunk_bytes: int | None = None, paths=None) -> Plan:
+def ring_reduce_scatter(n: int, size_bytes: int, ring=None, chunk_bytes: int | None = None, paths=None,
+                        rings=None) -> Plan:
     """Reduce-scatter: rank r ends with the sum of everyone's shard r (the
-    pass is shifted by one so that each position finishes on its own shard)."""
+    pass is shifted by one so that each position finishes on its own shard).
+    ``rings``: several rings (channels) in place of ``ring``."""
     plan = Plan.empty("reduce_scatter", n, size_bytes, algorithm="ring")
-    _ring_pass(plan, _rings_or_default(n, [ring] if ring else None)[0], chunk_bytes, paths, True, -1)
+    _ring_pass(plan, _rings_or_default(n, rings or ([ring] if ring else None)), chunk_bytes, paths, True, -1)
     return plan
 
 
-def ring_allgather(n: int, size_bytes: int, ring=None, chunk_bytes: int | None = None, paths=None) -> Plan:
-    """Allgather: every rank ends with every rank's shard."""
+def ring_allgather(n: int, size_bytes: int, ring=None, chunk_bytes: int | None = None, paths=None,
+                   rings=None) -> Plan:
+    """Allgather: every rank ends with every rank's shard (``rings``: as in
+    :func:`ring_reduce_scatter`)."""
     plan = Plan.empty("allgather", n, size_bytes, algorithm="ring")
-    _ring_pass(plan, _rings_or_default(n, [ring] if ring else None)[0], chunk_bytes, paths, False, 0)
+    _ring_pass(plan, _rings_or_default(n, rings or ([ring] if ring else None)), chunk_bytes, paths, False, 0)
     return plan
+
+
+def block_rings(n: int, block: int) -> list[list[int]]:
+    """NCCL's rail rings over ``n`` ranks in blocks of ``block`` consecutive
+    ranks (a server's GPUs): ``block`` rings; ring c visits each block's
+    ranks in the order c, c+1, ..., c-1 (of the block), forwards on even
+    blocks and backwards on odd ones, so it enters and leaves every block
+    through one rank (one GPU's NIC), and every rank of a block is the
+    crossing point of one ring each way."""
+    if block < 1 or n % block:
+        raise ValueError(f"block: {block} must divide the {n} ranks")
+    rings = []
+    for c in range(block):
+        order = [(c + k) % block for k in range(block)]
+        ring = []
+        for i in range(n // block):
+            ring += [i * block + x for x in (order if i % 2 == 0 else order[::-1])]
+        rings.append(ring)
+    return rings
 
 
 def chain_broadcast(n: int, size_bytes: int, root: int, order=None, chunk_bytes: int | None = None,

@@ -22,7 +22,8 @@ Model shapes by name, each field with its source:
 
 GPU peaks (dense, tensor cores; vendor datasheets): V100 SXM2 125 TFLOPS
 FP16; A100 SXM 312 TFLOPS BF16; H100 SXM 989 TFLOPS BF16 (1,979 is with
-sparsity). The default efficiency 0.5 is of the order Megatron-LM reached
+sparsity); H800 SXM the H100's 989 (its datasheet's 1,979 BF16 is with
+sparsity; the H800 differs in NVLink and FP64, not in tensor throughput). The default efficiency 0.5 is of the order Megatron-LM reached
 (Narayanan et al., SC'21: 163 TFLOPS per A100, 52 % of peak, at 1T
 parameters).
 """
@@ -60,7 +61,7 @@ MODELS: dict[str, dict] = {
 }
 
 # Dense peak FLOP/s of one GPU (datasheets, module docstring).
-GPU_PEAK_FLOPS = {"v100": 125e12, "a100": 312e12, "h100": 989e12}
+GPU_PEAK_FLOPS = {"v100": 125e12, "a100": 312e12, "h100": 989e12, "h800": 989e12}
 
 
 class ModelShape(_Strict):
@@ -78,6 +79,16 @@ class ModelShape(_Strict):
     seq_len: Optional[StrictInt] = Field(None, ge=1, le=U32_MAX)
     experts: Optional[StrictInt] = Field(None, ge=1, le=U32_MAX)
     top_k: Optional[StrictInt] = Field(None, ge=1, le=U32_MAX)
+
+
+class LlmQps(_Strict):
+    """The queue pairs of the connection from rank ``rank`` to rank ``peer``:
+    one per source port; each message between them is cut into one equal
+    part per QP (docs/llm.md, "Queue pairs")."""
+
+    rank: StrictInt = Field(ge=0, le=U32_MAX)
+    peer: StrictInt = Field(ge=0, le=U32_MAX)
+    src_ports: list[Annotated[StrictInt, Field(ge=0, le=65535)]] = Field(min_length=1, max_length=64)
 
 
 class LlmJobConfig(_Strict):
@@ -106,7 +117,7 @@ class LlmJobConfig(_Strict):
     # of a server, then data-parallel, then pipeline stages).
     hosts: Union[Literal["all"], list[StrictInt]] = "all"
     order: Literal["tp-dp-pp", "tp-pp-dp"] = "tp-dp-pp"
-    gpu: Literal["v100", "a100", "h100"] = "a100"
+    gpu: Literal["v100", "a100", "h100", "h800"] = "a100"
     efficiency: StrictFloat = Field(0.5, gt=0, le=1)
     # A measured profile (CSV: layer,forward_ps,backward_ps per transformer
     # layer, one micro-batch, one tensor-parallel rank) in place of FLOPs.
@@ -114,6 +125,11 @@ class LlmJobConfig(_Strict):
     # Gradients' bytes per parameter (2: bf16) and DP buckets.
     grad_bytes_per_param: StrictInt = Field(2, ge=1, le=8)
     bucket_bytes: Annotated[SizeBytes, Field(gt=0)] = 40 * 10**6
+    # NCCL channels of the data-parallel collectives: that many rings, each
+    # with its part of the buffer; ring c leaves each block of dp_channels
+    # consecutive DP ranks (a server's GPUs) through a different rank (NCCL's
+    # rail rings, collectives.rings.block_rings). 1: one ring in rank order.
+    dp_channels: StrictInt = Field(1, ge=1, le=U32_MAX)
     # Coarsening: consecutive layers of a stage lowered as one compute node
     # and one collective per kind (docs/llm.md); 1 is per layer.
     layers_per_node: StrictInt = Field(1, ge=1, le=U32_MAX)
@@ -123,6 +139,8 @@ class LlmJobConfig(_Strict):
     reduce_bps: Annotated[RateBps, Field(gt=0)] = 300 * 8 * 10**9
     send_overhead_ps: Delay = 0
     persistent_connections: StrictBool = True
+    # Rank pairs on queue pairs with given source ports (a path manager's choice, e.g. C4P's).
+    qps: list[LlmQps] = Field(default_factory=list)
     # Rank -> compute slowdown factor (a straggler: > 1).
     slowdown: dict[str, float] = Field(default_factory=dict)
     # Every collective message in ccl.parquet (large jobs: millions of rows).
@@ -150,6 +168,15 @@ class LlmJobConfig(_Strict):
             raise ValueError("ep: expert parallelism needs a model with experts (shape.experts)")
         if self.ep > 1 and (m["experts"] % self.ep or self.dp % self.ep):
             raise ValueError(f"ep: {self.ep} must divide the experts ({m['experts']}) and dp ({self.dp})")
+        if self.dp % self.dp_channels:
+            raise ValueError(f"dp_channels: {self.dp_channels} must divide dp ({self.dp})")
+        n = self.tp * self.pp * self.dp
+        pairs = [(q.rank, q.peer) for q in self.qps]
+        for q in self.qps:
+            if q.rank >= n or q.peer >= n or q.rank == q.peer:
+                raise ValueError(f"qps: rank {q.rank} -> peer {q.peer}: two distinct ranks of the job's {n} needed")
+        if len(set(pairs)) != len(pairs):
+            raise ValueError("qps: a rank pair is listed twice")
         if self.hosts != "all" and len(self.hosts) != self.tp * self.pp * self.dp:
             raise ValueError(f"hosts: {len(self.hosts)} hosts given, but tp x pp x dp = "
                              f"{self.tp} x {self.pp} x {self.dp} = {self.tp * self.pp * self.dp} ranks")

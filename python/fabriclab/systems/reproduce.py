@@ -63,6 +63,10 @@ def run(what: str, out_dir: Path, quick: bool = False, seed_base: int | None = N
         from .c4 import repro_table3 as downtime
 
         summary = downtime.table3(out_dir, quick=quick)
+    elif what == "c4p-fig13-llm":
+        from .c4p import fig13_llm
+
+        summary = fig13_llm.fig13_llm(out_dir, quick=quick)
     elif what.startswith("c4p-"):
         from .c4p import repro as c4p
 

@@ -1,6 +1,7 @@
 //! Applications on the message interface. Each kind reads its own scenario
 //! section and is listed once in [`REGISTRY`]; nothing else names an app type.
 
+pub mod ccl;
 pub mod collective;
 pub mod graph;
 pub mod job;

@@ -51,25 +51,33 @@ class GraphBuild:
     def label(self, name: str) -> int:
         return intern(self.labels, name)
 
-    def plan(self, op: str, n: int, adjust=None) -> int:
-        """The plan of ``op`` over ``n`` ranks; ``adjust(steps)`` may reshape its steps when first built."""
-        if (op, n) not in self.plan_of:
-            p = _builder(op)(n, n * 1024)
+    def plan(self, op: str, n: int, channels: int = 1, adjust=None) -> int:
+        """The plan of ``op`` over ``n`` ranks, a ring collective on ``channels`` rings (NCCL's rail rings,
+        ``block_rings``); ``adjust(steps)`` may reshape its steps when first built."""
+        key = (op, n, channels)
+        if key not in self.plan_of:
+            if channels > 1:
+                from ...collectives.rings import block_rings
+
+                p = _builder(op)(n, n * 1024 * channels, rings=block_rings(n, channels))
+            else:
+                p = _builder(op)(n, n * 1024)
             steps = plan_steps(p)
             if adjust is not None:
                 adjust(steps)
-            self.plan_of[(op, n)] = len(self.plans)
+            self.plan_of[key] = len(self.plans)
             self.plans.append({"op": op, "algorithm": p.algorithm or "ring", "size_bytes": p.size_bytes,
                                "steps": steps})
-        return self.plan_of[(op, n)]
+        return self.plan_of[key]
 
-    def job(self, j, ranks: list[dict], groups: list[dict], programs: list[list[dict]]) -> dict:
-        """The core's graph job of scenario job ``j`` (its timing and telemetry options) with these ranks."""
+    def job(self, j, ranks: list[dict], groups: list[dict], programs: list[list[dict]], qps=()) -> dict:
+        """The core's graph job of scenario job ``j`` (its timing and telemetry options) with these ranks,
+        ``qps`` the rank pairs on given queue pairs (none: each message whole on the default port)."""
         return {"name": j.name, "start_ps": j.start_ps, "iterations": j.iterations, "class": j.class_,
                 "reduce_bps": j.reduce_bps, "send_overhead_ps": j.send_overhead_ps,
                 "persistent_connections": j.persistent_connections, "ranks": ranks, "groups": groups,
                 "programs": programs, "plans": self.plans, "labels": self.labels, "end_run": j.end_run,
-                "telemetry": j.telemetry}
+                "telemetry": j.telemetry, "qps": list(qps)}
 
 
 class GraphApp(App):

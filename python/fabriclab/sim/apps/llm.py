@@ -65,7 +65,7 @@ def _size(s, i: int, j) -> tuple[int, int, float]:
             elif nd["kind"] == "collective":
                 n = sizes[nd["slot"]]
                 k = 2 if low.plans[nd["plan"]]["op"] == "allreduce" else 1
-                msgs += k * (n - 1)
+                msgs += k * (n - 1) * (j.dp_channels if nd["slot"] == DP else 1)
                 nbytes += k * nd["bytes"] * (n - 1) / n
     return rows, int(reps * msgs), reps * nbytes
 
@@ -147,7 +147,7 @@ class _Program:
         return len(self.nodes) - 1
 
     def coll(self, slot, op, nbytes, label, index, deps) -> int:
-        plan = self.job.plan(op, self.job.group_size[slot])
+        plan = self.job.plan(op, self.job.group_size[slot], self.job.j.dp_channels if slot == DP else 1)
         k = self.add("collective", list(deps) + [self.last_on.get(slot)], label, index, slot=slot, plan=plan,
                      nbytes=nbytes)
         self.last_on[slot] = k
@@ -165,16 +165,16 @@ class _Lowering(GraphBuild):
         w = [1 / (e + 1) ** j.ep_skew for e in range(j.ep)]
         self.expert_weights = [x / sum(w) for x in w]
 
-    def plan(self, op: str, n: int, adjust=None) -> int:
+    def plan(self, op: str, n: int, channels: int = 1, adjust=None) -> int:
         if op != "alltoall":
-            return super().plan(op, n)
+            return super().plan(op, n, channels)
 
         def skew(steps):  # skewed routing: the block for rank e carries its share of the tokens (uniform: 1/n each)
             for r in steps:
                 for st in r:
                     if st["op"] == "send":
                         st["bytes"] = max(1, round(st["bytes"] * n * self.expert_weights[st["peer"]]))
-        return super().plan(op, n, skew)
+        return super().plan(op, n, adjust=skew)
 
     def schedule(self, stage: int) -> list[tuple[str, int]]:
         m, p = self.j.micro_batches, self.j.pp
@@ -352,7 +352,7 @@ def lower(s, i: int, j, t) -> dict:
         peers = ([index[(a, d, p - 1)]] if p > 0 else []) + ([index[(a, d, p + 1)]] if p < j.pp - 1 else [])
         ranks.append({"host": hosts[r], "program": p * variants + (d % j.ep if variants > 1 else 0),
                       "groups": [tg, dg, *eg], "peers": peers, "slowdown": slow[r]})
-    return low.job(j, ranks, groups, programs)
+    return low.job(j, ranks, groups, programs, [q.model_dump() for q in j.qps])
 
 
 LLM = Llm()

@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass, field
 
 from ...collectives.plan import Plan
-from ...collectives.rings import ring_allreduce
+from ...collectives.rings import block_rings, ring_allreduce
 from ...collectives.metrics import BUSBW_FACTOR
 from ...sim.apps.collectives import collective_spec
 from ...sim.pipeline import core_spec
@@ -85,15 +85,7 @@ class RunConfig:
 
 def rail_rings(nservers: int) -> list[list[int]]:
     """The 8 channels' rings over ranks ``server index * 8 + gpu``."""
-    g = GPUS_PER_SERVER
-    rings = []
-    for c in range(g):
-        order = [(c + k) % g for k in range(g)]
-        ring = []
-        for i in range(nservers):
-            ring += [i * g + x for x in (order if i % 2 == 0 else order[::-1])]
-        rings.append(ring)
-    return rings
+    return block_rings(nservers * GPUS_PER_SERVER, GPUS_PER_SERVER)
 
 
 def repeat(plan: Plan, iterations: int) -> Plan:

@@ -20,7 +20,9 @@ mod coll;
 mod spec;
 mod tables;
 
-pub use spec::{GraphGroup, GraphJobSpec, GraphNode, GraphNodeKind, GraphPlan, GraphRank};
+pub use spec::{
+    GraphGroup, GraphJobSpec, GraphNode, GraphNodeKind, GraphPlan, GraphQps, GraphRank,
+};
 
 /// One node's interval, for the timeline.
 #[derive(Debug, Clone, Copy)]
@@ -117,6 +119,17 @@ pub struct GraphJob {
     timers: HashMap<u64, Timer>,
     next_timer: u64,
     msgs: HashMap<MsgId, Msg>,
+    /// (src rank, dst rank) -> its index in `spec.qps`.
+    qp_of: HashMap<(u32, u32), u32>,
+    /// A message cut into QP parts: part -> (the send it belongs to, its
+    /// connection, its QP); per send, what it carries and its parts not yet
+    /// arrived.
+    parts: HashMap<MsgId, (u64, u32, u32)>,
+    split: HashMap<u64, (Msg, u32)>,
+    /// Per (connection, QP): parts (send, bytes) waiting while the QP
+    /// carries one; a QP in the map is busy.
+    lanes: HashMap<(u32, u32), VecDeque<(u64, u64)>>,
+    next_split: u64,
     work: VecDeque<Work>,
     timeline: Vec<NodeRow>,
     ccl: tables::Ccl,
@@ -174,6 +187,20 @@ impl GraphJob {
                 }
             }
             dependents.push(rev);
+        }
+        let mut qp_of = HashMap::new();
+        for (k, q) in spec.qps.iter().enumerate() {
+            if q.rank >= nr || q.peer >= nr || q.rank == q.peer || q.src_ports.is_empty() {
+                return err(format!(
+                    "qps[{k}]: needs two distinct ranks of the job and at least one source port"
+                ));
+            }
+            if qp_of.insert((q.rank, q.peer), k as u32).is_some() {
+                return err(format!(
+                    "qps[{k}]: rank pair {} -> {} listed twice",
+                    q.rank, q.peer
+                ));
+            }
         }
         let mut ranks = Vec::with_capacity(nr as usize);
         for (r, rk) in spec.ranks.iter().enumerate() {
@@ -235,6 +262,11 @@ impl GraphJob {
             timers: HashMap::new(),
             next_timer: 0,
             msgs: HashMap::new(),
+            qp_of,
+            parts: HashMap::new(),
+            split: HashMap::new(),
+            lanes: HashMap::new(),
+            next_split: 0,
             work: VecDeque::new(),
             timeline: Vec::new(),
             ccl: tables::Ccl::default(),
@@ -395,8 +427,45 @@ impl GraphJob {
         }
     }
 
+    /// Sends `bytes` from rank `src` to rank `dst`: one message, or one part
+    /// per QP of the pair (the first parts one byte larger when the bytes do
+    /// not divide; a part of no bytes is not sent). A QP carries one part at
+    /// a time, in the order they were posted (a NIC serves a QP's work
+    /// requests in order: one flow, not one per message).
     fn send(&mut self, api: &mut Api, src: u32, dst: u32, bytes: u64, msg: Msg) {
-        let m = Message {
+        let Some(&conn) = self.qp_of.get(&(src, dst)) else {
+            let m = self.message(src, dst, bytes);
+            match api.send(&m) {
+                Ok(id) => {
+                    self.msgs.insert(id, msg);
+                }
+                Err(e) => api.fail(format!("graph job '{}': {e}", self.spec.name)),
+            }
+            return;
+        };
+        let k = self.spec.qps[conn as usize].src_ports.len() as u64;
+        let id = self.next_split;
+        self.next_split += 1;
+        let mut parts = 0;
+        for q in 0..k {
+            let size = bytes / k + u64::from(q < bytes % k);
+            if size == 0 {
+                continue;
+            }
+            parts += 1;
+            match self.lanes.get_mut(&(conn, q as u32)) {
+                Some(waiting) => waiting.push_back((id, size)),
+                None => {
+                    self.lanes.insert((conn, q as u32), VecDeque::new());
+                    self.post_part(api, conn, q as u32, id, size);
+                }
+            }
+        }
+        self.split.insert(id, (msg, parts));
+    }
+
+    fn message(&self, src: u32, dst: u32, bytes: u64) -> Message {
+        Message {
             src: self.host(src),
             dst: self.host(dst),
             size_bytes: bytes,
@@ -404,12 +473,56 @@ impl GraphJob {
             tag: 0,
             persistent: self.spec.persistent_connections,
             ..Default::default()
+        }
+    }
+
+    /// Part of send `id` on QP `qp` of connection `conn`, now.
+    fn post_part(&mut self, api: &mut Api, conn: u32, qp: u32, id: u64, size: u64) {
+        let c = &self.spec.qps[conn as usize];
+        let m = Message {
+            src_port: Some(c.src_ports[qp as usize]),
+            qp: Some(u64::from(conn) << 16 | u64::from(qp)),
+            ..self.message(c.rank, c.peer, size)
         };
         match api.send(&m) {
-            Ok(id) => {
-                self.msgs.insert(id, msg);
+            Ok(pid) => {
+                self.parts.insert(pid, (id, conn, qp));
             }
             Err(e) => api.fail(format!("graph job '{}': {e}", self.spec.name)),
+        }
+    }
+
+    /// A part has arrived: its QP takes the next waiting part; its send is
+    /// delivered when all its parts are.
+    fn part_arrived(&mut self, api: &mut Api, id: u64, conn: u32, qp: u32) {
+        let lane = self.lanes.get_mut(&(conn, qp)).expect("a busy QP");
+        match lane.pop_front() {
+            Some((next, size)) => self.post_part(api, conn, qp, next, size),
+            None => {
+                self.lanes.remove(&(conn, qp));
+            }
+        }
+        let left = &mut self.split.get_mut(&id).expect("a split send").1;
+        *left -= 1;
+        if *left == 0 {
+            let (m, _) = self.split.remove(&id).expect("a split send");
+            self.delivered(api, m);
+        }
+    }
+
+    /// A message (all its parts) has arrived.
+    fn delivered(&mut self, api: &mut Api, m: Msg) {
+        match m {
+            Msg::P2p {
+                src,
+                dst,
+                node,
+                seq,
+            } => {
+                self.work.push_back(Work::Done(src, node));
+                self.p2p_arrived(src, dst, seq);
+            }
+            Msg::Coll { key, member, step } => self.coll_delivered(api, key, member, step),
         }
     }
 }
@@ -456,20 +569,12 @@ impl App for GraphJob {
     }
 
     fn on_complete(&mut self, api: &mut Api, msg: MsgId) {
-        let Some(m) = self.msgs.remove(&msg) else {
+        if let Some(m) = self.msgs.remove(&msg) {
+            self.delivered(api, m);
+        } else if let Some((id, conn, qp)) = self.parts.remove(&msg) {
+            self.part_arrived(api, id, conn, qp);
+        } else {
             return;
-        };
-        match m {
-            Msg::P2p {
-                src,
-                dst,
-                node,
-                seq,
-            } => {
-                self.work.push_back(Work::Done(src, node));
-                self.p2p_arrived(src, dst, seq);
-            }
-            Msg::Coll { key, member, step } => self.coll_delivered(api, key, member, step),
         }
         self.drain(api);
     }

@@ -84,6 +84,19 @@ pub struct GraphPlan {
     pub steps: Vec<Vec<Step>>,
 }
 
+/// The queue pairs of the connection from rank `rank` to rank `peer`:
+/// each message between them is cut into one equal part per QP, part k on
+/// QP k with source port `src_ports[k]` (the port the switches' ECMP hash
+/// reads; NCCL's static spreading over `NCCL_IB_QPS_PER_CONNECTION` QPs,
+/// with the ports a path manager such as C4P's chose).
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GraphQps {
+    pub rank: u32,
+    pub peer: u32,
+    pub src_ports: Vec<u16>,
+}
+
 /// A dependency-graph job.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -109,4 +122,8 @@ pub struct GraphJobSpec {
     pub end_run: bool,
     /// Record every collective message in the telemetry table (ccl.parquet).
     pub telemetry: bool,
+    /// Rank pairs whose messages go over given queue pairs (source ports);
+    /// the others send each message whole, on the default port.
+    #[serde(default)]
+    pub qps: Vec<GraphQps>,
 }

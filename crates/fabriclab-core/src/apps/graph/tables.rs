@@ -5,29 +5,14 @@
 //! the op's collective and group).
 
 use super::GraphJob;
+use crate::apps::ccl::{self, message_columns, CclRow};
 use crate::engine::{Column, Table};
 use std::collections::HashMap;
 
-#[derive(Debug, Clone, Default)]
-pub(super) struct CclRow {
-    pub op: u32,
-    pub group: u32,
-    pub member: u32,
-    pub peer: u32,
-    pub step: u32,
-    pub send: bool,
-    pub bytes: u64,
-    pub reduce: bool,
-    pub post_ps: Option<u64>,
-    pub start_ps: Option<u64>,
-    pub end_ps: Option<u64>,
-}
-
-/// Rows in the order first touched, indexed by (op, member, step, send).
+/// The shared rows, a row's rank and peer being members of its group.
 #[derive(Default)]
 pub(super) struct Ccl {
-    rows: Vec<CclRow>,
-    index: HashMap<(u32, u32, u32, bool), usize>,
+    pub msgs: ccl::Ccl,
     /// Per op: its plan (for the collective's name).
     pub plan_of: HashMap<u32, u32>,
 }
@@ -42,20 +27,9 @@ impl Ccl {
         send: bool,
         peer: u32,
     ) -> &mut CclRow {
-        let n = self.rows.len();
-        let k = *self.index.entry((op, member, step, send)).or_insert(n);
-        if k == n {
-            self.rows.push(CclRow {
-                op,
-                group,
-                member,
-                peer,
-                step,
-                send,
-                ..Default::default()
-            });
-        }
-        &mut self.rows[k]
+        let r = self.msgs.row(op, member, step, send, peer);
+        r.group = group;
+        r
     }
 }
 
@@ -124,9 +98,8 @@ pub(super) fn tables(j: &GraphJob) -> Vec<Table> {
                     .collect(),
             ),
         );
-    let r = &j.ccl.rows;
-    let member_rank = |x: &CclRow, m: u32| g[x.group as usize].ranks[m as usize];
-    let ccl = Table::new("graph_ccl")
+    let r: Vec<&CclRow> = j.ccl.msgs.rows.iter().collect();
+    let t = Table::new("graph_ccl")
         .col("job", Column::Str(vec![s.name.clone(); r.len()]))
         .col("op", Column::U32(r.iter().map(|x| x.op).collect()))
         .col("group", Column::U32(r.iter().map(|x| x.group).collect()))
@@ -145,48 +118,12 @@ pub(super) fn tables(j: &GraphJob) -> Vec<Table> {
                     .map(|x| s.plans[j.ccl.plan_of[&x.op] as usize].algorithm.clone())
                     .collect(),
             ),
-        )
-        .col(
-            "rank",
-            Column::U32(r.iter().map(|x| member_rank(x, x.member)).collect()),
-        )
-        .col(
-            "host",
-            Column::U32(
-                r.iter()
-                    .map(|x| s.ranks[member_rank(x, x.member) as usize].host)
-                    .collect(),
-            ),
-        )
-        .col(
-            "peer",
-            Column::U32(r.iter().map(|x| member_rank(x, x.peer)).collect()),
-        )
-        .col("step", Column::U32(r.iter().map(|x| x.step).collect()))
-        .col(
-            "kind",
-            Column::Str(
-                r.iter()
-                    .map(|x| if x.send { "send" } else { "recv" }.to_string())
-                    .collect(),
-            ),
-        )
-        .col("bytes", Column::U64(r.iter().map(|x| x.bytes).collect()))
-        .col(
-            "reduce",
-            Column::U32(r.iter().map(|x| x.reduce as u32).collect()),
-        )
-        .col(
-            "post_ps",
-            Column::OptU64(r.iter().map(|x| x.post_ps).collect()),
-        )
-        .col(
-            "start_ps",
-            Column::OptU64(r.iter().map(|x| x.start_ps).collect()),
-        )
-        .col(
-            "end_ps",
-            Column::OptU64(r.iter().map(|x| x.end_ps).collect()),
         );
+    let ccl = message_columns(
+        t,
+        &r,
+        |x, m| g[x.group as usize].ranks[m as usize],
+        |k| s.ranks[k as usize].host,
+    );
     vec![its, timeline, groups, ccl]
 }

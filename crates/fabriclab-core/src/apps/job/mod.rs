@@ -142,7 +142,7 @@ pub struct TrainingJob {
     /// (iteration, fusion) not yet started -> when each worker joined it.
     joined: HashMap<(u32, u32), Vec<Option<u64>>>,
     /// The allreduces' telemetry (`telemetry.rs`).
-    ccl: telemetry::Ccl,
+    ccl: crate::apps::ccl::Ccl,
 }
 
 // Timer tokens: kind (8 bits), then two 28-bit fields.

@@ -15,60 +15,9 @@
 
 use super::allreduce::Engine;
 use super::TrainingJob;
+use crate::apps::ccl::{message_columns, Ccl, CclRow};
 use crate::engine::{Column, Table};
 use fabriclab_plan::Op;
-use std::collections::HashMap;
-
-/// One message as one rank saw it.
-#[derive(Debug, Clone, Default)]
-pub(super) struct CclRow {
-    pub op: u32,
-    pub rank: u32,
-    pub peer: u32,
-    pub step: u32,
-    pub send: bool,
-    pub bytes: u64,
-    pub reduce: bool,
-    pub post_ps: Option<u64>,
-    /// Send: its message left; receive: its message arrived.
-    pub start_ps: Option<u64>,
-    /// Send: its message arrived; receive: reduced or copied.
-    pub end_ps: Option<u64>,
-}
-
-/// Rows in the order they were first touched (deterministic), indexed by
-/// (op, rank, step, send).
-#[derive(Default)]
-pub(super) struct Ccl {
-    rows: Vec<CclRow>,
-    index: HashMap<(u32, u32, u32, bool), usize>,
-}
-
-impl Ccl {
-    /// The row of `rank`'s step `step` of op `op` (created on first use).
-    pub fn row(&mut self, op: u32, rank: u32, step: u32, send: bool, peer: u32) -> &mut CclRow {
-        let n = self.rows.len();
-        let k = *self.index.entry((op, rank, step, send)).or_insert(n);
-        if k == n {
-            self.rows.push(CclRow {
-                op,
-                rank,
-                peer,
-                step,
-                send,
-                ..Default::default()
-            });
-        }
-        &mut self.rows[k]
-    }
-
-    /// Sets the post time unless it is set already.
-    pub fn post(&mut self, op: u32, rank: u32, step: u32, send: bool, peer: u32, t: u64) {
-        self.row(op, rank, step, send, peer)
-            .post_ps
-            .get_or_insert(t);
-    }
-}
 
 impl TrainingJob {
     /// The first send and receive of a rank in one op, with their peers:
@@ -124,48 +73,13 @@ impl TrainingJob {
             Engine::Plan(_) => "plan",
             Engine::Aggregate(_) => "aggregation",
         };
-        Table::new("job_ccl")
+        let t = Table::new("job_ccl")
             .col("job", Column::Str(vec![name; r.len()]))
             .col(
                 "algorithm",
                 Column::Str(vec![algorithm.to_string(); r.len()]),
             )
-            .col("op", Column::U32(r.iter().map(|x| x.op).collect()))
-            .col("rank", Column::U32(r.iter().map(|x| x.rank).collect()))
-            .col(
-                "host",
-                Column::U32(
-                    r.iter()
-                        .map(|x| self.spec.workers[x.rank as usize])
-                        .collect(),
-                ),
-            )
-            .col("peer", Column::U32(r.iter().map(|x| x.peer).collect()))
-            .col("step", Column::U32(r.iter().map(|x| x.step).collect()))
-            .col(
-                "kind",
-                Column::Str(
-                    r.iter()
-                        .map(|x| if x.send { "send" } else { "recv" }.to_string())
-                        .collect(),
-                ),
-            )
-            .col("bytes", Column::U64(r.iter().map(|x| x.bytes).collect()))
-            .col(
-                "reduce",
-                Column::U32(r.iter().map(|x| x.reduce as u32).collect()),
-            )
-            .col(
-                "post_ps",
-                Column::OptU64(r.iter().map(|x| x.post_ps).collect()),
-            )
-            .col(
-                "start_ps",
-                Column::OptU64(r.iter().map(|x| x.start_ps).collect()),
-            )
-            .col(
-                "end_ps",
-                Column::OptU64(r.iter().map(|x| x.end_ps).collect()),
-            )
+            .col("op", Column::U32(r.iter().map(|x| x.op).collect()));
+        message_columns(t, &r, |_, k| k, |k| self.spec.workers[k as usize])
     }
 }
