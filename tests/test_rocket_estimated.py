@@ -227,3 +227,49 @@ def test_a_mesh_the_estimator_refuses_is_exit_2_naming_the_clock(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr, out
     assert "packet_rocket_clock" in out and "estimator refused" in out, out
     assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------- what a table was made for
+def test_a_resolved_scenario_rerun_with_another_seed_equals_a_fresh_run_of_that_seed():
+    # Default [clocks]: each host's offset and drift drawn from the seed. Seed 3's resolved scenario carries seed
+    # 3's table; rerun with seed 4 it must not apply that table to seed 4's clocks, but give what seed 4 gives.
+    s = _star({}, probes={"peers": 3, "pair_every_ps": "1ms", "duration_ps": "6ms"}, threshold="2us")
+    r3, r4 = simulate(s.replace(seed=3)), simulate(s.replace(seed=4))
+    t3, t4 = (r.resolved["transport"]["packet_rocket_correction"] for r in (r3, r4))
+    assert max(abs(a["drift_ppm"] - b["drift_ppm"]) for a, b in zip(t3, t4)) > 1.0  # the seeds' clocks differ
+    again = simulate(Scenario.from_dict(r3.resolved).replace(seed=4))
+    assert again.resolved["transport"] == r4.resolved["transport"]
+    assert again.summary["packet_rocket"]["calibration"]["replaced_stale_table"] is True
+    assert again.flows_parquet == r4.flows_parquet
+    # Rerun unchanged, the table matches what it was made for: no pass.
+    assert "calibration" not in simulate(Scenario.from_dict(r3.resolved)).summary["packet_rocket"]
+
+
+def test_a_changed_clock_or_topology_changes_what_the_table_is_for():
+    from fabriclab.observe.clock.calibrate import made_for
+    s = _star(HAND)
+    raw = s.model_dump(by_alias=True)
+    other_clock = {**HAND, "hosts": {**HAND["hosts"], "h2": {"offset_ps": "3us", "drift_ppm": 13.0}}}
+    slower = {**raw["topology"], "link_rate_bps": 1_000_000_000}
+    digests = {made_for(s), made_for(s.replace(seed=8)), made_for(s.replace(clocks=other_clock)),
+               made_for(s.replace(topology=slower))}
+    assert len(digests) == 4
+    renamed = s.replace(name="other", flows=[])  # neither the name nor the idle pass's dropped load count
+    assert made_for(renamed) == made_for(s)
+
+
+def test_a_digest_without_a_table_refused():
+    with pytest.raises(ScenarioError, match="packet_rocket_correction_for"):
+        Scenario.from_dict({"name": "x", "topology": {"kind": "star", "hosts": 2}, "clocks": {},
+                            "transport": {"packet_rocket_threshold_ps": 0, "packet_rocket_correction_for": "sha256:0"}})
+
+
+def test_validate_says_a_stale_table_will_be_made_again(tmp_path):
+    r = simulate(_star(HAND, probes={"peers": 3, "pair_every_ps": "1ms", "duration_ps": "6ms"}))
+    import tomli_w
+    raw = r.resolved
+    (tmp_path / "same.toml").write_text(tomli_w.dumps(raw))
+    (tmp_path / "other.toml").write_text(tomli_w.dumps({**raw, "seed": 9}))
+    same, other = run_cli("validate", str(tmp_path / "same.toml")), run_cli("validate", str(tmp_path / "other.toml"))
+    assert same.returncode == other.returncode == 0, same.stderr + other.stderr
+    assert "made for another scenario" not in same.stdout and "made for another scenario" in other.stdout

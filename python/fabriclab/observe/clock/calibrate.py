@@ -28,15 +28,25 @@ network effect), and hands the result to the core as a correction table
   and k (piece 0 from its own middle; the core extends a host's first piece
   backwards and its last forwards). Hosts outside the mesh get no pieces and
   read their clocks raw.
+- **What the table is for.** Beside the table the pass writes
+  ``packet_rocket_correction_for``: a digest of the pass's own scenario
+  (name aside), of the topology it builds and of the files it reads. A
+  resolved scenario rerun with another seed, ``[clocks]``, topology, mesh or
+  (loaded) load no longer matches it, and its table is made again rather
+  than applied to clocks it was not made for. A table given without it
+  (by hand) is applied as it is.
 """
 
 from __future__ import annotations
+
+import hashlib
+import json
 
 import numpy as np
 
 from ...scenario.base import ScenarioError
 from ...scenario.clocks import ProbesConfig
-from ...scenario.fabric import needs_calibration
+from ...scenario.fabric import needs_calibration, rocket_clock
 from . import estimate as est
 from . import probes as pr
 
@@ -61,7 +71,7 @@ def calibration_scenario(s, hosts: int):
         mesh = ProbesConfig(peers=max(1, min(5, len(members) - 1)))
     transport = s.transport.model_dump(by_alias=True)
     transport.update(packet_rocket_threshold_ps=None, packet_rocket_hosts=None, packet_rocket_clock=None,
-                     packet_rocket_correction=None)
+                     packet_rocket_correction=None, packet_rocket_correction_for=None)
     stop = mesh.start_ps + mesh.duration_ps + DRAIN_PS
     if s.transport.packet_rocket_calibration == "loaded":
         return s.replace(recovery=None, transport=transport, probes=mesh.model_dump(by_alias=True),
@@ -129,13 +139,38 @@ def calibrate(s) -> tuple[list[dict], dict]:
     return table, info
 
 
+def made_for(s) -> str:
+    """The digest of what ``s``'s calibration pass reads (the module's
+    docstring, "What the table is for")."""
+    t = s.build_topology()
+    c = calibration_scenario(s, len(t.hosts))
+    d = c.resolved_dict()
+    for k in ("fabriclab_version", "name"):
+        d.pop(k, None)
+    h = hashlib.sha256(json.dumps([d, t.to_core()], sort_keys=True, separators=(",", ":")).encode())
+    for f in c.input_files():
+        h.update(f.read_bytes())
+    return "sha256:" + h.hexdigest()[:32]
+
+
+def stale(s) -> bool:
+    """``s`` carries a table the calibration pass made for another scenario."""
+    tr = s.transport
+    return (tr.packet_rocket_correction is not None and tr.packet_rocket_correction_for is not None
+            and tr.packet_rocket_threshold_ps is not None and s.backend == "packet"
+            and rocket_clock(s) == "estimated" and tr.packet_rocket_correction_for != made_for(s))
+
+
 def calibrated(s):
     """``s`` with its Packet Rocket correction table filled by the calibration
-    pass when it needs one (estimated clocks, no table given), and the pass's
-    account (None when none ran)."""
-    if not needs_calibration(s):
+    pass when it needs one (estimated clocks, no table given, or a pass's
+    table made for another scenario), and the pass's account (None when none
+    ran)."""
+    replaced = stale(s)
+    if not (needs_calibration(s) or replaced):
         return s, None
     table, info = calibrate(s)
+    info["replaced_stale_table"] = replaced
     transport = s.transport.model_dump(by_alias=True)
-    transport["packet_rocket_correction"] = table
+    transport.update(packet_rocket_correction=table, packet_rocket_correction_for=made_for(s))
     return s.replace(transport=transport), info
