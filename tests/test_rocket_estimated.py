@@ -11,7 +11,7 @@ import pytest
 from conftest import run_cli
 from fabriclab import simulate
 from fabriclab.scenario.model import Scenario, ScenarioError
-from test_packet_rocket import OFFSETS, SLOW_PKT_PS, _two_rates
+from test_packet_rocket import FAST_PKT_PS, OFFSETS, SLOW_PKT_PS, _two_rates
 
 PAUSE_PS = 3_220_800
 # Segment 4 reaches h1 3 slow-link packet times after segment 1 (the base's).
@@ -32,6 +32,30 @@ def test_perfect_offsets_give_the_bytes_of_ideal_clocks(tmp_path):
     assert (est.summary["packet_rocket"]["pauses"], est.summary["packet_rocket"]["paused_ps"]) == (1, PAUSE_PS)
     assert est.flows_parquet == ideal.flows_parquet and est.links_parquet == ideal.links_parquet
     assert "calibration" not in est.summary["packet_rocket"]  # a table given: no calibration pass
+
+
+# OFFSETS with drifts: h0 runs 200 ppm fast, h1 300 ppm slow. Host h reads L = t + o + d t.
+DRIFTING = {"hosts": {"h0": {"offset_ps": "-5us", "drift_ppm": 200.0}, "h1": {"offset_ps": "70us", "drift_ppm": -300.0}},
+            "wander_ppm": 0.0}
+# Segment 4 leaves h0 3 fast-link packet times after segment 1 (the base's) and reaches h1 GAP_PS after it.
+TX_GAP_PS = 3 * FAST_PKT_PS  # 3,691,200
+
+
+@pytest.mark.parametrize("sign,pause_ps", [
+    (1, PAUSE_PS),
+    # No slope: the corrected clocks keep the drifts, and segment 4's OWD over the base errs by
+    # d1 x GAP_PS - d0 x TX_GAP_PS = -300e-6 x 36,912,000 - 200e-6 x 3,691,200 = -11,811.84 ps.
+    (0, PAUSE_PS - 11_811.84),
+    # The slope negated: corrected = t (1 + 2d), twice that error.
+    (-1, PAUSE_PS - 2 * 11_811.84),
+], ids=["exact", "no-drift", "negated-drift"])
+def test_only_the_exact_drifting_table_gives_ideal_pauses(tmp_path, sign, pause_ps):
+    # The exact correction of L = t + o + d t, read on L: from L = o (t = 0), offset o, slope d / (1 + d);
+    # then L - correction = t within the stamps' rounding (1 ps each).
+    table = [_piece(0, -5_000_000, sign * 200 / 1.0002, -5_000_000), _piece(1, 70_000_000, sign * -300 / 0.9997, 70_000_000)]
+    assert -300e-6 * GAP_PS - 200e-6 * TX_GAP_PS == pytest.approx(-11_811.84)
+    pr = _two_rates(tmp_path, 6, DRIFTING, clock="estimated", correction=table).summary["packet_rocket"]
+    assert pr["pauses"] == 1 and abs(pr["paused_ps"] - pause_ps) <= 3, pr
 
 
 def test_a_constant_offset_error_cancels_through_the_base(tmp_path):
@@ -77,35 +101,65 @@ def _star(clocks, probes=None, threshold="30us"):
     return Scenario.from_dict(raw)
 
 
-# Four hosts with offsets and drifts given by hand, no wander, NIC stamps (20 ns noise).
-HAND = {"hosts": {"h0": {"offset_ps": "40us", "drift_ppm": 5.0}, "h1": {"offset_ps": "-120us", "drift_ppm": -8.0},
-                  "h2": {"offset_ps": "3us", "drift_ppm": 12.0}, "h3": {"offset_ps": "250us", "drift_ppm": -3.0}},
-        "wander_ppm": 0.0}
+# Four hosts with offsets and drifts given by hand (drifts of 100-500 ppm, so that a table without its slope, or
+# with it negated, is microseconds off within the mesh), no wander, NIC stamps (20 ns noise).
+HAND_PS_PPM = {"h0": (40e6, 150.0), "h1": (-120e6, -400.0), "h2": (3e6, 500.0), "h3": (250e6, -100.0)}
+HAND = {"hosts": {h: {"offset_ps": int(o), "drift_ppm": d} for h, (o, d) in HAND_PS_PPM.items()}, "wander_ppm": 0.0}
 
 
 def _hand_reading_ps(host: int, t_ps: float) -> float:
-    c = HAND["hosts"][f"h{host}"]
-    off = {"40us": 40e6, "-120us": -120e6, "3us": 3e6, "250us": 250e6}[c["offset_ps"]]
-    return t_ps + off + c["drift_ppm"] * 1e-6 * t_ps
+    off, drift = HAND_PS_PPM[f"h{host}"]
+    return t_ps + off + drift * 1e-6 * t_ps
 
 
 def test_the_calibration_recovers_hand_given_clocks():
     # The pass's table, read at h's clock L_h(t), should give L_h(t) - L_h0(t) (the reference is h0, the first
     # host by name). Huygens' idle error is tens of ns with 20 ns NIC stamps (docs/clockwork.md: p99 21 ns);
-    # allowed: 100 ns, within the mesh's 6 ms.
+    # allowed: 100 ns, within the mesh's 6 ms. Its slope on h's clock is d(L_h - L_h0)/dL_h =
+    # (d_h - d_h0) / (1 + d_h): -550 / 0.9996, 350 / 1.0005 and -250 / 0.9999 ppm; allowed: 20 ppm (the fit's
+    # slope error is the stamps' noise over the mesh's span, ~20 ns / 5 ms = 4 ppm). Without the slope, the
+    # table would be 550 ppm x 2 ms = 1.1 us off at 1 and 5 ms; negated, twice that.
     from fabriclab.observe.clock.calibrate import calibrate
     s = _star(HAND, probes={"peers": 3, "pair_every_ps": "1ms", "duration_ps": "6ms"})
     table, info = calibrate(s)
     assert info["reference"] == "h0" and info["hosts"] == 4
+    d0 = HAND_PS_PPM["h0"][1] * 1e-6
     for h in range(4):
         own = [p for p in table if p["host"] == h]
         assert len(own) == info["windows"] == 1
         p = own[0]
+        dh = HAND_PS_PPM[f"h{h}"][1] * 1e-6
+        assert abs(p["drift_ppm"] - (dh - d0) / (1 + dh) * 1e6) <= 20, (h, p["drift_ppm"])
         for t in (1e9, 3e9, 5e9):
             local = _hand_reading_ps(h, t)
             got = p["offset_ps"] + p["drift_ppm"] * 1e-6 * (local - p["from_local_ps"])
             want = local - _hand_reading_ps(0, t)
             assert abs(got - want) <= 100_000, (h, t, got - want)
+
+
+def test_pieces_of_a_hand_built_two_window_estimate():
+    # No simulation: an estimate's clocks table written by hand, rows shuffled, hosts h0 (the reference), h2 and
+    # h10 with host indices 0, 2 and 10 (by name h10 sorts before h2). Windows' midpoints at 1 s and 3 s.
+    # Each piece, worked out from the module's formulas: piece 0 starts at the reference's reading R = mid_0
+    # with o = offset_0; piece 1 at R = (mid_0 + mid_1) / 2 = 2 s with o = offset_1 + d_1 (R - mid_1); the host
+    # reads L = R + o there (ps: x 1000); the slope on L is d / (1 + d).
+    import pyarrow as pa
+    from fabriclab.observe.clock.calibrate import pieces
+    rows = [  # host, window, mid_ns, offset_ns, drift_ppm
+        ("h10", 1, 3e9, -700.0, -30.0), ("h2", 0, 1e9, 1000.0, 100.0), ("h0", 1, 3e9, 0.0, 0.0),
+        ("h2", 1, 3e9, 1200.0, 50.0), ("h10", 0, 1e9, -500.0, -20.0), ("h0", 0, 1e9, 0.0, 0.0)]
+    clocks = pa.table({"host": [r[0] for r in rows], "window": [r[1] for r in rows],
+                       "window_mid_ns": [r[2] for r in rows], "offset_ns": [r[3] for r in rows],
+                       "drift_ppm": [r[4] for r in rows]})
+    got = pieces(clocks, {"h0": 0, "h2": 2, "h10": 10})
+    want = [
+        (0, 1_000_000_000_000, 0, 0.0), (0, 2_000_000_000_000, 0, 0.0),
+        # h2: o = 1000 ns at R = 1 s; then 1200 + 50e-6 x (2e9 - 3e9) = -48,800 ns at R = 2 s.
+        (2, 1_000_001_000_000, 1_000_000, 100 / 1.0001), (2, 1_999_951_200_000, -48_800_000, 50 / 1.00005),
+        # h10: o = -500 ns at R = 1 s; then -700 - 30e-6 x (2e9 - 3e9) = 29,300 ns at R = 2 s.
+        (10, 999_999_500_000, -500_000, -20 / 0.99998), (10, 2_000_029_300_000, 29_300_000, -30 / 0.99997)]
+    assert [(p["host"], p["from_local_ps"], p["offset_ps"]) for p in got] == [w[:3] for w in want]
+    assert [p["drift_ppm"] for p in got] == pytest.approx([w[3] for w in want], rel=1e-12)
 
 
 def test_estimated_is_the_default_with_clocks_and_runs_the_calibration_pass():
