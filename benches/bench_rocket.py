@@ -35,7 +35,8 @@ with T 1 ps and 25 ns higher (perturbation controls), on estimated ones
 (the calibration pass: the default probe mesh alone, or "loaded" beside
 the run's own load, fabriclab's estimator, its table applied;
 `cal_err_max_ns` is the estimate's largest offset error against the
-truth) and on the raw host clocks.
+truth, `cal_drift_err_max_ppm` its largest drift error: the one that does
+not cancel) and on the raw host clocks.
 
 T is `--threshold-us` (default 5 us) above each path's base. Prints
 Markdown tables."""
@@ -82,8 +83,9 @@ def _queue_and_transport(cc, buffer_packets):
 def _rocket(r):
     pr = r.summary.get("packet_rocket") or {}
     out = {"pauses": pr.get("pauses", 0), "paused_us": round(pr.get("paused_ps", 0) / 1e6, 1)}
-    if "calibration" in pr:  # estimated clocks: the pass's offset error against the truth, largest over hosts
+    if "calibration" in pr:  # estimated clocks: the pass's offset and drift errors against the truth, largest
         out["cal_err_max_ns"] = round(pr["calibration"].get("offset_error_ns_max", float("nan")), 1)
+        out["cal_drift_err_max_ppm"] = round(pr["calibration"].get("drift_error_ppm_max", float("nan")), 2)
     return out
 
 
@@ -123,7 +125,7 @@ def background(load, cc, threshold_ps, seeds, ms, clocks=None, clock=None, ignor
     clock, calibration = clock if isinstance(clock, tuple) else (clock, None)
     queue, pfc = _queue_and_transport(cc, 250)
     fct, small, slow, drops, frames, maxq, gbps, pauses, paused = [], [], [], 0, 0, 0, [], 0, 0.0
-    cal_err = 0.0
+    cal_err = cal_drift = 0.0
     for seed in seeds:
         raw = {**base, "seed": seed, "queue": {**base["queue"], **queue},
                "transport": {**base["transport"], "cc": cc, "packet_rocket_threshold_ps": threshold_ps,
@@ -151,6 +153,7 @@ def background(load, cc, threshold_ps, seeds, ms, clocks=None, clock=None, ignor
         pauses += rk["pauses"]
         paused += rk["paused_us"]
         cal_err = max(cal_err, rk.get("cal_err_max_ns", 0.0))
+        cal_drift = max(cal_drift, rk.get("cal_drift_err_max_ppm", 0.0))
     fct, small, slow = np.concatenate(fct), np.concatenate(small), np.concatenate(slow)
     return {"load": load, "cc": cc, "rocket": threshold_ps is not None, "flows": len(fct),
             "p99_small_us": round(float(np.percentile(small, 99)) / 1e6, 1),
@@ -158,7 +161,7 @@ def background(load, cc, threshold_ps, seeds, ms, clocks=None, clock=None, ignor
             "p99_slowdown": round(float(np.percentile(slow, 99)), 1),
             "drops": drops, "pfc_frames": frames, "max_queue_packets": round(maxq / WIRE, 1),
             "goodput_gbps": round(float(np.mean(gbps)), 2), "pauses": pauses, "paused_us": round(paused, 1),
-            **({"cal_err_max_ns": cal_err} if clock == "estimated" else {})}
+            **({"cal_err_max_ns": cal_err, "cal_drift_err_max_ppm": cal_drift} if clock == "estimated" else {})}
 
 
 def _table(rows, out, kind):

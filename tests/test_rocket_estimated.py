@@ -135,6 +135,11 @@ def test_the_calibration_recovers_hand_given_clocks():
             got = p["offset_ps"] + p["drift_ppm"] * 1e-6 * (local - p["from_local_ps"])
             want = local - _hand_reading_ps(0, t)
             assert abs(got - want) <= 100_000, (h, t, got - want)
+    # summary.json's drift error: against the same hand slopes.
+    errs = [abs(p["drift_ppm"] - (HAND_PS_PPM[f"h{p['host']}"][1] - 150.0) / (1 + HAND_PS_PPM[f"h{p['host']}"][1] * 1e-6))
+            for p in table if p["host"] != 0]
+    assert info["drift_error_ppm_max"] == pytest.approx(max(errs), abs=1e-9)
+    assert info["drift_error_ppm_p50"] == pytest.approx(sorted(errs)[1], abs=1e-9)
 
 
 def test_pieces_of_a_hand_built_two_window_estimate():
