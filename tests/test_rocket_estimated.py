@@ -7,6 +7,8 @@ Expected numbers come from the path's rates (test_packet_rocket.py's
 two-rate path: segment 4's echo is 33,220,800 ps over the base, a pause of
 3,220,800 ps at T = 30 us) and from clocks given by hand."""
 
+import json
+
 import pytest
 from conftest import run_cli
 from fabriclab import simulate
@@ -332,3 +334,28 @@ def test_validate_says_a_stale_table_will_be_made_again(tmp_path):
     same, other = run_cli("validate", str(tmp_path / "same.toml")), run_cli("validate", str(tmp_path / "other.toml"))
     assert same.returncode == other.returncode == 0, same.stderr + other.stderr
     assert "made for another scenario" not in same.stdout and "made for another scenario" in other.stdout
+
+
+def test_a_recovery_run_calibrates_each_segment_on_its_own_clocks(tmp_path):
+    # test_c4_recovery.py's crash (rank 1 at 15 ms, restart on a spare) with Packet Rocket on and the hand clocks on
+    # the star's six hosts: each segment (its own seed) runs the pass, and its table's slope on h is
+    # (d_h - d_h0) / (1 + d_h) within 20 ppm, as in test_the_calibration_recovers_hand_given_clocks.
+    import tomli_w
+    from test_c4_recovery import CRASH_AT, scenario
+    hand = {**HAND_PS_PPM, "h4": (-7e6, 300.0), "h5": (9e6, -250.0)}
+    raw = scenario([{"kind": "crash", "rank": 1, "at_ps": CRASH_AT}])
+    raw["transport"]["packet_rocket_threshold_ps"] = "20us"
+    raw["clocks"] = {"hosts": {h: {"offset_ps": int(o), "drift_ppm": d} for h, (o, d) in hand.items()},
+                     "wander_ppm": 0.0}
+    (tmp_path / "s.toml").write_text(tomli_w.dumps(raw))
+    r = run_cli("run", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr + r.stdout
+    segments = sorted((tmp_path / "out" / "segments").iterdir())
+    assert len(segments) == 2
+    for seg in segments:
+        cal = json.loads((seg / "summary.json").read_text())["packet_rocket"]["calibration"]
+        assert (cal["hosts"], cal["reference"]) == (6, "h0")
+        table = Scenario.load(seg / "scenario.resolved.toml").transport.packet_rocket_correction
+        for p in table:
+            dh = hand[f"h{p.host}"][1]
+            assert abs(p.drift_ppm - (dh - 150.0) / (1 + dh * 1e-6)) <= 20, (seg.name, p)
