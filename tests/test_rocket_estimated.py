@@ -199,6 +199,25 @@ def test_a_table_for_other_clocks_refused():
         _two_rates_scenario(clock="host", correction=[_piece(0, 0)])
 
 
+@pytest.mark.parametrize("transport,field", [
+    ({"packet_rocket_correction": [_piece(0, 0)]}, "packet_rocket_correction"),  # Packet Rocket off
+    ({"packet_rocket_threshold_ps": "10us", "packet_rocket_correction": [_piece(0, 0)]},
+     "packet_rocket_correction"),  # a table, no [clocks] (the clock then defaults to "ideal")
+], ids=["rocket-off", "no-clocks"])
+def test_a_table_where_it_cannot_apply_exits_2(tmp_path, transport, field):
+    import tomli_w
+    raw = {"name": "x", "topology": {"kind": "star", "hosts": 2}, "transport": transport,
+           "flows": [{"src": 0, "dst": 1, "size_bytes": 1000}]}
+    if transport.get("packet_rocket_threshold_ps") is None:
+        raw["clocks"] = {}
+    (tmp_path / "s.toml").write_text(tomli_w.dumps(raw))
+    for cmd in (("validate",), ("run", "--out", str(tmp_path / "out"))):
+        r = run_cli(cmd[0], str(tmp_path / "s.toml"), *cmd[1:])
+        out = r.stderr + r.stdout
+        assert r.returncode == 2 and "Traceback" not in r.stderr and f"transport.{field}" in out, out
+    assert not (tmp_path / "out").exists()
+
+
 def test_estimated_without_clocks_refused():
     with pytest.raises(ScenarioError, match="packet_rocket_clock"):
         Scenario.from_dict({"name": "x", "topology": {"kind": "star", "hosts": 2},

@@ -193,7 +193,8 @@ def validate(scenario: Path, memory_limit: Optional[str]) -> None:
     out().print(f"  estimate: {estimate_text(s, t)}", soft_wrap=True)
     if calibrates:
         out().print("  note: Packet Rocket reads estimated clocks: `fabriclab run` first runs the probe mesh alone "
-                    "to estimate them (docs/clockwork-control.md)", soft_wrap=True)
+                    "to estimate them (docs/clockwork-control.md); not run here, so a mesh the estimator refuses "
+                    "(too few pure pairs) shows only in the run (exit 2)", soft_wrap=True)
     if remade:
         out().print("  note: transport.packet_rocket_correction was made for another scenario "
                     "(packet_rocket_correction_for differs): `fabriclab run` makes it again", soft_wrap=True)

@@ -272,6 +272,9 @@ class TransportConfig(_Strict):
                 raise ValueError("packet_rocket_correction_for: names what the calibration pass made "
                                  "packet_rocket_correction for, and no table is given; drop it or give the table")
             return self
+        if self.packet_rocket_threshold_ps is None:
+            raise ValueError("packet_rocket_correction: corrects the clocks Packet Rocket reads, and Packet Rocket is "
+                             "off without packet_rocket_threshold_ps; set the threshold or drop the table")
         if self.packet_rocket_clock not in (None, "estimated"):
             raise ValueError(f'packet_rocket_correction: corrects the clocks of packet_rocket_clock = "estimated", '
                              f'not "{self.packet_rocket_clock}"; drop the table or set the clock to "estimated"')
