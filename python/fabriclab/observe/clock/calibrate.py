@@ -11,9 +11,9 @@ network effect), and hands the result to the core as a correction table
   are part of the fabric the mesh measures) and seed kept. The mesh is the
   scenario's ``[probes]``, or without one the pass's own default (5 peers, a
   pair per peer every 10 ms for 100 ms: ``[probes]``' default of a pair
-  every 2 ms for 10 ms left a drift error of 1.2-4.0 ppm p50 and up to 7.6
-  ppm, this one 0.1-0.3 and up to 0.65, for twice the pairs and 1.5 times
-  the pass's time; docs/clockwork-control.md), which then runs in the pass only.
+  every 2 ms for 10 ms left a drift error of up to 3.5-8.0 ppm, this one
+  up to 0.29-0.65, for twice the pairs; ``benches/bench_rocket.py
+  calibration``, docs/clockwork-control.md), which then runs in the pass only.
   It stops 1 ms after the mesh's last pair is sent. With
   ``packet_rocket_calibration = "loaded"`` the pass keeps the scenario's own
   load too (Packet Rocket still off), so the estimate carries the
