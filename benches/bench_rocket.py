@@ -64,7 +64,7 @@ BURST_PS = 1_000_000_000
 WIRE = 1538
 CCS = ["newreno", "dctcp", "cubic", "dcqcn"]
 # clocks: Packet Rocket off, then on ideal clocks, on ideal clocks with T 1 ps and 25 ns higher (perturbation
-# controls: no clock error, every pause that much shorter; 25 ns is the estimate's largest offset error), on
+# controls: no clock error, every pause that much shorter; 25 ns is about the idle estimate's largest offset error), on
 # estimated clocks (the calibration pass's table; "loaded": the pass keeps the run's own load, Packet Rocket off)
 # and on raw host clocks.
 CLOCKS = ["off", "ideal", "ideal T+1ps", "ideal T+25ns", "estimated", "estimated loaded", "host"]

@@ -37,8 +37,8 @@ def test_perfect_offsets_give_the_bytes_of_ideal_clocks(tmp_path):
 
 
 # OFFSETS with drifts: h0 runs 200 ppm fast, h1 300 ppm slow. Host h reads L = t + o + d t.
-DRIFTING = {"hosts": {"h0": {"offset_ps": "-5us", "drift_ppm": 200.0}, "h1": {"offset_ps": "70us", "drift_ppm": -300.0}},
-            "wander_ppm": 0.0}
+DRIFTING = {"hosts": {"h0": {"offset_ps": "-5us", "drift_ppm": 200.0},
+                      "h1": {"offset_ps": "70us", "drift_ppm": -300.0}}, "wander_ppm": 0.0}
 # Segment 4 leaves h0 3 fast-link packet times after segment 1 (the base's) and reaches h1 GAP_PS after it.
 TX_GAP_PS = 3 * FAST_PKT_PS  # 3,691,200
 
@@ -54,7 +54,8 @@ TX_GAP_PS = 3 * FAST_PKT_PS  # 3,691,200
 def test_only_the_exact_drifting_table_gives_ideal_pauses(tmp_path, sign, pause_ps):
     # The exact correction of L = t + o + d t, read on L: from L = o (t = 0), offset o, slope d / (1 + d);
     # then L - correction = t within the stamps' rounding (1 ps each).
-    table = [_piece(0, -5_000_000, sign * 200 / 1.0002, -5_000_000), _piece(1, 70_000_000, sign * -300 / 0.9997, 70_000_000)]
+    table = [_piece(0, -5_000_000, sign * 200 / 1.0002, -5_000_000),
+             _piece(1, 70_000_000, sign * -300 / 0.9997, 70_000_000)]
     assert -300e-6 * GAP_PS - 200e-6 * TX_GAP_PS == pytest.approx(-11_811.84)
     pr = _two_rates(tmp_path, 6, DRIFTING, clock="estimated", correction=table).summary["packet_rocket"]
     assert pr["pauses"] == 1 and abs(pr["paused_ps"] - pause_ps) <= 3, pr
@@ -138,8 +139,8 @@ def test_the_calibration_recovers_hand_given_clocks():
             want = local - _hand_reading_ps(0, t)
             assert abs(got - want) <= 100_000, (h, t, got - want)
     # summary.json's drift error: against the same hand slopes.
-    errs = [abs(p["drift_ppm"] - (HAND_PS_PPM[f"h{p['host']}"][1] - 150.0) / (1 + HAND_PS_PPM[f"h{p['host']}"][1] * 1e-6))
-            for p in table if p["host"] != 0]
+    drift = {int(h[1:]): d for h, (_, d) in HAND_PS_PPM.items()}
+    errs = [abs(p["drift_ppm"] - (drift[p["host"]] - 150.0) / (1 + drift[p["host"]] * 1e-6)) for p in table if p["host"]]
     assert info["drift_error_ppm_max"] == pytest.approx(max(errs), abs=1e-9)
     assert info["drift_error_ppm_p50"] == pytest.approx(sorted(errs)[1], abs=1e-9)
 
