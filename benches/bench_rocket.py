@@ -6,6 +6,7 @@ background, and what clock sync error costs. Not a test; run it by hand:
     python benches/bench_rocket.py background [--load 0.4 0.8] [--cc ...] [--seeds 1 2 3] [--ms 200]
     python benches/bench_rocket.py clocks [--n 16 32] [--cc newreno cubic] [--load 0.6] [--seeds 1]
                                           [--ms 20] [--drift-ppm 6]
+    python benches/bench_rocket.py calibration [--n 16 32 127] [--seeds 1 2 3 4] [--drift-ppm 6]
     (incast and background: [--ignore ended|extend|during], the pause's ignore rule)
     (each: [--out DIR] also writes rocket_<kind>.csv)
 
@@ -35,7 +36,15 @@ with T 1 ps and 25 ns higher (perturbation controls), on estimated ones
 (the calibration pass: the default probe mesh alone, or "loaded" beside
 the run's own load, fabriclab's estimator, its table applied;
 `cal_err_max_ns` is the estimate's largest offset error against the
-truth) and on the raw host clocks.
+truth, `cal_drift_err_max_ppm` its largest drift error: the one that does
+not cancel) and on the raw host clocks.
+
+**calibration**: the estimated clocks' pass alone on a 10 Gbit/s star of
+N + 1 hosts (`[clocks]` defaults, drift sigma `--drift-ppm`), per seed its
+default mesh (a pair per peer every 10 ms for 100 ms) and the earlier one
+(every 2 ms for 10 ms, given as `[probes]`), alternated: wall time of the
+pass and estimate, and the drift error's p50 and max against the
+simulated clocks.
 
 T is `--threshold-us` (default 5 us) above each path's base. Prints
 Markdown tables."""
@@ -55,7 +64,7 @@ BURST_PS = 1_000_000_000
 WIRE = 1538
 CCS = ["newreno", "dctcp", "cubic", "dcqcn"]
 # clocks: Packet Rocket off, then on ideal clocks, on ideal clocks with T 1 ps and 25 ns higher (perturbation
-# controls: no clock error, every pause that much shorter; 25 ns is the estimate's largest offset error), on
+# controls: no clock error, every pause that much shorter; 25 ns is about the idle estimate's largest offset error), on
 # estimated clocks (the calibration pass's table; "loaded": the pass keeps the run's own load, Packet Rocket off)
 # and on raw host clocks.
 CLOCKS = ["off", "ideal", "ideal T+1ps", "ideal T+25ns", "estimated", "estimated loaded", "host"]
@@ -82,8 +91,9 @@ def _queue_and_transport(cc, buffer_packets):
 def _rocket(r):
     pr = r.summary.get("packet_rocket") or {}
     out = {"pauses": pr.get("pauses", 0), "paused_us": round(pr.get("paused_ps", 0) / 1e6, 1)}
-    if "calibration" in pr:  # estimated clocks: the pass's offset error against the truth, largest over hosts
+    if "calibration" in pr:  # estimated clocks: the pass's offset and drift errors against the truth, largest
         out["cal_err_max_ns"] = round(pr["calibration"].get("offset_error_ns_max", float("nan")), 1)
+        out["cal_drift_err_max_ppm"] = round(pr["calibration"].get("drift_error_ppm_max", float("nan")), 2)
     return out
 
 
@@ -123,7 +133,7 @@ def background(load, cc, threshold_ps, seeds, ms, clocks=None, clock=None, ignor
     clock, calibration = clock if isinstance(clock, tuple) else (clock, None)
     queue, pfc = _queue_and_transport(cc, 250)
     fct, small, slow, drops, frames, maxq, gbps, pauses, paused = [], [], [], 0, 0, 0, [], 0, 0.0
-    cal_err = 0.0
+    cal_err = cal_drift = 0.0
     for seed in seeds:
         raw = {**base, "seed": seed, "queue": {**base["queue"], **queue},
                "transport": {**base["transport"], "cc": cc, "packet_rocket_threshold_ps": threshold_ps,
@@ -151,6 +161,7 @@ def background(load, cc, threshold_ps, seeds, ms, clocks=None, clock=None, ignor
         pauses += rk["pauses"]
         paused += rk["paused_us"]
         cal_err = max(cal_err, rk.get("cal_err_max_ns", 0.0))
+        cal_drift = max(cal_drift, rk.get("cal_drift_err_max_ppm", 0.0))
     fct, small, slow = np.concatenate(fct), np.concatenate(small), np.concatenate(slow)
     return {"load": load, "cc": cc, "rocket": threshold_ps is not None, "flows": len(fct),
             "p99_small_us": round(float(np.percentile(small, 99)) / 1e6, 1),
@@ -158,7 +169,7 @@ def background(load, cc, threshold_ps, seeds, ms, clocks=None, clock=None, ignor
             "p99_slowdown": round(float(np.percentile(slow, 99)), 1),
             "drops": drops, "pfc_frames": frames, "max_queue_packets": round(maxq / WIRE, 1),
             "goodput_gbps": round(float(np.mean(gbps)), 2), "pauses": pauses, "paused_us": round(paused, 1),
-            **({"cal_err_max_ns": cal_err} if clock == "estimated" else {})}
+            **({"cal_err_max_ns": cal_err, "cal_drift_err_max_ppm": cal_drift} if clock == "estimated" else {})}
 
 
 def _table(rows, out, kind):
@@ -180,7 +191,7 @@ def _print(row, first):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("kind", choices=["incast", "background", "clocks"])
+    ap.add_argument("kind", choices=["incast", "background", "clocks", "calibration"])
     ap.add_argument("--n", type=int, nargs="+", default=[8, 16, 32, 64])
     ap.add_argument("--cc", nargs="+", default=CCS)
     ap.add_argument("--threshold-us", type=float, default=5.0)
@@ -197,7 +208,9 @@ def main():
     a = ap.parse_args()
     t = round(a.threshold_us * 1e6)
     rows = []
-    if a.kind == "incast":
+    if a.kind == "calibration":
+        rows = calibration(a.n, a.seeds, a.drift_ppm)
+    elif a.kind == "incast":
         for n in a.n:
             for cc in a.cc:
                 for th in (None, t):
@@ -226,6 +239,34 @@ def main():
                                  **background(load, cc, th, a.seeds, a.ms, clocks, ck, a.ignore)})
                     _print(rows[-1], sum(r["case"].startswith("background") for r in rows) == 1)
     _table(rows, a.out, a.kind)
+
+
+def calibration(n_values, seeds, drift_ppm):
+    import time
+
+    from fabriclab.observe.clock.calibrate import calibrate
+
+    meshes = {"default (10 ms / 100 ms)": None,
+              "earlier (2 ms / 10 ms)": {"peers": 5, "pair_every_ps": "2ms", "duration_ps": "10ms"}}
+    rows = []
+    for n in n_values:
+        for seed in seeds:
+            for mesh, probes in meshes.items():
+                raw = {"name": "cal", "seed": seed, "topology": {"kind": "star", "hosts": n + 1,
+                                                                 "link_rate_bps": "10Gbps", "link_delay_ps": "2us"},
+                       "transport": {"cc": "newreno", "packet_rocket_threshold_ps": "5us"},
+                       "clocks": {"drift_sigma_ppm": drift_ppm}}
+                if probes is not None:
+                    raw["probes"] = probes
+                s = Scenario.from_dict(raw)
+                t0 = time.perf_counter()
+                _, info = calibrate(s)
+                rows.append({"hosts": n + 1, "seed": seed, "mesh": mesh, "pass_s": round(time.perf_counter() - t0, 3),
+                             "drift_err_p50_ppm": round(info["drift_error_ppm_p50"], 3),
+                             "drift_err_max_ppm": round(info["drift_error_ppm_max"], 3),
+                             "offset_err_max_ns": round(info["offset_error_ns_max"], 1)})
+                _print(rows[-1], len(rows) == 1)
+    return rows
 
 
 if __name__ == "__main__":

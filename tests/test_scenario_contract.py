@@ -83,6 +83,7 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
                       "packet_rocket_threshold_ps": "20us", "packet_rocket_clock": "estimated",
                       "packet_rocket_correction": [{"host": 1, "from_local_ps": "-2us", "offset_ps": "30us",
                                                     "drift_ppm": 4.5}],
+                      "packet_rocket_correction_for": "sha256:0123456789abcdef",
                       "packet_rocket_calibration": "loaded",
                       "packet_rocket_ignore": "extend", "packet_rocket_hosts": [0, 2],
                       "dcqcn": {"g": 0.0625, "alpha_interval_ps": "55us", "decrease_interval_ps": "4us",
@@ -338,7 +339,7 @@ TRANSLATED = {
     "TapLogicConfig": ("SwitchLogicSpec", set(), set()),
     "SwitchBufferConfig": ("SwitchBufferSpec", set(), set()),
     # packet_rocket_calibration: Python's calibration pass (observe/clock/calibrate.py) makes the correction table
-    "TransportConfig": ("TransportSpec", {"packet_rocket_calibration"}, set()),
+    "TransportConfig": ("TransportSpec", {"packet_rocket_calibration", "packet_rocket_correction_for"}, set()),
     "DcqcnConfig": ("DcqcnSpec", set(), set()),
     "CorrectionPieceConfig": ("CorrectionPiece", set(), set()),
     "RoutingConfig": ("RoutingSpec", set(), set()),

@@ -15,7 +15,9 @@ def simulate(scenario, progress: bool = False, memory_limit: int | str | None = 
     (docs/c4-recovery.md). Bad input raises :class:`fabriclab.InputError`
     (a :class:`fabriclab.ScenarioError` names the field). Packet Rocket on
     estimated clocks (the default with ``[clocks]``) first runs the probe
-    mesh alone to estimate them (``fabriclab.observe.clock.calibrate``)."""
+    mesh alone to estimate them (``fabriclab.observe.clock.calibrate``;
+    with ``[recovery]``, before each segment), and again when the table it
+    carries was made for another scenario (``packet_rocket_correction_for``)."""
     if scenario.recovery is not None:
         from .systems.c4.recovery import simulate as simulate_recovery
 

@@ -92,3 +92,20 @@ fn the_exact_correction_of_a_hand_built_clock_gives_true_time() {
     let offset_only = ClockCorrection::new(&[piece(0, 0, 70_000_000, 0.0)], 1).unwrap();
     assert_eq!(offset_only.corrected_ps(0, l), 1_000_100_000);
 }
+
+#[test]
+fn readings_at_the_schemas_bounds_do_not_overflow() {
+    // The scenario accepts ±2^62 for readings, offsets and piece starts. A piece from -2^62 with offset
+    // -2^62 and 1 ppm, read at L = 2^62: L - from = 2^63 (beyond i64), the slope's term
+    // 1e-6 x 2^63 = 9,223,372,036,854.775808 ps -> 9,223,372,036,855, so the correction is
+    // -2^62 + 9,223,372,036,855 and the corrected reading L - correction = 2^63 - 9,223,372,036,855,
+    // which fits in i64.
+    let b: i64 = 1 << 62;
+    let k = ClockCorrection::new(&[piece(0, -b, -b, 1.0)], 1).unwrap();
+    assert_eq!(k.correction_ps(0, b), -b + 9_223_372_036_855);
+    assert_eq!(k.corrected_ps(0, b), i64::MAX - 9_223_372_036_855 + 1);
+    // A corrected reading beyond i64 saturates: offset -2^62, no drift, at L = i64::MAX.
+    let k = ClockCorrection::new(&[piece(0, 0, -b, 0.0)], 1).unwrap();
+    assert_eq!(k.corrected_ps(0, i64::MAX), i64::MAX);
+    assert_eq!(k.corrected_ps(0, b - 1), i64::MAX);
+}

@@ -174,13 +174,14 @@ def _run(scenario: Optional[Path], out_dir: Path, force: bool, seed: Optional[in
 
 
 def validate(scenario: Path, memory_limit: Optional[str]) -> None:
-    from ..sim.pipeline import estimate_text, resolve_and_build
-
+    from ..observe.clock.calibrate import stale
     from ..scenario.fabric import needs_calibration
+    from ..sim.pipeline import estimate_text, resolve_and_build
 
     s = load(scenario)
     memory_limit = memory_limit_bytes(memory_limit)
     calibrates = needs_calibration(s)
+    remade = stale(s)
     if calibrates:  # the table the run's calibration pass computes; an empty one builds the same core
         s = s.replace(transport={**s.transport.model_dump(by_alias=True), "packet_rocket_correction": []})
     # Resolved once: the memory check (before building a topology that may not fit), the topology, the core's JSON.
@@ -192,7 +193,11 @@ def validate(scenario: Path, memory_limit: Optional[str]) -> None:
     out().print(f"  estimate: {estimate_text(s, t)}", soft_wrap=True)
     if calibrates:
         out().print("  note: Packet Rocket reads estimated clocks: `fabriclab run` first runs the probe mesh alone "
-                    "to estimate them (docs/clockwork-control.md)", soft_wrap=True)
+                    "to estimate them (docs/clockwork-control.md); not run here, so a mesh the estimator refuses "
+                    "(too few pure pairs) shows only in the run (exit 2)", soft_wrap=True)
+    if remade:
+        out().print("  note: transport.packet_rocket_correction was made for another scenario "
+                    "(packet_rocket_correction_for differs): `fabriclab run` makes it again", soft_wrap=True)
     for note in s.ignored_settings():
         out().print(f"  note: ignored: {note}", soft_wrap=True)
 

@@ -257,6 +257,10 @@ class TransportConfig(_Strict):
     # With "estimated": each host's clock correction as linear pieces on its own clock (docs/clockwork-control.md,
     # "Estimated clocks"); None: computed by the calibration pass. A host without pieces reads its clock raw.
     packet_rocket_correction: Optional[list[CorrectionPieceConfig]] = None
+    # What the calibration pass made the table for (a digest of the pass's scenario: seed, [clocks], topology or
+    # [cloud], mesh, and with "loaded" the load), written beside the table it makes; a table whose digest no
+    # longer matches the scenario is made again. None: a table given by hand, applied as it is.
+    packet_rocket_correction_for: Optional[str] = None
     # The calibration pass that makes the table: "idle" (the probe mesh alone) or "loaded" (the mesh beside the
     # scenario's own load, with Packet Rocket off: the estimator's error under load). Read only when it runs.
     packet_rocket_calibration: Literal["idle", "loaded"] = "idle"
@@ -264,7 +268,13 @@ class TransportConfig(_Strict):
     @model_validator(mode="after")
     def _rocket_correction(self):
         if self.packet_rocket_correction is None:
+            if self.packet_rocket_correction_for is not None:
+                raise ValueError("packet_rocket_correction_for: names what the calibration pass made "
+                                 "packet_rocket_correction for, and no table is given; drop it or give the table")
             return self
+        if self.packet_rocket_threshold_ps is None:
+            raise ValueError("packet_rocket_correction: corrects the clocks Packet Rocket reads, and Packet Rocket is "
+                             "off without packet_rocket_threshold_ps; set the threshold or drop the table")
         if self.packet_rocket_clock not in (None, "estimated"):
             raise ValueError(f'packet_rocket_correction: corrects the clocks of packet_rocket_clock = "estimated", '
                              f'not "{self.packet_rocket_clock}"; drop the table or set the clock to "estimated"')

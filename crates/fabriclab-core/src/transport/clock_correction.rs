@@ -10,6 +10,10 @@
 //! picosecond. Before a host's first piece the first one extends backwards;
 //! after its last, the last extends forwards. A host without pieces reads
 //! its clock uncorrected.
+//!
+//! The arithmetic runs in `i128`: the scenario accepts readings, offsets and
+//! piece starts up to ±2⁶², whose differences leave `i64`. A correction or
+//! corrected reading beyond `i64` saturates at its bound.
 
 use serde::Deserialize;
 
@@ -64,6 +68,15 @@ impl ClockCorrection {
 
     /// The correction of host `host` at its clock reading `local_ps`, ps.
     pub fn correction_ps(&self, host: u32, local_ps: i64) -> i64 {
+        saturate(self.correction_wide(host, local_ps))
+    }
+
+    /// Host `host`'s clock reading `local_ps`, corrected.
+    pub fn corrected_ps(&self, host: u32, local_ps: i64) -> i64 {
+        saturate(local_ps as i128 - self.correction_wide(host, local_ps))
+    }
+
+    fn correction_wide(&self, host: u32, local_ps: i64) -> i128 {
         let own = match self.pieces.get(host as usize) {
             Some(v) if !v.is_empty() => v,
             _ => return 0,
@@ -73,12 +86,12 @@ impl ClockCorrection {
             .partition_point(|p| p.from_local_ps <= local_ps)
             .saturating_sub(1);
         let p = &own[k];
-        let dl = (local_ps - p.from_local_ps) as f64;
-        p.offset_ps + (p.drift_ppm * dl / 1e6).round() as i64
+        let dl = (local_ps as i128 - p.from_local_ps as i128) as f64;
+        // |drift_ppm| <= 2000 (the schema) keeps the slope's term within ±2^55.
+        p.offset_ps as i128 + (p.drift_ppm * dl / 1e6).round() as i128
     }
+}
 
-    /// Host `host`'s clock reading `local_ps`, corrected.
-    pub fn corrected_ps(&self, host: u32, local_ps: i64) -> i64 {
-        local_ps - self.correction_ps(host, local_ps)
-    }
+fn saturate(v: i128) -> i64 {
+    v.clamp(i64::MIN as i128, i64::MAX as i128) as i64
 }

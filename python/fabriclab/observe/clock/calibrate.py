@@ -9,8 +9,11 @@ network effect), and hands the result to the core as a correction table
   trace jobs, collectives, faults and link events taken out and Packet Rocket off; the
   topology, queues, transport, ``[clocks]``, ``[cloud]`` (its other tenants
   are part of the fabric the mesh measures) and seed kept. The mesh is the
-  scenario's ``[probes]``, or without one ``[probes]``' defaults (5 peers, a
-  pair per peer every 2 ms for 10 ms), which then runs in the pass only.
+  scenario's ``[probes]``, or without one the pass's own default (5 peers, a
+  pair per peer every 10 ms for 100 ms: ``[probes]``' default of a pair
+  every 2 ms for 10 ms left a drift error of up to 3.5-8.0 ppm, this one
+  up to 0.29-0.65, for twice the pairs; ``benches/bench_rocket.py
+  calibration``, docs/clockwork-control.md), which then runs in the pass only.
   It stops 1 ms after the mesh's last pair is sent. With
   ``packet_rocket_calibration = "loaded"`` the pass keeps the scenario's own
   load too (Packet Rocket still off), so the estimate carries the
@@ -28,15 +31,25 @@ network effect), and hands the result to the core as a correction table
   and k (piece 0 from its own middle; the core extends a host's first piece
   backwards and its last forwards). Hosts outside the mesh get no pieces and
   read their clocks raw.
+- **What the table is for.** Beside the table the pass writes
+  ``packet_rocket_correction_for``: a digest of the pass's own scenario
+  (name aside), of the topology it builds and of the files it reads. A
+  resolved scenario rerun with another seed, ``[clocks]``, topology, mesh or
+  (loaded) load no longer matches it, and its table is made again rather
+  than applied to clocks it was not made for. A table given without it
+  (by hand) is applied as it is.
 """
 
 from __future__ import annotations
+
+import hashlib
+import json
 
 import numpy as np
 
 from ...scenario.base import ScenarioError
 from ...scenario.clocks import ProbesConfig
-from ...scenario.fabric import needs_calibration
+from ...scenario.fabric import needs_calibration, rocket_clock
 from . import estimate as est
 from . import probes as pr
 
@@ -44,6 +57,9 @@ from . import probes as pr
 PURE_BOUND_NS = {"nic": 300.0, "software": 2000.0}
 # The pass runs this long after the mesh's last pair is sent, so that pair arrives.
 DRAIN_PS = 1_000_000_000
+# The pass's mesh without [probes]: a pair per peer every 10 ms for 100 ms (the module's docstring).
+DEFAULT_PAIR_EVERY_PS = 10_000_000_000
+DEFAULT_DURATION_PS = 100_000_000_000
 # The scenario's own load and events, taken out for the pass (each a list; a section this version lacks is skipped).
 WORKLOADS = ("traffic", "flows", "jobs", "llm_jobs", "trace_jobs", "collectives", "faults", "link_events")
 
@@ -58,10 +74,11 @@ def calibration_scenario(s, hosts: int):
     mesh = s.probes
     if mesh is None:
         members = mesh_hosts(s.model_copy(update={"probes": ProbesConfig()}), hosts)
-        mesh = ProbesConfig(peers=max(1, min(5, len(members) - 1)))
+        mesh = ProbesConfig(peers=max(1, min(5, len(members) - 1)), pair_every_ps=DEFAULT_PAIR_EVERY_PS,
+                            duration_ps=DEFAULT_DURATION_PS)
     transport = s.transport.model_dump(by_alias=True)
     transport.update(packet_rocket_threshold_ps=None, packet_rocket_hosts=None, packet_rocket_clock=None,
-                     packet_rocket_correction=None)
+                     packet_rocket_correction=None, packet_rocket_correction_for=None)
     stop = mesh.start_ps + mesh.duration_ps + DRAIN_PS
     if s.transport.packet_rocket_calibration == "loaded":
         return s.replace(recovery=None, transport=transport, probes=mesh.model_dump(by_alias=True),
@@ -126,16 +143,58 @@ def calibrate(s) -> tuple[list[dict], dict]:
         err = np.abs(e.clocks.column("error_ns").to_numpy()[others])
         info["offset_error_ns_p50"] = float(np.median(err))
         info["offset_error_ns_max"] = float(err.max())
+    info.update(_drift_error(table, res.clocks_arrow, index, p.hosts[0]))
     return table, info
+
+
+def _drift_error(table: list[dict], truth, index: dict[str, int], reference: str) -> dict:
+    """Each piece's slope against the simulated clocks' (clocks.parquet: each
+    host's drift at time 0; the wander moves it by about 0.03 ppm over the
+    default mesh's 10 ms): the exact slope on host h's clock is (d_h - d_ref) /
+    (1 + d_h). The reference is left out; p50 and max of |error|, ppm."""
+    if truth is None:
+        return {}
+    d = dict(zip(truth.column("host").to_pylist(), (x / 1e6 for x in truth.column("drift_ppm").to_pylist())))
+    name = {i: n for n, i in index.items()}
+    err = np.array([abs(q["drift_ppm"] - (d[name[q["host"]]] - d[reference]) / (1 + d[name[q["host"]]]) * 1e6)
+                    for q in table if name[q["host"]] != reference])
+    if err.size == 0:
+        return {}
+    return {"drift_error_ppm_p50": float(np.median(err)), "drift_error_ppm_max": float(err.max())}
+
+
+def made_for(s) -> str:
+    """The digest of what ``s``'s calibration pass reads (the module's
+    docstring, "What the table is for")."""
+    t = s.build_topology()
+    c = calibration_scenario(s, len(t.hosts))
+    d = c.resolved_dict()
+    for k in ("fabriclab_version", "name"):
+        d.pop(k, None)
+    h = hashlib.sha256(json.dumps([d, t.to_core()], sort_keys=True, separators=(",", ":")).encode())
+    for f in c.input_files():
+        h.update(f.read_bytes())
+    return "sha256:" + h.hexdigest()[:32]
+
+
+def stale(s) -> bool:
+    """``s`` carries a table the calibration pass made for another scenario."""
+    tr = s.transport
+    return (tr.packet_rocket_correction is not None and tr.packet_rocket_correction_for is not None
+            and tr.packet_rocket_threshold_ps is not None and s.backend == "packet"
+            and rocket_clock(s) == "estimated" and tr.packet_rocket_correction_for != made_for(s))
 
 
 def calibrated(s):
     """``s`` with its Packet Rocket correction table filled by the calibration
-    pass when it needs one (estimated clocks, no table given), and the pass's
-    account (None when none ran)."""
-    if not needs_calibration(s):
+    pass when it needs one (estimated clocks, no table given, or a pass's
+    table made for another scenario), and the pass's account (None when none
+    ran)."""
+    replaced = stale(s)
+    if not (needs_calibration(s) or replaced):
         return s, None
     table, info = calibrate(s)
+    info["replaced_stale_table"] = replaced
     transport = s.transport.model_dump(by_alias=True)
-    transport["packet_rocket_correction"] = table
+    transport.update(packet_rocket_correction=table, packet_rocket_correction_for=made_for(s))
     return s.replace(transport=transport), info

@@ -439,8 +439,11 @@ def _run_segment(seg: "Scenario", detect: Detector, hosts: list, check_ps: int, 
     nothing happens any more. An alarm at or after the job's last iteration
     end (C4D's times are whole ns: within that ns too) finds a job already
     done; one after ``stop_ps`` comes too late."""
+    from ...observe.clock.calibrate import calibrated
     from ...sim.pipeline import collect_results, resolve_and_build
 
+    # Packet Rocket on estimated clocks: each segment (its own seed, so its own clocks) calibrates them first.
+    seg, calibration = calibrated(seg)
     sim, _ = resolve_and_build(seg, memory_limit)
     job = seg.jobs[0]
     stop = seg.stop_ps
@@ -473,6 +476,8 @@ def _run_segment(seg: "Scenario", detect: Detector, hosts: list, check_ps: int, 
     cut = seg if finished else seg.replace(stop_ps=max(now, 1))
     cut._base_dir = seg._base_dir
     res = collect_results(cut, sim, time.perf_counter() - wall0)
+    if calibration is not None:
+        res.summary["packet_rocket"]["calibration"] = calibration
     return _Segment(seg, res, alarm, now, finished, stopped, _crossed_links(msgs, job.name))
 
 

@@ -173,7 +173,7 @@ impl EdgeRocket {
         let rx = self.read(c.dst, now);
         let s = &mut c.slots[tag as usize];
         if let (true, Some(stamp), None) = (s.seq == seq, s.stamp, s.echo) {
-            s.echo = Some(rx - stamp);
+            s.echo = Some(rx.saturating_sub(stamp));
         }
     }
 
