@@ -1,19 +1,21 @@
 //! The executor: one rank's part of a plan, driven by `PlanRun`'s actions.
 //!
-//! A `Send` copies the step's byte range into a message and queues it on
-//! the connection of stream `k % streams` (k: the message's sequence on the
-//! rank pair); the step completes when the writer has handed all of it to
-//! the kernel. The k-th message from a peer is the k-th receive from it;
+//! A `Send` lends the step's byte range of the buffer to the connection of
+//! stream `k % streams` (k: the message's sequence on the rank pair; no
+//! staging copy, `conn::Body`); the step completes when the writer has
+//! handed all of it to the kernel. Before the executor writes into a range
+//! with a send still in flight, and before an op returns, it takes the
+//! loans back (a copy of what is left), so a send carries the bytes the
+//! range held when it started, as the plan format says. The k-th message from a peer is the k-th receive from it;
 //! `Reduce` sums it into the buffer, a plain receive copies it in on
 //! `Completed`. Messages of a later op (a peer ahead of us) wait in a
 //! queue; the per-connection credit bounds them.
 
 use crate::clock::Stamp;
-use crate::conn::{Conn, Event, Gone, Payload};
+use crate::conn::{Body, Conn, Event, Gone, Payload};
 use crate::dtype::{reduce_sum, DType};
 use crate::pool::Pool;
 pub use crate::prepared::{Prepared, Record};
-use crate::wire::HEADER_BYTES;
 use crate::{bootstrap, Config, ErrorKind, RtError};
 use fabriclab_plan::{Action, Collective, Op, PlanRun};
 use std::collections::VecDeque;
@@ -170,7 +172,6 @@ impl Communicator {
     ) -> Result<(), RtError> {
         let me = self.cfg.rank as usize;
         let nsteps = p.plan.ranks[me].len();
-        let n = self.cfg.world_size as usize;
         let mut st = OpState {
             op_id,
             dt,
@@ -186,7 +187,17 @@ impl Communicator {
             done: false,
             q: VecDeque::new(),
             local: Vec::new(),
+            lent: Vec::new(),
         };
+        let r = self.follow(p, &mut st, buf);
+        // whatever ended the op, no send reads the buffer after it returns
+        st.unlend(0, usize::MAX);
+        r
+    }
+
+    /// Runs the op's actions and events until this rank is done or fails.
+    fn follow(&mut self, p: &Prepared, st: &mut OpState, buf: &mut [u8]) -> Result<(), RtError> {
+        let (n, op_id) = (self.cfg.world_size as usize, st.op_id);
         let mut acts = Vec::new();
         let mut run = PlanRun::start(&p.graph, &mut acts);
         st.q.extend(acts.drain(..));
@@ -215,7 +226,7 @@ impl Communicator {
         }
         let mut last_progress = Instant::now();
         loop {
-            self.drain_actions(p, &mut st, &mut run, buf)?;
+            self.drain_actions(p, st, &mut run, buf)?;
             if st.done {
                 return Ok(());
             }
@@ -228,7 +239,7 @@ impl Communicator {
                 match self.rx.recv_timeout(poll) {
                     Ok(e) => e,
                     Err(RecvTimeoutError::Timeout) => {
-                        if let Some(e) = self.check_waits(p, &st, last_progress.elapsed()) {
+                        if let Some(e) = self.check_waits(p, st, last_progress.elapsed()) {
                             return Err(self.resolve_blame(e, Vec::new()));
                         }
                         continue;
@@ -249,7 +260,7 @@ impl Communicator {
                     // blamed, or another rank is tracing a failure: say whom
                     // this rank waits for and follow the chain from there
                     let note = format!("rank {peer} reported rank {culprit}: {reason}");
-                    let e = self.wait_error(p, &st, note);
+                    let e = self.wait_error(p, st, note);
                     let seed = vec![(*peer, *culprit, reason.clone())];
                     return Err(self.resolve_blame(e, seed));
                 }
@@ -258,7 +269,7 @@ impl Communicator {
             // third rank failed: its abort report can still be on the way, so
             // trace the blame (as after a timeout) before naming it.
             let traced = matches!(ev, Event::WriteFailed { .. } | Event::Closed { .. });
-            match self.on_event(p, &mut st, &mut run, ev) {
+            match self.on_event(p, st, &mut run, ev) {
                 Ok(true) => last_progress = Instant::now(),
                 Ok(false) => {}
                 Err(e) if traced && e.kind == ErrorKind::PeerFailed => {
@@ -291,12 +302,14 @@ impl Communicator {
                     let stream = seq % st.streams;
                     st.stream[step as usize] = stream;
                     let (o, b) = (s.offset as usize, s.bytes as usize);
-                    let mut data = self.pool.take(HEADER_BYTES + b);
-                    data.resize(HEADER_BYTES, 0);
-                    data.extend_from_slice(&buf[o..o + b]);
+                    // SAFETY: `buf` outlives the loan: `execute` takes every
+                    // loan back before it returns, and `st.unlend` before
+                    // the range is written.
+                    let body = unsafe { Body::lend(buf[o..o + b].as_ptr(), b, self.pool.clone()) };
+                    st.lent.push((o, o + b, step, body.clone()));
                     let idx = (s.peer * self.cfg.streams + stream) as usize;
                     let sent = match self.conns[idx].as_mut() {
-                        Some(c) => c.send_data(st.op_id, seq, step, s.offset, data),
+                        Some(c) => c.send_data(st.op_id, seq, step, s.offset, body),
                         None => Err(Gone),
                     };
                     match sent {
@@ -310,6 +323,7 @@ impl Communicator {
                     let pl = st.payload[step as usize]
                         .take()
                         .expect("reduce without data");
+                    st.unlend(s.offset as usize, (s.offset + s.bytes) as usize);
                     reduce_sum(
                         st.dt,
                         &mut buf[s.offset as usize..(s.offset + s.bytes) as usize],
@@ -325,6 +339,7 @@ impl Communicator {
                         let pl = st.payload[step as usize]
                             .take()
                             .expect("receive without data");
+                        st.unlend(s.offset as usize, (s.offset + s.bytes) as usize);
                         buf[s.offset as usize..(s.offset + s.bytes) as usize]
                             .copy_from_slice(&pl.data);
                     }
@@ -423,6 +438,7 @@ impl Communicator {
                 debug_assert_eq!(op_id, st.op_id);
                 let i = step as usize;
                 st.sent_done[i] = true;
+                st.lent.retain(|l| l.2 != step);
                 if self.cfg.telemetry {
                     let s = &p.plan.ranks[me as usize][i];
                     self.telemetry.push(Record {
@@ -535,4 +551,21 @@ pub(crate) struct OpState {
     pub(crate) q: VecDeque<Action>,
     /// Events of messages the executor wrote itself.
     pub(crate) local: Vec<Event>,
+    /// Ranges of the buffer lent to sends not yet reported written:
+    /// (start, end, send step, payload).
+    pub(crate) lent: Vec<(usize, usize, u32, Arc<Body>)>,
+}
+
+impl OpState {
+    /// Takes back the loans of sends in flight that overlap bytes
+    /// `lo..hi`, before the executor writes there.
+    fn unlend(&mut self, lo: usize, hi: usize) {
+        self.lent.retain(|l| {
+            let overlaps = l.0 < hi && lo < l.1;
+            if overlaps {
+                l.3.keep();
+            }
+            !overlaps
+        });
+    }
 }

@@ -18,14 +18,16 @@
 //! The reader's side is in [`read`], the writer's (and the executor's
 //! direct writes) in [`write`].
 
+mod body;
 mod read;
 mod write;
 
 use crate::clock::{realtime_ns, Stamp};
 use crate::edge::{Edge, EdgeStats};
 use crate::pool::Pool;
-use crate::wire::{Header, HEADER_BYTES};
+use crate::wire::Header;
 use crate::{Config, Fault};
+pub use body::Body;
 use read::read_loop;
 use std::io::ErrorKind;
 use std::net::TcpStream;
@@ -134,6 +136,14 @@ pub enum Job {
         step: u32,
         offset: u64,
         data: Vec<u8>,
+    },
+    /// A data message whose payload is a [`Body`] (the executor's sends).
+    Send {
+        op_id: u64,
+        seq: u32,
+        step: u32,
+        offset: u64,
+        body: Arc<Body>,
     },
     Abort {
         culprit: u32,
@@ -355,9 +365,9 @@ impl Conn {
         seq: u32,
         step: u32,
         offset: u64,
-        data: Vec<u8>,
+        body: Arc<Body>,
     ) -> Result<Option<Event>, Gone> {
-        if data.len() <= DIRECT_MAX_BYTES + HEADER_BYTES
+        if body.len() <= DIRECT_MAX_BYTES
             && self.queued.load(Ordering::Acquire) == 0
             && self
                 .edge
@@ -371,7 +381,7 @@ impl Conn {
                 seq,
                 step,
                 offset,
-                data,
+                body,
                 self.checksum,
                 &self.fault,
                 edge,
@@ -386,12 +396,12 @@ impl Conn {
                 Direct::Partial => self.post(Job::Flush).map(|_| None),
             };
         }
-        self.post(Job::Data {
+        self.post(Job::Send {
             op_id,
             seq,
             step,
             offset,
-            data,
+            body,
         })?;
         Ok(None)
     }
