@@ -12,7 +12,7 @@
 //! queue; the per-connection credit bounds them.
 
 use crate::clock::Stamp;
-use crate::conn::{Body, Conn, Event, Gone, Payload};
+use crate::conn::{Body, Conn, Event, Gone, Payload, Slot};
 use crate::dtype::{reduce_sum, DType};
 use crate::pool::Pool;
 pub use crate::prepared::{Prepared, Record};
@@ -188,11 +188,35 @@ impl Communicator {
             q: VecDeque::new(),
             local: Vec::new(),
             lent: Vec::new(),
+            slots: (0..nsteps).map(|_| None).collect(),
         };
         let r = self.follow(p, &mut st, buf);
         // whatever ended the op, no send reads the buffer after it returns
+        // and no reader writes into it
         st.unlend(0, usize::MAX);
+        for (c, slot) in st.slots.iter_mut().filter_map(|x| x.take()) {
+            slot.revoke();
+            if let Some(c) = &self.conns[c] {
+                c.posts.unpost(&slot);
+            }
+        }
         r
+    }
+
+    /// Posts plain receive `step` (started, its message not here yet) for
+    /// its connection's reader to read straight into the buffer.
+    fn post_landing(&mut self, p: &Prepared, st: &mut OpState, step: u32, buf: &mut [u8]) {
+        let s = &p.plan.ranks[self.cfg.rank as usize][step as usize];
+        let k = p.my_seq[step as usize];
+        let c = (s.peer * self.cfg.streams + k % st.streams) as usize;
+        let Some(conn) = &self.conns[c] else { return };
+        let (o, b) = (s.offset as usize, s.bytes as usize);
+        st.unlend(o, o + b);
+        // SAFETY: `execute` revokes every slot before it returns; no other
+        // step touches the range while this one runs (Prepared::land).
+        let slot = unsafe { Slot::new(st.op_id, k, buf[o..o + b].as_mut_ptr(), b) };
+        conn.posts.post(slot.clone());
+        st.slots[step as usize] = Some((c, slot));
     }
 
     /// Runs the op's actions and events until this rank is done or fails.
@@ -293,7 +317,11 @@ impl Communicator {
         while let Some(a) = st.q.pop_front() {
             match a {
                 Action::Started { rank, step } if rank == me => {
-                    st.post[step as usize] = Stamp::now()
+                    st.post[step as usize] = Stamp::now();
+                    let i = step as usize;
+                    if p.land[i] && st.payload[i].is_none() {
+                        self.post_landing(p, st, step, buf);
+                    }
                 }
                 Action::Send { rank, step } if rank == me => {
                     let s = &steps[step as usize];
@@ -339,9 +367,11 @@ impl Communicator {
                         let pl = st.payload[step as usize]
                             .take()
                             .expect("receive without data");
-                        st.unlend(s.offset as usize, (s.offset + s.bytes) as usize);
-                        buf[s.offset as usize..(s.offset + s.bytes) as usize]
-                            .copy_from_slice(&pl.data);
+                        if !pl.landed {
+                            st.unlend(s.offset as usize, (s.offset + s.bytes) as usize);
+                            buf[s.offset as usize..(s.offset + s.bytes) as usize]
+                                .copy_from_slice(&pl.data);
+                        }
                     }
                     if s.op == Op::Recv && self.cfg.telemetry {
                         let (post, start) = (st.post[step as usize], st.start[step as usize]);
@@ -423,6 +453,14 @@ impl Communicator {
                     return bad(format!("rank {peer}'s message {k} of op {} (recv step {j}) carries bytes [{}, +{}) but the plan expects [{}, +{}) once (different plans on different ranks?)", hdr.op_id, hdr.offset, hdr.len_bytes, sent.offset, s.bytes));
                 }
                 st.got[peer as usize][k] = true;
+                if let Some((c, slot)) = st.slots[j as usize].take() {
+                    if !payload.landed {
+                        // it came before the slot was posted
+                        if let Some(c) = &self.conns[c] {
+                            c.posts.unpost(&slot);
+                        }
+                    }
+                }
                 st.payload[j as usize] = Some(payload);
                 st.start[j as usize] = arrived;
                 st.stream[j as usize] = stream;
@@ -554,6 +592,8 @@ pub(crate) struct OpState {
     /// Ranges of the buffer lent to sends not yet reported written:
     /// (start, end, send step, payload).
     pub(crate) lent: Vec<(usize, usize, u32, Arc<Body>)>,
+    /// Per receive step: the slot posted for its message (connection index, slot).
+    pub(crate) slots: Vec<Option<(usize, Arc<Slot>)>>,
 }
 
 impl OpState {

@@ -36,7 +36,9 @@ fn plan() -> String {
 
 /// Rank r's input: byte i is (i * 7 + r * 101) mod 251.
 fn input(r: usize) -> Vec<u8> {
-    (0..S + 4).map(|i| ((i * 7 + r * 101) % 251) as u8).collect()
+    (0..S + 4)
+        .map(|i| ((i * 7 + r * 101) % 251) as u8)
+        .collect()
 }
 
 #[test]
@@ -64,8 +66,14 @@ fn a_range_written_while_its_send_is_in_flight_is_sent_as_it_was() {
         let out: Vec<Vec<u8>> = hs.into_iter().map(|h| h.join().unwrap()).collect();
         let (a, b) = (input(0), input(1));
         // an exchange of [0, S); the 4 bytes after it went from rank 0 to 1
-        assert!(out[0][..S] == b[..S], "rank 0 got rank 1's range (checksum {checksum})");
-        assert!(out[1][..S] == a[..S], "rank 1 got rank 0's range as it was before rank 0 overwrote it (checksum {checksum})");
+        assert!(
+            out[0][..S] == b[..S],
+            "rank 0 got rank 1's range (checksum {checksum})"
+        );
+        assert!(
+            out[1][..S] == a[..S],
+            "rank 1 got rank 0's range as it was before rank 0 overwrote it (checksum {checksum})"
+        );
         assert_eq!(&out[0][S..], &a[S..]);
         assert_eq!(&out[1][S..], &a[S..]);
     }

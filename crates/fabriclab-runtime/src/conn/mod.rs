@@ -19,6 +19,7 @@
 //! direct writes) in [`write`].
 
 mod body;
+mod land;
 mod read;
 mod write;
 
@@ -28,6 +29,7 @@ use crate::pool::Pool;
 use crate::wire::Header;
 use crate::{Config, Fault};
 pub use body::Body;
+pub use land::{Posts, Slot};
 use read::read_loop;
 use std::io::ErrorKind;
 use std::net::TcpStream;
@@ -73,6 +75,9 @@ impl Credit {
 /// credit and its buffer to the communicator's pool.
 pub struct Payload {
     pub data: Vec<u8>,
+    /// The payload was read straight into the receive's range (a posted
+    /// [`Slot`]); `data` is empty.
+    pub landed: bool,
     pub(super) credit: Arc<Credit>,
     pub(super) pool: Arc<Pool>,
 }
@@ -261,6 +266,8 @@ pub struct Conn {
     credit: Arc<Credit>,
     /// Packet Rocket's sending edge, when the config turns it on.
     edge: Option<Arc<Edge>>,
+    /// Receives posted for the reader to land in place (conn::land).
+    pub posts: Arc<Posts>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -320,9 +327,11 @@ impl Conn {
             queued: queued.clone(),
         };
         let e2 = edge.clone();
+        let posts = Arc::new(Posts::default());
+        let p2 = posts.clone();
         let reader = std::thread::Builder::new()
             .name(format!("flrt-read-{peer}.{stream}"))
-            .spawn(move || read_loop(peer, stream, r, (cr2, pool), events, live, echo, e2))?;
+            .spawn(move || read_loop(peer, stream, r, (cr2, pool, p2), events, live, echo, e2))?;
         let checksum = cfg.checksum;
         let fault = Arc::new(Mutex::new(cfg.fault));
         let w2 = WriteCtx {
@@ -344,6 +353,7 @@ impl Conn {
             wctx,
             credit,
             edge,
+            posts,
             threads: vec![reader, writer],
         })
     }
