@@ -16,7 +16,9 @@
 //! not time out.
 //!
 //! The reader's side is in [`read`], the writer's (and the executor's
-//! direct writes) in [`write`].
+//! direct writes) in [`write`]; a send's payload, lent from the
+//! executor's buffer, in [`body`]; receives read straight into the buffer
+//! in [`land`].
 
 mod body;
 mod land;
