@@ -203,8 +203,8 @@ impl Communicator {
         r
     }
 
-    /// Posts plain receive `step` (started, its message not here yet) for
-    /// its connection's reader to read straight into the buffer.
+    /// Posts receive `step` (started, its message not here yet) for its
+    /// connection's reader to read (or sum) straight into the buffer.
     fn post_landing(&mut self, p: &Prepared, st: &mut OpState, step: u32, buf: &mut [u8]) {
         let s = &p.plan.ranks[self.cfg.rank as usize][step as usize];
         let k = p.my_seq[step as usize];
@@ -214,7 +214,8 @@ impl Communicator {
         st.unlend(o, o + b);
         // SAFETY: `execute` revokes every slot before it returns; no other
         // step touches the range while this one runs (Prepared::land).
-        let slot = unsafe { Slot::new(st.op_id, k, buf[o..o + b].as_mut_ptr(), b) };
+        let reduce = s.reduce.then_some(st.dt);
+        let slot = unsafe { Slot::new(st.op_id, k, buf[o..o + b].as_mut_ptr(), b, reduce) };
         conn.posts.post(slot.clone());
         st.slots[step as usize] = Some((c, slot));
     }
@@ -351,12 +352,14 @@ impl Communicator {
                     let pl = st.payload[step as usize]
                         .take()
                         .expect("reduce without data");
-                    st.unlend(s.offset as usize, (s.offset + s.bytes) as usize);
-                    reduce_sum(
-                        st.dt,
-                        &mut buf[s.offset as usize..(s.offset + s.bytes) as usize],
-                        &pl.data,
-                    );
+                    if !pl.landed {
+                        st.unlend(s.offset as usize, (s.offset + s.bytes) as usize);
+                        reduce_sum(
+                            st.dt,
+                            &mut buf[s.offset as usize..(s.offset + s.bytes) as usize],
+                            &pl.data,
+                        );
+                    }
                     drop(pl);
                     run.reduced(&p.graph, me, step, &mut more);
                     st.q.extend(more.drain(..));

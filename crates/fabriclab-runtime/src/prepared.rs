@@ -18,10 +18,11 @@ pub struct Prepared {
     /// Connections per rank pair the plan asks for (`meta.streams`); None:
     /// every connection the communicator has.
     pub streams: Option<u32>,
-    /// Per step of this rank: a plain receive whose range no other step of
-    /// the rank can touch while it runs (every step that overlaps it is an
+    /// Per step of this rank: a receive whose range no other step of the
+    /// rank can touch while it runs (every step that overlaps it is an
     /// ancestor or a descendant in the dependency graph), so its message
-    /// may be read straight into the buffer once it starts (conn::land).
+    /// may be read (or summed) straight into the buffer once it starts
+    /// (conn::land).
     pub(crate) land: Vec<bool>,
 }
 
@@ -55,7 +56,6 @@ fn landable(steps: &[Step]) -> Vec<bool> {
     (0..n)
         .map(|j| {
             steps[j].op == Op::Recv
-                && !steps[j].reduce
                 && (0..n).all(|i| {
                     i == j || !overlap(&steps[i], &steps[j]) || is_anc(i, j) || is_anc(j, i)
                 })
@@ -157,21 +157,22 @@ mod tests {
     }
 
     #[test]
-    fn a_plain_receive_lands_only_when_every_overlapping_step_is_ordered_with_it() {
+    fn a_receive_lands_only_when_every_overlapping_step_is_ordered_with_it() {
         use Op::{Recv, Send};
         let steps = [
             step(Send, 0, 8, false, &[]),      // 0
             step(Recv, 0, 8, false, &[0]),     // 1: after 0, before 2: lands
             step(Send, 4, 8, false, &[1]),     // 2
             step(Recv, 16, 8, false, &[]),     // 3: overlaps 4, unordered: no
-            step(Recv, 20, 8, true, &[]),      // 4: reduces: never lands
+            step(Recv, 20, 8, true, &[]),      // 4: overlaps 3, unordered: no
             step(Recv, 100, 8, false, &[]),    // 5: overlaps nothing: lands
             step(Recv, 8, 4, false, &[0]),     // 6: overlaps 2 (4..12), unordered: no
             step(Recv, 30, 2, false, &[3, 4]), // 7: overlaps nothing: lands
+            step(Recv, 100, 8, true, &[5]),    // 8: after 5 (same range): lands
         ];
         assert_eq!(
             landable(&steps),
-            [false, true, false, false, false, true, false, true]
+            [false, true, false, false, false, true, false, true, true]
         );
         // transitively ordered: 0 -> 1 -> 2, and 2 overlaps 0's range
         let chain = [

@@ -77,8 +77,8 @@ impl Credit {
 /// credit and its buffer to the communicator's pool.
 pub struct Payload {
     pub data: Vec<u8>,
-    /// The payload was read straight into the receive's range (a posted
-    /// [`Slot`]); `data` is empty.
+    /// The payload was read (or summed) straight into the receive's range
+    /// (a posted [`Slot`]); `data` is empty.
     pub landed: bool,
     pub(super) credit: Arc<Credit>,
     pub(super) pool: Arc<Pool>,

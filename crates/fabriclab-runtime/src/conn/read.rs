@@ -107,6 +107,7 @@ fn read_messages(
         what,
         error,
     };
+    let mut scratch = Vec::new();
     loop {
         if !credit.wait_below_limit() || live.closing() {
             return End::Discard;
@@ -170,7 +171,7 @@ fn read_messages(
         {
             let wait_ms = poll_interval(live.timeout).as_millis() as i32;
             let crc = (h.flags & FLAG_CHECKSUM != 0).then_some(h.payload_crc);
-            let error = match read_into(s, &slot, live, wait_ms, crc) {
+            let error = match read_into(s, &slot, live, wait_ms, crc, &mut scratch) {
                 Landed::Whole { crc_ok: true } => {
                     let payload = Payload {
                         data: Vec::new(),
