@@ -31,7 +31,7 @@ use crate::pool::Pool;
 use crate::wire::Header;
 use crate::{Config, Fault};
 pub use body::Body;
-pub use land::{Posts, Slot};
+pub use land::{Posts, Slot, PIECE_BYTES};
 use read::read_loop;
 use std::io::ErrorKind;
 use std::net::TcpStream;
