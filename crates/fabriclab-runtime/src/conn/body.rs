@@ -118,7 +118,7 @@ mod tests {
     #[test]
     fn a_kept_loan_no_longer_sees_the_lenders_writes() {
         let pool = Arc::new(Pool::default());
-        let mut buf = vec![1u8, 2, 3, 4];
+        let mut buf: Vec<u8> = (1..=4).collect();
         // SAFETY: kept below before buf is written.
         let b = unsafe { Body::lend(buf[1..].as_ptr(), 3, pool.clone()) };
         assert_eq!(b.with(|s| s.to_vec()), vec![2, 3, 4]);
@@ -126,6 +126,7 @@ mod tests {
         assert!(!b.keep());
         buf[2] = 99;
         assert_eq!(b.with(|s| s.to_vec()), vec![2, 3, 4]);
+        assert_eq!(buf, [1, 2, 99, 4]);
         b.corrupt_first_byte();
         assert_eq!(b.with(|s| s.to_vec()), vec![2 ^ 0xff, 3, 4]);
         drop(b);
