@@ -1,19 +1,21 @@
 //! The executor: one rank's part of a plan, driven by `PlanRun`'s actions.
 //!
-//! A `Send` copies the step's byte range into a message and queues it on
-//! the connection of stream `k % streams` (k: the message's sequence on the
-//! rank pair); the step completes when the writer has handed all of it to
-//! the kernel. The k-th message from a peer is the k-th receive from it;
+//! A `Send` lends the step's byte range of the buffer to the connection of
+//! stream `k % streams` (k: the message's sequence on the rank pair; no
+//! staging copy, `conn::Body`); the step completes when the writer has
+//! handed all of it to the kernel. Before the executor writes into a range
+//! with a send still in flight, and before an op returns, it takes the
+//! loans back (a copy of what is left), so a send carries the bytes the
+//! range held when it started, as the plan format says. The k-th message from a peer is the k-th receive from it;
 //! `Reduce` sums it into the buffer, a plain receive copies it in on
 //! `Completed`. Messages of a later op (a peer ahead of us) wait in a
 //! queue; the per-connection credit bounds them.
 
 use crate::clock::Stamp;
-use crate::conn::{Conn, Event, Gone, Payload};
+use crate::conn::{Body, Conn, Event, Gone, Payload, Slot, PIECE_BYTES};
 use crate::dtype::{reduce_sum, DType};
 use crate::pool::Pool;
 pub use crate::prepared::{Prepared, Record};
-use crate::wire::HEADER_BYTES;
 use crate::{bootstrap, Config, ErrorKind, RtError};
 use fabriclab_plan::{Action, Collective, Op, PlanRun};
 use std::collections::VecDeque;
@@ -170,7 +172,6 @@ impl Communicator {
     ) -> Result<(), RtError> {
         let me = self.cfg.rank as usize;
         let nsteps = p.plan.ranks[me].len();
-        let n = self.cfg.world_size as usize;
         let mut st = OpState {
             op_id,
             dt,
@@ -186,7 +187,49 @@ impl Communicator {
             done: false,
             q: VecDeque::new(),
             local: Vec::new(),
+            lent: Vec::new(),
+            slots: (0..nsteps).map(|_| None).collect(),
         };
+        let r = self.follow(p, &mut st, buf);
+        // whatever ended the op, no send reads the buffer after it returns
+        // and no reader writes into it
+        st.unlend(0, usize::MAX);
+        for (c, slot) in st.slots.iter_mut().filter_map(|x| x.take()) {
+            slot.revoke();
+            if let Some(c) = &self.conns[c] {
+                c.posts.unpost(&slot);
+            }
+        }
+        r
+    }
+
+    /// Posts receive `step` (started, its message not here yet) for its
+    /// connection's reader to read (or sum) straight into the buffer.
+    fn post_landing(&mut self, p: &Prepared, st: &mut OpState, step: u32, buf: &mut [u8]) {
+        let s = &p.plan.ranks[self.cfg.rank as usize][step as usize];
+        let k = p.my_seq[step as usize];
+        let c = (s.peer * self.cfg.streams + k % st.streams) as usize;
+        let Some(conn) = &self.conns[c] else { return };
+        let (o, b) = (s.offset as usize, s.bytes as usize);
+        if s.reduce && b < PIECE_BYTES {
+            // a reducing receive smaller than a piece gains nothing from
+            // landing; summed on the readers, the 4-rank soak of 1 KiB
+            // allreduces ran at 1.4-1.8 ms per op in 4 runs of 14 (never
+            // with the executor summing; docs/performance.md)
+            return;
+        }
+        st.unlend(o, o + b);
+        // SAFETY: `execute` revokes every slot before it returns; no other
+        // step touches the range while this one runs (Prepared::land).
+        let reduce = s.reduce.then_some(st.dt);
+        let slot = unsafe { Slot::new(st.op_id, k, buf[o..o + b].as_mut_ptr(), b, reduce) };
+        conn.posts.post(slot.clone());
+        st.slots[step as usize] = Some((c, slot));
+    }
+
+    /// Runs the op's actions and events until this rank is done or fails.
+    fn follow(&mut self, p: &Prepared, st: &mut OpState, buf: &mut [u8]) -> Result<(), RtError> {
+        let (n, op_id) = (self.cfg.world_size as usize, st.op_id);
         let mut acts = Vec::new();
         let mut run = PlanRun::start(&p.graph, &mut acts);
         st.q.extend(acts.drain(..));
@@ -215,7 +258,7 @@ impl Communicator {
         }
         let mut last_progress = Instant::now();
         loop {
-            self.drain_actions(p, &mut st, &mut run, buf)?;
+            self.drain_actions(p, st, &mut run, buf)?;
             if st.done {
                 return Ok(());
             }
@@ -228,7 +271,7 @@ impl Communicator {
                 match self.rx.recv_timeout(poll) {
                     Ok(e) => e,
                     Err(RecvTimeoutError::Timeout) => {
-                        if let Some(e) = self.check_waits(p, &st, last_progress.elapsed()) {
+                        if let Some(e) = self.check_waits(p, st, last_progress.elapsed()) {
                             return Err(self.resolve_blame(e, Vec::new()));
                         }
                         continue;
@@ -249,7 +292,7 @@ impl Communicator {
                     // blamed, or another rank is tracing a failure: say whom
                     // this rank waits for and follow the chain from there
                     let note = format!("rank {peer} reported rank {culprit}: {reason}");
-                    let e = self.wait_error(p, &st, note);
+                    let e = self.wait_error(p, st, note);
                     let seed = vec![(*peer, *culprit, reason.clone())];
                     return Err(self.resolve_blame(e, seed));
                 }
@@ -258,7 +301,7 @@ impl Communicator {
             // third rank failed: its abort report can still be on the way, so
             // trace the blame (as after a timeout) before naming it.
             let traced = matches!(ev, Event::WriteFailed { .. } | Event::Closed { .. });
-            match self.on_event(p, &mut st, &mut run, ev) {
+            match self.on_event(p, st, &mut run, ev) {
                 Ok(true) => last_progress = Instant::now(),
                 Ok(false) => {}
                 Err(e) if traced && e.kind == ErrorKind::PeerFailed => {
@@ -282,7 +325,11 @@ impl Communicator {
         while let Some(a) = st.q.pop_front() {
             match a {
                 Action::Started { rank, step } if rank == me => {
-                    st.post[step as usize] = Stamp::now()
+                    st.post[step as usize] = Stamp::now();
+                    let i = step as usize;
+                    if p.land[i] && st.payload[i].is_none() {
+                        self.post_landing(p, st, step, buf);
+                    }
                 }
                 Action::Send { rank, step } if rank == me => {
                     let s = &steps[step as usize];
@@ -291,12 +338,14 @@ impl Communicator {
                     let stream = seq % st.streams;
                     st.stream[step as usize] = stream;
                     let (o, b) = (s.offset as usize, s.bytes as usize);
-                    let mut data = self.pool.take(HEADER_BYTES + b);
-                    data.resize(HEADER_BYTES, 0);
-                    data.extend_from_slice(&buf[o..o + b]);
+                    // SAFETY: `buf` outlives the loan: `execute` takes every
+                    // loan back before it returns, and `st.unlend` before
+                    // the range is written.
+                    let body = unsafe { Body::lend(buf[o..o + b].as_ptr(), b, self.pool.clone()) };
+                    st.lent.push((o, o + b, step, body.clone()));
                     let idx = (s.peer * self.cfg.streams + stream) as usize;
                     let sent = match self.conns[idx].as_mut() {
-                        Some(c) => c.send_data(st.op_id, seq, step, s.offset, data),
+                        Some(c) => c.send_data(st.op_id, seq, step, s.offset, body),
                         None => Err(Gone),
                     };
                     match sent {
@@ -310,11 +359,14 @@ impl Communicator {
                     let pl = st.payload[step as usize]
                         .take()
                         .expect("reduce without data");
-                    reduce_sum(
-                        st.dt,
-                        &mut buf[s.offset as usize..(s.offset + s.bytes) as usize],
-                        &pl.data,
-                    );
+                    if !pl.landed {
+                        st.unlend(s.offset as usize, (s.offset + s.bytes) as usize);
+                        reduce_sum(
+                            st.dt,
+                            &mut buf[s.offset as usize..(s.offset + s.bytes) as usize],
+                            &pl.data,
+                        );
+                    }
                     drop(pl);
                     run.reduced(&p.graph, me, step, &mut more);
                     st.q.extend(more.drain(..));
@@ -325,8 +377,11 @@ impl Communicator {
                         let pl = st.payload[step as usize]
                             .take()
                             .expect("receive without data");
-                        buf[s.offset as usize..(s.offset + s.bytes) as usize]
-                            .copy_from_slice(&pl.data);
+                        if !pl.landed {
+                            st.unlend(s.offset as usize, (s.offset + s.bytes) as usize);
+                            buf[s.offset as usize..(s.offset + s.bytes) as usize]
+                                .copy_from_slice(&pl.data);
+                        }
                     }
                     if s.op == Op::Recv && self.cfg.telemetry {
                         let (post, start) = (st.post[step as usize], st.start[step as usize]);
@@ -408,6 +463,14 @@ impl Communicator {
                     return bad(format!("rank {peer}'s message {k} of op {} (recv step {j}) carries bytes [{}, +{}) but the plan expects [{}, +{}) once (different plans on different ranks?)", hdr.op_id, hdr.offset, hdr.len_bytes, sent.offset, s.bytes));
                 }
                 st.got[peer as usize][k] = true;
+                if let Some((c, slot)) = st.slots[j as usize].take() {
+                    if !payload.landed {
+                        // it came before the slot was posted
+                        if let Some(c) = &self.conns[c] {
+                            c.posts.unpost(&slot);
+                        }
+                    }
+                }
                 st.payload[j as usize] = Some(payload);
                 st.start[j as usize] = arrived;
                 st.stream[j as usize] = stream;
@@ -423,6 +486,7 @@ impl Communicator {
                 debug_assert_eq!(op_id, st.op_id);
                 let i = step as usize;
                 st.sent_done[i] = true;
+                st.lent.retain(|l| l.2 != step);
                 if self.cfg.telemetry {
                     let s = &p.plan.ranks[me as usize][i];
                     self.telemetry.push(Record {
@@ -535,4 +599,23 @@ pub(crate) struct OpState {
     pub(crate) q: VecDeque<Action>,
     /// Events of messages the executor wrote itself.
     pub(crate) local: Vec<Event>,
+    /// Ranges of the buffer lent to sends not yet reported written:
+    /// (start, end, send step, payload).
+    pub(crate) lent: Vec<(usize, usize, u32, Arc<Body>)>,
+    /// Per receive step: the slot posted for its message (connection index, slot).
+    pub(crate) slots: Vec<Option<(usize, Arc<Slot>)>>,
+}
+
+impl OpState {
+    /// Takes back the loans of sends in flight that overlap bytes
+    /// `lo..hi`, before the executor writes there.
+    fn unlend(&mut self, lo: usize, hi: usize) {
+        self.lent.retain(|l| {
+            let overlaps = l.0 < hi && lo < l.1;
+            if overlaps {
+                l.3.keep();
+            }
+            !overlaps
+        });
+    }
 }

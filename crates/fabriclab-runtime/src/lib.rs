@@ -6,7 +6,8 @@
 //! - [`bootstrap`]: rendezvous at the master address, one connection (or
 //!   `streams`) per rank pair, join token checked in every handshake.
 //! - [`conn`]: a reader and a writer thread per connection (`conn/read.rs`,
-//!   `conn/write.rs`).
+//!   `conn/write.rs`); sends lent from the buffer (`conn/body.rs`), plain
+//!   receives read into it (`conn/land.rs`).
 //! - [`exec`]: the executor that follows the plan's actions.
 //! - [`wire`]: the message header. [`dtype`]: the reductions.
 //!

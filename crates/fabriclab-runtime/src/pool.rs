@@ -3,9 +3,9 @@
 //! faults with their zeroing, and an munmap when freed (glibc serves large
 //! blocks, and a thread arena's trimmed top, from and back to the kernel):
 //! a quarter of a rank's CPU in the profile of a 64 MiB ring allreduce
-//! (docs/performance.md). Sends take their staging copy from the pool and
-//! the writer gives it back once written; readers take a payload's buffer
-//! from it and the payload gives it back when reduced or copied in.
+//! (docs/performance.md). Readers take a payload's buffer from it and the
+//! payload gives it back when reduced or copied in; a send's loan taken
+//! back (conn::Body) copies into a buffer from it.
 //!
 //! The pool keeps at most [`POOL_MAX_BYTES`] of idle capacity; what is
 //! given back beyond that is freed, so memory stays bounded by the

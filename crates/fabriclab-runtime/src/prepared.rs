@@ -3,7 +3,7 @@
 
 use crate::clock::Stamp;
 use crate::RtError;
-use fabriclab_plan::{Op, Plan, PlanGraph};
+use fabriclab_plan::{Op, Plan, PlanGraph, Step};
 
 /// A plan read, checked and indexed for one rank; reuse it across ops.
 pub struct Prepared {
@@ -18,6 +18,49 @@ pub struct Prepared {
     /// Connections per rank pair the plan asks for (`meta.streams`); None:
     /// every connection the communicator has.
     pub streams: Option<u32>,
+    /// Per step of this rank: a receive whose range no other step of the
+    /// rank can touch while it runs (every step that overlaps it is an
+    /// ancestor or a descendant in the dependency graph), so its message
+    /// may be read (or summed) straight into the buffer once it starts
+    /// (conn::land).
+    pub(crate) land: Vec<bool>,
+}
+
+/// Plans with more steps on a rank than this land nothing (the check is
+/// quadratic in the steps).
+const LAND_MAX_STEPS: usize = 8192;
+
+/// [`Prepared::land`] for one rank's steps.
+fn landable(steps: &[Step]) -> Vec<bool> {
+    let n = steps.len();
+    if n > LAND_MAX_STEPS {
+        return vec![false; n];
+    }
+    // anc[i]: the bitset of step i's ancestors (deps point to earlier steps)
+    let words = n.div_ceil(64);
+    let mut anc = vec![0u64; n * words];
+    for (i, st) in steps.iter().enumerate() {
+        let (done, rest) = anc.split_at_mut(i * words);
+        let me = &mut rest[..words];
+        for &d in &st.deps {
+            let d = d as usize;
+            me[d / 64] |= 1 << (d % 64);
+            for (m, a) in me.iter_mut().zip(&done[d * words..(d + 1) * words]) {
+                *m |= a;
+            }
+        }
+    }
+    let is_anc = |a: usize, b: usize| anc[b * words + a / 64] >> (a % 64) & 1 == 1;
+    let overlap =
+        |a: &Step, b: &Step| a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+    (0..n)
+        .map(|j| {
+            steps[j].op == Op::Recv
+                && (0..n).all(|i| {
+                    i == j || !overlap(&steps[i], &steps[j]) || is_anc(i, j) || is_anc(j, i)
+                })
+        })
+        .collect()
 }
 
 impl Prepared {
@@ -61,7 +104,9 @@ impl Prepared {
                 recv_step[s.peer as usize].push(i as u32);
             }
         }
+        let land = landable(&plan.ranks[rank as usize]);
         Ok(Prepared {
+            land,
             plan,
             graph,
             send_index,
@@ -93,4 +138,48 @@ pub struct Record {
     pub end: Stamp,
     /// Send: start - post (queued behind earlier sends). Receive: arrival - post, or 0.
     pub wait_ns: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(op: Op, offset: u64, bytes: u64, reduce: bool, deps: &[u32]) -> Step {
+        Step {
+            op,
+            peer: 1,
+            offset,
+            bytes,
+            reduce,
+            deps: deps.to_vec(),
+            path: None,
+        }
+    }
+
+    #[test]
+    fn a_receive_lands_only_when_every_overlapping_step_is_ordered_with_it() {
+        use Op::{Recv, Send};
+        let steps = [
+            step(Send, 0, 8, false, &[]),      // 0
+            step(Recv, 0, 8, false, &[0]),     // 1: after 0, before 2: lands
+            step(Send, 4, 8, false, &[1]),     // 2
+            step(Recv, 16, 8, false, &[]),     // 3: overlaps 4, unordered: no
+            step(Recv, 20, 8, true, &[]),      // 4: overlaps 3, unordered: no
+            step(Recv, 100, 8, false, &[]),    // 5: overlaps nothing: lands
+            step(Recv, 8, 4, false, &[0]),     // 6: overlaps 2 (4..12), unordered: no
+            step(Recv, 30, 2, false, &[3, 4]), // 7: overlaps nothing: lands
+            step(Recv, 100, 8, true, &[5]),    // 8: after 5 (same range): lands
+        ];
+        assert_eq!(
+            landable(&steps),
+            [false, true, false, false, false, true, false, true, true]
+        );
+        // transitively ordered: 0 -> 1 -> 2, and 2 overlaps 0's range
+        let chain = [
+            step(Recv, 0, 8, false, &[]),
+            step(Send, 100, 8, false, &[0]),
+            step(Send, 0, 8, false, &[1]),
+        ];
+        assert_eq!(landable(&chain), [true, false, false]);
+    }
 }

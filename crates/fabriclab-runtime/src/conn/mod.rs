@@ -16,16 +16,22 @@
 //! not time out.
 //!
 //! The reader's side is in [`read`], the writer's (and the executor's
-//! direct writes) in [`write`].
+//! direct writes) in [`write`]; a send's payload, lent from the
+//! executor's buffer, in [`body`]; receives read straight into the buffer
+//! in [`land`].
 
+mod body;
+mod land;
 mod read;
 mod write;
 
 use crate::clock::{realtime_ns, Stamp};
 use crate::edge::{Edge, EdgeStats};
 use crate::pool::Pool;
-use crate::wire::{Header, HEADER_BYTES};
+use crate::wire::Header;
 use crate::{Config, Fault};
+pub use body::Body;
+pub use land::{Posts, Slot, PIECE_BYTES};
 use read::read_loop;
 use std::io::ErrorKind;
 use std::net::TcpStream;
@@ -71,6 +77,9 @@ impl Credit {
 /// credit and its buffer to the communicator's pool.
 pub struct Payload {
     pub data: Vec<u8>,
+    /// The payload was read (or summed) straight into the receive's range
+    /// (a posted [`Slot`]); `data` is empty.
+    pub landed: bool,
     pub(super) credit: Arc<Credit>,
     pub(super) pool: Arc<Pool>,
 }
@@ -134,6 +143,14 @@ pub enum Job {
         step: u32,
         offset: u64,
         data: Vec<u8>,
+    },
+    /// A data message whose payload is a [`Body`] (the executor's sends).
+    Send {
+        op_id: u64,
+        seq: u32,
+        step: u32,
+        offset: u64,
+        body: Arc<Body>,
     },
     Abort {
         culprit: u32,
@@ -251,6 +268,8 @@ pub struct Conn {
     credit: Arc<Credit>,
     /// Packet Rocket's sending edge, when the config turns it on.
     edge: Option<Arc<Edge>>,
+    /// Receives posted for the reader to land in place (conn::land).
+    pub posts: Arc<Posts>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -310,9 +329,11 @@ impl Conn {
             queued: queued.clone(),
         };
         let e2 = edge.clone();
+        let posts = Arc::new(Posts::default());
+        let p2 = posts.clone();
         let reader = std::thread::Builder::new()
             .name(format!("flrt-read-{peer}.{stream}"))
-            .spawn(move || read_loop(peer, stream, r, (cr2, pool), events, live, echo, e2))?;
+            .spawn(move || read_loop(peer, stream, r, (cr2, pool, p2), events, live, echo, e2))?;
         let checksum = cfg.checksum;
         let fault = Arc::new(Mutex::new(cfg.fault));
         let w2 = WriteCtx {
@@ -334,6 +355,7 @@ impl Conn {
             wctx,
             credit,
             edge,
+            posts,
             threads: vec![reader, writer],
         })
     }
@@ -355,9 +377,9 @@ impl Conn {
         seq: u32,
         step: u32,
         offset: u64,
-        data: Vec<u8>,
+        body: Arc<Body>,
     ) -> Result<Option<Event>, Gone> {
-        if data.len() <= DIRECT_MAX_BYTES + HEADER_BYTES
+        if body.len() <= DIRECT_MAX_BYTES
             && self.queued.load(Ordering::Acquire) == 0
             && self
                 .edge
@@ -371,7 +393,7 @@ impl Conn {
                 seq,
                 step,
                 offset,
-                data,
+                body,
                 self.checksum,
                 &self.fault,
                 edge,
@@ -386,12 +408,12 @@ impl Conn {
                 Direct::Partial => self.post(Job::Flush).map(|_| None),
             };
         }
-        self.post(Job::Data {
+        self.post(Job::Send {
             op_id,
             seq,
             step,
             offset,
-            data,
+            body,
         })?;
         Ok(None)
     }

@@ -1,7 +1,8 @@
 //! A connection's reader: reads whole messages, checks them and hands them
 //! to the executor's event channel, within the connection's credit.
 
-use super::{polled, Credit, Event, Liveness, Payload, Poster};
+use super::land::{read_into, Landed, Posts};
+use super::{poll_interval, polled, Credit, Event, Liveness, Payload, Poster};
 use crate::clock::{realtime_ns, Stamp};
 use crate::edge::{self, Edge};
 use crate::pool::Pool;
@@ -60,7 +61,7 @@ pub(super) fn read_loop(
     peer: u32,
     stream: u32,
     mut s: TcpStream,
-    (credit, pool): (Arc<Credit>, Arc<Pool>),
+    (credit, pool, posts): (Arc<Credit>, Arc<Pool>, Arc<Posts>),
     ev: Sender<Event>,
     live: Liveness,
     echo: Poster,
@@ -70,7 +71,7 @@ pub(super) fn read_loop(
         peer,
         stream,
         &mut s,
-        (&credit, &pool),
+        (&credit, &pool, &posts),
         &ev,
         &live,
         &echo,
@@ -94,7 +95,7 @@ fn read_messages(
     peer: u32,
     stream: u32,
     s: &mut TcpStream,
-    (credit, pool): (&Arc<Credit>, &Arc<Pool>),
+    (credit, pool, posts): (&Arc<Credit>, &Arc<Pool>, &Posts),
     ev: &Sender<Event>,
     live: &Liveness,
     echo: &Poster,
@@ -106,6 +107,7 @@ fn read_messages(
         what,
         error,
     };
+    let mut scratch = Vec::new();
     loop {
         if !credit.wait_below_limit() || live.closing() {
             return End::Discard;
@@ -163,9 +165,57 @@ fn read_messages(
             ));
             return End::Discard;
         }
+        if let Some(slot) = (h.kind == KIND_DATA)
+            .then(|| posts.take(h.op_id, h.seq, h.len_bytes))
+            .flatten()
+        {
+            let wait_ms = poll_interval(live.timeout).as_millis() as i32;
+            let crc = (h.flags & FLAG_CHECKSUM != 0).then_some(h.payload_crc);
+            let error = match read_into(s, &slot, live, wait_ms, crc, &mut scratch) {
+                Landed::Whole { crc_ok: true } => {
+                    let payload = Payload {
+                        data: Vec::new(),
+                        landed: true,
+                        credit: credit.clone(),
+                        pool: pool.clone(),
+                    };
+                    let e = Event::Data {
+                        peer,
+                        stream,
+                        hdr: h,
+                        payload,
+                        arrived: Stamp::now(),
+                    };
+                    if ev.send(e).is_err() {
+                        return End::Discard;
+                    }
+                    continue;
+                }
+                // the op it belonged to has ended: nothing waits for it
+                Landed::Revoked => continue,
+                Landed::Closing => return End::Discard,
+                Landed::Whole { crc_ok: false } => {
+                    "payload checksum mismatch (corrupted data)".to_string()
+                }
+                Landed::Short(n) => format!(
+                    "truncated message: got {n} of {} payload bytes before the connection closed",
+                    h.len_bytes
+                ),
+                Landed::Failed(e) => {
+                    let _ = ev.send(broken(
+                        what,
+                        format!("connection failed inside a message: {e}"),
+                    ));
+                    return End::Failed;
+                }
+            };
+            let _ = ev.send(broken(what, error));
+            return End::Discard;
+        }
         credit.take(h.len_bytes);
         let payload = Payload {
             data: Vec::new(),
+            landed: false,
             credit: credit.clone(),
             pool: pool.clone(),
         };

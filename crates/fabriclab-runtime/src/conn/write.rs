@@ -2,7 +2,8 @@
 //! data message's framing (checksum, fault hook, Packet Rocket's stamp and
 //! hold) and the writer thread's loop.
 
-use super::{polled, Event, Job, Liveness};
+use super::body::Body;
+use super::{poll_interval, polled, Event, Job, Liveness};
 use crate::clock::{realtime_ns, Stamp};
 use crate::edge::{self, Edge};
 use crate::pool::Pool;
@@ -20,9 +21,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A data message framed for the wire (header written, checksum and
-/// stamp taken), with what its Sent event reports.
+/// stamp taken), with what its Sent event reports. Its bytes are the
+/// header, then the body's, handed to the kernel together (`sendmsg`).
 pub struct Frame {
-    data: Vec<u8>,
+    head: [u8; HEADER_BYTES],
+    body: Arc<Body>,
     /// The fault hook's truncation: write this many bytes, then FIN.
     pub(super) cut: Option<usize>,
     op_id: u64,
@@ -78,7 +81,7 @@ impl WriteCtx {
     /// Writes the rest of a partial direct write, if any, and reports it.
     fn finish_pending(&self, g: &mut Option<Pending>, s: &mut TcpStream) {
         if let Some(p) = g.take() {
-            let r = self.write_all(s, &p.frame.data[p.done..]);
+            let r = self.write_range(s, &p.frame, p.done, p.frame.len());
             let e = self.sent(p.frame, r);
             if let Some(ev) = &self.events {
                 let _ = ev.send(e);
@@ -86,9 +89,9 @@ impl WriteCtx {
         }
     }
 
-    /// The event of a frame's write; its buffer goes back to the pool.
+    /// The event of a frame's write (an owned body's buffer goes back to
+    /// the pool when its last holder drops it).
     fn sent(&self, f: Frame, r: std::io::Result<()>) -> Event {
-        self.pool.give(f.data);
         let (peer, op_id, step) = (self.peer, f.op_id, f.step);
         match r {
             Ok(()) => Event::Sent {
@@ -150,6 +153,115 @@ impl WriteCtx {
         }
         Ok(())
     }
+
+    /// Writes bytes `from..to` of a data frame, the frame lock held: in
+    /// non-blocking sends (the body's lock is held only inside one), with
+    /// a `poll` for room of at most a poll interval between them, under
+    /// the same rules as [`WriteCtx::write_all`].
+    fn write_range(
+        &self,
+        s: &TcpStream,
+        f: &Frame,
+        mut from: usize,
+        to: usize,
+    ) -> std::io::Result<()> {
+        let t0 = Stamp::now().mono_ns;
+        let fd = s.as_raw_fd();
+        let wait_ms = poll_interval(self.live.timeout).as_millis() as i32;
+        while from < to {
+            if self.live.linger_over() {
+                return Err(std::io::Error::new(
+                    ErrorKind::TimedOut,
+                    "closing: the peer took nothing more before the linger ended",
+                ));
+            }
+            match send_some(fd, f, from, to) {
+                Ok(0) => {
+                    return Err(std::io::Error::new(
+                        ErrorKind::WriteZero,
+                        "connection closed",
+                    ))
+                }
+                Ok(n) => from += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    let mut pfd = libc::pollfd {
+                        fd,
+                        events: libc::POLLOUT,
+                        revents: 0,
+                    };
+                    // SAFETY: one valid pollfd.
+                    if unsafe { libc::poll(&mut pfd, 1, wait_ms) } != 0 {
+                        continue; // room, an error to read, or a signal
+                    }
+                    let now = Stamp::now().mono_ns;
+                    let silent = self.live.silent_ns(now);
+                    if silent >= self.live.timeout.as_nanos() as u64 {
+                        return Err(std::io::Error::new(
+                            ErrorKind::TimedOut,
+                            format!(
+                                "the peer neither read nor sent anything for {:.1} s",
+                                silent as f64 / 1e9
+                            ),
+                        ));
+                    }
+                    if now - t0 >= self.late_timeout.as_nanos() as u64 {
+                        return Err(std::io::Error::new(
+                            ErrorKind::TimedOut,
+                            "the peer did not read for late_timeout",
+                        ));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Frame {
+    fn len(&self) -> usize {
+        HEADER_BYTES + self.body.len()
+    }
+}
+
+/// One non-blocking `sendmsg` of bytes `from..to` of a frame (header and
+/// body as two pieces, no copy between them); the bytes the kernel took.
+fn send_some(fd: i32, f: &Frame, from: usize, to: usize) -> std::io::Result<usize> {
+    f.body.with(|b| {
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; 2];
+        let mut k = 0;
+        if from < HEADER_BYTES {
+            let h = &f.head[from..to.min(HEADER_BYTES)];
+            iov[k] = libc::iovec {
+                iov_base: h.as_ptr() as *mut _,
+                iov_len: h.len(),
+            };
+            k += 1;
+        }
+        if to > HEADER_BYTES {
+            let p = &b[from.max(HEADER_BYTES) - HEADER_BYTES..to - HEADER_BYTES];
+            iov[k] = libc::iovec {
+                iov_base: p.as_ptr() as *mut _,
+                iov_len: p.len(),
+            };
+            k += 1;
+        }
+        // SAFETY: a zeroed msghdr is valid; the iovecs point at live bytes.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = k as _;
+        // SAFETY: a valid socket and message.
+        let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+        if n < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -160,12 +272,12 @@ pub(super) fn write_data(
     seq: u32,
     step: u32,
     offset: u64,
-    data: Vec<u8>,
+    body: Arc<Body>,
     checksum: bool,
     fault: &Mutex<Option<Fault>>,
     edge: Option<&Edge>,
 ) -> Event {
-    let f = frame_data(w, op_id, seq, step, offset, data, checksum, fault, edge);
+    let f = frame_data(w, op_id, seq, step, offset, body, checksum, fault, edge);
     write_whole(w, s, f)
 }
 
@@ -178,7 +290,7 @@ pub(super) fn frame_data(
     seq: u32,
     step: u32,
     offset: u64,
-    mut data: Vec<u8>,
+    body: Arc<Body>,
     checksum: bool,
     fault: &Mutex<Option<Fault>>,
     edge: Option<&Edge>,
@@ -188,9 +300,9 @@ pub(super) fn frame_data(
         hold(w, e);
     }
     let start = Stamp::now();
-    let len = (data.len() - HEADER_BYTES) as u64;
+    let len = body.len() as u64;
     let crc = if checksum {
-        crc32fast::hash(&data[HEADER_BYTES..])
+        body.with(crc32fast::hash)
     } else {
         0
     };
@@ -199,7 +311,7 @@ pub(super) fn frame_data(
         let mut f = fault.lock().unwrap();
         match *f {
             Some(Fault::Corrupt { peer: p, seq: q }) if p == peer && q == seq => {
-                data[HEADER_BYTES] ^= 0xff;
+                body.corrupt_first_byte();
                 *f = None;
             }
             Some(Fault::Truncate { peer: p, seq: q }) if p == peer && q == seq => {
@@ -222,9 +334,9 @@ pub(super) fn frame_data(
         len_bytes: len,
         payload_crc: crc,
     };
-    data[..HEADER_BYTES].copy_from_slice(&h.encode());
     Frame {
-        data,
+        head: h.encode(),
+        body,
         cut,
         op_id,
         step,
@@ -234,12 +346,15 @@ pub(super) fn frame_data(
 
 /// Writes a frame whole, waiting for the peer as long as the rules allow.
 pub(super) fn write_whole(w: &WriteCtx, s: &mut TcpStream, f: Frame) -> Event {
+    let mut g = w.lock.lock().unwrap();
+    w.finish_pending(&mut g, s);
     let r = match f.cut {
         Some(n) => w
-            .write_frame(s, &f.data[..n])
+            .write_range(s, &f, 0, n)
             .and_then(|_| s.shutdown(Shutdown::Write)),
-        None => w.write_frame(s, &f.data),
+        None => w.write_range(s, &f, 0, f.len()),
     };
+    drop(g);
     w.sent(f, r)
 }
 
@@ -252,22 +367,15 @@ pub(super) fn try_direct(w: &WriteCtx, s: &TcpStream, f: Frame) -> Direct {
     debug_assert!(g.is_none());
     let fd = s.as_raw_fd();
     let mut done = 0;
-    while done < f.data.len() {
-        let rest = &f.data[done..];
-        // SAFETY: a valid socket and a live buffer of rest.len() bytes.
-        let n = unsafe {
-            libc::send(
-                fd,
-                rest.as_ptr().cast(),
-                rest.len(),
-                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-            )
+    while done < f.len() {
+        let e = match send_some(fd, &f, done, f.len()) {
+            Ok(n) if n > 0 => {
+                done += n;
+                continue;
+            }
+            Ok(_) => std::io::Error::new(ErrorKind::WriteZero, "connection closed"),
+            Err(e) => e,
         };
-        if n > 0 {
-            done += n as usize;
-            continue;
-        }
-        let e = std::io::Error::last_os_error();
         match e.kind() {
             ErrorKind::Interrupted => {}
             ErrorKind::WouldBlock if done == 0 => return Direct::Full(f),
@@ -316,6 +424,7 @@ pub(super) fn write_loop(
                 offset,
                 data,
             } => {
+                let body = Body::owned(data, HEADER_BYTES, w.pool.clone());
                 let e = write_data(
                     &w,
                     &mut s,
@@ -323,7 +432,31 @@ pub(super) fn write_loop(
                     seq,
                     step,
                     offset,
-                    data,
+                    body,
+                    checksum,
+                    &fault,
+                    edge.as_deref(),
+                );
+                queued.fetch_sub(1, Ordering::AcqRel);
+                if ev.send(e).is_err() {
+                    return;
+                }
+            }
+            Job::Send {
+                op_id,
+                seq,
+                step,
+                offset,
+                body,
+            } => {
+                let e = write_data(
+                    &w,
+                    &mut s,
+                    op_id,
+                    seq,
+                    step,
+                    offset,
+                    body,
                     checksum,
                     &fault,
                     edge.as_deref(),
