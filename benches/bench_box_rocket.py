@@ -20,7 +20,7 @@ and timeouts their TCPTimeouts (/proc/net/netstat: retransmission timer expiries
 and echoes flow, no pause is ever taken), which isolates the pauses from the rest of the machinery.
 `--notsent-lowat` sets the hosts' net.ipv4.tcp_notsent_lowat (per namespace), which bounds the bytes
 that wait unsent in a socket: with it the chunk gate acts closer to the wire (docs/clockwork-control.md).
-Results: docs/performance.md ("Packet Rocket in the box") and docs/clockwork-control.md.
+Results: docs/performance-runtime.md ("Packet Rocket in the box") and docs/clockwork-control.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runtime vs MPI vs Gloo allreduce in a cluster-in-a-box, alternately in one sitting
-# (docs/performance.md, "Cluster-in-a-box"). Root; baselines from scripts/install-baselines.sh.
+# (docs/performance-runtime.md, "Runtime and cluster-in-a-box"). Root; baselines from scripts/install-baselines.sh.
 #   sudo benches/cluster_allreduce.sh [SCENARIO] [--gso]
 # N (ranks, default 4) and SIZES (default 1M:64M) from the environment.
 set -eu

@@ -5,7 +5,7 @@
 Starts the ranks with `fabriclab launch`; every rank runs --ops allreduces
 (ring, float32, --count elements), alternating with broadcasts every tenth
 op, and records its VmRSS (from /proc/self/status) after 1 %, 10 %, 50 % and
-100 % of the ops. Rank 0 prints one line per rank. Numbers: docs/performance.md.
+100 % of the ops. Rank 0 prints one line per rank. Numbers: docs/performance-runtime.md.
 """
 
 from __future__ import annotations

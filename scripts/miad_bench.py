@@ -1,5 +1,5 @@
 """``chunk_bytes="auto"`` (MIAD inside the communicator) against a sweep of
-fixed chunk sizes, for real (docs/performance.md). Run under the launcher:
+fixed chunk sizes, for real (docs/performance-runtime.md). Run under the launcher:
 
     fabriclab launch -n 4 -- python scripts/miad_bench.py --size 16M --algo ring
     fabriclab launch --cluster miad -n 4 -- python scripts/miad_bench.py --rounds 2 ...
