@@ -111,6 +111,30 @@ impl WriteCtx {
     }
 
     /// Writes all of `buf`, the frame lock held.
+    /// A write waiting for room since `t0` (monotonic ns) has waited too
+    /// long: the peer silent for the liveness timeout, or not reading for
+    /// `late_timeout`.
+    fn check_stall(&self, t0: u64) -> std::io::Result<()> {
+        let now = Stamp::now().mono_ns;
+        let silent = self.live.silent_ns(now);
+        if silent >= self.live.timeout.as_nanos() as u64 {
+            return Err(std::io::Error::new(
+                ErrorKind::TimedOut,
+                format!(
+                    "the peer neither read nor sent anything for {:.1} s",
+                    silent as f64 / 1e9
+                ),
+            ));
+        }
+        if now - t0 >= self.late_timeout.as_nanos() as u64 {
+            return Err(std::io::Error::new(
+                ErrorKind::TimedOut,
+                "the peer did not read for late_timeout",
+            ));
+        }
+        Ok(())
+    }
+
     fn write_all(&self, s: &mut TcpStream, mut buf: &[u8]) -> std::io::Result<()> {
         let t0 = Stamp::now().mono_ns;
         while !buf.is_empty() {
@@ -129,25 +153,7 @@ impl WriteCtx {
                 }
                 Ok(n) => buf = &buf[n..],
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if polled(&e) => {
-                    let now = Stamp::now().mono_ns;
-                    let silent = self.live.silent_ns(now);
-                    if silent >= self.live.timeout.as_nanos() as u64 {
-                        return Err(std::io::Error::new(
-                            ErrorKind::TimedOut,
-                            format!(
-                                "the peer neither read nor sent anything for {:.1} s",
-                                silent as f64 / 1e9
-                            ),
-                        ));
-                    }
-                    if now - t0 >= self.late_timeout.as_nanos() as u64 {
-                        return Err(std::io::Error::new(
-                            ErrorKind::TimedOut,
-                            "the peer did not read for late_timeout",
-                        ));
-                    }
-                }
+                Err(e) if polled(&e) => self.check_stall(t0)?,
                 Err(e) => return Err(e),
             }
         }
@@ -194,23 +200,7 @@ impl WriteCtx {
                     if unsafe { libc::poll(&mut pfd, 1, wait_ms) } != 0 {
                         continue; // room, an error to read, or a signal
                     }
-                    let now = Stamp::now().mono_ns;
-                    let silent = self.live.silent_ns(now);
-                    if silent >= self.live.timeout.as_nanos() as u64 {
-                        return Err(std::io::Error::new(
-                            ErrorKind::TimedOut,
-                            format!(
-                                "the peer neither read nor sent anything for {:.1} s",
-                                silent as f64 / 1e9
-                            ),
-                        ));
-                    }
-                    if now - t0 >= self.late_timeout.as_nanos() as u64 {
-                        return Err(std::io::Error::new(
-                            ErrorKind::TimedOut,
-                            "the peer did not read for late_timeout",
-                        ));
-                    }
+                    self.check_stall(t0)?;
                 }
                 Err(e) => return Err(e),
             }

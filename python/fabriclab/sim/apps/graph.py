@@ -32,6 +32,20 @@ def _builder(op: str):
             "reduce": lambda n, b: chain_reduce(n, b, 0)}[op]
 
 
+def rank_slowdowns(field: str, slowdown: dict, n: int) -> list[float]:
+    """Each of ``n`` ranks' compute slowdown factor (1: as recorded) from a job's ``slowdown`` table
+    (rank -> positive factor), its keys and values checked."""
+    from ...scenario.base import ScenarioError
+
+    slow = [1.0] * n
+    for k, v in slowdown.items():
+        if not k.isdigit() or int(k) >= n or not v > 0:
+            raise ScenarioError(f"{field}.slowdown: keys are ranks 0..{n - 1}, values positive factors; "
+                                f"got {k!r} = {v!r}")
+        slow[int(k)] = float(v)
+    return slow
+
+
 def intern(items: list, x) -> int:
     """``x``'s index in ``items``, appended first if absent."""
     if x not in items:

@@ -18,7 +18,7 @@ from ...scenario.base import ScenarioError
 from ...scenario.llm import GPU_PEAK_FLOPS
 from ..app import Resolving
 from ..limits import BYTES_PER_FLOW, BYTES_PER_TIMELINE_ROW
-from .graph import GraphApp, GraphBuild
+from .graph import GraphApp, GraphBuild, rank_slowdowns
 
 TP, DP, EP = 0, 1, 2  # group slots
 
@@ -320,12 +320,7 @@ def lower(s, i: int, j, t) -> dict:
             raise ScenarioError(f"llm_jobs[{i}].hosts: host index {bad[0]} out of range (0..{nh - 1})")
         if len(set(hosts)) != n:
             raise ScenarioError(f"llm_jobs[{i}].hosts: needs {n} distinct hosts")
-    slow = [1.0] * n
-    for k, v in j.slowdown.items():
-        if not k.isdigit() or int(k) >= n or not v > 0:
-            raise ScenarioError(f"llm_jobs[{i}].slowdown: keys are ranks 0..{n - 1}, values positive factors; "
-                                f"got {k!r} = {v!r}")
-        slow[int(k)] = float(v)
+    slow = rank_slowdowns(f"llm_jobs[{i}]", j.slowdown, n)
     low = _Lowering(s, i, j)
     coords = _ranks(j)
     index = {x: r for r, x in enumerate(coords)}

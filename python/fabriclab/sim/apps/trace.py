@@ -36,7 +36,7 @@ from ...scenario.base import U32_MAX, ScenarioError
 from ..app import Resolving
 from ..limits import BYTES_PER_FLOW, BYTES_PER_TIMELINE_ROW
 from .chakra import COMM_TYPES, TraceNode, Unread, rank_files, read_rank
-from .graph import GraphApp, GraphBuild, intern
+from .graph import GraphApp, GraphBuild, intern, rank_slowdowns
 
 # Chakra's collectives fabriclab runs, by comm_type, as the plan format's op.
 COLLECTIVES = {"ALL_REDUCE": "allreduce", "ALL_GATHER": "allgather", "REDUCE_SCATTER": "reduce_scatter",
@@ -346,12 +346,7 @@ def lower(s, i: int, j, nh: int) -> dict:
     for g, rs in j.groups.items():
         if max(rs) >= n:
             raise ScenarioError(f"{field}.groups.{g}: rank {max(rs)} is not one of the trace's ranks 0..{n - 1}")
-    slow = [1.0] * n
-    for k, v in j.slowdown.items():
-        if not k.isdigit() or int(k) >= n or not v > 0:
-            raise ScenarioError(f"{field}.slowdown: keys are ranks 0..{n - 1}, values positive factors; "
-                                f"got {k!r} = {v!r}")
-        slow[int(k)] = float(v)
+    slow = rank_slowdowns(field, j.slowdown, n)
     ranks = [_Rank(field, r, nodes, f, j, n) for r, (nodes, f) in enumerate(zip(_read(s, i, j), files))]
     _match(ranks, j, n)
     b = GraphBuild()
