@@ -45,13 +45,12 @@ from __future__ import annotations
 import hashlib
 import json
 
-import numpy as np
-
 from ...scenario.base import ScenarioError
 from ...scenario.clocks import ProbesConfig
 from ...scenario.fabric import needs_calibration, rocket_clock
-from . import estimate as est
-from . import probes as pr
+
+# numpy and the estimator (pyarrow) are imported where a pass runs: `fabriclab validate` and a run without
+# Packet Rocket's estimated clocks only ask whether one is needed (tests/test_startup_imports.py).
 
 # The coded-pair purity bound per stamping (``fabriclab reproduce clock-sync``'s choice, docs/reproductions.md).
 PURE_BOUND_NS = {"nic": 300.0, "software": 2000.0}
@@ -98,6 +97,8 @@ def pieces(clocks, host_index: dict[str, int]) -> list[dict]:
     """The correction table of an estimate's ``clocks`` table (one method),
     as the core reads it: per host, one linear piece per window on the host's
     own clock (the module's docstring)."""
+    import numpy as np
+
     window = np.asarray(clocks.column("window").to_numpy())
     mid_ns = np.asarray(clocks.column("window_mid_ns").to_numpy(), dtype=np.float64)
     host = clocks.column("host").to_pylist()
@@ -119,7 +120,11 @@ def pieces(clocks, host_index: dict[str, int]) -> list[dict]:
 
 def calibrate(s) -> tuple[list[dict], dict]:
     """The correction table for ``s`` and what the pass did (for summary.json)."""
+    import numpy as np
+
     from ...sim.pipeline import simulate
+    from . import estimate as est
+    from . import probes as pr
 
     t = s.build_topology()
     res = simulate(calibration_scenario(s, len(t.hosts)))
@@ -152,6 +157,8 @@ def _drift_error(table: list[dict], truth, index: dict[str, int], reference: str
     host's drift at time 0; the wander moves it by about 0.03 ppm over the
     default mesh's 10 ms): the exact slope on host h's clock is (d_h - d_ref) /
     (1 + d_h). The reference is left out; p50 and max of |error|, ppm."""
+    import numpy as np
+
     if truth is None:
         return {}
     d = dict(zip(truth.column("host").to_pylist(), (x / 1e6 for x in truth.column("drift_ppm").to_pylist())))
