@@ -1,5 +1,5 @@
 """Rewrites the summary table at the top of docs/reproductions.md from the
-registry (python/fabriclab/systems/registry.py, ``ROWS``); nothing else on
+registry (python/fabriclab/systems/registry/rows.py, ``ROWS``); nothing else on
 the page changes. ``--check`` only reports whether the page is current
 (exit 1 when not). tests/test_registry.py makes the same comparison.
 

@@ -85,7 +85,7 @@ def c4p_two_server_testbed(spines: int):
 
 def assert_quick_bands(name: str, summary: dict) -> None:
     """Issue 29's guard: every headline of ``name``'s quick run stays inside
-    the band the registry (fabriclab/systems/registry.py, QUICK) gives it. A
+    the band the registry (fabriclab/systems/registry/quick.py, QUICK) gives it. A
     change that moves one updates the registry with its reason."""
     from fabriclab.systems.reproduce import check_quick
 

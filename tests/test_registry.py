@@ -1,4 +1,4 @@
-"""The registry of reproductions (fabriclab/systems/registry.py, issue 29):
+"""The registry of reproductions (fabriclab/systems/registry/, issue 29):
 docs/reproductions.md's summary table is the registry's, each row's status
 agrees with its machine-checkable numbers, the quick bands can fail, and
 the quick modes no other test runs are run here and held to their bands

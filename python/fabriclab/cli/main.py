@@ -245,7 +245,7 @@ def reproduce(
                                                  "ranges the detector was developed on)."),
     workers: int = typer.Option(1, "--workers", min=1, help="clock-sync, colocation, bottleneck and clockwork-* only: "
                                                                "simulations run on this many processes."),
-    list_: bool = typer.Option(False, "--list", help="Print the registry of reproductions (systems/registry.py) and exit."),
+    list_: bool = typer.Option(False, "--list", help="Print the registry of reproductions (systems/registry/) and exit."),
 ) -> None:
     """Run a paper reproduction end to end and print our numbers beside the paper's."""
     import json

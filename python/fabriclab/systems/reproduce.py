@@ -1,6 +1,6 @@
 """Running reproductions by name (``fabriclab reproduce NAME``), all quick
 modes at once (``fabriclab reproduce all --quick``), and the tables of the
-registry (systems/registry.py): the page's summary table and the quick
+registry (systems/registry/): the page's summary table and the quick
 checks' verdicts."""
 
 from __future__ import annotations
