@@ -1,10 +1,14 @@
 """The scenario contract: the one schema between fabriclab's parts.
 
-``model.py`` is the :class:`Scenario` (top-level fields, workloads, loading,
-the resolved file); the fabric sections are in ``fabric.py``, the app
-sections beside it (``aggregation.py``, ``faults.py``, ``recovery.py``);
-``base.py``, ``units.py`` the shared types; ``topology.py``, ``gpus.py``,
-``cdfs.py``, ``profiles.py`` the builders and data a scenario names.
+``model.py`` is the :class:`Scenario` (top-level fields, the rules across
+sections, loading), ``resolving.py`` what it resolves to (topology, traffic,
+flows, the resolved file), ``messages.py`` its errors' text; the workloads
+(traffic, flows, jobs, collectives, outputs) are in ``workloads.py``, the
+fabric sections in ``fabric.py``, the app sections beside them
+(``aggregation.py``, ``faults.py``, ``recovery.py``, ``clocks.py``,
+``cloud.py``, ``llm.py``, ``trace.py``); ``base.py``, ``units.py`` the
+shared types; ``topology.py``, ``gpus.py``, ``cdfs.py``, ``profiles.py`` the
+builders and data a scenario names.
 
 ``from fabriclab.scenario import Scenario`` loads the schema on first use
 (pydantic builds its models then), so importing a builder module of this
@@ -14,8 +18,8 @@ import importlib
 
 # The package's modules: `from . import topology` asks this package for the
 # name before importing the module, which must not load the schema.
-_MODULES = {"aggregation", "base", "cdfs", "clocks", "fabric", "faults", "gpus", "model", "profiles", "recovery", "topology",
-            "units"}
+_MODULES = {"aggregation", "base", "cdfs", "clocks", "cloud", "fabric", "faults", "gpus", "llm", "messages", "model",
+            "profiles", "recovery", "resolving", "topology", "trace", "units", "workloads"}
 
 
 def __getattr__(name):

@@ -19,7 +19,7 @@ from ..scenario.model import (
 from ..scenario.topology import TopologyData
 from .pipeline import core_spec
 
-# The defaults of [[collectives]] (their sources are in scenario/model.py).
+# The defaults of [[collectives]] (their sources are in scenario/workloads.py).
 DEFAULT_REDUCE_BPS = COLLECTIVE_REDUCE_BPS
 DEFAULT_SEND_OVERHEAD_PS = COLLECTIVE_SEND_OVERHEAD_PS
 # The flow backend's model of a plan's messages (issue 29). A plan's messages are

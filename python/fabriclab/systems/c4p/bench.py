@@ -27,7 +27,7 @@ from .master import Master, ecmp_src_ports
 from .testbed import GPUS_PER_SERVER, Router, Testbed
 
 REDUCE_BPS = 8 * 1_100 * 10**9  # H800 HBM3 3.35 TB/s over three streams (two reads, one write)
-SEND_OVERHEAD_PS = 1_000_000  # 1 us per message, as the collectives' default (scenario/model.py)
+SEND_OVERHEAD_PS = 1_000_000  # 1 us per message, as the collectives' default (scenario/workloads.py)
 # The master's reaction to a link failure (repath). The paper gives none; its
 # figure 11 spans many seconds of allreduces, ours a few ms, so any reaction
 # on its time scale would be invisible there. 10 us: short against one of our
