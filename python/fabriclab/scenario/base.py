@@ -1,7 +1,7 @@
 """What every part of the scenario schema shares: the error type, the strict
 pydantic base model, the core's integer ranges and quantity types.
 
-The modules of this package that define the schema's models (model.py, workloads.py, fabric.py,
+The modules of this package that define the schema's models (model.py, workloads.py, graph_job.py, fabric.py,
 faults.py, recovery.py, aggregation.py) do not use ``from
 __future__ import annotations``: their annotations are evaluated as the
 module runs, where pydantic would otherwise turn each field's annotation

@@ -34,8 +34,9 @@ from typing import Annotated, Literal, Optional, Union
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, model_validator
 
-from .base import U32_MAX, Delay, _Strict
-from .units import RateBps, SizeBytes
+from .base import U32_MAX, _Strict
+from .graph_job import GraphJobRun
+from .units import SizeBytes
 
 # name: hidden, layers, heads, kv_heads, ffn_hidden, gated_mlp, vocab, seq_len, experts, top_k
 MODELS: dict[str, dict] = {
@@ -91,8 +92,9 @@ class LlmQps(_Strict):
     src_ports: list[Annotated[StrictInt, Field(ge=0, le=65535)]] = Field(min_length=1, max_length=64)
 
 
-class LlmJobConfig(_Strict):
-    """An LLM training job (docs/llm.md)."""
+class _LlmJobShape(_Strict):
+    """The fields of ``[[llm_jobs]]`` before :class:`GraphJobRun`'s: the model,
+    its parallelism, placement, compute and buckets."""
 
     name: str = "llm"
     # A named shape (MODELS) or "custom" (every field of `shape` given).
@@ -133,12 +135,11 @@ class LlmJobConfig(_Strict):
     # Coarsening: consecutive layers of a stage lowered as one compute node
     # and one collective per kind (docs/llm.md); 1 is per layer.
     layers_per_node: StrictInt = Field(1, ge=1, le=U32_MAX)
-    iterations: StrictInt = Field(1, ge=1, le=U32_MAX)
-    start_ps: Delay = 0
-    class_: StrictInt = Field(0, ge=0, le=7, alias="class")
-    reduce_bps: Annotated[RateBps, Field(gt=0)] = 300 * 8 * 10**9
-    send_overhead_ps: Delay = 0
-    persistent_connections: StrictBool = True
+
+
+class LlmJobConfig(GraphJobRun, _LlmJobShape):
+    """An LLM training job (docs/llm.md)."""
+
     # Rank pairs on queue pairs with given source ports (a path manager's choice, e.g. C4P's).
     qps: list[LlmQps] = Field(default_factory=list)
     # Rank -> compute slowdown factor (a straggler: > 1).

@@ -14,12 +14,14 @@ from pydantic import (
     model_validator,
 )
 
-from .base import U32_MAX, Delay, _Strict
+from .base import _Strict
+from .graph_job import GraphJobRun
 from .units import RateBps
 
 
-class TraceJobConfig(_Strict):
-    """A job replayed from Chakra execution traces."""
+class _TraceJobSource(_Strict):
+    """The fields of ``[[trace_jobs]]`` before :class:`GraphJobRun`'s: the
+    traces, their ranks' hosts and groups, and how their nodes are read."""
 
     name: str = "trace"
     # The files' prefix: <path>.0.et, <path>.1.et, ... (or .json, Chakra's JSON form), one per rank,
@@ -40,12 +42,11 @@ class TraceJobConfig(_Strict):
     # tensor_size x 8 / memory_bps) in place of duration_micros (unset: durations replayed).
     peak_flops: StrictFloat | None = Field(None, gt=0)
     memory_bps: Annotated[RateBps, Field(gt=0)] | None = None
-    iterations: StrictInt = Field(1, ge=1, le=U32_MAX)
-    start_ps: Delay = 0
-    class_: StrictInt = Field(0, ge=0, le=7, alias="class")
-    reduce_bps: Annotated[RateBps, Field(gt=0)] = 300 * 8 * 10**9
-    send_overhead_ps: Delay = 0
-    persistent_connections: StrictBool = True
+
+
+class TraceJobConfig(GraphJobRun, _TraceJobSource):
+    """A job replayed from Chakra execution traces."""
+
     # Rank -> compute slowdown factor (a straggler: > 1).
     slowdown: dict[str, float] = Field(default_factory=dict)
     telemetry: StrictBool = True
