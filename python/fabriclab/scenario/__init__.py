@@ -18,8 +18,8 @@ import importlib
 
 # The package's modules: `from . import topology` asks this package for the
 # name before importing the module, which must not load the schema.
-_MODULES = {"aggregation", "base", "cdfs", "clocks", "cloud", "fabric", "faults", "gpus", "graph_job", "llm", "messages", "model",
-            "profiles", "recovery", "resolving", "topology", "trace", "units", "workloads"}
+_MODULES = {"aggregation", "base", "cdfs", "clocks", "cloud", "fabric", "faults", "gpus", "graph_job", "llm", "messages",
+            "model", "profiles", "recovery", "resolving", "topology", "trace", "units", "workloads"}
 
 
 def __getattr__(name):
