@@ -418,3 +418,32 @@ def test_a_trace_runs_on_the_packet_backend(tmp_path):
     ar_end = tl[tl.kind == "allreduce"].groupby("worker").end_ps.max()
     b_start = tl[tl["index"] == 3].set_index("worker").start_ps
     assert (b_start == ar_end).all()
+
+
+def test_group_names_follow_the_registered_apps_only(tmp_path):
+    # An LLM job (TP 2: groups "tp0", "tp1"; DP 2: "dp0", "dp1", numbered by their index) beside a traced job
+    # (pg "a" and "b", named by their pg_name). The graph apps are the registry's (sim.apps.APPS), handed to the
+    # collection: a GraphApp subclass merely defined, here one claiming the LLM jobs and naming groups by label
+    # alone, changes nothing (found through GraphApp.__subclasses__(), it made "tp" of "tp0" and "tp1").
+    from fabriclab.sim.apps.graph import GraphApp
+
+    class Unregistered(GraphApp):
+        numbered_groups = False
+
+        def jobs(self, s):
+            return s.llm_jobs
+
+    (tmp_path / "t").mkdir()
+    write_trace(tmp_path / "t" / "job", [[node(1, "c", COMP, dur_us=10), allreduce(2, 1 << 16, [1], pg="ab"[r // 2])]
+                                         for r in range(4)])
+    s = Scenario.from_dict({"backend": "flow", "flow_model": "fluid", "seed": 1,
+                            "topology": {"kind": "star", "hosts": 4, "link_rate_bps": B, "link_delay_ps": 0},
+                            "trace_jobs": [{"path": "t/job", "groups": {"a": [0, 1], "b": [2, 3]}}],
+                            "llm_jobs": [{"name": "llm", "model": "custom", "tp": 2, "dp": 2, "micro_batches": 1,
+                                          "shape": {"hidden": 8, "layers": 1, "heads": 2, "ffn_hidden": 32,
+                                                    "vocab": 16, "seq_len": 4}}]})
+    s._base_dir = tmp_path
+    assert Unregistered in GraphApp.__subclasses__()
+    g = simulate(s).groups
+    names = {job: sorted(g.name[g.job == job]) for job in ("llm", "trace")}
+    assert names == {"llm": ["dp0", "dp1", "tp0", "tp1"], "trace": ["a", "b"]}

@@ -42,6 +42,9 @@ class Collected:
     host_names: list = field(default_factory=list)
     # What apps sharing one core table compute once for all (the graph job's, fabriclab.sim.apps.graph).
     shared: dict = field(default_factory=dict)
+    # The apps collecting this run, the registry's (fabriclab.sim.apps.APPS) as the pipeline hands them to the
+    # engine: apps sharing a core table find each other here, never by the classes that happen to exist.
+    apps: tuple = ()
 
 
 class App:

@@ -223,7 +223,7 @@ def collect_results(scenario: Scenario, sim: Simulator, wall_s: float, apps: tup
     if rocket is not None:  # Packet Rocket's holds (transport.packet_rocket_threshold_ps)
         summary["packet_rocket"] = rocket_summary(rocket)
     host_clock = sim.host_clock_ns if sim.host_clock_ns([], []) is not None else None
-    collected = Collected(scenario, tables, host_clock=host_clock, host_names=sim.host_names)
+    collected = Collected(scenario, tables, host_clock=host_clock, host_names=sim.host_names, apps=tuple(apps))
     for app in apps:
         app.collect(collected)
     summary.update(collected.summary)

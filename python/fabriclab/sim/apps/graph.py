@@ -141,8 +141,9 @@ def _collect(c: Collected) -> dict:
     for name, t in (("jobs", jobs), ("timeline", timeline)):
         c.tables[name] = t if name not in c.tables else pa.concat_tables([c.tables[name], t])
     g = c.core_tables["graph_groups"]
-    by_label = {j.name for cls in GraphApp.__subclasses__() if not cls.numbered_groups
-                for j in cls().jobs(c.scenario)}
+    # The graph apps are the registered ones collecting this run (c.apps), not every GraphApp subclass defined.
+    by_label = {j.name for app in c.apps if isinstance(app, GraphApp) and not app.numbered_groups
+                for j in app.jobs(c.scenario)}
     names = _group_names(g, by_label)
     c.tables["groups"] = pa.table({"job": pa.array(g["job"], pa.string()), "group": pa.array(g["group"], pa.uint32()),
                                    "label": pa.array(g["label"], pa.string()),
