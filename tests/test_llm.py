@@ -66,17 +66,21 @@ def _ops(res, collective, kind="send"):
     return c[c.kind == kind]
 
 
-@pytest.mark.parametrize("sp,lpn", [(False, 1), (True, 1), (False, 2), (True, 2)])
-def test_tensor_parallel_bytes_per_layer_match_the_hand_count(tmp_path, sp, lpn):
+@pytest.mark.parametrize("sp,lpn,rc", [(False, 1, False), (True, 1, False), (False, 2, False), (True, 2, False),
+                                       (False, 1, True), (True, 2, True)])
+def test_tensor_parallel_bytes_per_layer_match_the_hand_count(tmp_path, sp, lpn, rc):
     # Megatron TP: per layer and micro-batch, 2 allreduces forward and 2 backward of b*s*h*2 bytes; a ring
     # allreduce of S over n ranks sends 2 (n - 1) / n S per rank. Sequence parallelism: each allreduce becomes an
     # allgather and a reduce-scatter of the same buffer, (n - 1) / n S per rank each: the same bytes. Coarsened
     # (layers_per_node = 2), one collective per direction carries both layers' bytes: a quarter of the ops.
+    # Activation recomputation reruns each layer's forward, collectives included, before its backward: 6 per
+    # layer (2 forward, 2 recomputed, 2 backward), 3 per coarse chunk.
     n, layers, m, h, sq = 4, 2, 2, 64, 16
     S = 1 * sq * h * 2
-    ops = 4 * layers * m if lpn == 1 else 2 * (layers // lpn) * m
+    per_layer = 6 if rc else 4
+    ops = per_layer * layers * m if lpn == 1 else per_layer // 2 * (layers // lpn) * m
     s = _scenario(tmp_path, {"shape": _custom(hidden=h, layers=layers, seq_len=sq), "tp": n, "micro_batches": m,
-                             "sequence_parallel": sp, "layers_per_node": lpn}, hosts=n)
+                             "sequence_parallel": sp, "layers_per_node": lpn, "activation_recompute": rc}, hosts=n)
     res = simulate(s)
     assert res.summary["llm_jobs"]["llm"]["finished"]
     if sp:
@@ -88,7 +92,7 @@ def test_tensor_parallel_bytes_per_layer_match_the_hand_count(tmp_path, sp, lpn)
         ar = _ops(res, "allreduce")
         assert ar.op_id.nunique() == ops
         sent = int(ar.bytes.sum())
-    assert sent == layers * m * 4 * n * 2 * (n - 1) * S // n
+    assert sent == layers * m * per_layer * n * 2 * (n - 1) * S // n
 
 
 def test_zero3_gathers_and_scatters_per_step_match_the_hand_count(tmp_path):

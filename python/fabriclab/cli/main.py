@@ -233,7 +233,7 @@ def reproduce(
                                                     "panama-fig8, panama-fig8-1024, panama-fig9, panama-fig10, c4-table3, "
                                                     "c4p-fig8, c4p-fig9, c4p-fig10, c4p-fig11, c4p-fig13, c4p-fig13-llm, c4-diagnosis, "
                                                     "c4-recovery, clock-sync, colocation, bottleneck, clockwork-nccl, "
-                                                    "clockwork-ray; or 'all' (with "
+                                                    "clockwork-ray, megatron-weak-scaling; or 'all' (with "
                                                     "--quick: every quick mode, checked against its quick bands)."),
     out_dir: Path = typer.Option(Path("repro-out"), "--out", help="Folder for tables and plots."),
     quick: bool = typer.Option(False, "--quick", help="A small subset that runs in seconds (for CI)."),

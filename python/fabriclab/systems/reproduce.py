@@ -67,6 +67,10 @@ def run(what: str, out_dir: Path, quick: bool = False, seed_base: int | None = N
         from .c4p import fig13_llm
 
         summary = fig13_llm.fig13_llm(out_dir, quick=quick)
+    elif what == "megatron-weak-scaling":
+        from .megatron import repro as megatron
+
+        summary = megatron.weak_scaling(out_dir, quick=quick)
     elif what.startswith("c4p-"):
         from .c4p import repro as c4p
 

@@ -239,7 +239,11 @@ class _Lowering(GraphBuild):
         def part(kind, mb, x, attn_d, mlp_d, nbytes, mlp_layers):
             """One part: its TP allgather (sequence parallelism), compute, TP collective; an MoE part's expert
             compute between the all-to-alls that dispatch its tokens and combine them (GShard, Lepikhin et al.
-            2020), the hot experts' ranks computing their routed share."""
+            2020), the hot experts' ranks computing their routed share. With activation recomputation a
+            backward part first repeats the forward's TP collectives (the recomputed forward's; Megatron-LM's
+            full recomputation reruns the layer, its collectives included)."""
+            if kind == "backward" and j.activation_recompute:
+                x = tp_coll(mb, tp_pre(mb, x, nbytes), nbytes)
             x = tp_pre(mb, x, nbytes)
             if moe and mlp_layers:
                 x = [g.coll(EP, "alltoall", a2a * mlp_layers, f"ep_alltoall_{kind}", mb, x)]
@@ -275,8 +279,8 @@ class _Lowering(GraphBuild):
                 continue
             if not last:
                 chain[0] = g.add("recv", [chain[0]], "pp_recv_gradient", mb, slot=next_slot)
-            if last:
-                chain[0] = compute("backward", c["head_ps"] * bf, mb, [chain[0]])
+            if last:  # the logit layer is not recomputed (Megatron recomputes transformer layers): 2x its forward
+                chain[0] = compute("backward", c["head_ps"] * 2, mb, [chain[0]])
             for k in reversed(range(len(chunks))):
                 ch = chunks[k]
                 x = [chain[0], zero3_gather(k, mb)]

@@ -104,4 +104,8 @@ QUICK: tuple[QuickCheck, ...] = (
     # as window-limited (branch rcwnd, 2026-11-28), -1.13 % since.
     _q("clockwork-ray", "chosen + Packet Rocket vs assigned (%)", "configs/chosen_rocket/change_pct", "−26 %", -1.13,
        floor=0.5),
+    # megatron-weak-scaling quick: the full run's first two rows (1.7B, the calibration row, and 3.6B), unchanged.
+    _q("megatron-weak-scaling", "efficiency calibrated on 1.7B", "efficiency", "137 / 312 achieved", 0.4401),
+    _q("megatron-weak-scaling", "3.6B: our iteration / the paper's", "ours/1/ratio_to_paper", "1 (138 TFLOP/s)", 1.053),
+    _q("megatron-weak-scaling", "3.6B: communication share", "ours/1/comm_share", "not published", 0.0454),
 )

@@ -29,7 +29,7 @@ class Reproduction:
 # Wall seconds of each --quick run (--workers 1), measured one after another
 # on this 2-core machine while other work loaded it (load average 4-5), on
 # QUICK_MEASURED's commit: upper bounds. Every quick value in QUICK is from
-# these runs. 19 of 22 quick modes run in CI (``ci``: the test that runs and
+# these runs. 20 of 23 quick modes run in CI (``ci``: the test that runs and
 # checks each; three of them, C4P figs 8, 9 and 13, about 28 s, only in
 # tests/test_registry.py); panama-fig8-1024 (33 s), c4p-fig11 (21-44 s) and
 # c4p-fig13-llm (37 s) run on demand: ``fabriclab reproduce all --quick``.
@@ -76,6 +76,8 @@ REPRODUCTIONS: tuple[Reproduction, ...] = (
                  "tests/test_clockwork_talk.py", runs_on="packet, CUBIC, [cloud]"),
     Reproduction("clockwork-ray", "Clockwork", "11 min 54 s (--workers 1, beside the test suite)", 21.4,
                  "tests/test_clockwork_talk.py", runs_on="packet, CUBIC, [cloud]"),
+    Reproduction("megatron-weak-scaling", "Megatron-LM", "11 min 21 s at load average 6-8 (322 s CPU); 14 min 21 s at 12",
+                 37.3, "tests/test_megatron.py", runs_on="flow backend, fluid; whole LLM jobs"),
 )
 
 _RUNS_ON = {r.name: r.runs_on for r in REPRODUCTIONS}
