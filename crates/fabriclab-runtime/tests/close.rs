@@ -2,12 +2,14 @@
 //! played by the test: the peer can leave bytes unread on our side, read
 //! nothing, or freeze.
 
-use fabriclab_runtime::conn::{poll_interval, Conn, Event, Job};
+use fabriclab_runtime::conn::{poll_interval, Body, Conn, Event, Job};
+use fabriclab_runtime::pool::Pool;
 use fabriclab_runtime::wire::{Header, HEADER_BYTES, KIND_DATA, KIND_HEARTBEAT};
 use fabriclab_runtime::Config;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::mpsc::{channel, Receiver};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -39,14 +41,14 @@ fn frame(kind: u8, seq: u32, payload: &[u8]) -> Vec<u8> {
     m
 }
 
-/// A data job of `n` payload bytes (the header room left zero).
+/// A data job of `n` owned payload bytes.
 fn data_job(n: usize) -> Job {
-    Job::Data {
+    Job::Send {
         op_id: 0,
         seq: 0,
         step: 0,
         offset: 0,
-        data: vec![7u8; HEADER_BYTES + n],
+        body: Body::owned(vec![7u8; n], 0, Arc::new(Pool::default())),
     }
 }
 

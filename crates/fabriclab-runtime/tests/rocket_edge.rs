@@ -3,21 +3,23 @@
 //! chooses, and sees the next message held for the pause the rule gives.
 
 use fabriclab_runtime::clock::realtime_ns;
-use fabriclab_runtime::conn::{Conn, Event, Job};
+use fabriclab_runtime::conn::{Body, Conn, Event, Job};
+use fabriclab_runtime::pool::Pool;
 use fabriclab_runtime::wire::{Header, FLAG_STAMPED, HEADER_BYTES, KIND_DATA, KIND_ECHO};
 use fabriclab_runtime::Config;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::mpsc::channel;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn data_job(seq: u32) -> Job {
-    Job::Data {
+    Job::Send {
         op_id: 0,
         seq,
         step: seq,
         offset: 0,
-        data: vec![7u8; HEADER_BYTES + 100],
+        body: Body::owned(vec![7u8; 100], 0, Arc::new(Pool::default())),
     }
 }
 

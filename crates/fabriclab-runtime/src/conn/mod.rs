@@ -136,15 +136,7 @@ pub enum Event {
 }
 
 pub enum Job {
-    /// `data` starts with HEADER_BYTES of room for the header.
-    Data {
-        op_id: u64,
-        seq: u32,
-        step: u32,
-        offset: u64,
-        data: Vec<u8>,
-    },
-    /// A data message whose payload is a [`Body`] (the executor's sends).
+    /// A data message whose payload is a [`Body`] (lent or owned).
     Send {
         op_id: u64,
         seq: u32,

@@ -407,31 +407,6 @@ pub(super) fn write_loop(
 ) {
     for job in jobs {
         match job {
-            Job::Data {
-                op_id,
-                seq,
-                step,
-                offset,
-                data,
-            } => {
-                let body = Body::owned(data, HEADER_BYTES, w.pool.clone());
-                let e = write_data(
-                    &w,
-                    &mut s,
-                    op_id,
-                    seq,
-                    step,
-                    offset,
-                    body,
-                    checksum,
-                    &fault,
-                    edge.as_deref(),
-                );
-                queued.fetch_sub(1, Ordering::AcqRel);
-                if ev.send(e).is_err() {
-                    return;
-                }
-            }
             Job::Send {
                 op_id,
                 seq,
