@@ -58,9 +58,10 @@ def register(app: typer.Typer) -> None:
         drop_short_edges: bool = typer.Option(False, "--drop-short-edges", help="Huygens: leave out of a window an "
                                               "edge with fewer than two pure pairs each way (instead of refusing), "
                                               "while the edges kept connect every host."),
-        robust: bool = typer.Option(False, "--robust", help="Huygens: the network effect by least absolute "
-                                    "deviations then Tukey's biweight, so that a few wrong edges (queued probes) "
-                                    "do not pull the others."),
+        robust: bool = typer.Option(False, "--robust", help="Huygens: the network effect over the edges a "
+                                    "triangle through which closes (loop check), by least absolute deviations "
+                                    "then Tukey's biweight, so that wrong edges (queued probes) do not pull the "
+                                    "others; names the hosts no checked edges link to the reference."),
         edges: Optional[Path] = typer.Option(None, "--edges", help="Where to write the per-edge estimates; default: "
                                              "beside --out as NAME.edges.parquet."),
         score: Optional[Path] = typer.Option(None, "--score", help="With true times in the probes: where to write "
@@ -96,6 +97,11 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"wrote {out} ({r.clocks.num_rows} rows: {len(p.hosts)} hosts, "
                    f"{r.clocks.num_rows // max(1, len(p.hosts) * len(methods))} windows, {', '.join(methods)}) "
                    f"and {edges}")
+        unchecked = est.unchecked_hosts(r.clocks)
+        if unchecked:
+            typer.echo(f"loop check: {len(unchecked)} host(s) linked to the reference only by edges whose loops do "
+                       f"not close (estimates less reliable): {', '.join(unchecked[:10])}"
+                       f"{', ...' if len(unchecked) > 10 else ''}")
         if r.score is not None:
             lines = ["method,samples,p50_abs_error_ns,p99_abs_error_ns,max_abs_error_ns"]
             lines += [f"{s['method']},{s['samples']},{s['p50_abs_error_ns']:.3f},{s['p99_abs_error_ns']:.3f},"
