@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...errors import InputError
-from .network import LOOP_TOLERANCE_BOUNDS, Graph, loop_check, network_effect, robust_graph
+from .network import LOOP_TOLERANCE_BOUNDS, Graph, closures, loop_check, network_effect, robust_graph
 from .probes import Probes
 
 METHODS = ("huygens", "huygens-no-ne", "ntp", "ptp")
@@ -262,7 +262,7 @@ def drift_range(ux, uy, lx, ly, delta: np.ndarray, margin: np.ndarray, floor_ns:
     ends = []
     for side in (-1.0, 1.0):
         inner, outer = delta.copy(), np.full(delta.shape, side * limit)
-        for _ in range(60):
+        for _ in range(40):  # 4e6 ns/s halved 40 times: under 1e-5 ns/s
             mid = (inner + outer) / 2
             ok = margin_at(mid) >= target
             inner, outer = np.where(ok, mid, inner), np.where(ok, outer, mid)
@@ -281,6 +281,7 @@ class EdgeFit:
     counts: np.ndarray      # (edges, 4): pure a->b, pure b->a, pairs a->b, pairs b->a
     origin_ns: np.ndarray   # x = 0 is a's clock reading the window's middle plus this (a's coarse offset)
     drift_range: Optional[np.ndarray] = None  # huygens: the drifts (ns/s) whose margin is within a floor of the best
+    misclosure_ns: Optional[np.ndarray] = None  # huygens with the loop check: ``closures``
 
 
 def _padded(group: np.ndarray, ngroups: int, x: np.ndarray, y: np.ndarray, fill: float):
@@ -299,11 +300,12 @@ def _padded(group: np.ndarray, ngroups: int, x: np.ndarray, y: np.ndarray, fill:
 
 def huygens_edges(p: Probes, w: Windows, e: Edges, is_pure: np.ndarray, bound_ns: float,
                   coarse_ns: np.ndarray, drop_short: bool = False, min_pure: int = 2,
-                  ranges: bool = False) -> list[EdgeFit]:
+                  loop_tol_ns: Optional[float] = None) -> list[EdgeFit]:
     """Steps 1 and 2 for every window; refuses a window with fewer than two pure pairs each way on an edge,
     or with ``drop_short`` leaves that edge out of that window (its estimate nan; ``estimate`` then solves
-    the network effect over the edges kept, and refuses only a graph they no longer connect). ``ranges``:
-    also each edge's ``drift_range`` (for the robust network effect's loop check)."""
+    the network effect over the edges kept, and refuses only a graph they no longer connect). ``loop_tol_ns``:
+    also the ``drift_range`` of each edge that fails the robust network effect's loop check at that tolerance
+    (the order in which ``loop_check`` relinks cut-off hosts; nan for the others)."""
     nw, ne = w.count, e.count
     fwd = e.forward
     cell = w.of_pair * ne + e.of_pair
@@ -349,9 +351,13 @@ def huygens_edges(p: Probes, w: Windows, e: Edges, is_pure: np.ndarray, bound_ns
                 f"the two clocks of ±{_FIT_LIMIT_NS_PER_S / 1e3:g} ppm or more; allowed: each clock within "
                 f"±{MAX_DRIFT_PPM:g} ppm (are tx_ns and rx_ns in ns, and do both directions' probes spread over "
                 f"the window?)")
-        with np.errstate(invalid="ignore"):
-            width = drift_range(ux, uy, lx, ly, delta, margin, bound_ns / 2) if ranges else None
-        fits.append(EdgeFit(theta, delta, margin, counts[k * ne:(k + 1) * ne], origin, width))
+        fit = EdgeFit(theta, delta, margin, counts[k * ne:(k + 1) * ne], origin)
+        if loop_tol_ns is not None:
+            fit.misclosure_ns = miss = closures(len(p.hosts), e, fit, w.span_ns(k) / 2e9)
+            r = np.flatnonzero(np.isfinite(miss) & (miss > loop_tol_ns))  # in no triangle (inf): kept, unchecked
+            fit.drift_range = np.full(ne, np.nan)
+            fit.drift_range[r] = drift_range(ux[r], uy[r], lx[r], ly[r], delta[r], margin[r], bound_ns / 2)
+        fits.append(fit)
     return fits
 
 
@@ -541,32 +547,41 @@ def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float =
                                               "loop_misclosure_ns")}
     hosts = np.array(p.hosts, dtype=object)
     runs_huygens = any(m.startswith("huygens") for m in methods)
+    tol_ns = LOOP_TOLERANCE_BOUNDS * pure_bound_ns
     huy = huygens_edges(p, w, e, is_pure, pure_bound_ns, coarse, drop_short_edges, min_pure,
-                        ranges=robust) if runs_huygens else None
+                        tol_ns if robust else None) if runs_huygens else None
     checks = {}  # window -> the robust network effect's loop check (kept edges, misclosures, hosts it links)
     if robust and "huygens" in methods:
         for k, fit in enumerate(huy):
             if np.isnan(fit.theta_ns).any():  # drop_short_edges left some out: refused if those cut a host off
                 check_connected(p.hosts, _kept(e, fit, np.isfinite(fit.theta_ns))[0], 0 if ref is None else ref,
                                 f" in window {k} (edges with fewer than two pure pairs each way left out)")
-            checks[k] = loop_check(n, e, fit, ref, w.span_ns(k) / 2e9, LOOP_TOLERANCE_BOUNDS * pure_bound_ns,
-                                   fit.drift_range)
-    graph = Graph(n, e, ref) if "huygens" in methods or "huygens-no-ne" in methods else None
+            checks[k] = loop_check(n, e, fit, ref, tol_ns, fit.misclosure_ns, fit.drift_range)
+    graphs: dict[bytes, Graph] = {}  # per set of edges: windows with the same edges share one factorisation
+
+    def graph_over(edges_kept: Edges, mask: np.ndarray) -> Graph:
+        key = np.packbits(mask).tobytes()
+        if key not in graphs:
+            graphs[key] = Graph(n, edges_kept, ref)
+        return graphs[key]
+
     huygens_edges_from = next((m for m in methods if m.startswith("huygens")), None)
     for m in methods:
         fits = huy if m.startswith("huygens") else baseline_edges(p, w, e, m, coarse)
         for k, fit in enumerate(fits):
             mid = round(float(w.mid_ns(k)))
-            ek, fk, gk = e, fit, graph
-            if m.startswith("huygens") and np.isnan(fit.theta_ns).any():  # drop_short_edges left some out
-                ek, fk = _kept(e, fit, np.isfinite(fit.theta_ns))
-                check_connected(p.hosts, ek, 0 if ref is None else ref, f" in window {k} (edges with fewer "
-                                f"than two pure pairs each way left out)")
-                gk = Graph(n, ek, ref)
+            ek, fk, gk = e, fit, None
+            if m == "huygens" and robust:  # over the edges the loop check kept (connected: checked above)
+                ek, fk = _kept(e, fit, checks[k][0])
+                gk = robust_graph(graph_over(ek, checks[k][0]), fk, pure_bound_ns / 2)
+            elif m.startswith("huygens"):
+                finite = np.isfinite(fit.theta_ns)
+                if not finite.all():  # drop_short_edges left some out
+                    ek, fk = _kept(e, fit, finite)
+                    check_connected(p.hosts, ek, 0 if ref is None else ref, f" in window {k} (edges with fewer "
+                                    f"than two pure pairs each way left out)")
+                gk = graph_over(ek, finite)
             if m == "huygens":
-                if robust:
-                    ek, fk = _kept(e, fit, checks[k][0])
-                    gk = robust_graph(Graph(n, ek, ref), fk, pure_bound_ns / 2)
                 theta, rate, u_theta, u_rate = network_effect(gk, fk)
             else:
                 if m == "huygens-no-ne":

@@ -161,13 +161,13 @@ def closures(n: int, e: Any, fit: Any, half_span_s: float) -> np.ndarray:
     return out
 
 
-def loop_check(n: int, e: Any, fit: Any, reference: Optional[int], half_span_s: float, tol_ns: float,
+def loop_check(n: int, e: Any, fit: Any, reference: Optional[int], tol_ns: float, miss: np.ndarray,
                drift_range: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Which edges the robust network effect keeps. Under a standing queue a direction's pure pairs can all
     wait but one; the max-margin line then tilts between the two directions' queueing (an edge hundreds of
     ppm and microseconds off) and, where such edges are half of a host's, reweighting cannot tell them from
     the good ones. Huygens' premise is that loops close: an edge is kept when some triangle through it
-    closes within ``tol_ns`` (``closures``), or when it lies in no triangle (nothing to check it by). Hosts
+    closes within ``tol_ns`` (``miss``: ``closures``), or when it lies in no triangle (nothing to check it by). Hosts
     the kept edges no longer link to the reference are linked again by the left-out edges whose drift the
     fit pins best (narrowest ``drift_range``; else least misclosure), one at a time, as in Kruskal's
     spanning tree. Returns (kept edges, misclosure per edge, per host: linked to the reference by edges
@@ -175,7 +175,6 @@ def loop_check(n: int, e: Any, fit: Any, reference: Optional[int], half_span_s: 
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
-    miss = closures(n, e, fit, half_span_s)
     finite = np.isfinite(fit.theta_ns)
     keep = finite & ((miss <= tol_ns) | np.isinf(miss))
     _, label = connected_components(coo_matrix((np.ones(int(keep.sum())), (e.a[keep], e.b[keep])), shape=(n, n)),
