@@ -143,7 +143,7 @@ def calibrate(s) -> tuple[list[dict], dict]:
             "probes": len(p.src) * 2, "hosts": len(p.hosts), "reference": p.hosts[0],
             "windows": int(e.clocks.column("window").to_numpy().max()) + 1,
             "pure_bound_ns": PURE_BOUND_NS[stamping], "pieces": len(table),
-            "hosts_unchecked": est.unchecked_hosts(e.clocks)}
+            "hosts_unconfirmed": est.unconfirmed_hosts(e.clocks)}
     if "error_ns" in e.clocks.column_names:  # against the truth the simulated probes carry; the reference left out
         others = np.array(e.clocks.column("host").to_pylist(), dtype=object) != p.hosts[0]
         err = np.abs(e.clocks.column("error_ns").to_numpy()[others])

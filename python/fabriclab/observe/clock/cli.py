@@ -97,11 +97,11 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"wrote {out} ({r.clocks.num_rows} rows: {len(p.hosts)} hosts, "
                    f"{r.clocks.num_rows // max(1, len(p.hosts) * len(methods))} windows, {', '.join(methods)}) "
                    f"and {edges}")
-        unchecked = est.unchecked_hosts(r.clocks)
-        if unchecked:
-            typer.echo(f"loop check: {len(unchecked)} host(s) linked to the reference only by edges whose loops do "
-                       f"not close (estimates less reliable): {', '.join(unchecked[:10])}"
-                       f"{', ...' if len(unchecked) > 10 else ''}")
+        unconfirmed = est.unconfirmed_hosts(r.clocks)
+        if unconfirmed:
+            typer.echo(f"robust network effect: {len(unconfirmed)} host(s) whose estimate fewer than two of their "
+                       f"edges agree with (less reliable): {', '.join(unconfirmed[:10])}"
+                       f"{', ...' if len(unconfirmed) > 10 else ''}")
         if r.score is not None:
             lines = ["method,samples,p50_abs_error_ns,p99_abs_error_ns,max_abs_error_ns"]
             lines += [f"{s['method']},{s['samples']},{s['p50_abs_error_ns']:.3f},{s['p99_abs_error_ns']:.3f},"

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...errors import InputError
-from .network import LOOP_TOLERANCE_BOUNDS, Graph, closures, loop_check, network_effect, robust_graph
+from .network import LOOP_TOLERANCE_BOUNDS, Graph, agreeing, closures, loop_check, network_effect, robust_graph
 from .probes import Probes
 
 METHODS = ("huygens", "huygens-no-ne", "ntp", "ptp")
@@ -522,11 +522,13 @@ def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float =
     window's Huygens estimates (both variants) instead of refusing the file, as long as the edges kept still
     connect every host to the reference (refused otherwise, naming a cut-off host). Under heavy load few
     pairs stay pure; the loops through the other edges then carry the estimate (docs/clockwork.md).
-    ``robust``: Huygens' network effect over the edges that pass the loop check (``loop_check``: a triangle
-    through the edge closes within LOOP_TOLERANCE_BOUNDS purity bounds; hosts cut off are linked again by their
-    best-pinned edges and flagged false in ``loop_checked``), by iteratively reweighted least squares
-    (``robust_graph``), so that edges whose loops do not close do not pull the others. The edges table gives
-    each edge's least misclosure (``loop_misclosure_ns``; inf in no triangle, nan without the check)."""
+    ``robust``: Huygens' network effect by iteratively reweighted least squares (``robust_graph``) from two
+    starts, every edge and the edges that pass the loop check (``loop_check``: a triangle through the edge
+    closes within LOOP_TOLERANCE_BOUNDS purity bounds; hosts cut off linked again by their best-pinned
+    edges), keeping the solution more edges agree with (``agreeing``), so that edges whose loops do not close
+    do not pull the others. The clocks table counts each host's agreeing edges (``agreeing_edges``; below 2:
+    ``unconfirmed_hosts``), the edges table gives each edge's least misclosure (``loop_misclosure_ns``; inf
+    in no triangle, nan without the check)."""
     for m in methods:
         if m not in METHODS:
             raise EstimateInputError(f"--method: {m!r} is not a method; allowed: {', '.join(METHODS)} or all")
@@ -541,7 +543,7 @@ def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float =
     is_pure = pure(p, pure_bound_ns)
     rows: dict[str, list] = {c: [] for c in ("window", "window_mid_ns", "host", "method", "reference", "offset_ns",
                                              "drift_ppm", "offset_uncertainty_ns", "drift_uncertainty_ppm",
-                                             "loop_checked")}
+                                             "agreeing_edges")}
     erows: dict[str, list] = {c: [] for c in ("window", "window_mid_ns", "method", "a", "b", "a_clock_ns", "offset_ns",
                                               "drift_ppm", "spread_ns", "pure_ab", "pure_ba", "pairs_ab", "pairs_ba",
                                               "loop_misclosure_ns")}
@@ -571,9 +573,20 @@ def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float =
         for k, fit in enumerate(fits):
             mid = round(float(w.mid_ns(k)))
             ek, fk, gk = e, fit, None
-            if m == "huygens" and robust:  # over the edges the loop check kept (connected: checked above)
-                ek, fk = _kept(e, fit, checks[k][0])
-                gk = robust_graph(graph_over(ek, checks[k][0]), fk, pure_bound_ns / 2)
+            agree = None
+            if m == "huygens" and robust:
+                # Two starts: least absolute deviations over every edge, and the edges the loop check kept
+                # (connected: checked above); the solution more edges agree with is kept (on a tie the second:
+                # it carries the relinking's choice by drift range, where loops cannot tell).
+                best = None
+                for mask in (np.isfinite(fit.theta_ns), checks[k]):
+                    ek, fk = _kept(e, fit, mask)
+                    sol = network_effect(robust_graph(graph_over(ek, mask), fk, pure_bound_ns / 2), fk)
+                    ok = agreeing(e, fit, sol[0], sol[1], w.span_ns(k) / 2e9, tol_ns)
+                    if best is None or ok.sum() >= best[1].sum():
+                        best = sol, ok
+                (theta, rate, u_theta, u_rate), ok = best
+                agree = np.bincount(e.a[ok], minlength=n) + np.bincount(e.b[ok], minlength=n)
             elif m.startswith("huygens"):
                 finite = np.isfinite(fit.theta_ns)
                 if not finite.all():  # drop_short_edges left some out
@@ -582,7 +595,8 @@ def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float =
                                     f"than two pure pairs each way left out)")
                 gk = graph_over(ek, finite)
             if m == "huygens":
-                theta, rate, u_theta, u_rate = network_effect(gk, fk)
+                if agree is None:  # (the robust solution is in hand)
+                    theta, rate, u_theta, u_rate = network_effect(gk, fk)
             else:
                 if m == "huygens-no-ne":
                     _, sigma = gk.solve(fk.theta_ns)  # the loops' residual spread, per edge
@@ -599,7 +613,7 @@ def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float =
             rows["drift_ppm"].append(rate / 1e3)
             rows["offset_uncertainty_ns"].append(u_theta)
             rows["drift_uncertainty_ppm"].append(u_rate / 1e3)
-            rows["loop_checked"].append(checks[k][2] if m == "huygens" and checks else np.full(n, None, dtype=object))
+            rows["agreeing_edges"].append(np.full(n, None, dtype=object) if agree is None else agree)
             if m in ("ntp", "ptp") or m == huygens_edges_from:  # Huygens' raw edges once for both variants
                 ne = e.count
                 erows["window"].append(np.full(ne, k))
@@ -613,12 +627,12 @@ def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float =
                 erows["spread_ns"].append(fit.spread_ns)
                 for c, name in enumerate(("pure_ab", "pure_ba", "pairs_ab", "pairs_ba")):
                     erows[name].append(fit.counts[:, c])
-                erows["loop_misclosure_ns"].append(checks[k][1] if m.startswith("huygens") and checks
+                erows["loop_misclosure_ns"].append(fit.misclosure_ns if m.startswith("huygens") and checks
                                                    else np.full(ne, np.nan))
     clocks = _table(rows, {"window": pa.uint32(), "window_mid_ns": pa.int64(), "host": pa.string(),
                            "method": pa.string(), "reference": pa.string(), "offset_ns": pa.float64(),
                            "drift_ppm": pa.float64(), "offset_uncertainty_ns": pa.float64(),
-                           "drift_uncertainty_ppm": pa.float64(), "loop_checked": pa.bool_()})
+                           "drift_uncertainty_ppm": pa.float64(), "agreeing_edges": pa.uint32()})
     edge_table = _table(erows, {"window": pa.uint32(), "window_mid_ns": pa.int64(), "method": pa.string(),
                                 "a": pa.string(), "b": pa.string(), "a_clock_ns": pa.float64(),
                                 "offset_ns": pa.float64(), "drift_ppm": pa.float64(), "spread_ns": pa.float64(),
@@ -631,11 +645,11 @@ def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float =
     return out
 
 
-def unchecked_hosts(clocks: pa.Table) -> list[str]:
-    """The hosts that the robust network effect's loop check left linked to the reference only by edges whose
-    loops do not close, in any window (``loop_checked`` false), in sorted order."""
-    flags = clocks.column("loop_checked").to_pylist()
-    return sorted({h for h, ok in zip(clocks.column("host").to_pylist(), flags) if ok is False})
+def unconfirmed_hosts(clocks: pa.Table) -> list[str]:
+    """The hosts whose robust estimate fewer than two of their edges agree with, in any window
+    (``agreeing_edges`` below 2: the estimate rests on one edge, or none), in sorted order."""
+    counts = clocks.column("agreeing_edges").to_pylist()
+    return sorted({h for h, c in zip(clocks.column("host").to_pylist(), counts) if c is not None and c < 2})
 
 
 def _table(rows: dict, types: dict) -> pa.Table:

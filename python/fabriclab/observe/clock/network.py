@@ -1,7 +1,7 @@
 """Huygens' step 3, the network effect (docs/clockwork.md, "Step 3"): the
 probe graph's least squares over the edges' estimates, and its robust form
-for loaded fabrics (a loop check that leaves out edges whose loops do not
-close, then reweighted least squares). ``estimate.py`` runs steps 1 and 2 and
+for loaded fabrics (reweighted least squares; a loop check that leaves out
+edges whose loops do not close, as a second start; agreement to choose). ``estimate.py`` runs steps 1 and 2 and
 calls these per window. Edges and their fits are estimate.py's ``Edges`` and
 ``EdgeFit`` (not imported here: estimate.py imports this module)."""
 
@@ -162,7 +162,7 @@ def closures(n: int, e: Any, fit: Any, half_span_s: float) -> np.ndarray:
 
 
 def loop_check(n: int, e: Any, fit: Any, reference: Optional[int], tol_ns: float, miss: np.ndarray,
-               drift_range: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+               drift_range: Optional[np.ndarray] = None) -> np.ndarray:
     """Which edges the robust network effect keeps. Under a standing queue a direction's pure pairs can all
     wait but one; the max-margin line then tilts between the two directions' queueing (an edge hundreds of
     ppm and microseconds off) and, where such edges are half of a host's, reweighting cannot tell them from
@@ -170,8 +170,7 @@ def loop_check(n: int, e: Any, fit: Any, reference: Optional[int], tol_ns: float
     closes within ``tol_ns`` (``miss``: ``closures``), or when it lies in no triangle (nothing to check it by). Hosts
     the kept edges no longer link to the reference are linked again by the left-out edges whose drift the
     fit pins best (narrowest ``drift_range``; else least misclosure), one at a time, as in Kruskal's
-    spanning tree. Returns (kept edges, misclosure per edge, per host: linked to the reference by edges
-    that passed the check)."""
+    spanning tree. Returns the kept edges."""
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
@@ -179,12 +178,21 @@ def loop_check(n: int, e: Any, fit: Any, reference: Optional[int], tol_ns: float
     keep = finite & ((miss <= tol_ns) | np.isinf(miss))
     _, label = connected_components(coo_matrix((np.ones(int(keep.sum())), (e.a[keep], e.b[keep])), shape=(n, n)),
                                     directed=False)
-    r = 0 if reference is None else reference
-    checked = label == label[r]
     order = np.lexsort((np.arange(e.count), miss, miss if drift_range is None else drift_range))
     for j in order:
         if not finite[j] or keep[j] or label[e.a[j]] == label[e.b[j]]:
             continue
         keep[j] = True
         label[label == label[e.b[j]]] = label[e.a[j]]
-    return keep, miss, checked
+    return keep
+
+
+def agreeing(e: Any, fit: Any, theta: np.ndarray, rate: np.ndarray, half_span_s: float, tol_ns: float) -> np.ndarray:
+    """Per edge, whether its line agrees with a solution (offsets ``theta``, rates ``rate`` against the
+    reference, as ``network_effect`` returns them): the two lines part by at most ``tol_ns`` anywhere in the
+    window (|offset difference| + |rate difference| x half the window's span). False without an estimate."""
+    v = fit.theta_ns + fit.delta_ns_per_s * (theta[e.a] - fit.origin_ns) / 1e9
+    r = fit.delta_ns_per_s * (1 + rate[e.a] / 1e9)
+    with np.errstate(invalid="ignore"):
+        miss = np.abs(v - (theta[e.b] - theta[e.a])) + np.abs(r - (rate[e.b] - rate[e.a])) * half_span_s
+        return miss <= tol_ns
