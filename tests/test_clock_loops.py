@@ -105,3 +105,33 @@ def test_a_host_whose_every_loop_misses_is_linked_by_its_best_pinned_edge_and_na
     plain = est.estimate(p, ["huygens"], pure_bound_ns=100)
     assert plain.clocks.column("agreeing_edges").null_count == 4
     assert np.isnan(plain.edges.column("loop_misclosure_ns").to_numpy()).all()
+
+
+def test_where_a_wrong_edge_lies_in_no_triangle_the_reweighting_start_is_kept(tmp_path):
+    # Six hosts, a the reference. a-e and b-c carry a constant queue of 4,000 ns one way (lines 2,000 ns off,
+    # drifts exact); the other nine edges are exact. a-e lies in no triangle (a's neighbours d, e, f; e's a, b,
+    # c): the loop check keeps it unchecked, and leaves out b-c and e's other edges e-b, e-c (their only
+    # triangle is b-c-e), so from that start e follows a-e: 2,000 ns off. Reweighting over every edge finds
+    # the truth: every cut of the graph is crossed by fewer wrong edges than right ones ({e}: 1 of 3, {b, e}:
+    # 2 of 5, {c, e}: 2 of 5, ...). The truth agrees with 9 of the 11 edges, the other start's solution with 8
+    # (e-b, e-c and b-c disagree): the truth is kept. The loop check alone gave e 2,000 ns off.
+    truth = {"a": 0, "b": 5_000, "c": -7_000, "d": 11_000, "e": 3_000, "f": -2_000}
+    b = Builder(truth)
+    pairs = [("a", "d"), ("a", "e"), ("a", "f"), ("d", "f"), ("b", "d"), ("c", "d"), ("b", "f"), ("c", "f"),
+             ("b", "c"), ("b", "e"), ("c", "e")]
+    for k in range(K):
+        for i, (x, y) in enumerate(pairs):
+            t = 100_000_000 + k * P + i * 500_000
+            back = b.pair(x, y, t, D)
+            b.pair(y, x, back + 200_000, D + 4_000 * ((x, y) in (("a", "e"), ("b", "c"))))
+    p = pr.read(b.write(tmp_path / "p.parquet"))
+    r = est.estimate(p, ["huygens"], pure_bound_ns=100, robust=True)
+    off, drift = offsets(r, "huygens")
+    assert off == pytest.approx(truth, abs=1e-3)
+    assert drift == pytest.approx({h: 0.0 for h in truth}, abs=1e-6)
+    miss = r.edges.to_pandas().set_index(["a", "b"])["loop_misclosure_ns"]
+    assert np.isinf(miss[("a", "e")])
+    assert miss[("b", "c")] == pytest.approx(2_000, abs=1e-3) and miss[("b", "e")] == pytest.approx(2_000, abs=1e-3)
+    assert miss[("a", "d")] == pytest.approx(0, abs=1e-3)
+    agree = dict(zip(r.clocks.column("host").to_pylist(), r.clocks.column("agreeing_edges").to_pylist()))
+    assert agree == {"a": 2, "b": 3, "c": 3, "d": 4, "e": 2, "f": 4}
