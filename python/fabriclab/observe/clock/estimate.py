@@ -578,8 +578,9 @@ def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float =
                 # Two starts: least absolute deviations over every edge, and the edges the loop check kept
                 # (connected: checked above); the solution more edges agree with is kept (on a tie the second:
                 # it carries the relinking's choice by drift range, where loops cannot tell).
-                best = None
-                for mask in (np.isfinite(fit.theta_ns), checks[k]):
+                best, finite = None, np.isfinite(fit.theta_ns)
+                starts = (finite,) if np.array_equal(checks[k], finite) else (finite, checks[k])  # the same: once
+                for mask in starts:
                     ek, fk = _kept(e, fit, mask)
                     sol = network_effect(robust_graph(graph_over(ek, mask), fk, pure_bound_ns / 2), fk)
                     ok = agreeing(e, fit, sol[0], sol[1], w.span_ns(k) / 2e9, tol_ns)
