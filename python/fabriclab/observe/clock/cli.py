@@ -58,10 +58,11 @@ def register(app: typer.Typer) -> None:
         drop_short_edges: bool = typer.Option(False, "--drop-short-edges", help="Huygens: leave out of a window an "
                                               "edge with fewer than two pure pairs each way (instead of refusing), "
                                               "while the edges kept connect every host."),
-        robust: bool = typer.Option(False, "--robust", help="Huygens: the network effect over the edges a "
-                                    "triangle through which closes (loop check), by least absolute deviations "
-                                    "then Tukey's biweight, so that wrong edges (queued probes) do not pull the "
-                                    "others; names the hosts no checked edges link to the reference."),
+        robust: bool = typer.Option(False, "--robust", help="Huygens: the network effect by least absolute "
+                                    "deviations then Tukey's biweight, from every edge and from the edges a closing "
+                                    "triangle confirms (loop check), keeping the solution more edges agree with, so "
+                                    "that wrong edges (queued probes) do not pull the others; names the hosts whose "
+                                    "estimate fewer than two of their edges agree with."),
         edges: Optional[Path] = typer.Option(None, "--edges", help="Where to write the per-edge estimates; default: "
                                              "beside --out as NAME.edges.parquet."),
         score: Optional[Path] = typer.Option(None, "--score", help="With true times in the probes: where to write "

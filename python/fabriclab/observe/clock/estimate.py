@@ -552,7 +552,7 @@ def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float =
     tol_ns = LOOP_TOLERANCE_BOUNDS * pure_bound_ns
     huy = huygens_edges(p, w, e, is_pure, pure_bound_ns, coarse, drop_short_edges, min_pure,
                         tol_ns if robust else None) if runs_huygens else None
-    checks = {}  # window -> the robust network effect's loop check (kept edges, misclosures, hosts it links)
+    checks = {}  # window -> the edges the robust network effect's loop check keeps
     if robust and "huygens" in methods:
         for k, fit in enumerate(huy):
             if np.isnan(fit.theta_ns).any():  # drop_short_edges left some out: refused if those cut a host off
