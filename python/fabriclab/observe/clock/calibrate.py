@@ -142,7 +142,8 @@ def calibrate(s) -> tuple[list[dict], dict]:
     info = {"pass": s.transport.packet_rocket_calibration, "mesh": "scenario" if s.probes is not None else "default",
             "probes": len(p.src) * 2, "hosts": len(p.hosts), "reference": p.hosts[0],
             "windows": int(e.clocks.column("window").to_numpy().max()) + 1,
-            "pure_bound_ns": PURE_BOUND_NS[stamping], "pieces": len(table)}
+            "pure_bound_ns": PURE_BOUND_NS[stamping], "pieces": len(table),
+            "hosts_unconfirmed": est.unconfirmed_hosts(e.clocks)}
     if "error_ns" in e.clocks.column_names:  # against the truth the simulated probes carry; the reference left out
         others = np.array(e.clocks.column("host").to_pylist(), dtype=object) != p.hosts[0]
         err = np.abs(e.clocks.column("error_ns").to_numpy()[others])

@@ -59,8 +59,10 @@ def register(app: typer.Typer) -> None:
                                               "edge with fewer than two pure pairs each way (instead of refusing), "
                                               "while the edges kept connect every host."),
         robust: bool = typer.Option(False, "--robust", help="Huygens: the network effect by least absolute "
-                                    "deviations then Tukey's biweight, so that a few wrong edges (queued probes) "
-                                    "do not pull the others."),
+                                    "deviations then Tukey's biweight, from every edge and from the edges a closing "
+                                    "triangle confirms (loop check), keeping the solution more edges agree with, so "
+                                    "that wrong edges (queued probes) do not pull the others; names the hosts whose "
+                                    "estimate fewer than two of their edges agree with."),
         edges: Optional[Path] = typer.Option(None, "--edges", help="Where to write the per-edge estimates; default: "
                                              "beside --out as NAME.edges.parquet."),
         score: Optional[Path] = typer.Option(None, "--score", help="With true times in the probes: where to write "
@@ -96,6 +98,11 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"wrote {out} ({r.clocks.num_rows} rows: {len(p.hosts)} hosts, "
                    f"{r.clocks.num_rows // max(1, len(p.hosts) * len(methods))} windows, {', '.join(methods)}) "
                    f"and {edges}")
+        unconfirmed = est.unconfirmed_hosts(r.clocks)
+        if unconfirmed:
+            typer.echo(f"robust network effect: {len(unconfirmed)} host(s) whose estimate fewer than two of their "
+                       f"edges agree with (less reliable): {', '.join(unconfirmed[:10])}"
+                       f"{', ...' if len(unconfirmed) > 10 else ''}")
         if r.score is not None:
             lines = ["method,samples,p50_abs_error_ns,p99_abs_error_ns,max_abs_error_ns"]
             lines += [f"{s['method']},{s['samples']},{s['p50_abs_error_ns']:.3f},{s['p99_abs_error_ns']:.3f},"

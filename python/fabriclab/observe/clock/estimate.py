@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...errors import InputError
+from .network import LOOP_TOLERANCE_BOUNDS, Graph, agreeing, closures, loop_check, network_effect, robust_graph
 from .probes import Probes
 
 METHODS = ("huygens", "huygens-no-ne", "ntp", "ptp")
@@ -136,7 +137,7 @@ def _kept(e: Edges, fit: "EdgeFit", keep: np.ndarray) -> tuple[Edges, "EdgeFit"]
     """The edges ``keep`` selects, with their fits (the pairs' edge indices are not carried)."""
     sub = Edges(e.a[keep], e.b[keep], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool))
     return sub, EdgeFit(fit.theta_ns[keep], fit.delta_ns_per_s[keep], fit.spread_ns[keep], fit.counts[keep],
-                        fit.origin_ns[keep])
+                        fit.origin_ns[keep], None if fit.drift_range is None else fit.drift_range[keep])
 
 
 def check_connected(hosts: Sequence[str], e: Edges, reference: int, where: str = "") -> None:
@@ -247,6 +248,28 @@ def max_margin(ux: np.ndarray, uy: np.ndarray, lx: np.ndarray, ly: np.ndarray, l
     return (fu + gl) / 2, best, (fu - gl) / 2, at_limit
 
 
+def drift_range(ux, uy, lx, ly, delta: np.ndarray, margin: np.ndarray, floor_ns: float,
+                limit: float = _FIT_LIMIT_NS_PER_S) -> np.ndarray:
+    """Per row, how well the points pin the max-margin line's drift: the width (ns/s) of the drifts whose
+    margin is within ``floor_ns`` of the best ``margin`` (at ``delta``). The margin is concave in the
+    drift, so they form an interval; each end is found by bisection between ``delta`` and ±``limit``.
+    Wide when each direction's tight points sit at one place in the window and the line may tilt about
+    them."""
+    def margin_at(d):
+        return (np.min(uy - d[:, None] * ux, axis=1) - np.max(ly - d[:, None] * lx, axis=1)) / 2
+
+    target = margin - floor_ns
+    ends = []
+    for side in (-1.0, 1.0):
+        inner, outer = delta.copy(), np.full(delta.shape, side * limit)
+        for _ in range(40):  # 4e6 ns/s halved 40 times: under 1e-5 ns/s
+            mid = (inner + outer) / 2
+            ok = margin_at(mid) >= target
+            inner, outer = np.where(ok, mid, inner), np.where(ok, outer, mid)
+        ends.append(inner)
+    return ends[1] - ends[0]
+
+
 @dataclass
 class EdgeFit:
     """Per edge of one window: b's offset relative to a (ns) at a's clock reading the window's middle plus
@@ -257,6 +280,8 @@ class EdgeFit:
     spread_ns: np.ndarray   # huygens: the margin; ntp: min RTT / 2; ptp: the intercept's standard error
     counts: np.ndarray      # (edges, 4): pure a->b, pure b->a, pairs a->b, pairs b->a
     origin_ns: np.ndarray   # x = 0 is a's clock reading the window's middle plus this (a's coarse offset)
+    drift_range: Optional[np.ndarray] = None  # huygens: the drifts (ns/s) whose margin is within a floor of the best
+    misclosure_ns: Optional[np.ndarray] = None  # huygens with the loop check: ``closures``
 
 
 def _padded(group: np.ndarray, ngroups: int, x: np.ndarray, y: np.ndarray, fill: float):
@@ -274,10 +299,13 @@ def _padded(group: np.ndarray, ngroups: int, x: np.ndarray, y: np.ndarray, fill:
 
 
 def huygens_edges(p: Probes, w: Windows, e: Edges, is_pure: np.ndarray, bound_ns: float,
-                  coarse_ns: np.ndarray, drop_short: bool = False, min_pure: int = 2) -> list[EdgeFit]:
+                  coarse_ns: np.ndarray, drop_short: bool = False, min_pure: int = 2,
+                  loop_tol_ns: Optional[float] = None) -> list[EdgeFit]:
     """Steps 1 and 2 for every window; refuses a window with fewer than two pure pairs each way on an edge,
     or with ``drop_short`` leaves that edge out of that window (its estimate nan; ``estimate`` then solves
-    the network effect over the edges kept, and refuses only a graph they no longer connect)."""
+    the network effect over the edges kept, and refuses only a graph they no longer connect). ``loop_tol_ns``:
+    also the ``drift_range`` of each edge that fails the robust network effect's loop check at that tolerance
+    (the order in which ``loop_check`` relinks cut-off hosts; nan for the others)."""
     nw, ne = w.count, e.count
     fwd = e.forward
     cell = w.of_pair * ne + e.of_pair
@@ -323,7 +351,13 @@ def huygens_edges(p: Probes, w: Windows, e: Edges, is_pure: np.ndarray, bound_ns
                 f"the two clocks of ±{_FIT_LIMIT_NS_PER_S / 1e3:g} ppm or more; allowed: each clock within "
                 f"±{MAX_DRIFT_PPM:g} ppm (are tx_ns and rx_ns in ns, and do both directions' probes spread over "
                 f"the window?)")
-        fits.append(EdgeFit(theta, delta, margin, counts[k * ne:(k + 1) * ne], origin))
+        fit = EdgeFit(theta, delta, margin, counts[k * ne:(k + 1) * ne], origin)
+        if loop_tol_ns is not None:
+            fit.misclosure_ns = miss = closures(len(p.hosts), e, fit, w.span_ns(k) / 2e9)
+            r = np.flatnonzero(np.isfinite(miss) & (miss > loop_tol_ns))  # in no triangle (inf): kept, unchecked
+            fit.drift_range = np.full(ne, np.nan)
+            fit.drift_range[r] = drift_range(ux[r], uy[r], lx[r], ly[r], delta[r], margin[r], bound_ns / 2)
+        fits.append(fit)
     return fits
 
 
@@ -424,128 +458,6 @@ def _ptp_lines(edge, x, off, rtt, ne):
     return theta, slope, se
 
 
-# ---------------------------------------------------------------- step 3: the network effect
-
-class Graph:
-    """The probe graph's least squares: min over theta of sum_e (v_e - (theta_b - theta_a))^2 with the
-    reference's theta fixed at 0; the reduced Laplacian is factored once (Cholesky) since every window
-    has the same edges. For the ensemble mean as reference, the solution is shifted to mean 0 (least
-    squares fixes theta only up to a constant)."""
-
-    def __init__(self, n: int, e: Edges, reference: Optional[int], weights: Optional[np.ndarray] = None):
-        from scipy.linalg import cho_factor, cho_solve
-
-        self.n, self.e, self.reference = n, e, reference
-        w = np.ones(e.count) if weights is None else np.asarray(weights, dtype=np.float64)
-        self.w = w
-        r = 0 if reference is None else reference
-        lap = np.zeros((n, n))
-        np.add.at(lap, (e.a, e.a), w)
-        np.add.at(lap, (e.b, e.b), w)
-        np.add.at(lap, (e.a, e.b), -w)
-        np.add.at(lap, (e.b, e.a), -w)
-        self.keep = np.delete(np.arange(n), r)
-        self._factor = cho_factor(lap[np.ix_(self.keep, self.keep)])
-        inv = np.zeros((n, n))
-        inv[np.ix_(self.keep, self.keep)] = cho_solve(self._factor, np.eye(n - 1))
-        if reference is None:  # the covariance's shape for a mean-zero solution: the Laplacian's pseudo-inverse
-            row = inv.sum(axis=1)
-            self.var_shape = np.diag(inv) - 2 * row / n + inv.sum() / n ** 2
-        else:
-            self.var_shape = np.diag(inv)
-        self.dof = e.count - (n - 1)
-
-    def solve(self, v: np.ndarray) -> tuple[np.ndarray, float]:
-        """The least-squares potentials and the residuals' rms per degree of freedom (nan on a tree)."""
-        from scipy.linalg import cho_solve
-
-        rhs = np.zeros(self.n)
-        np.add.at(rhs, self.e.b, self.w * v)
-        np.add.at(rhs, self.e.a, -self.w * v)
-        theta = np.zeros(self.n)
-        theta[self.keep] = cho_solve(self._factor, rhs[self.keep])
-        if self.reference is None:
-            theta -= theta.mean()
-        res = v - (theta[self.e.b] - theta[self.e.a])
-        sigma = float(np.sqrt((self.w * res) @ res / self.w.mean() / self.dof)) if self.dof > 0 else float("nan")
-        return theta, sigma
-
-
-def network_effect(g: Graph, fit: EdgeFit, passes: int = 8):
-    """Offsets (ns) and rates (ns/s) of every host against the reference at the instant the reference reads
-    the window's middle, with their standard errors. An edge's line is on a's clock, x = 0 where it reads
-    the middle plus origin_e; a reads the middle plus theta_a at that instant, so the edge's value there is
-    theta_e + delta_e * (theta_a - origin_e), and its rate against the reference's clock delta_e *
-    (1 + rate_a). Both need the solution, so the solve starts from the coarse offsets and is repeated until
-    it moves by under 1e-6 ns (each pass shrinks the change by about |delta| ~ 1e-5)."""
-    e = g.e
-    theta = np.zeros(g.n)
-    theta[e.a] = fit.origin_ns
-    rate = np.zeros(g.n)
-    for _ in range(passes):
-        v = fit.theta_ns + fit.delta_ns_per_s * (theta[e.a] - fit.origin_ns) / 1e9
-        r = fit.delta_ns_per_s * (1 + rate[e.a] / 1e9)
-        new_theta, s_theta = g.solve(v)
-        new_rate, s_rate = g.solve(r)
-        moved = max(np.max(np.abs(new_theta - theta)), np.max(np.abs(new_rate - rate)))
-        theta, rate = new_theta, new_rate
-        if moved < 1e-6:
-            break
-    sd = np.sqrt(g.var_shape)
-    return theta, rate, s_theta * sd, s_rate * sd
-
-
-ROBUST_PASSES = 30
-TUKEY_C = 4.685  # Tukey's biweight constant (95 % efficiency under Gaussian residuals)
-
-
-def robust_graph(g: Graph, fit: EdgeFit, floor_ns: float) -> Graph:
-    """The network effect made robust to a few bad edges. Least squares spreads an edge's error around
-    every loop through it: an edge whose bounds are set by queued probes (under heavy load a direction
-    may keep no pair near its base delay in a window) is wrong by up to microseconds and pulls every host
-    near it. Two stages of iteratively reweighted least squares (an MM-estimate):
-
-    1. Least absolute deviations (min over theta of sum_e |v_e - (theta_b - theta_a)|; each edge weighted
-       by 1 / max(|residual|, ``floor_ns``), the stamps' own spread). It ignores the wrong edges as long
-       as, across every cut of the probe graph, they are fewer than half; its residuals then show them.
-    2. From there, Tukey's biweight: weight (1 - u^2)^2 with u the residual over 4.685 robust sigmas
-       (1.4826 x the median absolute residual, at least ``floor_ns``), 0 beyond, so that the wrong edges
-       drop out entirely and the rest count as in least squares. An edge keeps a token weight 1e-6 when
-       the edges kept would not connect every host.
-
-    Returns the reweighted graph."""
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
-
-    e, n = g.e, g.n
-
-    def residuals(graph):
-        theta, _ = graph.solve(fit.theta_ns)
-        return fit.theta_ns - (theta[e.b] - theta[e.a])
-
-    cur, w = g, np.ones(e.count)
-    for stage in ("lad", "biweight"):
-        for _ in range(ROBUST_PASSES):
-            res = residuals(cur)
-            if stage == "lad":
-                new = 1.0 / np.maximum(np.abs(res), floor_ns)
-                new /= new.max()
-            else:
-                scale = max(1.4826 * float(np.median(np.abs(res))), floor_ns)
-                u = res / (TUKEY_C * scale)
-                new = np.where(np.abs(u) < 1, (1 - u * u) ** 2, 0.0)
-                kept = new > 0
-                lab = connected_components(coo_matrix((np.ones(int(kept.sum())), (e.a[kept], e.b[kept])),
-                                                      shape=(n, n)), directed=False)[1]
-                if np.any(lab != lab[0]):
-                    new = np.maximum(new, 1e-6)
-            if np.allclose(new, w, rtol=1e-3, atol=1e-6):
-                break
-            w = new
-            cur = Graph(n, e, g.reference, w)
-    return cur
-
-
 def along_tree(n: int, e: Edges, fit: EdgeFit, reference: Optional[int], edge_sd: np.ndarray, add_linear: bool):
     """Without the network effect: each host's offset and rate are the edges' estimates added along a
     breadth-first tree from the reference (each edge converted to the reference's time exactly, as in
@@ -610,8 +522,13 @@ def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float =
     window's Huygens estimates (both variants) instead of refusing the file, as long as the edges kept still
     connect every host to the reference (refused otherwise, naming a cut-off host). Under heavy load few
     pairs stay pure; the loops through the other edges then carry the estimate (docs/clockwork.md).
-    ``robust``: Huygens' network effect by iteratively reweighted least squares (``robust_graph``), so that a
-    few edges whose loops do not close do not pull the others."""
+    ``robust``: Huygens' network effect by iteratively reweighted least squares (``robust_graph``) from two
+    starts, every edge and the edges that pass the loop check (``loop_check``: a triangle through the edge
+    closes within LOOP_TOLERANCE_BOUNDS purity bounds; hosts cut off linked again by their best-pinned
+    edges), keeping the solution more edges agree with (``agreeing``), so that edges whose loops do not close
+    do not pull the others. The clocks table counts each host's agreeing edges (``agreeing_edges``; below 2:
+    ``unconfirmed_hosts``), the edges table gives each edge's least misclosure (``loop_misclosure_ns``; inf
+    in no triangle, nan without the check)."""
     for m in methods:
         if m not in METHODS:
             raise EstimateInputError(f"--method: {m!r} is not a method; allowed: {', '.join(METHODS)} or all")
@@ -625,28 +542,62 @@ def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float =
     w = windows(p, window_s, coarse)
     is_pure = pure(p, pure_bound_ns)
     rows: dict[str, list] = {c: [] for c in ("window", "window_mid_ns", "host", "method", "reference", "offset_ns",
-                                             "drift_ppm", "offset_uncertainty_ns", "drift_uncertainty_ppm")}
+                                             "drift_ppm", "offset_uncertainty_ns", "drift_uncertainty_ppm",
+                                             "agreeing_edges")}
     erows: dict[str, list] = {c: [] for c in ("window", "window_mid_ns", "method", "a", "b", "a_clock_ns", "offset_ns",
-                                              "drift_ppm", "spread_ns", "pure_ab", "pure_ba", "pairs_ab", "pairs_ba")}
+                                              "drift_ppm", "spread_ns", "pure_ab", "pure_ba", "pairs_ab", "pairs_ba",
+                                              "loop_misclosure_ns")}
     hosts = np.array(p.hosts, dtype=object)
     runs_huygens = any(m.startswith("huygens") for m in methods)
-    huy = huygens_edges(p, w, e, is_pure, pure_bound_ns, coarse, drop_short_edges, min_pure) if runs_huygens else None
-    graph = Graph(n, e, ref) if "huygens" in methods or "huygens-no-ne" in methods else None
+    tol_ns = LOOP_TOLERANCE_BOUNDS * pure_bound_ns
+    huy = huygens_edges(p, w, e, is_pure, pure_bound_ns, coarse, drop_short_edges, min_pure,
+                        tol_ns if robust else None) if runs_huygens else None
+    checks = {}  # window -> the edges the robust network effect's loop check keeps
+    if robust and "huygens" in methods:
+        for k, fit in enumerate(huy):
+            if np.isnan(fit.theta_ns).any():  # drop_short_edges left some out: refused if those cut a host off
+                check_connected(p.hosts, _kept(e, fit, np.isfinite(fit.theta_ns))[0], 0 if ref is None else ref,
+                                f" in window {k} (edges with fewer than two pure pairs each way left out)")
+            checks[k] = loop_check(n, e, fit, ref, tol_ns, fit.misclosure_ns, fit.drift_range)
+    graphs: dict[bytes, Graph] = {}  # per set of edges: windows with the same edges share one factorisation
+
+    def graph_over(edges_kept: Edges, mask: np.ndarray) -> Graph:
+        key = np.packbits(mask).tobytes()
+        if key not in graphs:
+            graphs[key] = Graph(n, edges_kept, ref)
+        return graphs[key]
+
     huygens_edges_from = next((m for m in methods if m.startswith("huygens")), None)
     for m in methods:
         fits = huy if m.startswith("huygens") else baseline_edges(p, w, e, m, coarse)
         for k, fit in enumerate(fits):
             mid = round(float(w.mid_ns(k)))
-            ek, fk, gk = e, fit, graph
-            if m.startswith("huygens") and np.isnan(fit.theta_ns).any():  # drop_short_edges left some out
-                ek, fk = _kept(e, fit, np.isfinite(fit.theta_ns))
-                check_connected(p.hosts, ek, 0 if ref is None else ref, f" in window {k} (edges with fewer "
-                                f"than two pure pairs each way left out)")
-                gk = Graph(n, ek, ref)
+            ek, fk, gk = e, fit, None
+            agree = None
+            if m == "huygens" and robust:
+                # Two starts: least absolute deviations over every edge, and the edges the loop check kept
+                # (connected: checked above); the solution more edges agree with is kept (on a tie the second:
+                # it carries the relinking's choice by drift range, where loops cannot tell).
+                best, finite = None, np.isfinite(fit.theta_ns)
+                starts = (finite,) if np.array_equal(checks[k], finite) else (finite, checks[k])  # the same: once
+                for mask in starts:
+                    ek, fk = _kept(e, fit, mask)
+                    sol = network_effect(robust_graph(graph_over(ek, mask), fk, pure_bound_ns / 2), fk)
+                    ok = agreeing(e, fit, sol[0], sol[1], w.span_ns(k) / 2e9, tol_ns)
+                    if best is None or ok.sum() >= best[1].sum():
+                        best = sol, ok
+                (theta, rate, u_theta, u_rate), ok = best
+                agree = np.bincount(e.a[ok], minlength=n) + np.bincount(e.b[ok], minlength=n)
+            elif m.startswith("huygens"):
+                finite = np.isfinite(fit.theta_ns)
+                if not finite.all():  # drop_short_edges left some out
+                    ek, fk = _kept(e, fit, finite)
+                    check_connected(p.hosts, ek, 0 if ref is None else ref, f" in window {k} (edges with fewer "
+                                    f"than two pure pairs each way left out)")
+                gk = graph_over(ek, finite)
             if m == "huygens":
-                if robust:
-                    gk = robust_graph(gk, fk, pure_bound_ns / 2)
-                theta, rate, u_theta, u_rate = network_effect(gk, fk)
+                if agree is None:  # (the robust solution is in hand)
+                    theta, rate, u_theta, u_rate = network_effect(gk, fk)
             else:
                 if m == "huygens-no-ne":
                     _, sigma = gk.solve(fk.theta_ns)  # the loops' residual spread, per edge
@@ -663,6 +614,7 @@ def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float =
             rows["drift_ppm"].append(rate / 1e3)
             rows["offset_uncertainty_ns"].append(u_theta)
             rows["drift_uncertainty_ppm"].append(u_rate / 1e3)
+            rows["agreeing_edges"].append(np.full(n, None, dtype=object) if agree is None else agree)
             if m in ("ntp", "ptp") or m == huygens_edges_from:  # Huygens' raw edges once for both variants
                 ne = e.count
                 erows["window"].append(np.full(ne, k))
@@ -676,19 +628,29 @@ def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float =
                 erows["spread_ns"].append(fit.spread_ns)
                 for c, name in enumerate(("pure_ab", "pure_ba", "pairs_ab", "pairs_ba")):
                     erows[name].append(fit.counts[:, c])
+                erows["loop_misclosure_ns"].append(fit.misclosure_ns if m.startswith("huygens") and checks
+                                                   else np.full(ne, np.nan))
     clocks = _table(rows, {"window": pa.uint32(), "window_mid_ns": pa.int64(), "host": pa.string(),
                            "method": pa.string(), "reference": pa.string(), "offset_ns": pa.float64(),
                            "drift_ppm": pa.float64(), "offset_uncertainty_ns": pa.float64(),
-                           "drift_uncertainty_ppm": pa.float64()})
+                           "drift_uncertainty_ppm": pa.float64(), "agreeing_edges": pa.uint32()})
     edge_table = _table(erows, {"window": pa.uint32(), "window_mid_ns": pa.int64(), "method": pa.string(),
                                 "a": pa.string(), "b": pa.string(), "a_clock_ns": pa.float64(),
                                 "offset_ns": pa.float64(), "drift_ppm": pa.float64(), "spread_ns": pa.float64(),
                                 "pure_ab": pa.int64(),
-                                "pure_ba": pa.int64(), "pairs_ab": pa.int64(), "pairs_ba": pa.int64()})
+                                "pure_ba": pa.int64(), "pairs_ab": pa.int64(), "pairs_ba": pa.int64(),
+                                "loop_misclosure_ns": pa.float64()})
     out = Estimate(clocks, edge_table)
     if p.has_truth:
         out.clocks, out.score = _scored(p, w, ref, out.clocks)
     return out
+
+
+def unconfirmed_hosts(clocks: pa.Table) -> list[str]:
+    """The hosts whose robust estimate fewer than two of their edges agree with, in any window
+    (``agreeing_edges`` below 2: the estimate rests on one edge, or none), in sorted order."""
+    counts = clocks.column("agreeing_edges").to_pylist()
+    return sorted({h for h, c in zip(clocks.column("host").to_pylist(), counts) if c is not None and c < 2})
 
 
 def _table(rows: dict, types: dict) -> pa.Table:
