@@ -198,11 +198,13 @@ class _Lowering(GraphBuild):
         prev_slot, next_slot = 0, (1 if not first else 0)
         lo = stage * ls
         chunks = [list(range(a, min(a + j.layers_per_node, lo + ls))) for a in range(lo, lo + ls, j.layers_per_node)]
-        # Parameters of each chunk on one TP rank, the embedding with the first layer, the logit layer with the last.
+        # Parameters of each chunk on one TP rank: the embedding with the first layer; the logit layer, tied to
+        # the embedding (Megatron-LM, GPT-2), is a second copy of it on the last stage only when that is not the
+        # first (pp > 1); with pp = 1 the one copy counts once, as in Narayanan et al.'s eq. (2).
         params = [len(ch) * c["layer_params"] for ch in chunks]
         if first:
             params[0] += c["embed_params"]
-        if last:
+        if last and not first:
             params[-1] += c["embed_params"]
         pbytes = [-(-x // j.tp) * 2 for x in params]
         gbytes = [-(-x // j.tp) * j.grad_bytes_per_param for x in params]
