@@ -245,6 +245,10 @@ class _Lowering(GraphBuild):
             backward part first repeats the forward's TP collectives (the recomputed forward's; Megatron-LM's
             full recomputation reruns the layer, its collectives included)."""
             if kind == "backward" and j.activation_recompute:
+                # The order is approximate, the sum exact: Megatron-LM reruns attention, its allreduce, the MLP,
+                # its allreduce, then the backward; here the recomputed collective comes first and the compute
+                # below carries the recomputed forward's time (backward_factor 3). With blocking TP collectives
+                # on one serial chain the total is the same. MoE all-to-alls are not repeated (docs/llm.md).
                 x = tp_coll(mb, tp_pre(mb, x, nbytes), nbytes)
             x = tp_pre(mb, x, nbytes)
             if moe and mlp_layers:
