@@ -108,12 +108,36 @@ def test_zero3_gathers_and_scatters_per_step_match_the_hand_count(tmp_path):
     assert _ops(res, "allgather").op_id.nunique() == 2 * m * layers  # one DP group
     assert _ops(res, "reduce_scatter").op_id.nunique() == m * layers
     assert _ops(res, "allreduce").empty
-    # A layer's gathered parameters: (12 h^2) x 2 bytes (+ the embedding, V h, on the first and the last layer).
+    # A layer's gathered parameters: (12 h^2) x 2 bytes, + the embedding, V h, on the first layer only: with one
+    # stage the tied logit layer is the same V h (eq. (2) of Narayanan et al. counts it once). A ring allgather
+    # of S bytes sends (dp - 1) S over the group; per step 2 m of them for each layer.
     ag = _ops(res, "allgather")
     per_op = ag.groupby("op_id").bytes.sum()
     h, v = 64, 128
     layer = 12 * h * h * 2
     assert sorted(set(per_op)) == sorted({(x * (dp - 1)) for x in (layer, layer + v * h * 2)})
+    assert int(per_op.sum()) == 2 * m * (dp - 1) * (layers * layer + v * h * 2)
+
+
+@pytest.mark.parametrize("pp", [1, 2])
+def test_data_parallel_gradient_bytes_follow_the_papers_parameter_count(tmp_path, pp):
+    # Hand count: a stage's fp16 gradients are 2 (12 h^2 l / pp + V h) bytes: its layers, and the tied embedding
+    # once: on the one stage for pp = 1 (eq. (2) of Narayanan et al., SC'21, counts V h once), on the first
+    # (embedding) and on the last (its tied copy, the logit layer) for pp = 2. h = 64, l = 4, V = 128:
+    # pp = 1: 2 (196608 + 8192) = 409600 bytes; pp = 2: 2 (98304 + 8192) = 212992 bytes per stage.
+    # One bucket holds them; a ring allreduce of S over dp = 2 ranks sends 2 (dp - 1) / dp S per rank, S per
+    # rank, so each stage's DP group sends 2 S.
+    dp, h, layers, v = 2, 64, 4, 128
+    stage_bytes = {1: 409600, 2: 212992}[pp]
+    assert stage_bytes == 2 * (12 * h * h * layers // pp + v * h)
+    s = _scenario(tmp_path, {"shape": _custom(hidden=h, layers=layers), "dp": dp, "pp": pp, "micro_batches": 2,
+                             "bucket_bytes": "1GB"}, hosts=dp * pp)
+    res = simulate(s)
+    assert res.summary["llm_jobs"]["llm"]["finished"]
+    ar = _ops(res, "allreduce")
+    per_op = ar.groupby("op_id").bytes.sum()
+    assert len(per_op) == pp  # one allreduce per stage's DP group
+    assert per_op.tolist() == [dp * stage_bytes] * pp
 
 
 @pytest.mark.parametrize("zero,ops", [(0, {"allreduce": 1}), (1, {"reduce_scatter": 1, "allgather": 1})])

@@ -198,11 +198,13 @@ class _Lowering(GraphBuild):
         prev_slot, next_slot = 0, (1 if not first else 0)
         lo = stage * ls
         chunks = [list(range(a, min(a + j.layers_per_node, lo + ls))) for a in range(lo, lo + ls, j.layers_per_node)]
-        # Parameters of each chunk on one TP rank, the embedding with the first layer, the logit layer with the last.
+        # Parameters of each chunk on one TP rank: the embedding with the first layer; the logit layer, tied to
+        # the embedding (Megatron-LM, GPT-2), is a second copy of it on the last stage only when that is not the
+        # first (pp > 1); with pp = 1 the one copy counts once, as in Narayanan et al.'s eq. (2).
         params = [len(ch) * c["layer_params"] for ch in chunks]
         if first:
             params[0] += c["embed_params"]
-        if last:
+        if last and not first:
             params[-1] += c["embed_params"]
         pbytes = [-(-x // j.tp) * 2 for x in params]
         gbytes = [-(-x // j.tp) * j.grad_bytes_per_param for x in params]
@@ -243,6 +245,10 @@ class _Lowering(GraphBuild):
             backward part first repeats the forward's TP collectives (the recomputed forward's; Megatron-LM's
             full recomputation reruns the layer, its collectives included)."""
             if kind == "backward" and j.activation_recompute:
+                # The order is approximate, the sum exact: Megatron-LM reruns attention, its allreduce, the MLP,
+                # its allreduce, then the backward; here the recomputed collective comes first and the compute
+                # below carries the recomputed forward's time (backward_factor 3). With blocking TP collectives
+                # on one serial chain the total is the same. MoE all-to-alls are not repeated (docs/llm.md).
                 x = tp_coll(mb, tp_pre(mb, x, nbytes), nbytes)
             x = tp_pre(mb, x, nbytes)
             if moe and mlp_layers:

@@ -197,7 +197,8 @@ def predict(r: PaperRow, efficiency: float) -> dict:
     t, c, t0 = real["iteration_s"], real["compute_s"], free["iteration_s"]
     paper_t = implied_iteration_s(r)
     # The interleaved schedule (not modelled) divides the bubble by the virtual stages (the paper, section 2.2.2):
-    # an estimate of our iteration under it, the rest unchanged.
+    # an estimate of our iteration under it, the rest unchanged: interleaving's v-fold pipeline p2p traffic (a
+    # micro-batch crosses v times as many stage boundaries) is not included.
     interleaved_t = t - (t0 - c) * (1 - 1 / r.virtual_stages)
     # Diagnostic, not a prediction: the efficiency at which this row alone would meet the paper, the time not
     # computing kept (none: that time alone exceeds the paper's iteration).

@@ -34,7 +34,8 @@ class Reproduction:
 # tests/test_registry.py); panama-fig8-1024 (33 s), c4p-fig11 (21-44 s) and
 # c4p-fig13-llm (37 s) run on demand: ``fabriclab reproduce all --quick``.
 # clockwork-nccl and clockwork-ray were measured later (2026-11-28, branch
-# rrepro, load 4-5), c4p-fig13-llm on 2026-11-29 (branch llmrep, load 6).
+# rrepro, load 4-5), c4p-fig13-llm on 2026-11-29 (branch llmrep, load 6; its Job1 and Job2 values again on
+# branch megafix after the tied embedding was counted once for pp = 1: 13.69 -> 12.56, 41.42 -> 38.29).
 QUICK_MEASURED = "2026-11-28, commit 9d4a4e5 (main), this 2-core box at load average 4-5"
 # Blink's quick values are from 2026-11-28 after run_plan's flow model became "fluid" (branch r29;
 # docs/reproductions.md, "Why the numbers below moved"): 65.1 s at load average 5.
@@ -62,7 +63,8 @@ REPRODUCTIONS: tuple[Reproduction, ...] = (
                  runs_on="flow backend, fluid"),
     Reproduction("c4p-fig13", "C4", "631 s", 12.2, "tests/test_registry.py",
                  runs_on="flow backend, fluid, compute analytic"),
-    Reproduction("c4p-fig13-llm", "C4", "4 min 17 s at load average 6 (169 s CPU)", 37.3, "",
+    Reproduction("c4p-fig13-llm", "C4",
+                 "4 min 17 s at load average 6 (169 s CPU); 9 min 24 s at 6-8 beside another run", 37.3, "",
                  runs_on="flow backend, fluid; whole LLM jobs"),
     Reproduction("c4-diagnosis", "C4", "8 min 51 s", 23.3, "tests/test_c4_faults.py", runs_on="packet, DCTCP"),
     Reproduction("c4-recovery", "C4", "2 min 19 s", 25.3, "tests/test_repro_c4_recovery.py", runs_on="packet, DCTCP"),
@@ -76,7 +78,8 @@ REPRODUCTIONS: tuple[Reproduction, ...] = (
                  "tests/test_clockwork_talk.py", runs_on="packet, CUBIC, [cloud]"),
     Reproduction("clockwork-ray", "Clockwork", "11 min 54 s (--workers 1, beside the test suite)", 21.4,
                  "tests/test_clockwork_talk.py", runs_on="packet, CUBIC, [cloud]"),
-    Reproduction("megatron-weak-scaling", "Megatron-LM", "11 min 21 s at load average 6-8 (322 s CPU); 14 min 21 s at 12",
+    Reproduction("megatron-weak-scaling", "Megatron-LM",
+                 "11 min 21 s at load average 6-8 (322 s CPU); 14 min 21 s at 12; 13 min 45 s at 5-8 beside another run",
                  37.3, "tests/test_megatron.py", runs_on="flow backend, fluid; whole LLM jobs"),
 )
 

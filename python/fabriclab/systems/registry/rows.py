@@ -382,12 +382,12 @@ ROWS: tuple[Row, ...] = (
         figure='C4P Fig. 13, the jobs as LLM jobs: TP on NVLink, DP and PP across the fabric, DP buckets overlapping the backward',
         metric='iteration gain: GPT 22B; Llama 7B; GPT 175B (GA 16)',
         paper='+15.95 %; +14.1 %; none',
-        ours='+3.5 %; +7.5 %; +0.1 % (one bucket after the backward: +12.4 %; +8.6 %; +0.3 %)',
+        ours='+3.5 %; +7.3 %; +0.1 % (one bucket after the backward: +12.3 %; +8.5 %; +0.3 %)',
         tolerance='within ±5 points',
         status='holds for GPT 175B; differs for GPT 22B and Llama 7B (the backward hides most of the DP reduction, blocking TP allreduces lengthen the step)',
         full_date='2026-11-29',
         checks=(FullCheck('GPT 22B (points)', 3.5, Band(10.95, 20.95)),
-                FullCheck('Llama 7B (points)', 7.5, Band(9.1, 19.1)),
+                FullCheck('Llama 7B (points)', 7.3, Band(9.1, 19.1)),
                 FullCheck('GPT 175B (points)', 0.1, Band(-5.0, 5.0)),)),
     Row(repro='c4-diagnosis',
         seed='C4',
@@ -545,8 +545,10 @@ ROWS: tuple[Row, ...] = (
         paper='137; 138; 142; 135 TFLOP/s per GPU',
         ours='1.000 (calibrated: 137.0); 1.053 (131.1); 1.142 (124.3); 1.141 (118.3)',
         tolerance='within ±10 % (one GPU efficiency, 0.440, calibrated on 1.7B)',
-        status="holds for 3.6B; differs for 7.5B and 18.4B (+14 %: one efficiency for every hidden size, where the "
-               "paper's GEMMs gain with it; communication 9-14 % of our step)",
+        status="holds for 3.6B, nearly by construction (computing alone at 0.440 is 1.005 x the paper's step); "
+               "differs for 7.5B and 18.4B (+14 %: one efficiency for every hidden size, where the paper's GEMMs "
+               "gain with it; communication 9-14 % of our step); computing alone is 0.98-1.08 x the paper's step "
+               "on every row, so this tests the efficiency assumption more than the network",
         full_date='2026-11-29',
         checks=(FullCheck('3.6B: ours / paper', 1.053, Band(0.9, 1.1)),
                 FullCheck('7.5B: ours / paper', 1.1421, Band(0.9, 1.1)),
@@ -558,8 +560,8 @@ ROWS: tuple[Row, ...] = (
         paper='138; 140; 148 TFLOP/s per GPU',
         ours='1.261 (109.5); 1.281 (109.3); 1.376 (107.6); the bubble divided by the virtual stages: 1.208, 1.297',
         tolerance='same',
-        status="differs (+26 to +38 %: one efficiency; at 145.6B our compute alone exceeds the paper's step; "
-               "interleaving not modelled)",
+        status="differs (+26 to +38 %: one efficiency, computing alone already 1.01-1.10 x the paper's step on "
+               "the busiest rank, at 145.6B over it; interleaving not modelled)",
         full_date='2026-11-29',
         checks=(FullCheck('39.1B: ours / paper', 1.2608, Band(0.9, 1.1)),
                 FullCheck('76.1B: ours / paper', 1.2808, Band(0.9, 1.1)),
