@@ -69,6 +69,19 @@ def test_communicator_refuses_bad_tables_naming_the_field(tmp_path, table, field
         Communicator(0, 1, "127.0.0.1", 1, "t", packet_rocket_correction=p)
 
 
+def test_from_env_reads_the_clock_variables_and_names_a_bad_one(tmp_path):
+    env = {"WORLD_SIZE": "1", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1", "FABRICLAB_TOKEN": "t",
+           "FABRICLAB_PACKET_ROCKET_US": "5", "FABRICLAB_CLOCK_DRIFT_PPM": "fast"}
+    with pytest.raises(RuntimeInputError, match="^FABRICLAB_CLOCK_DRIFT_PPM: must be a number of ppm"):
+        Communicator.from_env(env)
+    env.update(FABRICLAB_CLOCK_DRIFT_PPM="50", FABRICLAB_PACKET_ROCKET_CLOCK="estimated")
+    with pytest.raises(RuntimeInputError, match="^packet_rocket_clock:.*correction table"):
+        Communicator.from_env(env)
+    env["FABRICLAB_PACKET_ROCKET_CORRECTION"] = str(exact_table(tmp_path / "t.json", [0], [50.0], 0))
+    with Communicator.from_env(env) as c:
+        assert c.rocket_stats()["pauses"] == 0
+
+
 def test_bench_cli_refuses_bad_clock_options_with_exit_2(cli, tmp_path):
     for args, field in ((["--packet-rocket-clock", "raw"], "--packet-rocket-clock"),
                         (["--clock-drifts-ppm", "0,5000"], "--clock-drifts-ppm"),

@@ -131,7 +131,9 @@ class Communicator:
         """Joins with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (or FABRICLAB_PORT) and
         FABRICLAB_TOKEN; FABRICLAB_TIMEOUT_S, FABRICLAB_LATE_TIMEOUT_S, FABRICLAB_STREAMS, FABRICLAB_CHECKSUM=1,
         FABRICLAB_BIND_ADDR, FABRICLAB_CHUNK_BYTES (a size such as 256K, "none" or "auto") and
-        FABRICLAB_PACKET_ROCKET_US (Packet Rocket's threshold in microseconds) are optional. Keyword arguments override the optional ones."""
+        FABRICLAB_PACKET_ROCKET_US (Packet Rocket's threshold in microseconds), and its clock's
+        FABRICLAB_PACKET_ROCKET_CLOCK, FABRICLAB_CLOCK_OFFSET_NS, FABRICLAB_CLOCK_DRIFT_PPM,
+        FABRICLAB_CLOCK_EPOCH_NS and FABRICLAB_PACKET_ROCKET_CORRECTION (a table file) are optional. Keyword arguments override the optional ones."""
         env = os.environ if env is None else env
         n = _env_int("WORLD_SIZE", env, 1, 1 << 20)
         rank = _env_int("RANK", env, 0, n - 1)
@@ -169,6 +171,19 @@ class Communicator:
             except ValueError:
                 raise RuntimeInputError("FABRICLAB_PACKET_ROCKET_US: must be a number of microseconds, "
                                         f"got {env['FABRICLAB_PACKET_ROCKET_US']!r}") from None
+        # Packet Rocket's clock (the constructor's docstring)
+        if env.get("FABRICLAB_PACKET_ROCKET_CLOCK"):
+            opts["packet_rocket_clock"] = env["FABRICLAB_PACKET_ROCKET_CLOCK"]
+        if env.get("FABRICLAB_PACKET_ROCKET_CORRECTION"):
+            opts["packet_rocket_correction"] = env["FABRICLAB_PACKET_ROCKET_CORRECTION"]
+        for var, key, kind, what in (("FABRICLAB_CLOCK_OFFSET_NS", "clock_offset_ns", int, "an integer number of ns"),
+                                     ("FABRICLAB_CLOCK_DRIFT_PPM", "clock_drift_ppm", float, "a number of ppm"),
+                                     ("FABRICLAB_CLOCK_EPOCH_NS", "clock_epoch_ns", int, "an integer number of ns")):
+            if env.get(var):
+                try:
+                    opts[key] = kind(env[var])
+                except ValueError:
+                    raise RuntimeInputError(f"{var}: must be {what}, got {env[var]!r}") from None
         opts.update(kwargs)
         return cls(rank, n, addr, port, token, **opts)
 
