@@ -62,7 +62,7 @@ impl ClockCorrection {
                 pieces.get_mut(p.host as usize).ok_or_else(|| {
                     format!("{at}.host: host {} does not exist ({hosts} hosts)", p.host)
                 })?;
-            if !(p.drift_ppm.abs() <= MAX_DRIFT_PPM) {
+            if !p.drift_ppm.is_finite() || p.drift_ppm.abs() > MAX_DRIFT_PPM {
                 return Err(format!(
                     "{at}.drift_ppm: must be a finite number within ±{MAX_DRIFT_PPM} ppm, got {}",
                     p.drift_ppm

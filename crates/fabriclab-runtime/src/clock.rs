@@ -183,7 +183,7 @@ impl RocketClock {
         emulated: EmulatedClock,
         correction_file: Option<&str>,
     ) -> Result<RocketClock, String> {
-        if !(emulated.drift_ppm.abs() <= MAX_EMULATED_DRIFT_PPM) {
+        if !emulated.drift_ppm.is_finite() || emulated.drift_ppm.abs() > MAX_EMULATED_DRIFT_PPM {
             return Err(format!(
                 "clock_drift_ppm: must be a number within ±{MAX_EMULATED_DRIFT_PPM} ppm, got {}",
                 emulated.drift_ppm

@@ -124,20 +124,37 @@ fn bad_options_and_tables_are_refused_naming_the_field() {
     let e = bad(Some("raw"), em, None);
     assert!(e.starts_with("packet_rocket_clock: \"raw\""), "{e}");
     let e = bad(Some("estimated"), em, None);
-    assert!(e.starts_with("packet_rocket_clock:") && e.contains("correction table"), "{e}");
+    assert!(
+        e.starts_with("packet_rocket_clock:") && e.contains("correction table"),
+        "{e}"
+    );
     let mut fast = em;
     fast.drift_ppm = 1500.0;
     let e = bad(None, fast, None);
     assert!(e.starts_with("clock_drift_ppm:"), "{e}");
     let e = clock(1, None, em, Some("/nonexistent/table.json")).unwrap_err();
-    assert!(e.starts_with("packet_rocket_correction: cannot read"), "{e}");
+    assert!(
+        e.starts_with("packet_rocket_correction: cannot read"),
+        "{e}"
+    );
     let e = bad(None, em, Some(r#"{"pieces": []}"#));
-    assert!(e.starts_with("packet_rocket_correction:") && e.contains("epoch_ns"), "{e}");
+    assert!(
+        e.starts_with("packet_rocket_correction:") && e.contains("epoch_ns"),
+        "{e}"
+    );
     let piece = |h: u32, d: f64| {
-        format!(r#"{{"epoch_ns": 0, "pieces": [{{"host": {h}, "from_local_ps": 0, "offset_ps": 0, "drift_ppm": {d}}}]}}"#)
+        format!(
+            r#"{{"epoch_ns": 0, "pieces": [{{"host": {h}, "from_local_ps": 0, "offset_ps": 0, "drift_ppm": {d}}}]}}"#
+        )
     };
     let e = bad(None, em, Some(&piece(2, 0.0)));
-    assert!(e.starts_with("packet_rocket_correction.pieces[0].host:"), "{e}");
+    assert!(
+        e.starts_with("packet_rocket_correction.pieces[0].host:"),
+        "{e}"
+    );
     let e = bad(None, em, Some(&piece(1, 2500.0)));
-    assert!(e.starts_with("packet_rocket_correction.pieces[0].drift_ppm:"), "{e}");
+    assert!(
+        e.starts_with("packet_rocket_correction.pieces[0].drift_ppm:"),
+        "{e}"
+    );
 }
