@@ -3,7 +3,7 @@ namespaces): what sync error costs, and what the estimated clocks give back. Not
 
     PYTHONPATH=python python benches/bench_runtime_rocket_clock.py [-n 4] [--op alltoall] [--size 4M]
         [--chunk 256K] [--iters 40] [--threshold-us 300] [--offsets-ns 0,2000000,-1500000,800000]
-        [--drifts-ppm 0,80,-60,40] [--phase-s 2] [--reps 2] [--json out.json]
+        [--drifts-ppm 0,80,-60,40] [--phase-s 2] [--reps 2] [--modes ideal,host,estimated] [--json out.json]
 
 Every rank's Packet Rocket reads an emulated clock (offset, drift, one shared epoch: the start of the
 sitting). First a probe phase (`fabriclab clock rocket-table`: one clock agent per rank with that
@@ -56,6 +56,7 @@ def main() -> None:
     ap.add_argument("--drifts-ppm", default="0,80,-60,40")
     ap.add_argument("--phase-s", type=float, default=2.0)
     ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--modes", default="ideal,host,estimated", help="comma-separated subset, in rotation order")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
     offsets = [int(v) for v in a.offsets_ns.split(",")]
@@ -69,10 +70,10 @@ def main() -> None:
         info = loopback_table(a.n, offsets, drifts, epoch, table, duration_s=a.phase_s)
         info["wall_s"] = round(time.perf_counter() - t0, 2)
         print(f"# probe phase: {info}", flush=True)
-        modes = ["ideal", "host", "estimated"]
+        modes = a.modes.split(",")
         runs = []
         for rep in range(a.reps):
-            order = modes[rep % 3:] + modes[:rep % 3]
+            order = modes[rep % len(modes):] + modes[:rep % len(modes)]
             for mode in order:
                 clock = {"mode": mode, "offsets_ns": offsets, "drifts_ppm": drifts, "epoch_ns": epoch,
                          "correction": str(table) if mode == "estimated" else None}
