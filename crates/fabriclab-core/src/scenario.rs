@@ -167,6 +167,7 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
                 RocketClock::Estimated => Some(crate::transport::ClockCorrection::new(
                     &t.packet_rocket_correction,
                     topo.num_hosts(),
+                    crate::transport::clock_correction::FIELD,
                 )?),
                 _ => None,
             };

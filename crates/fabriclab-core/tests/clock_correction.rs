@@ -4,6 +4,7 @@
 
 use fabriclab_core::engine::clock::{HostClockSpec, Stamping};
 use fabriclab_core::engine::{ClockSpec, Clocks};
+use fabriclab_core::transport::clock_correction::FIELD;
 use fabriclab_core::transport::{ClockCorrection, CorrectionPiece};
 
 fn piece(host: u32, from_local_ps: i64, offset_ps: i64, drift_ppm: f64) -> CorrectionPiece {
@@ -24,6 +25,7 @@ fn a_hand_built_table_gives_the_readings_worked_out_by_hand() {
             piece(0, 1_000_000_000, 4_000_000, -20.0),
         ],
         2,
+        FIELD,
     )
     .unwrap();
     // 0.5 ms: 5 us + 10e-6 x 5e8 ps = 5,005,000 ps.
@@ -42,14 +44,15 @@ fn a_hand_built_table_gives_the_readings_worked_out_by_hand() {
 
 #[test]
 fn bad_tables_are_refused_naming_the_field() {
-    let e = ClockCorrection::new(&[piece(2, 0, 0, 0.0)], 2).unwrap_err();
+    let e = ClockCorrection::new(&[piece(2, 0, 0, 0.0)], 2, FIELD).unwrap_err();
     assert!(e.contains("packet_rocket_correction[0].host"), "{e}");
-    let e = ClockCorrection::new(&[piece(0, 5, 0, 0.0), piece(0, 5, 0, 0.0)], 2).unwrap_err();
+    let e =
+        ClockCorrection::new(&[piece(0, 5, 0, 0.0), piece(0, 5, 0, 0.0)], 2, FIELD).unwrap_err();
     assert!(
         e.contains("packet_rocket_correction[1].from_local_ps"),
         "{e}"
     );
-    let e = ClockCorrection::new(&[piece(0, 0, 0, f64::NAN)], 2).unwrap_err();
+    let e = ClockCorrection::new(&[piece(0, 0, 0, f64::NAN)], 2, FIELD).unwrap_err();
     assert!(e.contains("packet_rocket_correction[0].drift_ppm"), "{e}");
 }
 
@@ -82,14 +85,18 @@ fn the_exact_correction_of_a_hand_built_clock_gives_true_time() {
     assert_eq!(l, 1_070_100_000);
     // L - t = 70 us + 1e-4 t = 70 us + (1e-4 / 1.0001) (L - 70 us): a piece from
     // L = 70 us with offset 70 us and slope 100 / 1.0001 ppm is exact.
-    let exact =
-        ClockCorrection::new(&[piece(0, 70_000_000, 70_000_000, 100.0 / 1.0001)], 1).unwrap();
+    let exact = ClockCorrection::new(
+        &[piece(0, 70_000_000, 70_000_000, 100.0 / 1.0001)],
+        1,
+        FIELD,
+    )
+    .unwrap();
     for t in [0u64, 1_000_000_000, 2_500_000_000, 10_000_000_000] {
         let got = exact.corrected_ps(0, c.read_ps(0, t));
         assert!((got - t as i64).abs() <= 1, "t = {t}: {got}");
     }
     // An estimate of the offset alone leaves the drift: at 1 ms, 1e-4 x 1e9 = 100,000 ps.
-    let offset_only = ClockCorrection::new(&[piece(0, 0, 70_000_000, 0.0)], 1).unwrap();
+    let offset_only = ClockCorrection::new(&[piece(0, 0, 70_000_000, 0.0)], 1, FIELD).unwrap();
     assert_eq!(offset_only.corrected_ps(0, l), 1_000_100_000);
 }
 
@@ -101,11 +108,11 @@ fn readings_at_the_schemas_bounds_do_not_overflow() {
     // -2^62 + 9,223,372,036,855 and the corrected reading L - correction = 2^63 - 9,223,372,036,855,
     // which fits in i64.
     let b: i64 = 1 << 62;
-    let k = ClockCorrection::new(&[piece(0, -b, -b, 1.0)], 1).unwrap();
+    let k = ClockCorrection::new(&[piece(0, -b, -b, 1.0)], 1, FIELD).unwrap();
     assert_eq!(k.correction_ps(0, b), -b + 9_223_372_036_855);
     assert_eq!(k.corrected_ps(0, b), i64::MAX - 9_223_372_036_855 + 1);
     // A corrected reading beyond i64 saturates: offset -2^62, no drift, at L = i64::MAX.
-    let k = ClockCorrection::new(&[piece(0, 0, -b, 0.0)], 1).unwrap();
+    let k = ClockCorrection::new(&[piece(0, 0, -b, 0.0)], 1, FIELD).unwrap();
     assert_eq!(k.corrected_ps(0, i64::MAX), i64::MAX);
     assert_eq!(k.corrected_ps(0, b - 1), i64::MAX);
 }

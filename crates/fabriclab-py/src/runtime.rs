@@ -2,6 +2,7 @@
 //! rank's communicator. Errors become `RtError(kind, peer, message)`;
 //! `fabriclab.runtime` turns them into its own exception classes.
 
+use fabriclab_runtime::clock::{realtime_ns, EmulatedClock, RocketClock};
 use fabriclab_runtime::{Communicator, Config, DType, Fault, Prepared, RtError as CoreError};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -45,12 +46,70 @@ fn secs(field: &str, s: f64) -> PyResult<Duration> {
     Ok(Duration::from_secs_f64(s))
 }
 
+/// Packet Rocket's clock from the options; the emulated clock's epoch
+/// defaults to now (the clock agent's default: its start).
+fn rocket_clock(
+    rank: u32,
+    world_size: u32,
+    mode: Option<&str>,
+    (offset_ns, drift_ppm, epoch_ns): (i64, f64, Option<i64>),
+    correction: Option<&str>,
+) -> PyResult<RocketClock> {
+    let emulated = EmulatedClock {
+        offset_ns,
+        drift_ppm,
+        epoch_ns: epoch_ns.unwrap_or(realtime_ns() as i64),
+    };
+    RocketClock::from_options(rank, world_size, mode, emulated, correction).map_err(input)
+}
+
+/// Rank `rank`'s Packet Rocket reading (ns) at true time `true_ns`
+/// (CLOCK_REALTIME) under the given options: what the runtime's stamps read
+/// (the residual error of a correction table is this minus `true_ns`).
+#[pyfunction]
+#[pyo3(signature = (rank, world_size, true_ns, packet_rocket_clock=None, clock_offset_ns=0, clock_drift_ppm=0.0,
+    clock_epoch_ns=0, packet_rocket_correction=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn rocket_clock_reading(
+    rank: u32,
+    world_size: u32,
+    true_ns: u64,
+    packet_rocket_clock: Option<&str>,
+    clock_offset_ns: i64,
+    clock_drift_ppm: f64,
+    clock_epoch_ns: i64,
+    packet_rocket_correction: Option<&str>,
+) -> PyResult<u64> {
+    let c = rocket_clock(
+        rank,
+        world_size,
+        packet_rocket_clock,
+        (clock_offset_ns, clock_drift_ppm, Some(clock_epoch_ns)),
+        packet_rocket_correction,
+    )?;
+    Ok(c.reading_ns(true_ns))
+}
+
+/// An emulated host clock's reading (ns) at true time `true_ns`: the one
+/// implementation, used by the runtime's Packet Rocket and by the clock
+/// agent's stamps (python/fabriclab/observe/clock/agent.py).
+#[pyfunction]
+pub fn emulated_clock_ns(true_ns: i64, offset_ns: i64, drift_ppm: f64, epoch_ns: i64) -> i64 {
+    EmulatedClock {
+        offset_ns,
+        drift_ppm,
+        epoch_ns,
+    }
+    .read_ns(true_ns)
+}
+
 #[pymethods]
 impl RtCommunicator {
     #[new]
     #[pyo3(signature = (rank, world_size, master_addr, master_port, token, bind_addr=None, streams=1,
         timeout_s=5.0, connect_timeout_s=60.0, checksum=false, telemetry=false, fault=None, late_timeout_s=600.0,
-        packet_rocket_threshold_us=None))]
+        packet_rocket_threshold_us=None, packet_rocket_clock=None, clock_offset_ns=0, clock_drift_ppm=0.0,
+        clock_epoch_ns=None, packet_rocket_correction=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -68,6 +127,11 @@ impl RtCommunicator {
         fault: Option<(String, u32, u32)>,
         late_timeout_s: f64,
         packet_rocket_threshold_us: Option<f64>,
+        packet_rocket_clock: Option<&str>,
+        clock_offset_ns: i64,
+        clock_drift_ppm: f64,
+        clock_epoch_ns: Option<i64>,
+        packet_rocket_correction: Option<&str>,
     ) -> PyResult<Self> {
         let mut c = Config::new(rank, world_size, master_addr, master_port, token);
         c.bind_addr = bind_addr
@@ -93,6 +157,13 @@ impl RtCommunicator {
                 )))
             }
         };
+        c.rocket_clock = rocket_clock(
+            rank,
+            world_size,
+            packet_rocket_clock,
+            (clock_offset_ns, clock_drift_ppm, clock_epoch_ns),
+            packet_rocket_correction,
+        )?;
         c.fault = match fault {
             None => None,
             Some((k, peer, seq)) if k == "corrupt" => Some(Fault::Corrupt { peer, seq }),
@@ -222,6 +293,8 @@ impl RtCommunicator {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RtCommunicator>()?;
+    m.add_function(wrap_pyfunction!(rocket_clock_reading, m)?)?;
+    m.add_function(wrap_pyfunction!(emulated_clock_ns, m)?)?;
     m.add("RtError", m.py().get_type::<RtError>())?;
     Ok(())
 }

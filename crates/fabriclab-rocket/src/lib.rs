@@ -24,7 +24,10 @@
 //! In smoltcp's shape like the simulator's transport: it is fed echoes and
 //! never reads a clock; every time is the sender's local clock reading, in
 //! picoseconds (signed: a host clock may read before zero). The runtime's
-//! connections use it too (fabriclab-runtime's edge.rs).
+//! connections use it too (fabriclab-runtime's edge.rs), and both correct
+//! host clocks with one [`correction::ClockCorrection`].
+
+pub mod correction;
 
 /// Which echoes a pause ignores.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

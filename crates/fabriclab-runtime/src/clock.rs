@@ -31,3 +31,190 @@ impl Stamp {
 pub fn realtime_ns() -> u64 {
     read(libc::CLOCK_REALTIME)
 }
+
+// ------------------------------------------------- Packet Rocket's clock
+
+use fabriclab_rocket::correction::{ClockCorrection, CorrectionPiece};
+use std::sync::Arc;
+
+/// Which clock Packet Rocket's stamps and echoes read: the simulator's
+/// `packet_rocket_clock` names and meanings (docs/clockwork-control.md,
+/// "Packet Rocket in the runtime", "Clocks").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClockMode {
+    /// CLOCK_REALTIME as it is: no emulated error, no correction.
+    Ideal,
+    /// The host's clock: CLOCK_REALTIME with this rank's emulated error.
+    Host,
+    /// The host's clock less the correction table's estimate of its error.
+    Estimated,
+}
+
+impl ClockMode {
+    pub fn parse(s: &str, field: &str) -> Result<ClockMode, String> {
+        match s {
+            "ideal" => Ok(ClockMode::Ideal),
+            "host" => Ok(ClockMode::Host),
+            "estimated" => Ok(ClockMode::Estimated),
+            _ => Err(format!(
+                "{field}: {s:?} is not one of ideal, host, estimated"
+            )),
+        }
+    }
+}
+
+/// An emulated host clock, as the clock agent's (`--offset-ns`,
+/// `--drift-ppm`, `--epoch-ns`; python/fabriclab/observe/clock/agent.py):
+/// at true time t (CLOCK_REALTIME, ns) it reads
+/// `t + offset_ns + drift_ppm × 10⁻⁶ × (t − epoch_ns)`, the last term
+/// rounded half to even (Python's `round`), so a rank and its agent read
+/// the same ns.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct EmulatedClock {
+    pub offset_ns: i64,
+    pub drift_ppm: f64,
+    pub epoch_ns: i64,
+}
+
+/// The largest emulated drift (the clock agent's bound).
+pub const MAX_EMULATED_DRIFT_PPM: f64 = 1000.0;
+
+impl EmulatedClock {
+    pub fn read_ns(&self, true_ns: i64) -> i64 {
+        let d = (self.drift_ppm * 1e-6 * (true_ns as i128 - self.epoch_ns as i128) as f64)
+            .round_ties_even() as i64;
+        true_ns.saturating_add(self.offset_ns).saturating_add(d)
+    }
+}
+
+/// A correction table for the runtime: pieces on each rank's clock in ps
+/// since `epoch_ns` (the probes' stamp origin: `fabriclab clock join`'s
+/// `stamp_origin_ns`), host = rank.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TableFile {
+    epoch_ns: i64,
+    pieces: Vec<CorrectionPiece>,
+}
+
+#[derive(Debug)]
+pub struct Correction {
+    epoch_ns: i64,
+    table: ClockCorrection,
+}
+
+impl Correction {
+    /// A table file's JSON text (`{"epoch_ns": ..., "pieces": [{host,
+    /// from_local_ps, offset_ps, drift_ppm}, ...]}`) for `world_size`
+    /// ranks; errors name `field` and the entry.
+    pub fn parse(text: &str, world_size: u32, field: &str) -> Result<Correction, String> {
+        let t: TableFile = serde_json::from_str(text)
+            .map_err(|e| format!("{field}: not a correction table ({e}); expected {{\"epoch_ns\": int, \"pieces\": [{{\"host\", \"from_local_ps\", \"offset_ps\", \"drift_ppm\"}}, ...]}}"))?;
+        let table =
+            ClockCorrection::new(&t.pieces, world_size as usize, &format!("{field}.pieces"))?;
+        Ok(Correction {
+            epoch_ns: t.epoch_ns,
+            table,
+        })
+    }
+
+    /// Rank `rank`'s clock reading `local_ns`, corrected (ns, the ps
+    /// rounded half up).
+    pub fn corrected_ns(&self, rank: u32, local_ns: i64) -> i64 {
+        let ps = (local_ns as i128 - self.epoch_ns as i128) * 1000;
+        let ps = ps.clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+        let c = self.table.corrected_ps(rank, ps) as i128;
+        (self.epoch_ns as i128 + (c + 500).div_euclid(1000)) as i64
+    }
+}
+
+/// The clock Packet Rocket reads on one rank: the one place the emulated
+/// error and the correction are applied to the runtime's readings (the
+/// stamp, the echo's OWD, the sender's reading at the echo).
+#[derive(Debug, Clone)]
+pub struct RocketClock {
+    pub mode: ClockMode,
+    pub rank: u32,
+    pub emulated: EmulatedClock,
+    pub correction: Option<Arc<Correction>>,
+}
+
+impl RocketClock {
+    /// CLOCK_REALTIME as it is (the runtime's clock before issue 27's
+    /// emulation: `"host"` without emulated error).
+    pub fn realtime(rank: u32) -> RocketClock {
+        RocketClock {
+            mode: ClockMode::Host,
+            rank,
+            emulated: EmulatedClock::default(),
+            correction: None,
+        }
+    }
+
+    /// The reading at true time `true_ns` (CLOCK_REALTIME).
+    pub fn reading_ns(&self, true_ns: u64) -> u64 {
+        let t = true_ns as i64;
+        let r = match self.mode {
+            ClockMode::Ideal => t,
+            ClockMode::Host => self.emulated.read_ns(t),
+            ClockMode::Estimated => {
+                let local = self.emulated.read_ns(t);
+                self.correction
+                    .as_ref()
+                    .map_or(local, |c| c.corrected_ns(self.rank, local))
+            }
+        };
+        r.max(0) as u64
+    }
+
+    pub fn now_ns(&self) -> u64 {
+        self.reading_ns(realtime_ns())
+    }
+}
+
+impl RocketClock {
+    /// Rank `rank`'s clock from the Communicator's options (their names are
+    /// the fields errors name): `mode` (None: `"estimated"` with a table,
+    /// else `"host"`), the emulated error, and the correction table's file.
+    pub fn from_options(
+        rank: u32,
+        world_size: u32,
+        mode: Option<&str>,
+        emulated: EmulatedClock,
+        correction_file: Option<&str>,
+    ) -> Result<RocketClock, String> {
+        if !emulated.drift_ppm.is_finite() || emulated.drift_ppm.abs() > MAX_EMULATED_DRIFT_PPM {
+            return Err(format!(
+                "clock_drift_ppm: must be a number within ±{MAX_EMULATED_DRIFT_PPM} ppm, got {}",
+                emulated.drift_ppm
+            ));
+        }
+        let field = "packet_rocket_correction";
+        let correction = correction_file
+            .map(|path| {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("{field}: cannot read {path:?} ({e})"))?;
+                Correction::parse(&text, world_size, field).map(Arc::new)
+            })
+            .transpose()?;
+        let mode = match mode {
+            Some(m) => ClockMode::parse(m, "packet_rocket_clock")?,
+            None if correction.is_some() => ClockMode::Estimated,
+            None => ClockMode::Host,
+        };
+        if mode == ClockMode::Estimated && correction.is_none() {
+            return Err(
+                "packet_rocket_clock: \"estimated\" needs a correction table \
+                 (packet_rocket_correction, a file as `fabriclab runtime bench --packet-rocket-clock \
+                 estimated` makes); give one, or \"host\" or \"ideal\""
+                    .into(),
+            );
+        }
+        Ok(RocketClock {
+            mode,
+            rank,
+            emulated,
+            correction,
+        })
+    }
+}

@@ -30,6 +30,7 @@
 //! step of CLOCK_REALTIME (NTP, PTP) during a pause neither stretches nor
 //! cuts it.
 
+use crate::clock::RocketClock;
 use fabriclab_rocket::Rocket;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -73,20 +74,34 @@ impl EdgeStats {
 pub struct Edge {
     /// The rule, and the monotonic end of its current (or last) pause.
     state: Mutex<(Rocket, Option<Instant>)>,
-    /// The rule's times are picoseconds since this CLOCK_REALTIME reading.
+    /// The rule's times are picoseconds since this reading of `clock`.
     epoch_ns: u64,
+    /// The clock stamps and echoes are read on (crate::clock::RocketClock).
+    clock: RocketClock,
     echoes: AtomicU64,
     held_ns: AtomicU64,
 }
 
 impl Edge {
-    pub fn new(threshold_ns: u64, now_ns: u64) -> Edge {
+    /// The edge of threshold `threshold_ns`, reading `clock`.
+    pub fn new(threshold_ns: u64, clock: RocketClock) -> Edge {
+        Edge::at(threshold_ns, clock.now_ns(), clock)
+    }
+
+    /// As `new`, with the rule's epoch at the reading `now_ns` (tests).
+    pub fn at(threshold_ns: u64, now_ns: u64, clock: RocketClock) -> Edge {
         Edge {
             state: Mutex::new((Rocket::new(threshold_ns.saturating_mul(1000)), None)),
             epoch_ns: now_ns,
+            clock,
             echoes: AtomicU64::new(0),
             held_ns: AtomicU64::new(0),
         }
+    }
+
+    /// This rank's reading of Packet Rocket's clock now.
+    pub fn now_ns(&self) -> u64 {
+        self.clock.now_ns()
     }
 
     fn ps(&self, t_ns: u64) -> i64 {
@@ -187,7 +202,7 @@ mod tests {
         let t0 = (5u64 << 32) - 3 * US;
         let m0 = Instant::now();
         let at = |n: u64| (t0 + n * US, m0 + us(n));
-        let e = Edge::new(10 * US, t0);
+        let e = Edge::at(10 * US, t0, RocketClock::realtime(0));
         let ahead = 7_000;
         let p = |sent: u64, owd: u64, echo: u64| {
             let (real, mono) = at(echo);
@@ -217,7 +232,7 @@ mod tests {
         // (timed on CLOCK_REALTIME, a -1 s step made it 1 s + 22 us).
         let t0 = 1_700_000_000_000_000_000u64;
         for step in [-1_000_000_000i64, 1_000_000_000] {
-            let e = Edge::new(10 * US, t0);
+            let e = Edge::at(10 * US, t0, RocketClock::realtime(0));
             let t = t0.saturating_add_signed(step);
             let m0 = Instant::now();
             assert_eq!(play(&e, t, 0, 50 * US, t + 100 * US, m0 + us(100)), None);
@@ -243,7 +258,7 @@ mod tests {
     fn a_receiver_clock_behind_reads_negative_delays_and_still_cancels() {
         // The receiver's clock 1 s behind: every reading is OWD - 1 s < 0.
         let t0 = 1_700_000_000_000_000_000u64;
-        let e = Edge::new(0, t0);
+        let e = Edge::at(0, t0, RocketClock::realtime(0));
         let m0 = Instant::now();
         let behind = -1_000_000_000;
         assert_eq!(

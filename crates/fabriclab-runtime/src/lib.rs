@@ -75,6 +75,9 @@ pub struct Config {
     /// the echoed one-way delay exceeds the path's base by more than this.
     /// None (the default): off, and the send path stamps nothing.
     pub packet_rocket_threshold: Option<Duration>,
+    /// The clock Packet Rocket stamps and reads OWDs on (crate::clock::
+    /// RocketClock): emulated error and correction. Default: CLOCK_REALTIME.
+    pub rocket_clock: crate::clock::RocketClock,
     pub fault: Option<Fault>,
 }
 
@@ -101,6 +104,7 @@ impl Config {
             telemetry: false,
             max_unconsumed_bytes: 256 << 20,
             packet_rocket_threshold: None,
+            rocket_clock: crate::clock::RocketClock::realtime(rank),
             fault: None,
         }
     }

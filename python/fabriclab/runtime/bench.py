@@ -11,6 +11,7 @@ each placement on known inputs is checked against the exact expected result:
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -47,8 +48,14 @@ def worker(spec: dict, out_dir: str) -> None:
     from .comm import Communicator
     from .plans import plan_json
 
+    clk = spec.get("clock") or {}
+    r = int(os.environ["RANK"])
     c = Communicator.from_env(chunk_bytes=spec["chunk_bytes"], telemetry=spec["telemetry"],
-                              packet_rocket_threshold_us=spec.get("packet_rocket_threshold_us"))
+                              packet_rocket_threshold_us=spec.get("packet_rocket_threshold_us"),
+                              packet_rocket_clock=clk.get("mode"),
+                              clock_offset_ns=clk["offsets_ns"][r] if clk.get("offsets_ns") else 0,
+                              clock_drift_ppm=clk["drifts_ppm"][r] if clk.get("drifts_ppm") else 0.0,
+                              clock_epoch_ns=clk.get("epoch_ns"), packet_rocket_correction=clk.get("correction"))
     dt = np.dtype(spec["dtype"]).type
     n, r, op, root = c.world_size, c.rank, spec["op"], spec["root"]
     rows = []
@@ -90,11 +97,14 @@ def make_rows(op: str, n: int, per_rank: list[list[dict]]) -> list[Row]:
 def run_bench(op: str, algo: str, sizes: str, factor: int, n: int, iters: int = 20, warmup: int = 5,
               dtype: str = "float32", root: int = 0, chunk_bytes: int | None = 1 << 20,
               master_port: int | None = None, telemetry_dir=None, cluster: str | None = None,
-              packet_rocket_threshold_us: float | None = None, rocket_stats: list | None = None) -> list[Row]:
+              packet_rocket_threshold_us: float | None = None, rocket_stats: list | None = None,
+              clock: dict | None = None) -> list[Row]:
     """Runs the ranks and returns the table's rows; with ``telemetry_dir``,
     every rank's per-message telemetry goes to ``telemetry_dir/ccl.parquet``.
     ``packet_rocket_threshold_us`` turns Packet Rocket on in every rank; a list
-    passed as ``rocket_stats`` receives each rank's counters (None when off)."""
+    passed as ``rocket_stats`` receives each rank's counters (None when off).
+    ``clock`` (check_clock's result) is Packet Rocket's clock: its mode, each
+    rank's emulated offset and drift, their epoch and the correction table."""
     from .launch import launch
 
     size_list = check_args(op, algo, dtype, n, iters, warmup, root, sizes, factor)
@@ -103,7 +113,7 @@ def run_bench(op: str, algo: str, sizes: str, factor: int, n: int, iters: int = 
         raise RuntimeInputError(f"--packet-rocket-threshold-us: must be a number of microseconds >= 0, got {t!r}")
     spec = {"op": op, "algo": algo, "sizes": size_list, "iters": iters, "warmup": warmup, "dtype": dtype,
             "root": root, "chunk_bytes": chunk_bytes, "telemetry": telemetry_dir is not None,
-            "packet_rocket_threshold_us": packet_rocket_threshold_us}
+            "packet_rocket_threshold_us": packet_rocket_threshold_us, "clock": clock}
     with tempfile.TemporaryDirectory(prefix="fabriclab-bench-") as d:
         cmd = [sys.executable, "-c", "import sys, json; from fabriclab.runtime.bench import worker; "
                "worker(json.loads(sys.argv[1]), sys.argv[2])", json.dumps(spec), d]
@@ -122,6 +132,39 @@ def run_bench(op: str, algo: str, sizes: str, factor: int, n: int, iters: int = 
             Path(telemetry_dir).mkdir(parents=True, exist_ok=True)
             pq.write_table(pa.concat_tables(tables), Path(telemetry_dir, "ccl.parquet"))
     return make_rows(op, n, per_rank)
+
+
+def check_clock(n: int, mode: str | None, offsets_ns: str | None, drifts_ppm: str | None, epoch_ns: int | None,
+                correction=None) -> dict | None:
+    """The bench's clock options (comma-separated per rank lists) checked, naming the option; None when
+    none is given. The epoch defaults to now, shared by every rank; the rest is checked by each rank's
+    Communicator (exit 2 naming the field)."""
+    import time
+
+    if mode is None and offsets_ns is None and drifts_ppm is None and epoch_ns is None and correction is None:
+        return None
+    if mode is not None and mode not in ("ideal", "host", "estimated"):
+        raise RuntimeInputError(f"--packet-rocket-clock: {mode!r} is not one of ideal, host, estimated")
+
+    def per_rank(text, option, kind):
+        if text is None:
+            return None
+        try:
+            vals = [kind(v) for v in text.split(",")]
+        except ValueError:
+            raise RuntimeInputError(f"{option}: must be {n} comma-separated numbers (one per rank), got {text!r}") from None
+        if len(vals) != n:
+            raise RuntimeInputError(f"{option}: give one value per rank ({n}), got {len(vals)}")
+        return vals
+
+    drifts = per_rank(drifts_ppm, "--clock-drifts-ppm", float)
+    if drifts is not None and not all(abs(d) <= 1000 for d in drifts):
+        raise RuntimeInputError(f"--clock-drifts-ppm: each drift must be within ±1000 ppm, got {drifts_ppm!r}")
+    if correction is not None and not Path(correction).is_file():
+        raise RuntimeInputError(f"--packet-rocket-correction: no such file: {correction}")
+    return {"mode": mode, "offsets_ns": per_rank(offsets_ns, "--clock-offsets-ns", int), "drifts_ppm": drifts,
+            "epoch_ns": time.time_ns() if epoch_ns is None else int(epoch_ns),
+            "correction": None if correction is None else str(Path(correction).resolve())}
 
 
 def check_args(op, algo, dtype, n, iters, warmup, root, sizes, factor) -> list[int]:

@@ -54,6 +54,18 @@ def register(app: typer.Typer) -> None:
         rocket_us: Optional[float] = typer.Option(None, "--packet-rocket-threshold-us", help="Turn Packet Rocket "
                                                   "on: hold a connection's next chunk while the echoed one-way "
                                                   "delay exceeds the path's base by more than this (docs/clockwork-control.md)."),
+        rocket_clock: Optional[str] = typer.Option(None, "--packet-rocket-clock", help="Packet Rocket's clock: ideal "
+                                                   "(CLOCK_REALTIME), host (with the emulated error below) or "
+                                                   "estimated (less --packet-rocket-correction's table; the default "
+                                                   "with a table, else host)."),
+        clock_offsets: Optional[str] = typer.Option(None, "--clock-offsets-ns", help="Emulated clock error: each "
+                                                    "rank's offset, ns, comma-separated (as the clock agent's --offset-ns)."),
+        clock_drifts: Optional[str] = typer.Option(None, "--clock-drifts-ppm", help="Emulated clock error: each "
+                                                   "rank's drift, ppm, comma-separated (as --drift-ppm)."),
+        clock_epoch: Optional[int] = typer.Option(None, "--clock-epoch-ns", help="The emulated clocks' epoch "
+                                                  "(CLOCK_REALTIME ns where the drift term is zero); default: now."),
+        correction: Optional[Path] = typer.Option(None, "--packet-rocket-correction", help="The correction table "
+                                                  "(JSON) `fabriclab clock rocket-table` makes."),
     ) -> None:
         """nccl-tests' table for the runtime (or a baseline), on local processes over loopback TCP or in a cluster-in-a-box."""
         from ..util.inputs import check_out_dir
@@ -71,6 +83,11 @@ def register(app: typer.Typer) -> None:
                                     "or --packet-rocket-threshold-us")
         if algo is None:
             algo = "direct" if op == "alltoall" else "ring"
+        from .bench import check_clock
+
+        clock = check_clock(n, rocket_clock, clock_offsets, clock_drifts, clock_epoch, correction)
+        if baseline is not None and clock is not None:
+            raise RuntimeInputError("--baseline: baselines run without Packet Rocket's clock options")
         stats: list = []
         try:
             if baseline is not None:
@@ -80,7 +97,7 @@ def register(app: typer.Typer) -> None:
                 algo = f"{baseline} (baseline)"
             else:
                 rows = run_bench(op, algo, sizes, factor, n, iters, warmup, dtype, root, chunk, master_port, telemetry,
-                                 cluster, rocket_us, stats)
+                                 cluster, rocket_us, stats, clock)
         except RuntimeFailure as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(1) from None

@@ -64,6 +64,13 @@ class Communicator:
     while the echoed one-way delay exceeds the path's base by more than this
     many microseconds; None (the default) is off. :meth:`rocket_stats` gives
     its counters. docs/clockwork-control.md, "Packet Rocket in the runtime".
+    ``packet_rocket_clock`` is the clock its stamps and echoes read, as the
+    simulator's: ``"ideal"`` (CLOCK_REALTIME as it is), ``"host"`` (with this
+    rank's emulated error: ``clock_offset_ns``, ``clock_drift_ppm`` from
+    ``clock_epoch_ns``, default now; as the clock agent's ``--offset-ns``,
+    ``--drift-ppm``, ``--epoch-ns``) or ``"estimated"`` (the host's reading
+    less the correction table in the JSON file ``packet_rocket_correction``);
+    None: ``"estimated"`` with a table, else ``"host"``.
 
     ``group`` names the communicator group this communicator is (e.g. "tp0",
     "dp3", "ep1"): its telemetry rows carry it (ccl.parquet's ``group``
@@ -73,7 +80,9 @@ class Communicator:
                  bind_addr: str | None = None, streams: int = 1, timeout_s: float = 5.0,
                  connect_timeout_s: float = 60.0, checksum: bool = False, telemetry: bool = False,
                  chunk_bytes: int | str | AutoChunk | None = DEFAULT_CHUNK_BYTES, late_timeout_s: float = 600.0,
-                 packet_rocket_threshold_us: float | None = None, group: str | None = None, _fault=None):
+                 packet_rocket_threshold_us: float | None = None, packet_rocket_clock: str | None = None,
+                 clock_offset_ns: int = 0, clock_drift_ppm: float = 0.0, clock_epoch_ns: int | None = None,
+                 packet_rocket_correction: str | os.PathLike | None = None, group: str | None = None, _fault=None):
         from .._core import RtCommunicator, RtError
 
         for name, v, lo, hi in (("rank", rank, 0, world_size - 1), ("world_size", world_size, 1, 1 << 20),
@@ -87,6 +96,13 @@ class Communicator:
                               or not 0 <= t < 1e9):
             raise RuntimeInputError(f"packet_rocket_threshold_us: must be a number of microseconds >= 0 "
                                     f"(or None: off), got {t!r}")
+        for name, v in (("clock_offset_ns", clock_offset_ns), ("clock_epoch_ns", clock_epoch_ns)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not -2**62 <= v <= 2**62):
+                raise RuntimeInputError(f"{name}: must be an integer number of ns within ±2^62, got {v!r}")
+        if isinstance(clock_drift_ppm, bool) or not isinstance(clock_drift_ppm, (int, float, np.integer, np.floating)):
+            raise RuntimeInputError(f"clock_drift_ppm: must be a number of ppm, got {clock_drift_ppm!r}")
+        if packet_rocket_clock is not None and not isinstance(packet_rocket_clock, str):
+            raise RuntimeInputError(f"packet_rocket_clock: must be ideal, host or estimated, got {packet_rocket_clock!r}")
         if group is not None and (not isinstance(group, str) or not 1 <= len(group) <= 64):
             raise RuntimeInputError(f"group: must be a name of 1 to 64 characters (e.g. \"tp0\") or None, got {group!r}")
         self.group = group
@@ -104,7 +120,9 @@ class Communicator:
             self._c = RtCommunicator(int(rank), int(world_size), str(master_addr), int(master_port), str(token),
                                      bind_addr, int(streams), float(timeout_s), float(connect_timeout_s),
                                      bool(checksum), bool(telemetry), _fault, float(late_timeout_s),
-                                     None if t is None else float(t))
+                                     None if t is None else float(t), packet_rocket_clock, int(clock_offset_ns),
+                                     float(clock_drift_ppm), None if clock_epoch_ns is None else int(clock_epoch_ns),
+                                     None if packet_rocket_correction is None else os.fspath(packet_rocket_correction))
         except RtError as e:
             raise translate(e) from None
 
@@ -113,7 +131,9 @@ class Communicator:
         """Joins with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (or FABRICLAB_PORT) and
         FABRICLAB_TOKEN; FABRICLAB_TIMEOUT_S, FABRICLAB_LATE_TIMEOUT_S, FABRICLAB_STREAMS, FABRICLAB_CHECKSUM=1,
         FABRICLAB_BIND_ADDR, FABRICLAB_CHUNK_BYTES (a size such as 256K, "none" or "auto") and
-        FABRICLAB_PACKET_ROCKET_US (Packet Rocket's threshold in microseconds) are optional. Keyword arguments override the optional ones."""
+        FABRICLAB_PACKET_ROCKET_US (Packet Rocket's threshold in microseconds), and its clock's
+        FABRICLAB_PACKET_ROCKET_CLOCK, FABRICLAB_CLOCK_OFFSET_NS, FABRICLAB_CLOCK_DRIFT_PPM,
+        FABRICLAB_CLOCK_EPOCH_NS and FABRICLAB_PACKET_ROCKET_CORRECTION (a table file) are optional. Keyword arguments override the optional ones."""
         env = os.environ if env is None else env
         n = _env_int("WORLD_SIZE", env, 1, 1 << 20)
         rank = _env_int("RANK", env, 0, n - 1)
@@ -151,6 +171,19 @@ class Communicator:
             except ValueError:
                 raise RuntimeInputError("FABRICLAB_PACKET_ROCKET_US: must be a number of microseconds, "
                                         f"got {env['FABRICLAB_PACKET_ROCKET_US']!r}") from None
+        # Packet Rocket's clock (the constructor's docstring)
+        if env.get("FABRICLAB_PACKET_ROCKET_CLOCK"):
+            opts["packet_rocket_clock"] = env["FABRICLAB_PACKET_ROCKET_CLOCK"]
+        if env.get("FABRICLAB_PACKET_ROCKET_CORRECTION"):
+            opts["packet_rocket_correction"] = env["FABRICLAB_PACKET_ROCKET_CORRECTION"]
+        for var, key, kind, what in (("FABRICLAB_CLOCK_OFFSET_NS", "clock_offset_ns", int, "an integer number of ns"),
+                                     ("FABRICLAB_CLOCK_DRIFT_PPM", "clock_drift_ppm", float, "a number of ppm"),
+                                     ("FABRICLAB_CLOCK_EPOCH_NS", "clock_epoch_ns", int, "an integer number of ns")):
+            if env.get(var):
+                try:
+                    opts[key] = kind(env[var])
+                except ValueError:
+                    raise RuntimeInputError(f"{var}: must be {what}, got {env[var]!r}") from None
         opts.update(kwargs)
         return cls(rank, n, addr, port, token, **opts)
 

@@ -25,7 +25,7 @@ mod land;
 mod read;
 mod write;
 
-use crate::clock::{realtime_ns, Stamp};
+use crate::clock::Stamp;
 use crate::edge::{Edge, EdgeStats};
 use crate::pool::Pool;
 use crate::wire::Header;
@@ -313,14 +313,15 @@ impl Conn {
         let queued = Arc::new(AtomicUsize::new(0));
         let edge = cfg
             .packet_rocket_threshold
-            .map(|t| Arc::new(Edge::new(t.as_nanos() as u64, realtime_ns())));
+            .map(|t| Arc::new(Edge::new(t.as_nanos() as u64, cfg.rocket_clock.clone())));
         // the reader echoes stamped data through the writer (it must not
         // block on the socket itself: the writer may be mid-message)
         let echo = Poster {
             tx: tx.clone(),
             queued: queued.clone(),
         };
-        let e2 = edge.clone();
+        // (the clock: the reader echoes on it even when this rank's edge is off)
+        let e2 = (edge.clone(), cfg.rocket_clock.clone());
         let posts = Arc::new(Posts::default());
         let p2 = posts.clone();
         let reader = std::thread::Builder::new()

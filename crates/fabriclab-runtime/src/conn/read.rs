@@ -3,7 +3,7 @@
 
 use super::land::{read_into, Landed, Posts};
 use super::{poll_interval, polled, Credit, Event, Liveness, Payload, Poster};
-use crate::clock::{realtime_ns, Stamp};
+use crate::clock::{RocketClock, Stamp};
 use crate::edge::{self, Edge};
 use crate::pool::Pool;
 use crate::wire::{
@@ -65,7 +65,7 @@ pub(super) fn read_loop(
     ev: Sender<Event>,
     live: Liveness,
     echo: Poster,
-    edge: Option<Arc<Edge>>,
+    (edge, clock): (Option<Arc<Edge>>, RocketClock),
 ) {
     let r = read_messages(
         peer,
@@ -75,7 +75,7 @@ pub(super) fn read_loop(
         &ev,
         &live,
         &echo,
-        edge.as_deref(),
+        (edge.as_deref(), &clock),
     );
     drop(echo);
     match r {
@@ -99,7 +99,7 @@ fn read_messages(
     ev: &Sender<Event>,
     live: &Liveness,
     echo: &Poster,
-    edge: Option<&Edge>,
+    (edge, clock): (Option<&Edge>, &RocketClock),
 ) -> End {
     let broken = |what, error| Event::Broken {
         peer,
@@ -150,12 +150,12 @@ fn read_messages(
         }
         if h.kind == KIND_ECHO {
             if let Some(e) = edge {
-                e.on_echo(realtime_ns(), Instant::now(), h.aux, h.offset as i64);
+                e.on_echo(e.now_ns(), Instant::now(), h.aux, h.offset as i64);
             }
             continue;
         }
         if h.kind == KIND_DATA && h.flags & FLAG_STAMPED != 0 {
-            echo.echo(h.aux, edge::owd_ns(realtime_ns(), h.aux));
+            echo.echo(h.aux, edge::owd_ns(clock.now_ns(), h.aux));
         }
         let what = Some((h.op_id, h.seq));
         if h.len_bytes > (1 << 40) || (h.kind == KIND_ABORT && h.len_bytes > 1 << 16) {

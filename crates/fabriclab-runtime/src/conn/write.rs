@@ -4,7 +4,7 @@
 
 use super::body::Body;
 use super::{poll_interval, polled, Event, Job, Liveness};
-use crate::clock::{realtime_ns, Stamp};
+use crate::clock::Stamp;
 use crate::edge::{self, Edge};
 use crate::pool::Pool;
 use crate::wire::{
@@ -319,7 +319,7 @@ pub(super) fn frame_data(
             | (if edge.is_some() { FLAG_STAMPED } else { 0 }),
         op_id,
         seq,
-        aux: edge.map_or(0, |_| edge::stamp(realtime_ns())),
+        aux: edge.map_or(0, |e| edge::stamp(e.now_ns())),
         offset,
         len_bytes: len,
         payload_crc: crc,

@@ -143,14 +143,18 @@ def check_options(name: str, duration_s: float, rate_hz: float, spacing_ns: int,
 
 @dataclass
 class EmulatedClock:
-    """Reads ``t + offset + drift x (t - epoch)`` for a true CLOCK_REALTIME stamp t (ns)."""
+    """Reads ``t + offset + drift x (t - epoch)`` for a true CLOCK_REALTIME stamp t (ns), the last term
+    rounded half to even: the runtime's own emulated clock (fabriclab-runtime's clock.rs, one
+    implementation), so a rank of ``fabriclab runtime bench`` and its probe-phase agent read the same ns."""
 
     offset_ns: int = 0
     drift_ppm: float = 0.0
     epoch_ns: int = 0
 
     def read(self, true_ns: int) -> int:
-        return true_ns + self.offset_ns + round(self.drift_ppm * 1e-6 * (true_ns - self.epoch_ns))
+        from ..._core import emulated_clock_ns
+
+        return emulated_clock_ns(int(true_ns), int(self.offset_ns), float(self.drift_ppm), int(self.epoch_ns))
 
 
 # ---------------------------------------------------------------- this host's CLOCK_MONOTONIC

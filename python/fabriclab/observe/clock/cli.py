@@ -303,6 +303,39 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"wrote {out}: {j.probes} probes from {len(j.hosts)} hosts; {j.dropped_pairs} pairs dropped; "
                    f"rx - tx above the delay floor: p50 {noise['p50_ns']:.0f} ns, p99 {noise['p99_ns']:.0f} ns")
 
+    @clock_app.command("rocket-table")
+    def rocket_table_cmd(
+        n: int = typer.Option(..., "-n", "--nproc", help="Ranks (one agent each, on 127.0.0.1)."),
+        out: Path = typer.Option(..., "--out", help="The correction table to write (JSON), for `fabriclab runtime "
+                                 "bench --packet-rocket-correction` and Communicator(packet_rocket_correction=...)."),
+        offsets: str = typer.Option(..., "--clock-offsets-ns", help="Each rank's emulated offset, ns, comma-separated "
+                                    "(the bench's option of that name)."),
+        drifts: str = typer.Option(..., "--clock-drifts-ppm", help="Each rank's emulated drift, ppm, comma-separated."),
+        epoch_ns: int = typer.Option(..., "--clock-epoch-ns", help="The emulated clocks' epoch (CLOCK_REALTIME ns); "
+                                     "give the bench the same."),
+        duration_s: float = typer.Option(2.0, "--duration-s", help="Seconds of probing."),
+        rate_hz: float = typer.Option(100.0, "--rate-hz", help="Coded pairs per second to each peer."),
+    ) -> None:
+        """The runtime's Packet Rocket on estimated clocks: a probe phase over loopback (one clock agent per rank,
+        with its emulated clock) and fabriclab's estimator make the correction table every rank applies
+        (docs/clockwork-control.md, "Packet Rocket in the runtime")."""
+        from . import rocket_table as rt
+
+        def nums(text, option, kind):
+            try:
+                return [kind(v) for v in text.split(",")]
+            except ValueError:
+                raise InputError(f"{option}: must be comma-separated numbers, one per rank, got {text!r}") from None
+
+        _out_file(out, "--out")
+        off = nums(offsets, "--clock-offsets-ns", int)
+        dr = nums(drifts, "--clock-drifts-ppm", float)
+        info = rt.loopback_table(n, off, dr, epoch_ns, out, duration_s=duration_s, rate_hz=rate_hz)
+        errs = ", ".join(f"{v} ns" for v in info["offset_error_ns_at_end"][1:])
+        typer.echo(f"wrote {out}: {info['pieces']} pieces from {info['probes']} probes ({info['dropped_pairs']} pairs "
+                   f"dropped, {info['windows']} window(s)); residual against rank 0 at the phase's end: {errs}; "
+                   f"drift error at most {info['drift_error_ppm_max']:.3f} ppm")
+
     @clock_app.command("overhead")
     def overhead_cmd(
         run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="A simulated run's folder, with [probes]."),

@@ -1,0 +1,117 @@
+"""The runtime's Packet Rocket on emulated host clocks, over loopback (real processes, real TCP, no
+namespaces): what sync error costs, and what the estimated clocks give back. Not a test; run it by hand:
+
+    PYTHONPATH=python python benches/bench_runtime_rocket_clock.py [-n 4] [--op alltoall] [--size 4M]
+        [--chunk 256K] [--iters 40] [--threshold-us 300] [--offsets-ns 0,2000000,-1500000,800000]
+        [--drifts-ppm 0,80,-60,40] [--phase-s 2] [--reps 2] [--modes ideal,host,estimated] [--json out.json]
+
+Every rank's Packet Rocket reads an emulated clock (offset, drift, one shared epoch: the start of the
+sitting). First a probe phase (`fabriclab clock rocket-table`: one clock agent per rank with that
+rank's emulated clock, fabriclab's estimator) makes the correction table. Then the same job runs under
+each clock mode, in rotating order per repetition:
+
+- ideal: CLOCK_REALTIME as it is (no emulated error; the box's and loopback's shared clock);
+- host: the emulated clocks raw (a receiver running fast reads every later OWD high);
+- estimated: the emulated clocks less the table (the default with a table).
+
+With `--op allreduce` (ring) rank r sends to rank r + 1 only, so its counters are that one direction's:
+with the default drifts 0→1 and 2→3 have a receiver running fast (+80, +100 ppm relative), 1→2 and 3→0
+one running slow (-140, -40).
+
+Reported per run: pauses, total pause time and time messages were held (summed over ranks), the
+completion time (wall seconds of the bench run, and the slowest rank's mean per collective), and the
+clocks' residual error at the run's end (each rank's reading minus rank 0's, true time alike: the
+error left in OWDs, by the runtime's own code). Loopback figures: no switch queue, the OWD's rise is
+the receiving socket's backlog and the scheduler's delay on a shared 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "python"))
+
+from fabriclab.observe.clock.rocket_table import loopback_table, residual_ns  # noqa: E402
+from fabriclab.runtime.bench import run_bench  # noqa: E402
+from fabriclab.collectives.metrics import parse_size  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-n", type=int, default=4)
+    ap.add_argument("--op", default="alltoall")
+    ap.add_argument("--size", default="4M")
+    ap.add_argument("--chunk", default="256K")
+    ap.add_argument("--iters", type=int, default=40)
+    ap.add_argument("--threshold-us", type=float, default=300.0)
+    ap.add_argument("--offsets-ns", default="0,2000000,-1500000,800000")
+    ap.add_argument("--drifts-ppm", default="0,80,-60,40")
+    ap.add_argument("--phase-s", type=float, default=2.0)
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--modes", default="ideal,host,estimated", help="comma-separated subset, in rotation order")
+    ap.add_argument("--json", type=Path)
+    a = ap.parse_args()
+    offsets = [int(v) for v in a.offsets_ns.split(",")]
+    drifts = [float(v) for v in a.drifts_ppm.split(",")]
+    algo = "direct" if a.op == "alltoall" else "ring"
+    size, chunk = parse_size(a.size, "--size"), parse_size(a.chunk, "--chunk")
+    epoch = time.time_ns()
+    with tempfile.TemporaryDirectory(prefix="fabriclab-bench-rclock-") as d:
+        table = Path(d, "table.json")
+        t0 = time.perf_counter()
+        info = loopback_table(a.n, offsets, drifts, epoch, table, duration_s=a.phase_s)
+        info["wall_s"] = round(time.perf_counter() - t0, 2)
+        print(f"# probe phase: {info}", flush=True)
+        modes = a.modes.split(",")
+        runs = []
+        for rep in range(a.reps):
+            order = modes[rep % len(modes):] + modes[:rep % len(modes)]
+            for mode in order:
+                clock = {"mode": mode, "offsets_ns": offsets, "drifts_ppm": drifts, "epoch_ns": epoch,
+                         "correction": str(table) if mode == "estimated" else None}
+                stats: list = []
+                t0 = time.perf_counter()
+                rows = run_bench(a.op, algo, f"{size}:{size}", 2, a.n, iters=a.iters, warmup=2, chunk_bytes=chunk,
+                                 packet_rocket_threshold_us=a.threshold_us, rocket_stats=stats, clock=clock)
+                wall = time.perf_counter() - t0
+                end = time.time_ns()
+                err = residual_ns(table, a.n, offsets, drifts, epoch, end, mode)
+                wrong = sum(f.wrong for x in rows for f in (x.out_of_place, x.in_place))
+                tot = {k: sum(s[k] for s in stats) for k in ("echoes", "pauses", "paused_ns", "held_ns")}
+                r = {"rep": rep, "mode": mode, "wall_s": round(wall, 3), "wrong": wrong,
+                     "time_us_oop": rows[0].out_of_place.time_us, "time_us_ip": rows[0].in_place.time_us, **tot,
+                     "pauses_per_rank": [s["pauses"] for s in stats],
+                     "paused_ms_per_rank": [round(s["paused_ns"] / 1e6, 1) for s in stats],
+                     "clock_error_ns_at_end": err, "since_phase_s": round((end - info["end_ns"]) / 1e9, 1)}
+                runs.append(r)
+                print(json.dumps(r), flush=True)
+    print(f"\n# {platform.node()} {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; n={a.n} {a.op} {a.size} "
+          f"chunk {a.chunk} iters {a.iters} T={a.threshold_us:g} us; offsets {offsets} ns, drifts {drifts} ppm")
+    print(f"{'mode':10s} {'pauses':>8s} {'paused ms':>10s} {'held ms':>9s} {'wall s':>7s} {'us/op (oop)':>12s} "
+          f"{'max |clock err| us':>19s}")
+    for mode in modes:
+        rs = [r for r in runs if r["mode"] == mode]
+        med = lambda k: statistics.median(r[k] for r in rs)  # noqa: E731
+        print(f"{mode:10s} {med('pauses'):8.0f} {med('paused_ns') / 1e6:10.1f} {med('held_ns') / 1e6:9.1f} "
+              f"{med('wall_s'):7.2f} {med('time_us_oop'):12.0f} "
+              f"{max(max(abs(v) for v in r['clock_error_ns_at_end']) for r in rs) / 1e3:19.1f}")
+    print("per rank (a ring's rank r sends to r + 1 only): median pauses / paused ms")
+    for mode in modes:
+        rs = [r for r in runs if r["mode"] == mode]
+        cells = [f"{statistics.median(r['pauses_per_rank'][k] for r in rs):.0f} / "
+                 f"{statistics.median(r['paused_ms_per_rank'][k] for r in rs):.1f}" for k in range(a.n)]
+        print(f"{mode:10s} " + "  ".join(f"r{k}: {c:>16s}" for k, c in enumerate(cells)))
+    if a.json:
+        a.json.write_text(json.dumps({"phase": info, "runs": runs}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+//! Packet Rocket's clock in the runtime (crate::clock::RocketClock): the
+//! emulated error and the shared correction table applied to a reading,
+//! checked against hand-worked numbers; bad options refused naming the field.
+
+use fabriclab_runtime::clock::{ClockMode, EmulatedClock, RocketClock};
+use std::io::Write;
+
+/// An epoch near today's CLOCK_REALTIME (2023-11-14), ns.
+const E: i64 = 1_700_000_000_000_000_000;
+const MS: i64 = 1_000_000;
+
+fn table(text: &str) -> String {
+    let mut f = tempfile();
+    f.1.write_all(text.as_bytes()).unwrap();
+    f.0
+}
+
+fn tempfile() -> (String, std::fs::File) {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let p = std::env::temp_dir().join(format!(
+        "fabriclab-rocket-clock-{}-{}.json",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let f = std::fs::File::create(&p).unwrap();
+    (p.to_string_lossy().into_owned(), f)
+}
+
+fn clock(
+    rank: u32,
+    mode: Option<&str>,
+    em: EmulatedClock,
+    t: Option<&str>,
+) -> Result<RocketClock, String> {
+    RocketClock::from_options(rank, 2, mode, em, t)
+}
+
+/// Rank 1's emulated clock: 3 ms ahead and 50 ppm fast from E.
+const FAST: EmulatedClock = EmulatedClock {
+    offset_ns: 3 * MS,
+    drift_ppm: 50.0,
+    epoch_ns: E,
+};
+
+#[test]
+fn the_emulated_clock_reads_the_hand_computed_error() {
+    // 2 s after the epoch: 3 ms + 50e-6 x 2e9 ns = 3,100,000 ns ahead;
+    // 1 s before it: 3 ms - 50,000 ns.
+    assert_eq!(FAST.read_ns(E + 2_000 * MS), E + 2_000 * MS + 3_100_000);
+    assert_eq!(FAST.read_ns(E - 1_000 * MS), E - 1_000 * MS + 2_950_000);
+    // "host" reads it, "ideal" ignores it.
+    let host = clock(1, Some("host"), FAST, None).unwrap();
+    assert_eq!(host.mode, ClockMode::Host);
+    assert_eq!(
+        host.reading_ns((E + 2_000 * MS) as u64),
+        (E + 2_000 * MS + 3_100_000) as u64
+    );
+    let ideal = clock(1, Some("ideal"), FAST, None).unwrap();
+    assert_eq!(
+        ideal.reading_ns((E + 2_000 * MS) as u64),
+        (E + 2_000 * MS) as u64
+    );
+    // Without a mode or a table: "host" (the runtime's clock before).
+    assert_eq!(clock(1, None, FAST, None).unwrap().mode, ClockMode::Host);
+}
+
+#[test]
+fn the_exact_table_gives_true_time_and_an_offset_only_one_leaves_the_drift() {
+    // The table's pieces are on rank 1's clock in ps since its epoch E. At
+    // true time E + x the clock reads L = E + 3 ms + (1 + 50e-6) x, so the
+    // exact correction is 3 ms at L - E = 3 ms, slope 50 / 1.00005 ppm:
+    // 3 ms + 50e-6 / 1.00005 x (1.00005 x) = 3 ms + 50e-6 x, the error.
+    let exact = table(&format!(
+        r#"{{"epoch_ns": {E}, "pieces": [{{"host": 1, "from_local_ps": 3000000000,
+        "offset_ps": 3000000000, "drift_ppm": {}}}]}}"#,
+        50.0 / 1.00005
+    ));
+    let c = clock(1, None, FAST, Some(&exact)).unwrap();
+    assert_eq!(c.mode, ClockMode::Estimated); // the default with a table
+    for x in [-1_000 * MS, 0, 2_000 * MS, 60_000 * MS] {
+        let got = c.reading_ns((E + x) as u64) as i64 - (E + x);
+        assert!(got.abs() <= 1, "x = {x}: {got} ns off true time");
+    }
+    // Rank 0 has no pieces: its clock reads as it is (here: unemulated).
+    let r0 = clock(0, None, EmulatedClock::default(), Some(&exact)).unwrap();
+    assert_eq!(r0.reading_ns(E as u64 + 7), E as u64 + 7);
+    // Offset only: at x = 2 s the drift's 50e-6 x 2e9 = 100,000 ns is left.
+    let offset_only = table(&format!(
+        r#"{{"epoch_ns": {E}, "pieces": [{{"host": 1, "from_local_ps": 0,
+        "offset_ps": 3000000000, "drift_ppm": 0}}]}}"#
+    ));
+    let c = clock(1, Some("estimated"), FAST, Some(&offset_only)).unwrap();
+    assert_eq!(
+        c.reading_ns((E + 2_000 * MS) as u64) as i64 - (E + 2_000 * MS),
+        100_000
+    );
+}
+
+#[test]
+fn readings_far_from_the_epoch_saturate_instead_of_wrapping() {
+    // Rank 1 reads i64::MAX / 2 ns, 4.6e21 ps from epoch 0: beyond i64 ps,
+    // clamped to i64::MAX ps; a zero correction gives (i64::MAX + 500) /
+    // 1000 ns = 9,223,372,036,854,776 ns.
+    let zero = table(
+        r#"{"epoch_ns": 0, "pieces": [{"host": 1, "from_local_ps": 0, "offset_ps": 0, "drift_ppm": 0}]}"#,
+    );
+    let em = EmulatedClock {
+        offset_ns: i64::MAX / 2,
+        drift_ppm: 0.0,
+        epoch_ns: 0,
+    };
+    let c = clock(1, None, em, Some(&zero)).unwrap();
+    assert_eq!(c.reading_ns(0), 9_223_372_036_854_776);
+}
+
+#[test]
+fn bad_options_and_tables_are_refused_naming_the_field() {
+    let em = EmulatedClock::default();
+    let bad = |mode: Option<&str>, em: EmulatedClock, text: Option<&str>| {
+        let path = text.map(table);
+        clock(1, mode, em, path.as_deref()).unwrap_err()
+    };
+    let e = bad(Some("raw"), em, None);
+    assert!(e.starts_with("packet_rocket_clock: \"raw\""), "{e}");
+    let e = bad(Some("estimated"), em, None);
+    assert!(
+        e.starts_with("packet_rocket_clock:") && e.contains("correction table"),
+        "{e}"
+    );
+    let mut fast = em;
+    fast.drift_ppm = 1500.0;
+    let e = bad(None, fast, None);
+    assert!(e.starts_with("clock_drift_ppm:"), "{e}");
+    let e = clock(1, None, em, Some("/nonexistent/table.json")).unwrap_err();
+    assert!(
+        e.starts_with("packet_rocket_correction: cannot read"),
+        "{e}"
+    );
+    let e = bad(None, em, Some(r#"{"pieces": []}"#));
+    assert!(
+        e.starts_with("packet_rocket_correction:") && e.contains("epoch_ns"),
+        "{e}"
+    );
+    let piece = |h: u32, d: f64| {
+        format!(
+            r#"{{"epoch_ns": 0, "pieces": [{{"host": {h}, "from_local_ps": 0, "offset_ps": 0, "drift_ppm": {d}}}]}}"#
+        )
+    };
+    let e = bad(None, em, Some(&piece(2, 0.0)));
+    assert!(
+        e.starts_with("packet_rocket_correction.pieces[0].host:"),
+        "{e}"
+    );
+    let e = bad(None, em, Some(&piece(1, 2500.0)));
+    assert!(
+        e.starts_with("packet_rocket_correction.pieces[0].drift_ppm:"),
+        "{e}"
+    );
+}

@@ -1,0 +1,144 @@
+"""The runtime's Packet Rocket on estimated clocks (docs/clockwork-control.md, "Packet Rocket in the
+runtime", "Clocks"): a probe phase before the job makes the correction table every rank reads.
+
+- **The phase.** One real clock agent per rank (``fabriclab clock agent``, kernel stamps, coded UDP
+  pairs) on 127.0.0.1, each probing every other rank, each with that rank's emulated clock (offset,
+  drift, one shared epoch: the runtime reads the same emulated clock, one implementation in
+  fabriclab-runtime's clock.rs), for ``duration_s``. Only over loopback: in a cluster-in-a-box the
+  agents' mesh is ``fabriclab clock mesh`` (agent.mesh).
+- **The estimate.** fabriclab's estimator as the simulator's calibration pass uses it (calibrate.py:
+  Huygens, robust network effect, ``drop_short_edges``, the 2 us purity bound of software stamps),
+  against rank 0 (agents named ``r000``, ``r001``, ... so that sorted order is rank order).
+- **The table.** calibrate.pieces: per rank and window one linear piece on the rank's own clock, in
+  ps since the probes' stamp origin (the join's ``stamp_origin_ns``), which the file carries as
+  ``epoch_ns``: ``{"epoch_ns": ..., "pieces": [{host, from_local_ps, offset_ps, drift_ppm}, ...]}``,
+  host = rank. The runtime applies it with the simulator's code (fabriclab-rocket's correction.rs).
+
+What is built is the minimum: one phase before the job, its whole-span fit then extrapolated over the
+job (its last piece extends forwards). A live refit while the job runs is not built.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Sequence
+
+from .agent import MAX_DRIFT_PPM, AgentInputError, check_options, join
+from .calibrate import PURE_BOUND_NS, pieces
+
+
+def rank_name(r: int) -> str:
+    return f"r{r:03d}"
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def check_clocks(n: int, offsets_ns: Sequence[int], drifts_ppm: Sequence[float], field: str = "--clock-drifts-ppm"):
+    if len(offsets_ns) != n or len(drifts_ppm) != n:
+        raise AgentInputError(f"{field}: give one offset and one drift per rank ({n}), got {len(offsets_ns)} "
+                              f"and {len(drifts_ppm)}")
+    for d in drifts_ppm:
+        if not abs(d) <= MAX_DRIFT_PPM:
+            raise AgentInputError(f"{field}: each drift must be within ±{MAX_DRIFT_PPM:g} ppm, got {d}")
+
+
+def loopback_table(n: int, offsets_ns: Sequence[int], drifts_ppm: Sequence[float], epoch_ns: int, out: Path,
+                   duration_s: float = 2.0, rate_hz: float = 100.0, log=sys.stderr) -> dict:
+    """Runs the probe phase (the module's docstring) and writes the table to ``out`` (JSON). Returns what
+    the phase did: probes, pairs dropped, windows, and the estimate's error against the emulated truth
+    (offset at the phase's end, drift; rank 0, the reference, left out)."""
+    import numpy as np
+
+    from . import estimate as est
+    from . import probes as pr
+
+    if n < 2:
+        raise AgentInputError(f"-n: the probe phase needs two or more ranks, got {n}")
+    check_clocks(n, offsets_ns, drifts_ppm)
+    check_options("phase", duration_s, rate_hz, 20_000, 0.0)
+    ports = _free_ports(n)
+    start = time.time_ns() + 1_000_000_000
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[3])] +
+                                        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    with tempfile.TemporaryDirectory(prefix="fabriclab-rocket-table-") as tmp:
+        procs, halves = [], []
+        try:
+            for i in range(n):
+                half = Path(tmp) / f"{rank_name(i)}.half.parquet"
+                halves.append(half)
+                peer_spec = ",".join(f"{rank_name(j)}=127.0.0.1:{ports[j]}" for j in range(n) if j != i)
+                argv = [sys.executable, "-m", "fabriclab.cli", "clock", "agent", "--name", rank_name(i),
+                        "--listen", f"127.0.0.1:{ports[i]}", "--peers", peer_spec, "--duration-s", str(duration_s),
+                        "--rate-hz", str(rate_hz), "--offset-ns", str(int(offsets_ns[i])),
+                        "--drift-ppm", repr(float(drifts_ppm[i])), "--epoch-ns", str(int(epoch_ns)),
+                        "--start-ns", str(start), "--out", str(half)]
+                procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                              text=True))
+            for i, p in enumerate(procs):
+                try:
+                    _, e = p.communicate(timeout=duration_s + 60)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    _, e = p.communicate()
+                if p.returncode != 0:
+                    raise RuntimeError(f"probe phase: rank {i}'s agent exited with {p.returncode}: {e.strip()[-500:]}")
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        j = join(halves)
+        probes_path = Path(tmp) / "probes.parquet"
+        pr.write(j.table, probes_path)
+        p = pr.read(probes_path)
+    e = est.estimate(p, methods=("huygens",), pure_bound_ns=PURE_BOUND_NS["software"], drop_short_edges=True,
+                     robust=True)
+    index = {rank_name(i): i for i in range(n)}
+    table = pieces(e.clocks, index)
+    text = json.dumps({"epoch_ns": int(j.stamp_origin_ns), "pieces": table}, indent=1)
+    tmp_out = Path(out).with_name(Path(out).name + ".tmp")
+    tmp_out.write_text(text + "\n")
+    os.replace(tmp_out, out)  # whole or not at all
+    end_ns = start + int(duration_s * 1e9)
+    d = np.asarray(drifts_ppm, dtype=float)
+    # the exact slope of rank r's correction on its own clock, against rank 0: (d_r - d_0) / (1 + d_r)
+    exact = (d - d[0]) / (1 + d * 1e-6)
+    last = {pc["host"]: pc for pc in table}
+    drift_err = [abs(last[r]["drift_ppm"] - exact[r]) if r in last else float("nan") for r in range(1, n)]
+    res = residual_ns(out, n, offsets_ns, drifts_ppm, epoch_ns, end_ns)
+    return {"probes": int(j.probes), "dropped_pairs": int(j.dropped_pairs), "ranks": n,
+            "windows": int(e.clocks.column("window").to_numpy().max()) + 1, "pieces": len(table),
+            "phase_s": duration_s, "end_ns": end_ns, "drift_error_ppm_max": float(np.nanmax(drift_err)),
+            "offset_error_ns_at_end": [int(v) for v in res]}
+
+
+def residual_ns(table: Path, n: int, offsets_ns, drifts_ppm, epoch_ns: int, true_ns: int,
+                mode: str = "estimated") -> list[int]:
+    """Each rank's Packet Rocket reading at true time ``true_ns`` minus rank 0's (the reference the table
+    corrects to; 0 for rank 0): the clocks' residual error under ``mode``, computed by the runtime's own
+    code (``_core.rocket_clock_reading``)."""
+    from ..._core import rocket_clock_reading
+
+    def read(r: int) -> int:
+        return rocket_clock_reading(r, n, int(true_ns), mode, int(offsets_ns[r]), float(drifts_ppm[r]), int(epoch_ns),
+                                    None if mode != "estimated" else os.fspath(table))
+
+    ref = read(0)
+    return [read(r) - ref for r in range(n)]

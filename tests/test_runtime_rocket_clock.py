@@ -1,0 +1,154 @@
+"""The runtime's Packet Rocket on emulated host clocks (docs/clockwork-control.md, "Packet Rocket in the
+runtime", "Clocks"), over loopback: bad clock options and tables refused naming the field (exit 2), the
+probe phase's table against the emulated truth, and real runs where a fast receiver's raw clock makes
+pauses that ideal and corrected clocks do not. The readings themselves are checked by hand in Rust
+(crates/fabriclab-runtime/tests/rocket_clock.rs)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fabriclab.observe.clock.rocket_table import loopback_table, residual_ns
+from fabriclab.runtime import Communicator
+from fabriclab.runtime.errors import RuntimeInputError
+
+sys.path.insert(0, str(Path(__file__).parent))
+from conftest import run_ranks  # noqa: E402
+
+
+def exact_table(path, offsets_ns, drifts_ppm, epoch_ns):
+    """The exact correction of emulated clocks L_r(t) = t + o_r + d_r (t - E), against rank 0, by hand: on
+    rank r's clock, L_r - L_0 = (o_r - o_0) + (d_r - d_0)(t - E) with t - E = (L_r - E - o_r) / (1 + d_r),
+    so one piece from L_r = E + o_r (t = E), value o_r - o_0, slope (d_r - d_0) / (1 + d_r)."""
+    pieces = [{"host": r, "from_local_ps": o * 1000, "offset_ps": (o - offsets_ns[0]) * 1000,
+               "drift_ppm": (d - drifts_ppm[0]) / (1 + d * 1e-6)}
+              for r, (o, d) in enumerate(zip(offsets_ns, drifts_ppm)) if r > 0]
+    path.write_text(json.dumps({"epoch_ns": epoch_ns, "pieces": pieces}))
+    return path
+
+
+def test_the_hand_built_exact_table_leaves_no_error_and_raw_clocks_leave_the_hand_computed_one(tmp_path):
+    e = 1_700_000_000_000_000_000
+    off, dr = [500_000, 2_000_000], [-1000.0, 1000.0]
+    t = exact_table(tmp_path / "t.json", off, dr, e)
+    at = e + 3_000_000_000  # 3 s after the epoch
+    # Raw: 1.5 ms + 2000e-6 x 3e9 ns = 1.5 ms + 6 ms of rank 1 against rank 0.
+    assert residual_ns(t, 2, off, dr, e, at, "host") == [0, 7_500_000]
+    assert residual_ns(t, 2, off, dr, e, at, "ideal") == [0, 0]
+    assert [abs(v) <= 1 for v in residual_ns(t, 2, off, dr, e, at, "estimated")] == [True, True]
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"packet_rocket_clock": "raw"}, "packet_rocket_clock"),
+    ({"packet_rocket_clock": "estimated"}, "packet_rocket_clock"),
+    ({"clock_drift_ppm": 1500.0}, "clock_drift_ppm"),
+    ({"clock_offset_ns": 1.5}, "clock_offset_ns"),
+    ({"packet_rocket_correction": "/nonexistent/t.json"}, "packet_rocket_correction"),
+])
+def test_communicator_refuses_bad_clock_options_naming_the_field(kwargs, field):
+    with pytest.raises(RuntimeInputError, match=rf"^{field}[:.]"):
+        Communicator(0, 1, "127.0.0.1", 1, "t", packet_rocket_threshold_us=5, **kwargs)
+
+
+@pytest.mark.parametrize("table, field", [
+    ({"pieces": []}, "packet_rocket_correction"),
+    ({"epoch_ns": 0, "pieces": [{"host": 1, "from_local_ps": 0, "offset_ps": 0, "drift_ppm": 0}]},
+     r"packet_rocket_correction\.pieces\[0\]\.host"),
+    ({"epoch_ns": 0, "pieces": [{"host": 0, "from_local_ps": 0, "offset_ps": 0, "drift_ppm": 2500}]},
+     r"packet_rocket_correction\.pieces\[0\]\.drift_ppm"),
+])
+def test_communicator_refuses_bad_tables_naming_the_field(tmp_path, table, field):
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(table))
+    with pytest.raises(RuntimeInputError, match=rf"^{field}:"):
+        Communicator(0, 1, "127.0.0.1", 1, "t", packet_rocket_correction=p)
+
+
+def test_from_env_reads_the_clock_variables_and_names_a_bad_one(tmp_path):
+    env = {"WORLD_SIZE": "1", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1", "FABRICLAB_TOKEN": "t",
+           "FABRICLAB_PACKET_ROCKET_US": "5", "FABRICLAB_CLOCK_DRIFT_PPM": "fast"}
+    with pytest.raises(RuntimeInputError, match="^FABRICLAB_CLOCK_DRIFT_PPM: must be a number of ppm"):
+        Communicator.from_env(env)
+    env.update(FABRICLAB_CLOCK_DRIFT_PPM="50", FABRICLAB_PACKET_ROCKET_CLOCK="estimated")
+    with pytest.raises(RuntimeInputError, match="^packet_rocket_clock:.*correction table"):
+        Communicator.from_env(env)
+    env["FABRICLAB_PACKET_ROCKET_CORRECTION"] = str(exact_table(tmp_path / "t.json", [0], [50.0], 0))
+    with Communicator.from_env(env) as c:
+        assert c.rocket_stats()["pauses"] == 0
+
+
+def test_bench_cli_refuses_bad_clock_options_with_exit_2(cli, tmp_path):
+    for args, field in ((["--packet-rocket-clock", "raw"], "--packet-rocket-clock"),
+                        (["--clock-drifts-ppm", "0,5000"], "--clock-drifts-ppm"),
+                        (["--clock-offsets-ns", "1,2,3"], "--clock-offsets-ns"),
+                        (["--packet-rocket-correction", str(tmp_path / "none.json")], "--packet-rocket-correction")):
+        r = cli("runtime", "bench", "-n", "2", "--packet-rocket-threshold-us", "5", *args)
+        assert r.returncode == 2 and f"error: {field}:" in r.stderr, (args, r.stderr)
+        assert "Traceback" not in r.stderr
+
+
+def test_the_probe_phase_recovers_the_emulated_clocks(tmp_path):
+    # Two agents on loopback, 1 s; the estimate against the emulated truth, by the runtime's reading code.
+    e = time.time_ns()
+    off, dr = [0, 3_000_000], [-50.0, 90.0]
+    info = loopback_table(2, off, dr, e, tmp_path / "t.json", duration_s=1.0)
+    # Loopback's kernel stamps: tens of ns measured (docs); 5 us and 1 ppm leave a wide margin and still
+    # fail a table that missed the 3 ms offset or the 140 ppm relative drift.
+    assert abs(info["offset_error_ns_at_end"][1]) <= 5_000, info
+    assert info["drift_error_ppm_max"] <= 1.0, info
+    raw = residual_ns(tmp_path / "t.json", 2, off, dr, e, info["end_ns"], "host")[1]
+    assert abs(raw - (3_000_000 + 140e-6 * (info["end_ns"] - e))) <= 2, raw
+
+
+# Each rank: allreduces of 1 MB (256 KB chunks) until rank 0 has run for SECS, then its counters.
+WORKER = """
+import json, os, sys, time
+import numpy as np
+from fabriclab.runtime import Communicator
+cfg, r = json.loads(sys.argv[1]), int(os.environ["RANK"])
+c = Communicator.from_env(chunk_bytes=256 << 10, packet_rocket_threshold_us=cfg["t_us"],
+                          packet_rocket_clock=cfg["mode"], clock_offset_ns=cfg["off"][r],
+                          clock_drift_ppm=cfg["dr"][r], clock_epoch_ns=cfg["epoch"],
+                          packet_rocket_correction=cfg["table"])
+x, stop, t0, n = np.ones(1 << 18, np.int32), np.zeros(1, np.int32), time.monotonic(), 0
+while not stop[0]:
+    x.fill(1)
+    c.allreduce(x)
+    assert (x == 2).all()
+    stop[0] = int(r == 0 and time.monotonic() - t0 > cfg["secs"])
+    c.allreduce(stop)
+    n += 1
+print("STATS " + json.dumps({"n": n, "s": time.monotonic() - t0, **c.rocket_stats()}))
+c.close()
+"""
+SECS = 3.0
+
+
+def test_a_fast_receiver_pauses_on_raw_clocks_and_not_on_corrected_ones(tmp_path):
+    # Two ranks, ring allreduce both ways, T = 2 ms, for 3 s. Rank 1's clock runs 2000 ppm fast against
+    # rank 0's: on raw ("host") clocks every OWD into rank 1 reads 2 ms per s higher than at its base, so
+    # from 1 s after the first echo on every echo exceeds T, and by the end by 4 ms: rank 0 pauses for
+    # most of the last 2 s (by hand: each pause is the excess, 0-4 ms, then the next message's echo). On
+    # the exact correction the clocks differ by at most 1 ns (the test above), 2e6 times below T: the run
+    # pauses only where ideal clocks would (loopback's own delays above T, rare). The run is bounded in
+    # time, not in collectives, so the raw run's pauses cannot stretch it.
+    e = time.time_ns()
+    off, dr = [0, 2_000_000], [-1000.0, 1000.0]
+    table = exact_table(tmp_path / "t.json", off, dr, e)
+    got = {}
+    for mode in ("ideal", "host", "estimated"):
+        cfg = {"mode": mode, "off": off, "dr": dr, "epoch": e, "t_us": 2000.0, "secs": SECS,
+               "table": str(table) if mode == "estimated" else None}
+        codes, outs = run_ranks(2, [sys.executable, "-c", WORKER, json.dumps(cfg)], timeout=120)
+        assert codes == [0, 0], outs
+        got[mode] = [json.loads(o.split("STATS ", 1)[1]) for o in outs]
+    host = got["host"][0]["paused_ns"]
+    # rank 0 (sending into the fast clock) pauses for at least a quarter of the 2 s past the crossing
+    assert host >= 0.5e9, got
+    for mode in ("ideal", "estimated"):
+        assert got[mode][0]["paused_ns"] < host / 4, got
