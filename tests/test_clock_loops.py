@@ -59,10 +59,16 @@ def test_edges_tilted_by_standing_queues_are_left_out_by_the_loop_check(tmp_path
     want = {"a": 0, "b": (2 * q1 + q2) / (5 * L_S) / 1e3, "c": (q1 - q2) / (5 * L_S) / 1e3,
             "d": q1 / (5 * L_S) / 1e3, "e": q1 / (5 * L_S) / 1e3}
     assert plain == pytest.approx(want, rel=1e-3)
-    r = est.estimate(p, ["huygens"], pure_bound_ns=100, robust=True)
+    r = est.estimate(p, ["huygens"], pure_bound_ns=100, robust=True, loop_check=True)
     off, drift = offsets(r, "huygens")
     assert off == pytest.approx(truth, abs=1e-3)
     assert drift == pytest.approx({h: 0.0 for h in truth}, abs=1e-6)
+    # Off by default: the reweighting alone follows b's two wrong edges (half of its four), so b's drift
+    # stays off by more than the loops' 1 ppm (the case the check exists for).
+    _, drift0 = offsets(est.estimate(p, ["huygens"], pure_bound_ns=100, robust=True), "huygens")
+    assert abs(drift0["b"]) > 1.0
+    with pytest.raises(est.EstimateInputError, match="--loop-check: needs --robust"):
+        est.estimate(p, ["huygens"], pure_bound_ns=100, loop_check=True)
     # Agreeing with the truth: every edge but a-b and b-c (a 3, b 2, c 3, d 4, e 4 of 4 each).
     assert r.clocks.column("agreeing_edges").to_pylist() == [3, 2, 3, 4, 4]
     assert est.unconfirmed_hosts(r.clocks) == []
@@ -91,7 +97,7 @@ def test_a_host_whose_every_loop_misses_is_linked_by_its_best_pinned_edge_and_na
             back = b.pair(x, y, t, D, rx0_shift_ns=shift)
             b.pair(y, x, back + 200_000, D + 4_000 * cd, rx0_shift_ns=shift)
     p = pr.read(b.write(tmp_path / "p.parquet"))
-    r = est.estimate(p, ["huygens"], pure_bound_ns=100, robust=True)
+    r = est.estimate(p, ["huygens"], pure_bound_ns=100, robust=True, loop_check=True)
     off, _ = offsets(r, "huygens")
     assert off == pytest.approx(truth, abs=1e-3)
     # Against the truth c-d's line is 2,000 ns off: a, b, c keep their other edges, d only b-d (unconfirmed).
@@ -125,7 +131,7 @@ def test_where_a_wrong_edge_lies_in_no_triangle_the_reweighting_start_is_kept(tm
             back = b.pair(x, y, t, D)
             b.pair(y, x, back + 200_000, D + 4_000 * ((x, y) in (("a", "e"), ("b", "c"))))
     p = pr.read(b.write(tmp_path / "p.parquet"))
-    r = est.estimate(p, ["huygens"], pure_bound_ns=100, robust=True)
+    r = est.estimate(p, ["huygens"], pure_bound_ns=100, robust=True, loop_check=True)
     off, drift = offsets(r, "huygens")
     assert off == pytest.approx(truth, abs=1e-3)
     assert drift == pytest.approx({h: 0.0 for h in truth}, abs=1e-6)

@@ -59,10 +59,13 @@ def register(app: typer.Typer) -> None:
                                               "edge with fewer than two pure pairs each way (instead of refusing), "
                                               "while the edges kept connect every host."),
         robust: bool = typer.Option(False, "--robust", help="Huygens: the network effect by least absolute "
-                                    "deviations then Tukey's biweight, from every edge and from the edges a closing "
-                                    "triangle confirms (loop check), keeping the solution more edges agree with, so "
-                                    "that wrong edges (queued probes) do not pull the others; names the hosts whose "
-                                    "estimate fewer than two of their edges agree with."),
+                                    "deviations then Tukey's biweight, so that a few wrong edges (queued probes) do not "
+                                    "pull the others; names the hosts whose estimate fewer than two of their edges "
+                                    "agree with."),
+        loop_check: bool = typer.Option(False, "--loop-check", help="With --robust: a second start from the edges "
+                                        "a closing triangle confirms, keeping the solution more edges agree with "
+                                        "(mends a minority of tilted edges; fails where most edges fail it: "
+                                        "docs/clockwork.md, 'The loop check')."),
         edges: Optional[Path] = typer.Option(None, "--edges", help="Where to write the per-edge estimates; default: "
                                              "beside --out as NAME.edges.parquet."),
         score: Optional[Path] = typer.Option(None, "--score", help="With true times in the probes: where to write "
@@ -84,7 +87,8 @@ def register(app: typer.Typer) -> None:
         if score_path is not None:
             _out_file(score_path, "--score")
         r = est.estimate(p, methods, window_s=window_s, pure_bound_ns=pure_bound_ns, reference=reference,
-                         drop_short_edges=drop_short_edges, robust=robust)
+                         drop_short_edges=drop_short_edges, robust=robust,
+                         loop_check=loop_check)
         import pyarrow.parquet as pq
 
         origin = _stamp_origin(probes)

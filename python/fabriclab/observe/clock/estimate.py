@@ -31,7 +31,8 @@ import numpy as np
 import pyarrow as pa
 
 from ...errors import InputError
-from .network import LOOP_TOLERANCE_BOUNDS, Graph, agreeing, closures, loop_check, network_effect, robust_graph
+from .network import LOOP_TOLERANCE_BOUNDS, Graph, agreeing, closures, network_effect, robust_graph
+from .network import loop_check as loop_check_edges
 from .probes import Probes
 
 METHODS = ("huygens", "huygens-no-ne", "ntp", "ptp")
@@ -515,20 +516,25 @@ def reference_index(hosts: Sequence[str], reference: Optional[str]) -> Optional[
 
 def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float = DEFAULT_WINDOW_S,
              pure_bound_ns: float = DEFAULT_PURE_BOUND_NS, reference: Optional[str] = None,
-             drop_short_edges: bool = False, min_pure: int = 2, robust: bool = False) -> Estimate:
+             drop_short_edges: bool = False, min_pure: int = 2, robust: bool = False,
+             loop_check: bool = False) -> Estimate:
     """Every host's offset (ns) and drift (ppm) against the reference, per window and method.
 
     ``drop_short_edges``: an edge with fewer than two pure pairs each way in a window is left out of that
     window's Huygens estimates (both variants) instead of refusing the file, as long as the edges kept still
     connect every host to the reference (refused otherwise, naming a cut-off host). Under heavy load few
     pairs stay pure; the loops through the other edges then carry the estimate (docs/clockwork.md).
-    ``robust``: Huygens' network effect by iteratively reweighted least squares (``robust_graph``) from two
-    starts, every edge and the edges that pass the loop check (``loop_check``: a triangle through the edge
-    closes within LOOP_TOLERANCE_BOUNDS purity bounds; hosts cut off linked again by their best-pinned
-    edges), keeping the solution more edges agree with (``agreeing``), so that edges whose loops do not close
-    do not pull the others. The clocks table counts each host's agreeing edges (``agreeing_edges``; below 2:
-    ``unconfirmed_hosts``), the edges table gives each edge's least misclosure (``loop_misclosure_ns``; inf
-    in no triangle, nan without the check)."""
+    ``robust``: Huygens' network effect by iteratively reweighted least squares (``robust_graph``) over every
+    edge, so that a few edges whose loops do not close do not pull the others. The clocks table counts each
+    host's edges that agree with the solution (``agreeing``; ``agreeing_edges``, below 2: ``unconfirmed_hosts``).
+    ``loop_check`` (with ``robust``; off by default): a second start from the edges that pass the loop check
+    (``loop_check``: a triangle through the edge closes within LOOP_TOLERANCE_BOUNDS purity bounds; hosts cut
+    off linked again by their best-pinned edges), keeping the solution more edges agree with; the edges table
+    then gives each edge's least misclosure (``loop_misclosure_ns``; inf in no triangle, nan without the
+    check). It mends a minority of tilted edges but fails where most edges fail it (docs/clockwork.md, "The
+    loop check")."""
+    if loop_check and not robust:
+        raise EstimateInputError("--loop-check: needs --robust (it is a start of the robust network effect)")
     for m in methods:
         if m not in METHODS:
             raise EstimateInputError(f"--method: {m!r} is not a method; allowed: {', '.join(METHODS)} or all")
@@ -551,14 +557,16 @@ def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float =
     runs_huygens = any(m.startswith("huygens") for m in methods)
     tol_ns = LOOP_TOLERANCE_BOUNDS * pure_bound_ns
     huy = huygens_edges(p, w, e, is_pure, pure_bound_ns, coarse, drop_short_edges, min_pure,
-                        tol_ns if robust else None) if runs_huygens else None
+                        tol_ns if robust and loop_check else None) if runs_huygens else None
     checks = {}  # window -> the edges the robust network effect's loop check keeps
     if robust and "huygens" in methods:
         for k, fit in enumerate(huy):
             if np.isnan(fit.theta_ns).any():  # drop_short_edges left some out: refused if those cut a host off
                 check_connected(p.hosts, _kept(e, fit, np.isfinite(fit.theta_ns))[0], 0 if ref is None else ref,
                                 f" in window {k} (edges with fewer than two pure pairs each way left out)")
-            checks[k] = loop_check(n, e, fit, ref, tol_ns, fit.misclosure_ns, fit.drift_range)
+            finite = np.isfinite(fit.theta_ns)
+            checks[k] = loop_check_edges(n, e, fit, ref, tol_ns, fit.misclosure_ns, fit.drift_range) \
+                if loop_check else finite
     graphs: dict[bytes, Graph] = {}  # per set of edges: windows with the same edges share one factorisation
 
     def graph_over(edges_kept: Edges, mask: np.ndarray) -> Graph:
@@ -628,8 +636,8 @@ def estimate(p: Probes, methods: Sequence[str] = ("huygens",), window_s: float =
                 erows["spread_ns"].append(fit.spread_ns)
                 for c, name in enumerate(("pure_ab", "pure_ba", "pairs_ab", "pairs_ba")):
                     erows[name].append(fit.counts[:, c])
-                erows["loop_misclosure_ns"].append(fit.misclosure_ns if m.startswith("huygens") and checks
-                                                   else np.full(ne, np.nan))
+                erows["loop_misclosure_ns"].append(fit.misclosure_ns if m.startswith("huygens") and
+                                                   fit.misclosure_ns is not None else np.full(ne, np.nan))
     clocks = _table(rows, {"window": pa.uint32(), "window_mid_ns": pa.int64(), "host": pa.string(),
                            "method": pa.string(), "reference": pa.string(), "offset_ns": pa.float64(),
                            "drift_ppm": pa.float64(), "offset_uncertainty_ns": pa.float64(),
