@@ -147,8 +147,16 @@ def test_a_fast_receiver_pauses_on_raw_clocks_and_not_on_corrected_ones(tmp_path
         codes, outs = run_ranks(2, [sys.executable, "-c", WORKER, json.dumps(cfg)], timeout=120)
         assert codes == [0, 0], outs
         got[mode] = [json.loads(o.split("STATS ", 1)[1]) for o in outs]
-    host = got["host"][0]["paused_ns"]
-    # rank 0 (sending into the fast clock) pauses for at least a quarter of the 2 s past the crossing
-    assert host >= 0.5e9, got
+    # Judged within each run, on rank 0's pause time against rank 1's: load (T = 2 ms is about one scheduler
+    # slice on a busy 2-core box) makes pauses in both directions alike, and only the raw clock's error makes
+    # them one-sided. Rank 1 sends into the slow clock, whose OWDs fall below their base: never paused by it.
+    # On host, rank 0 pauses at least 0.2 s (by hand, the paused fraction of the last 2 s is about e/(e+c),
+    # e the excess 0-4 ms and c the time from a pause's end to the next echo: 1.5 s at c = 0.5 ms, 0.5 s at
+    # c = 5 ms, 0.2 s only at c = 15 ms) and 10x rank 1. Ideal and estimated must not show that signature.
+    def one_sided(mode):
+        r0, r1 = (got[mode][r]["paused_ns"] for r in (0, 1))
+        return r0 >= 0.2e9 and r0 >= 10 * r1
+
+    assert one_sided("host"), got
     for mode in ("ideal", "estimated"):
-        assert got[mode][0]["paused_ns"] < host / 4, got
+        assert not one_sided(mode), got

@@ -49,6 +49,19 @@ def _free_ports(n: int) -> list[int]:
             s.close()
 
 
+HEAD_START_NS = 3_000_000_000
+
+
+def _await_listening(p: subprocess.Popen) -> str:
+    """Reads an agent's stderr up to its "listening" line (or its end, if it exits first); returns what it read."""
+    seen = []
+    for line in p.stderr:
+        seen.append(line)
+        if " listening on " in line:
+            break
+    return "".join(seen)
+
+
 def check_clocks(n: int, offsets_ns: Sequence[int], drifts_ppm: Sequence[float], field: str = "--clock-drifts-ppm"):
     if len(offsets_ns) != n or len(drifts_ppm) != n:
         raise AgentInputError(f"{field}: give one offset and one drift per rank ({n}), got {len(offsets_ns)} "
@@ -73,7 +86,10 @@ def loopback_table(n: int, offsets_ns: Sequence[int], drifts_ppm: Sequence[float
     check_clocks(n, offsets_ns, drifts_ppm)
     check_options("phase", duration_s, rate_hz, 20_000, 0.0)
     ports = _free_ports(n)
-    start = time.time_ns() + 1_000_000_000
+    # Each agent imports the whole CLI before it listens; on a loaded box that takes a while, and an agent
+    # that starts late (agent.run takes max(start, now)) overlaps the others' probing less. A 3 s head start,
+    # and each agent's "listening" line is awaited below: one ready only after the start is refused loudly.
+    start = time.time_ns() + HEAD_START_NS
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[3])] +
                                         ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
@@ -91,9 +107,15 @@ def loopback_table(n: int, offsets_ns: Sequence[int], drifts_ppm: Sequence[float
                         "--start-ns", str(start), "--out", str(half)]
                 procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                               text=True))
+            said = [_await_listening(p) for p in procs]
+            late_ns = time.time_ns() - start
+            if late_ns > 0 and all(" listening on " in t for t in said):
+                raise RuntimeError(f"probe phase: the agents were ready only {late_ns / 1e6:.0f} ms after the agreed "
+                                   f"start ({HEAD_START_NS / 1e9:g} s head start); the machine is too loaded")
             for i, p in enumerate(procs):
                 try:
                     _, e = p.communicate(timeout=duration_s + 60)
+                    e = said[i] + e
                 except subprocess.TimeoutExpired:
                     p.kill()
                     _, e = p.communicate()
