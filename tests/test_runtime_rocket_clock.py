@@ -33,7 +33,7 @@ def exact_table(path, offsets_ns, drifts_ppm, epoch_ns):
 
 
 def test_the_hand_built_exact_table_leaves_no_error_and_raw_clocks_leave_the_hand_computed_one(tmp_path):
-    e = 1_700_000_000_000_000_000
+    e = time.time_ns()  # a table's epoch must be within 100 days of now
     off, dr = [500_000, 2_000_000], [-1000.0, 1000.0]
     t = exact_table(tmp_path / "t.json", off, dr, e)
     at = e + 3_000_000_000  # 3 s after the epoch
@@ -48,6 +48,7 @@ def test_the_hand_built_exact_table_leaves_no_error_and_raw_clocks_leave_the_han
     ({"packet_rocket_clock": "estimated"}, "packet_rocket_clock"),
     ({"clock_drift_ppm": 1500.0}, "clock_drift_ppm"),
     ({"clock_offset_ns": 1.5}, "clock_offset_ns"),
+    ({"clock_offset_ns": -2 * 10**18}, "clock_offset_ns"),  # beyond ±1 day: would clamp at 0, a frozen clock
     ({"packet_rocket_correction": "/nonexistent/t.json"}, "packet_rocket_correction"),
 ])
 def test_communicator_refuses_bad_clock_options_naming_the_field(kwargs, field):
@@ -55,11 +56,15 @@ def test_communicator_refuses_bad_clock_options_naming_the_field(kwargs, field):
         Communicator(0, 1, "127.0.0.1", 1, "t", packet_rocket_threshold_us=5, **kwargs)
 
 
+NOW = time.time_ns()
+
+
 @pytest.mark.parametrize("table, field", [
     ({"pieces": []}, "packet_rocket_correction"),
-    ({"epoch_ns": 0, "pieces": [{"host": 1, "from_local_ps": 0, "offset_ps": 0, "drift_ppm": 0}]},
+    ({"epoch_ns": 0, "pieces": []}, r"packet_rocket_correction\.epoch_ns"),  # frozen clock otherwise (ps since it)
+    ({"epoch_ns": NOW, "pieces": [{"host": 1, "from_local_ps": 0, "offset_ps": 0, "drift_ppm": 0}]},
      r"packet_rocket_correction\.pieces\[0\]\.host"),
-    ({"epoch_ns": 0, "pieces": [{"host": 0, "from_local_ps": 0, "offset_ps": 0, "drift_ppm": 2500}]},
+    ({"epoch_ns": NOW, "pieces": [{"host": 0, "from_local_ps": 0, "offset_ps": 0, "drift_ppm": 2500}]},
      r"packet_rocket_correction\.pieces\[0\]\.drift_ppm"),
 ])
 def test_communicator_refuses_bad_tables_naming_the_field(tmp_path, table, field):
@@ -77,19 +82,35 @@ def test_from_env_reads_the_clock_variables_and_names_a_bad_one(tmp_path):
     env.update(FABRICLAB_CLOCK_DRIFT_PPM="50", FABRICLAB_PACKET_ROCKET_CLOCK="estimated")
     with pytest.raises(RuntimeInputError, match="^packet_rocket_clock:.*correction table"):
         Communicator.from_env(env)
-    env["FABRICLAB_PACKET_ROCKET_CORRECTION"] = str(exact_table(tmp_path / "t.json", [0], [50.0], 0))
-    with Communicator.from_env(env) as c:
-        assert c.rocket_stats()["pauses"] == 0
+    env["FABRICLAB_PACKET_ROCKET_CORRECTION"] = str(exact_table(tmp_path / "t.json", [0], [50.0], time.time_ns()))
+    with Communicator.from_env(env):  # the variables taken: constructed without error
+        pass
 
 
 def test_bench_cli_refuses_bad_clock_options_with_exit_2(cli, tmp_path):
+    old = tmp_path / "old.json"  # a table from 1970: refused before any rank starts
+    old.write_text(json.dumps({"epoch_ns": 0, "pieces": []}))
     for args, field in ((["--packet-rocket-clock", "raw"], "--packet-rocket-clock"),
                         (["--clock-drifts-ppm", "0,5000"], "--clock-drifts-ppm"),
                         (["--clock-offsets-ns", "1,2,3"], "--clock-offsets-ns"),
-                        (["--packet-rocket-correction", str(tmp_path / "none.json")], "--packet-rocket-correction")):
+                        (["--packet-rocket-correction", str(tmp_path / "none.json")], "--packet-rocket-correction"),
+                        (["--packet-rocket-correction", str(old)], "--packet-rocket-correction.epoch_ns")):
         r = cli("runtime", "bench", "-n", "2", "--packet-rocket-threshold-us", "5", *args)
         assert r.returncode == 2 and f"error: {field}:" in r.stderr, (args, r.stderr)
         assert "Traceback" not in r.stderr
+
+
+def test_rocket_table_cli_refuses_bad_clocks_naming_each_option(cli, tmp_path):
+    out = tmp_path / "t.json"
+    base = {"--clock-offsets-ns": "0,1000", "--clock-drifts-ppm": "0,5", "--clock-epoch-ns": "0"}
+    for change, option in (({"--clock-offsets-ns": "0,1,2"}, "--clock-offsets-ns"),   # 3 offsets for 2 ranks
+                           ({"--clock-drifts-ppm": "0"}, "--clock-drifts-ppm"),
+                           ({"--clock-offsets-ns": f"0,{2**70}"}, "--clock-offsets-ns"),  # was exit 3
+                           ({"--clock-epoch-ns": str(2**63)}, "--clock-epoch-ns")):
+        args = {**base, **change}
+        r = cli("clock", "rocket-table", "-n", "2", "--out", str(out), *[x for kv in args.items() for x in kv])
+        assert r.returncode == 2 and f"error: {option}:" in r.stderr, (change, r.stderr)
+        assert "Traceback" not in r.stderr and not out.exists()
 
 
 def test_the_probe_phase_recovers_the_emulated_clocks(tmp_path):

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from .agent import MAX_DRIFT_PPM, AgentInputError, check_options, join
+from .agent import MAX_DRIFT_PPM, AgentInputError, check_emulated, check_options, join
 from .calibrate import PURE_BOUND_NS, pieces
 
 
@@ -62,13 +62,16 @@ def _await_listening(p: subprocess.Popen) -> str:
     return "".join(seen)
 
 
-def check_clocks(n: int, offsets_ns: Sequence[int], drifts_ppm: Sequence[float], field: str = "--clock-drifts-ppm"):
-    if len(offsets_ns) != n or len(drifts_ppm) != n:
-        raise AgentInputError(f"{field}: give one offset and one drift per rank ({n}), got {len(offsets_ns)} "
-                              f"and {len(drifts_ppm)}")
+def check_clocks(n: int, offsets_ns: Sequence[int], drifts_ppm: Sequence[float], epoch_ns: int = 0) -> None:
+    """The ranks' emulated clocks, each list checked against its own option (rocket-table's names)."""
+    for option, vals in (("--clock-offsets-ns", offsets_ns), ("--clock-drifts-ppm", drifts_ppm)):
+        if len(vals) != n:
+            raise AgentInputError(f"{option}: give one value per rank ({n}), got {len(vals)}")
     for d in drifts_ppm:
         if not abs(d) <= MAX_DRIFT_PPM:
-            raise AgentInputError(f"{field}: each drift must be within ±{MAX_DRIFT_PPM:g} ppm, got {d}")
+            raise AgentInputError(f"--clock-drifts-ppm: each drift must be within ±{MAX_DRIFT_PPM:g} ppm, got {d}")
+    for o in offsets_ns:
+        check_emulated(o, epoch_ns, "--clock-offsets-ns", "--clock-epoch-ns")
 
 
 def loopback_table(n: int, offsets_ns: Sequence[int], drifts_ppm: Sequence[float], epoch_ns: int, out: Path,
@@ -83,7 +86,7 @@ def loopback_table(n: int, offsets_ns: Sequence[int], drifts_ppm: Sequence[float
 
     if n < 2:
         raise AgentInputError(f"-n: the probe phase needs two or more ranks, got {n}")
-    check_clocks(n, offsets_ns, drifts_ppm)
+    check_clocks(n, offsets_ns, drifts_ppm, epoch_ns)
     check_options("phase", duration_s, rate_hz, 20_000, 0.0)
     ports = _free_ports(n)
     # Each agent imports the whole CLI before it listens; on a loaded box that takes a while, and an agent
