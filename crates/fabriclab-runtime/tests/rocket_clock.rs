@@ -203,3 +203,93 @@ fn bad_options_and_tables_are_refused_naming_the_field() {
         "{e}"
     );
 }
+
+// ------------------------------------------ the pause decisions, no network
+
+/// Rank 0 sends to rank 1 at true times `E + k × gap_ns`, k in 0..n, each
+/// message `fwd_ns(k)` on the way and 50 µs back; rank 0's edge (T = 2 ms)
+/// gets each echo in true-time order. Stamps, the receiver's reading and the
+/// sender's reading at the echo all come from the two `RocketClock`s at those
+/// true times: the runtime's pause decisions on synthetic, load-free time.
+fn pauses(
+    mode: &str,
+    table_path: Option<&str>,
+    n: u64,
+    gap_ns: u64,
+    fwd_ns: impl Fn(u64) -> u64,
+) -> fabriclab_runtime::EdgeStats {
+    use fabriclab_runtime::edge::{owd_ns, stamp, Edge};
+    use std::time::{Duration, Instant};
+    let E = e();
+    let em = |off: i64, d: f64| EmulatedClock {
+        offset_ns: off,
+        drift_ppm: d,
+        epoch_ns: E,
+    };
+    let c0 = clock(0, Some(mode), em(0, -1000.0), table_path).unwrap();
+    let c1 = clock(1, Some(mode), em(2 * MS, 1000.0), table_path).unwrap();
+    let t0 = E as u64;
+    let edge = Edge::at(2 * MS as u64, c0.reading_ns(t0), c0.clone());
+    let base = Instant::now();
+    let mut echoes: Vec<(u64, u32, i64)> = (0..n)
+        .map(|k| {
+            let sent = t0 + k * gap_ns;
+            let arrived = sent + fwd_ns(k);
+            let s = stamp(c0.reading_ns(sent));
+            (arrived + 50_000, s, owd_ns(c1.reading_ns(arrived), s))
+        })
+        .collect();
+    echoes.sort_by_key(|x| x.0);
+    for (at, s, owd) in echoes {
+        let mono = base + Duration::from_nanos(at - t0);
+        edge.on_echo(c0.reading_ns(at), mono, s, owd);
+    }
+    edge.stats()
+}
+
+/// The exact correction of rank 1 (2 ms, +1000 ppm) against rank 0 (−1000
+/// ppm), epoch E: one piece from L = E + 2 ms, value 2 ms, slope 2000 /
+/// 1.001 ppm (tests/test_runtime_rocket_clock.py's exact_table, by hand).
+fn exact_pair_table() -> String {
+    table(&format!(
+        r#"{{"epoch_ns": {}, "pieces": [{{"host": 1, "from_local_ps": 2000000000,
+        "offset_ps": 2000000000, "drift_ppm": {}}}]}}"#,
+        e(),
+        2000.0 / 1.001
+    ))
+}
+
+#[test]
+fn a_fast_receiver_clock_pauses_its_sender_by_hand_and_the_exact_table_pauses_as_ideal() {
+    // Constant 50 µs each way, a message every 1 ms, k = 0..=1400. On host
+    // clocks rank 1 reads 2 ms + 1000 ppm ahead and rank 0 1000 ppm behind,
+    // so message k's OWD reads d + 2 ms + 50 ns + 2000 × k ns: its excess over
+    // the base (k = 0) is 2 µs × k, over T = 2 ms for k > 1000, and each such
+    // echo starts a pause of 2000 × (k − 1000) ns (at most 0.8 ms, so the
+    // next echo, 899.1 µs later on rank 0's clock, is never ignored):
+    // 400 pauses, 2000 × (1 + ... + 400) = 160,400,000 ns.
+    let flat = |_| 50_000;
+    let host = pauses("host", None, 1401, MS as u64, flat);
+    assert_eq!((host.echoes, host.pauses), (1401, 400));
+    assert_eq!(host.paused_ns, 160_400_000);
+    let t = exact_pair_table();
+    for mode in ["ideal", "estimated"] {
+        let s = pauses(mode, Some(&t), 1401, MS as u64, flat);
+        assert_eq!((s.echoes, s.pauses, s.paused_ns), (1401, 0, 0), "{mode}");
+    }
+    // With queueing: every 10th message (k % 10 = 9) is 2.5 ms late on the
+    // way, a message every 5 ms for 3 s. Ideal: each late one is 2.5 ms over
+    // the base, 0.5 ms over T: 60 pauses of 500 µs (the next echo is 5 ms
+    // later, never inside a pause). The exact table reads within 1 ns of
+    // rank 0's clock, which runs 1000 ppm slow: the same 60 pauses, each the
+    // 0.5 ms of true time as rank 0 reads it, 497,500 ns (within a few). Host: the
+    // drift adds 10 µs per message, so it pauses on far more of them.
+    let late = |k: u64| if k % 10 == 9 { 2_550_000 } else { 50_000 };
+    let ideal = pauses("ideal", Some(&t), 600, 5 * MS as u64, late);
+    assert_eq!((ideal.pauses, ideal.paused_ns), (60, 60 * 500_000));
+    let est = pauses("estimated", Some(&t), 600, 5 * MS as u64, late);
+    assert_eq!(est.pauses, 60);
+    assert!(est.paused_ns.abs_diff(60 * 497_500) <= 60 * 4, "{est:?}");
+    let host = pauses("host", None, 600, 5 * MS as u64, late);
+    assert!(host.pauses > 300, "{host:?}");
+}
