@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -52,14 +53,18 @@ def _free_ports(n: int) -> list[int]:
 HEAD_START_NS = 3_000_000_000
 
 
-def _await_listening(p: subprocess.Popen) -> str:
-    """Reads an agent's stderr up to its "listening" line (or its end, if it exits first); returns what it read."""
-    seen = []
-    for line in p.stderr:
-        seen.append(line)
-        if " listening on " in line:
+def _await_listening(p: subprocess.Popen, deadline_ns: int) -> str:
+    """Reads an agent's stderr (its file descriptor, unbuffered, so nothing is left in a buffer that select
+    cannot see) up to its "listening" line, its end or the deadline on CLOCK_REALTIME; returns what it read."""
+    fd, seen = p.stderr.fileno(), b""
+    while b" listening on " not in seen and (left_s := (deadline_ns - time.time_ns()) / 1e9) > 0:
+        if not select.select([fd], [], [], left_s)[0]:
             break
-    return "".join(seen)
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        seen += chunk
+    return seen.decode(errors="replace")
 
 
 def check_clocks(n: int, offsets_ns: Sequence[int], drifts_ppm: Sequence[float], epoch_ns: int = 0) -> None:
@@ -110,9 +115,9 @@ def loopback_table(n: int, offsets_ns: Sequence[int], drifts_ppm: Sequence[float
                         "--start-ns", str(start), "--out", str(half)]
                 procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                               text=True))
-            said = [_await_listening(p) for p in procs]
+            said = [_await_listening(p, start + 60_000_000_000) for p in procs]
             late_ns = time.time_ns() - start
-            if late_ns > 0 and all(" listening on " in t for t in said):
+            if late_ns > 0 and all(" listening on " in t for t in said):  # else an agent failed: its error below
                 raise RuntimeError(f"probe phase: the agents were ready only {late_ns / 1e6:.0f} ms after the agreed "
                                    f"start ({HEAD_START_NS / 1e9:g} s head start); the machine is too loaded")
             for i, p in enumerate(procs):
