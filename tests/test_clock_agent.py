@@ -215,6 +215,9 @@ def test_realtime_minus_monotonic_brackets_a_fresh_reading():
     (["--drift-ppm", "1500"], "--drift-ppm"),
     (["--drift-ppm", "-1000.5"], "--drift-ppm"),
     (["--listen", "127.0.0.1"], "--listen"),
+    (["--offset-ns", str(86_400_000_000_001)], "--offset-ns"),   # beyond ±1 day (the runtime's bound)
+    (["--offset-ns", str(-2**70)], "--offset-ns"),              # beyond i64: was a traceback
+    (["--epoch-ns", str(2**62 + 1)], "--epoch-ns"),
 ])
 def test_bad_agent_input_exits_2_naming_the_option(tmp_path, args, option):
     base = {"--name": "a", "--listen": "127.0.0.1:1", "--peers": "b=127.0.0.1:2", "--duration-s": "1",

@@ -64,8 +64,10 @@ fn rocket_clock(
 }
 
 /// Rank `rank`'s Packet Rocket reading (ns) at true time `true_ns`
-/// (CLOCK_REALTIME) under the given options: what the runtime's stamps read
-/// (the residual error of a correction table is this minus `true_ns`).
+/// (CLOCK_REALTIME) under the given options: what the runtime's stamps read.
+/// A correction table corrects to rank 0's clock, so its residual error is
+/// this minus rank 0's reading at the same `true_ns` (rocket_table's
+/// `residual_ns`); minus `true_ns` only when rank 0 has no emulated error.
 #[pyfunction]
 #[pyo3(signature = (rank, world_size, true_ns, packet_rocket_clock=None, clock_offset_ns=0, clock_drift_ppm=0.0,
     clock_epoch_ns=0, packet_rocket_correction=None))]

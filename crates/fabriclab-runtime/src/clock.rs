@@ -79,6 +79,15 @@ pub struct EmulatedClock {
 /// The largest emulated drift (the clock agent's bound).
 pub const MAX_EMULATED_DRIFT_PPM: f64 = 1000.0;
 
+/// The largest emulated offset, ±1 day (the clock agent's bound): a reading
+/// stays far from 0, where it would clamp, and from the correction's range.
+pub const MAX_EMULATED_OFFSET_NS: i64 = 86_400_000_000_000;
+
+/// How far a correction table's `epoch_ns` may be from now: ±100 days. The
+/// pieces are in i64 ps since the epoch, which covers ±106.75 days; beyond
+/// it every reading would clamp to one value, a frozen clock.
+pub const MAX_TABLE_EPOCH_AGE_NS: i64 = 100 * MAX_EMULATED_OFFSET_NS;
+
 impl EmulatedClock {
     pub fn read_ns(&self, true_ns: i64) -> i64 {
         let d = (self.drift_ppm * 1e-6 * (true_ns as i128 - self.epoch_ns as i128) as f64)
@@ -106,10 +115,26 @@ pub struct Correction {
 impl Correction {
     /// A table file's JSON text (`{"epoch_ns": ..., "pieces": [{host,
     /// from_local_ps, offset_ps, drift_ppm}, ...]}`) for `world_size`
-    /// ranks; errors name `field` and the entry.
-    pub fn parse(text: &str, world_size: u32, field: &str) -> Result<Correction, String> {
+    /// ranks, read at CLOCK_REALTIME `now_ns`; errors name `field` and the
+    /// entry. An `epoch_ns` more than [`MAX_TABLE_EPOCH_AGE_NS`] from
+    /// `now_ns` is refused.
+    pub fn parse(
+        text: &str,
+        world_size: u32,
+        field: &str,
+        now_ns: i64,
+    ) -> Result<Correction, String> {
         let t: TableFile = serde_json::from_str(text)
             .map_err(|e| format!("{field}: not a correction table ({e}); expected {{\"epoch_ns\": int, \"pieces\": [{{\"host\", \"from_local_ps\", \"offset_ps\", \"drift_ppm\"}}, ...]}}"))?;
+        let age = (now_ns as i128 - t.epoch_ns as i128).abs();
+        if age > MAX_TABLE_EPOCH_AGE_NS as i128 {
+            return Err(format!(
+                "{field}.epoch_ns: {} is {:.1} days from now; it must be within 100 days (pieces are ps \
+                 since it; give the probe phase's epoch as fabriclab clock rocket-table writes it)",
+                t.epoch_ns,
+                age as f64 / 86_400e9
+            ));
+        }
         let table =
             ClockCorrection::new(&t.pieces, world_size as usize, &format!("{field}.pieces"))?;
         Ok(Correction {
@@ -189,12 +214,18 @@ impl RocketClock {
                 emulated.drift_ppm
             ));
         }
+        if emulated.offset_ns.unsigned_abs() > MAX_EMULATED_OFFSET_NS as u64 {
+            return Err(format!(
+                "clock_offset_ns: must be within ±{MAX_EMULATED_OFFSET_NS} ns (1 day), got {}",
+                emulated.offset_ns
+            ));
+        }
         let field = "packet_rocket_correction";
         let correction = correction_file
             .map(|path| {
                 let text = std::fs::read_to_string(path)
                     .map_err(|e| format!("{field}: cannot read {path:?} ({e})"))?;
-                Correction::parse(&text, world_size, field).map(Arc::new)
+                Correction::parse(&text, world_size, field, realtime_ns() as i64).map(Arc::new)
             })
             .transpose()?;
         let mode = match mode {

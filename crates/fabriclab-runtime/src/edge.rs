@@ -4,12 +4,14 @@
 //! Rocket in the runtime", says what it costs against the paper's per
 //! packet gate.
 //!
-//! - The sender stamps each data message with the low 32 bits of its
-//!   CLOCK_REALTIME in ns (`aux`, FLAG_STAMPED), read just before the
-//!   header is handed to the kernel (after the payload's CRC).
-//! - The receiver's reader, once the header is read, echoes its own
-//!   CLOCK_REALTIME minus the stamp, read modulo 2^32 as a signed number,
-//!   on the same connection (KIND_ECHO, through its writer thread).
+//! - The sender stamps each data message (`aux`, FLAG_STAMPED) with the
+//!   low 32 bits of its Packet Rocket clock in ns (crate::clock::RocketClock:
+//!   CLOCK_REALTIME with the rank's emulated error and correction), read
+//!   just before the header is handed to the kernel (after the payload's
+//!   CRC).
+//! - The receiver's reader, once the header is read, echoes its own Packet
+//!   Rocket clock minus the stamp, read modulo 2^32 as a signed number, on
+//!   the same connection (KIND_ECHO, through its writer thread).
 //! - The sender's reader feeds the echo to the rule; the writer holds the
 //!   connection's next message until the pause ends.
 //!

@@ -2,11 +2,18 @@
 //! emulated error and the shared correction table applied to a reading,
 //! checked against hand-worked numbers; bad options refused naming the field.
 
-use fabriclab_runtime::clock::{ClockMode, EmulatedClock, RocketClock};
-use std::io::Write;
+#![allow(non_snake_case)]
 
-/// An epoch near today's CLOCK_REALTIME (2023-11-14), ns.
-const E: i64 = 1_700_000_000_000_000_000;
+use fabriclab_runtime::clock::{realtime_ns, ClockMode, EmulatedClock, RocketClock};
+use std::io::Write;
+use std::sync::OnceLock;
+
+/// An epoch: today's CLOCK_REALTIME in whole seconds, read once (a table's
+/// epoch must be within 100 days of now), ns.
+fn e() -> i64 {
+    static E: OnceLock<i64> = OnceLock::new();
+    *E.get_or_init(|| realtime_ns() as i64 / 1_000_000_000 * 1_000_000_000)
+}
 const MS: i64 = 1_000_000;
 
 fn table(text: &str) -> String {
@@ -37,36 +44,40 @@ fn clock(
 }
 
 /// Rank 1's emulated clock: 3 ms ahead and 50 ppm fast from E.
-const FAST: EmulatedClock = EmulatedClock {
-    offset_ns: 3 * MS,
-    drift_ppm: 50.0,
-    epoch_ns: E,
-};
+fn fast() -> EmulatedClock {
+    EmulatedClock {
+        offset_ns: 3 * MS,
+        drift_ppm: 50.0,
+        epoch_ns: e(),
+    }
+}
 
 #[test]
 fn the_emulated_clock_reads_the_hand_computed_error() {
+    let E = e();
     // 2 s after the epoch: 3 ms + 50e-6 x 2e9 ns = 3,100,000 ns ahead;
     // 1 s before it: 3 ms - 50,000 ns.
-    assert_eq!(FAST.read_ns(E + 2_000 * MS), E + 2_000 * MS + 3_100_000);
-    assert_eq!(FAST.read_ns(E - 1_000 * MS), E - 1_000 * MS + 2_950_000);
+    assert_eq!(fast().read_ns(E + 2_000 * MS), E + 2_000 * MS + 3_100_000);
+    assert_eq!(fast().read_ns(E - 1_000 * MS), E - 1_000 * MS + 2_950_000);
     // "host" reads it, "ideal" ignores it.
-    let host = clock(1, Some("host"), FAST, None).unwrap();
+    let host = clock(1, Some("host"), fast(), None).unwrap();
     assert_eq!(host.mode, ClockMode::Host);
     assert_eq!(
         host.reading_ns((E + 2_000 * MS) as u64),
         (E + 2_000 * MS + 3_100_000) as u64
     );
-    let ideal = clock(1, Some("ideal"), FAST, None).unwrap();
+    let ideal = clock(1, Some("ideal"), fast(), None).unwrap();
     assert_eq!(
         ideal.reading_ns((E + 2_000 * MS) as u64),
         (E + 2_000 * MS) as u64
     );
     // Without a mode or a table: "host" (the runtime's clock before).
-    assert_eq!(clock(1, None, FAST, None).unwrap().mode, ClockMode::Host);
+    assert_eq!(clock(1, None, fast(), None).unwrap().mode, ClockMode::Host);
 }
 
 #[test]
 fn the_exact_table_gives_true_time_and_an_offset_only_one_leaves_the_drift() {
+    let E = e();
     // The table's pieces are on rank 1's clock in ps since its epoch E. At
     // true time E + x the clock reads L = E + 3 ms + (1 + 50e-6) x, so the
     // exact correction is 3 ms at L - E = 3 ms, slope 50 / 1.00005 ppm:
@@ -76,7 +87,7 @@ fn the_exact_table_gives_true_time_and_an_offset_only_one_leaves_the_drift() {
         "offset_ps": 3000000000, "drift_ppm": {}}}]}}"#,
         50.0 / 1.00005
     ));
-    let c = clock(1, None, FAST, Some(&exact)).unwrap();
+    let c = clock(1, None, fast(), Some(&exact)).unwrap();
     assert_eq!(c.mode, ClockMode::Estimated); // the default with a table
     for x in [-1_000 * MS, 0, 2_000 * MS, 60_000 * MS] {
         let got = c.reading_ns((E + x) as u64) as i64 - (E + x);
@@ -90,7 +101,7 @@ fn the_exact_table_gives_true_time_and_an_offset_only_one_leaves_the_drift() {
         r#"{{"epoch_ns": {E}, "pieces": [{{"host": 1, "from_local_ps": 0,
         "offset_ps": 3000000000, "drift_ppm": 0}}]}}"#
     ));
-    let c = clock(1, Some("estimated"), FAST, Some(&offset_only)).unwrap();
+    let c = clock(1, Some("estimated"), fast(), Some(&offset_only)).unwrap();
     assert_eq!(
         c.reading_ns((E + 2_000 * MS) as u64) as i64 - (E + 2_000 * MS),
         100_000
@@ -98,24 +109,58 @@ fn the_exact_table_gives_true_time_and_an_offset_only_one_leaves_the_drift() {
 }
 
 #[test]
-fn readings_far_from_the_epoch_saturate_instead_of_wrapping() {
-    // Rank 1 reads i64::MAX / 2 ns, 4.6e21 ps from epoch 0: beyond i64 ps,
-    // clamped to i64::MAX ps; a zero correction gives (i64::MAX + 500) /
-    // 1000 ns = 9,223,372,036,854,776 ns.
-    let zero = table(
-        r#"{"epoch_ns": 0, "pieces": [{"host": 1, "from_local_ps": 0, "offset_ps": 0, "drift_ppm": 0}]}"#,
-    );
-    let em = EmulatedClock {
-        offset_ns: i64::MAX / 2,
-        drift_ppm: 0.0,
-        epoch_ns: 0,
+fn a_table_whose_epoch_is_over_100_days_from_now_is_refused() {
+    // Its pieces are i64 ps since the epoch (±106.75 days): a table with
+    // epoch 0 would freeze every reading, so it is refused at load, naming
+    // the field; 99 days away is still taken, and reads a hand-computed value.
+    let day = 86_400_000_000_000i64;
+    let at = |epoch: i64| {
+        format!(
+            r#"{{"epoch_ns": {epoch}, "pieces": [{{"host": 1, "from_local_ps": 0, "offset_ps": 1000000, "drift_ppm": 0}}]}}"#
+        )
     };
-    let c = clock(1, None, em, Some(&zero)).unwrap();
-    assert_eq!(c.reading_ns(0), 9_223_372_036_854_776);
+    for epoch in [0, e() - 101 * day, e() + 101 * day] {
+        let e = clock(1, None, EmulatedClock::default(), Some(&table(&at(epoch)))).unwrap_err();
+        assert!(
+            e.starts_with("packet_rocket_correction.epoch_ns:") && e.contains("100 days"),
+            "{e}"
+        );
+    }
+    // 99 days before now: rank 1 reads true time less the 1 µs offset.
+    let c = clock(
+        1,
+        None,
+        EmulatedClock::default(),
+        Some(&table(&at(e() - 99 * day))),
+    )
+    .unwrap();
+    let t = realtime_ns();
+    assert_eq!(c.reading_ns(t), t - 1_000);
+}
+
+#[test]
+fn an_emulated_offset_over_a_day_is_refused() {
+    let day = 86_400_000_000_000i64;
+    for off in [day + 1, -day - 1, i64::MIN, i64::MAX / 2] {
+        let em = EmulatedClock {
+            offset_ns: off,
+            ..EmulatedClock::default()
+        };
+        let e = clock(1, Some("host"), em, None).unwrap_err();
+        assert!(e.starts_with("clock_offset_ns:"), "{e}");
+    }
+    // -1 day still reads, and moves: not frozen at 0.
+    let em = EmulatedClock {
+        offset_ns: -day,
+        ..EmulatedClock::default()
+    };
+    let c = clock(1, Some("host"), em, None).unwrap();
+    assert_eq!(c.reading_ns(5 * day as u64), 4 * day as u64);
 }
 
 #[test]
 fn bad_options_and_tables_are_refused_naming_the_field() {
+    let E = e();
     let em = EmulatedClock::default();
     let bad = |mode: Option<&str>, em: EmulatedClock, text: Option<&str>| {
         let path = text.map(table);
@@ -144,7 +189,7 @@ fn bad_options_and_tables_are_refused_naming_the_field() {
     );
     let piece = |h: u32, d: f64| {
         format!(
-            r#"{{"epoch_ns": 0, "pieces": [{{"host": {h}, "from_local_ps": 0, "offset_ps": 0, "drift_ppm": {d}}}]}}"#
+            r#"{{"epoch_ns": {E}, "pieces": [{{"host": {h}, "from_local_ps": 0, "offset_ps": 0, "drift_ppm": {d}}}]}}"#
         )
     };
     let e = bad(None, em, Some(&piece(2, 0.0)));
@@ -157,4 +202,94 @@ fn bad_options_and_tables_are_refused_naming_the_field() {
         e.starts_with("packet_rocket_correction.pieces[0].drift_ppm:"),
         "{e}"
     );
+}
+
+// ------------------------------------------ the pause decisions, no network
+
+/// Rank 0 sends to rank 1 at true times `E + k × gap_ns`, k in 0..n, each
+/// message `fwd_ns(k)` on the way and 50 µs back; rank 0's edge (T = 2 ms)
+/// gets each echo in true-time order. Stamps, the receiver's reading and the
+/// sender's reading at the echo all come from the two `RocketClock`s at those
+/// true times: the runtime's pause decisions on synthetic, load-free time.
+fn pauses(
+    mode: &str,
+    table_path: Option<&str>,
+    n: u64,
+    gap_ns: u64,
+    fwd_ns: impl Fn(u64) -> u64,
+) -> fabriclab_runtime::EdgeStats {
+    use fabriclab_runtime::edge::{owd_ns, stamp, Edge};
+    use std::time::{Duration, Instant};
+    let E = e();
+    let em = |off: i64, d: f64| EmulatedClock {
+        offset_ns: off,
+        drift_ppm: d,
+        epoch_ns: E,
+    };
+    let c0 = clock(0, Some(mode), em(0, -1000.0), table_path).unwrap();
+    let c1 = clock(1, Some(mode), em(2 * MS, 1000.0), table_path).unwrap();
+    let t0 = E as u64;
+    let edge = Edge::at(2 * MS as u64, c0.reading_ns(t0), c0.clone());
+    let base = Instant::now();
+    let mut echoes: Vec<(u64, u32, i64)> = (0..n)
+        .map(|k| {
+            let sent = t0 + k * gap_ns;
+            let arrived = sent + fwd_ns(k);
+            let s = stamp(c0.reading_ns(sent));
+            (arrived + 50_000, s, owd_ns(c1.reading_ns(arrived), s))
+        })
+        .collect();
+    echoes.sort_by_key(|x| x.0);
+    for (at, s, owd) in echoes {
+        let mono = base + Duration::from_nanos(at - t0);
+        edge.on_echo(c0.reading_ns(at), mono, s, owd);
+    }
+    edge.stats()
+}
+
+/// The exact correction of rank 1 (2 ms, +1000 ppm) against rank 0 (−1000
+/// ppm), epoch E: one piece from L = E + 2 ms, value 2 ms, slope 2000 /
+/// 1.001 ppm (tests/test_runtime_rocket_clock.py's exact_table, by hand).
+fn exact_pair_table() -> String {
+    table(&format!(
+        r#"{{"epoch_ns": {}, "pieces": [{{"host": 1, "from_local_ps": 2000000000,
+        "offset_ps": 2000000000, "drift_ppm": {}}}]}}"#,
+        e(),
+        2000.0 / 1.001
+    ))
+}
+
+#[test]
+fn a_fast_receiver_clock_pauses_its_sender_by_hand_and_the_exact_table_pauses_as_ideal() {
+    // Constant 50 µs each way, a message every 1 ms, k = 0..=1400. On host
+    // clocks rank 1 reads 2 ms + 1000 ppm ahead and rank 0 1000 ppm behind,
+    // so message k's OWD reads d + 2 ms + 50 ns + 2000 × k ns: its excess over
+    // the base (k = 0) is 2 µs × k, over T = 2 ms for k > 1000, and each such
+    // echo starts a pause of 2000 × (k − 1000) ns (at most 0.8 ms, so the
+    // next echo, 899.1 µs later on rank 0's clock, is never ignored):
+    // 400 pauses, 2000 × (1 + ... + 400) = 160,400,000 ns.
+    let flat = |_| 50_000;
+    let host = pauses("host", None, 1401, MS as u64, flat);
+    assert_eq!((host.echoes, host.pauses), (1401, 400));
+    assert_eq!(host.paused_ns, 160_400_000);
+    let t = exact_pair_table();
+    for mode in ["ideal", "estimated"] {
+        let s = pauses(mode, Some(&t), 1401, MS as u64, flat);
+        assert_eq!((s.echoes, s.pauses, s.paused_ns), (1401, 0, 0), "{mode}");
+    }
+    // With queueing: every 10th message (k % 10 = 9) is 2.5 ms late on the
+    // way, a message every 5 ms for 3 s. Ideal: each late one is 2.5 ms over
+    // the base, 0.5 ms over T: 60 pauses of 500 µs (the next echo is 5 ms
+    // later, never inside a pause). The exact table reads within 1 ns of
+    // rank 0's clock, which runs 1000 ppm slow: the same 60 pauses, each the
+    // 0.5 ms of true time as rank 0 reads it, 497,500 ns (within a few). Host: the
+    // drift adds 10 µs per message, so it pauses on far more of them.
+    let late = |k: u64| if k % 10 == 9 { 2_550_000 } else { 50_000 };
+    let ideal = pauses("ideal", Some(&t), 600, 5 * MS as u64, late);
+    assert_eq!((ideal.pauses, ideal.paused_ns), (60, 60 * 500_000));
+    let est = pauses("estimated", Some(&t), 600, 5 * MS as u64, late);
+    assert_eq!(est.pauses, 60);
+    assert!(est.paused_ns.abs_diff(60 * 497_500) <= 60 * 4, "{est:?}");
+    let host = pauses("host", None, 600, 5 * MS as u64, late);
+    assert!(host.pauses > 300, "{host:?}");
 }

@@ -162,6 +162,15 @@ def check_clock(n: int, mode: str | None, offsets_ns: str | None, drifts_ppm: st
         raise RuntimeInputError(f"--clock-drifts-ppm: each drift must be within ±1000 ppm, got {drifts_ppm!r}")
     if correction is not None and not Path(correction).is_file():
         raise RuntimeInputError(f"--packet-rocket-correction: no such file: {correction}")
+    if correction is not None:  # read once here by the ranks' own reader, so a bad table stops the bench before launch
+        from .._core import RtError, rocket_clock_reading
+        from .errors import translate
+
+        try:
+            rocket_clock_reading(0, n, time.time_ns(), "estimated", 0, 0.0, 0, os.fspath(correction))
+        except RtError as e:
+            msg = str(translate(e))
+            raise RuntimeInputError("--packet-rocket-correction" + msg.removeprefix("packet_rocket_correction")) from None
     return {"mode": mode, "offsets_ns": per_rank(offsets_ns, "--clock-offsets-ns", int), "drifts_ppm": drifts,
             "epoch_ns": time.time_ns() if epoch_ns is None else int(epoch_ns),
             "correction": None if correction is None else str(Path(correction).resolve())}

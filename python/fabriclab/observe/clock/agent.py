@@ -70,6 +70,10 @@ HEADER = struct.Struct("!4sBBBBQq")   # magic, version, kind (0 probe, 1 echo), 
 VERSION = 1
 PROBE, ECHO = 0, 1
 MAX_DRIFT_PPM = 1000.0
+# An emulated clock's offset within ±1 day and its epoch within ±2^62 ns: the runtime's bounds (fabriclab-runtime's
+# clock.rs refuses a larger offset; both are i64 there), so a huge value is refused here, not overflowed there.
+MAX_OFFSET_NS = 86_400_000_000_000
+MAX_EPOCH_NS = 2**62
 
 HALF_SCHEMA = pa.schema([
     pa.field("side", pa.string(), nullable=False),    # "tx": a probe this host sent; "rx": one it received
@@ -123,7 +127,16 @@ def parse_peers(spec: str, me: str) -> list[tuple[str, tuple[str, int]]]:
     return out
 
 
-def check_options(name: str, duration_s: float, rate_hz: float, spacing_ns: int, drift_ppm: float) -> None:
+def check_emulated(offset_ns: int, epoch_ns: int | None, offset_field: str = "--offset-ns",
+                   epoch_field: str = "--epoch-ns") -> None:
+    if not abs(offset_ns) <= MAX_OFFSET_NS:
+        raise AgentInputError(f"{offset_field}: must be within ±{MAX_OFFSET_NS} ns (1 day), got {offset_ns}")
+    if epoch_ns is not None and not abs(epoch_ns) <= MAX_EPOCH_NS:
+        raise AgentInputError(f"{epoch_field}: must be within ±2^62 ns (CLOCK_REALTIME ns), got {epoch_ns}")
+
+
+def check_options(name: str, duration_s: float, rate_hz: float, spacing_ns: int, drift_ppm: float,
+                  offset_ns: int = 0, epoch_ns: int | None = None) -> None:
     if not name or len(name.encode()) > 64 or "," in name or "=" in name:
         raise AgentInputError(f"--name: {name!r} must be 1..64 bytes without ',' or '='")
     if not duration_s > 0:
@@ -136,6 +149,7 @@ def check_options(name: str, duration_s: float, rate_hz: float, spacing_ns: int,
     if not abs(drift_ppm) <= MAX_DRIFT_PPM:
         raise AgentInputError(f"--drift-ppm: must be within ±{MAX_DRIFT_PPM:g} ppm (quartz drifts by tens), "
                               f"got {drift_ppm}")
+    check_emulated(offset_ns, epoch_ns)
 
 
 # ---------------------------------------------------------------- the emulated clock

@@ -226,7 +226,7 @@ def register(app: typer.Typer) -> None:
 
         from . import agent as ag
 
-        ag.check_options(name, duration_s, rate_hz, spacing_ns, drift_ppm)
+        ag.check_options(name, duration_s, rate_hz, spacing_ns, drift_ppm, offset_ns, epoch_ns)
         addr = ag.parse_addr(listen, "--listen")
         peer_list = ag.parse_peers(peers, name)
         if stamps not in ("kernel", "user"):

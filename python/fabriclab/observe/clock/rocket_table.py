@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -30,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from .agent import MAX_DRIFT_PPM, AgentInputError, check_options, join
+from .agent import MAX_DRIFT_PPM, AgentInputError, check_emulated, check_options, join
 from .calibrate import PURE_BOUND_NS, pieces
 
 
@@ -49,13 +50,33 @@ def _free_ports(n: int) -> list[int]:
             s.close()
 
 
-def check_clocks(n: int, offsets_ns: Sequence[int], drifts_ppm: Sequence[float], field: str = "--clock-drifts-ppm"):
-    if len(offsets_ns) != n or len(drifts_ppm) != n:
-        raise AgentInputError(f"{field}: give one offset and one drift per rank ({n}), got {len(offsets_ns)} "
-                              f"and {len(drifts_ppm)}")
+HEAD_START_NS = 3_000_000_000
+
+
+def _await_listening(p: subprocess.Popen, deadline_ns: int) -> str:
+    """Reads an agent's stderr (its file descriptor, unbuffered, so nothing is left in a buffer that select
+    cannot see) up to its "listening" line, its end or the deadline on CLOCK_REALTIME; returns what it read."""
+    fd, seen = p.stderr.fileno(), b""
+    while b" listening on " not in seen and (left_s := (deadline_ns - time.time_ns()) / 1e9) > 0:
+        if not select.select([fd], [], [], left_s)[0]:
+            break
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        seen += chunk
+    return seen.decode(errors="replace")
+
+
+def check_clocks(n: int, offsets_ns: Sequence[int], drifts_ppm: Sequence[float], epoch_ns: int = 0) -> None:
+    """The ranks' emulated clocks, each list checked against its own option (rocket-table's names)."""
+    for option, vals in (("--clock-offsets-ns", offsets_ns), ("--clock-drifts-ppm", drifts_ppm)):
+        if len(vals) != n:
+            raise AgentInputError(f"{option}: give one value per rank ({n}), got {len(vals)}")
     for d in drifts_ppm:
         if not abs(d) <= MAX_DRIFT_PPM:
-            raise AgentInputError(f"{field}: each drift must be within ±{MAX_DRIFT_PPM:g} ppm, got {d}")
+            raise AgentInputError(f"--clock-drifts-ppm: each drift must be within ±{MAX_DRIFT_PPM:g} ppm, got {d}")
+    for o in offsets_ns:
+        check_emulated(o, epoch_ns, "--clock-offsets-ns", "--clock-epoch-ns")
 
 
 def loopback_table(n: int, offsets_ns: Sequence[int], drifts_ppm: Sequence[float], epoch_ns: int, out: Path,
@@ -70,10 +91,13 @@ def loopback_table(n: int, offsets_ns: Sequence[int], drifts_ppm: Sequence[float
 
     if n < 2:
         raise AgentInputError(f"-n: the probe phase needs two or more ranks, got {n}")
-    check_clocks(n, offsets_ns, drifts_ppm)
+    check_clocks(n, offsets_ns, drifts_ppm, epoch_ns)
     check_options("phase", duration_s, rate_hz, 20_000, 0.0)
     ports = _free_ports(n)
-    start = time.time_ns() + 1_000_000_000
+    # Each agent imports the whole CLI before it listens; on a loaded box that takes a while, and an agent
+    # that starts late (agent.run takes max(start, now)) overlaps the others' probing less. A 3 s head start,
+    # and each agent's "listening" line is awaited below: one ready only after the start is refused loudly.
+    start = time.time_ns() + HEAD_START_NS
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[3])] +
                                         ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
@@ -91,9 +115,15 @@ def loopback_table(n: int, offsets_ns: Sequence[int], drifts_ppm: Sequence[float
                         "--start-ns", str(start), "--out", str(half)]
                 procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                               text=True))
+            said = [_await_listening(p, start + 60_000_000_000) for p in procs]
+            late_ns = time.time_ns() - start
+            if late_ns > 0 and all(" listening on " in t for t in said):  # else an agent failed: its error below
+                raise RuntimeError(f"probe phase: the agents were ready only {late_ns / 1e6:.0f} ms after the agreed "
+                                   f"start ({HEAD_START_NS / 1e9:g} s head start); the machine is too loaded")
             for i, p in enumerate(procs):
                 try:
                     _, e = p.communicate(timeout=duration_s + 60)
+                    e = said[i] + e
                 except subprocess.TimeoutExpired:
                     p.kill()
                     _, e = p.communicate()
