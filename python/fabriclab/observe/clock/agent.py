@@ -563,6 +563,40 @@ def choose_peers(n: int, k: int, seed: int) -> list[list[int]]:
     return out
 
 
+def run_agents(argvs: Sequence[list[str]], labels: Sequence[str], timeout_s: float, what: str, log=None,
+               ready=None) -> None:
+    """Runs one agent process per argv (this package first on their PYTHONPATH) to its end. ``ready(procs)``,
+    if given, is called once all are started and returns each one's stderr read so far (it may raise);
+    then each is awaited, its stderr written to ``log``, and the first that failed is named
+    (``what: label exited with ...``). Whatever happens, none is left running."""
+    import subprocess
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[3])] +
+                                        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    procs: list = []
+    try:
+        for argv in argvs:
+            procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        said = ready(procs) if ready is not None else [""] * len(procs)
+        for i, p in enumerate(procs):
+            try:
+                _, e = p.communicate(timeout=timeout_s)
+                e = said[i] + e
+            except subprocess.TimeoutExpired:
+                p.kill()
+                _, e = p.communicate()
+            if log is not None and e:
+                log.write(e)
+            if p.returncode != 0:
+                raise RuntimeError(f"{what}: {labels[i]} exited with {p.returncode}: {e.strip()[-500:]}")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 def mesh(cluster: str, out: Path, duration_s: float = 3.0, peers: Optional[int] = None, rate_hz: float = 100.0,
          spacing_ns: int = 20_000, offsets_ns: Optional[Sequence[int]] = None,
          drifts_ppm: Optional[Sequence[float]] = None, offset_spread_ns: Optional[float] = None,
@@ -576,7 +610,6 @@ def mesh(cluster: str, out: Path, duration_s: float = 3.0, peers: Optional[int] 
     within ±30 ppm unless the spreads say otherwise), ``monotonic`` (each agent in its host's time
     namespace, stamps on that host's CLOCK_MONOTONIC; no emulation unless spreads or values are given), or
     ``auto``: monotonic when the box has time namespaces (``cluster up --timens``), else realtime."""
-    import subprocess
     import tempfile
 
     from ...runtime.cluster.apply import load_state
@@ -619,40 +652,19 @@ def mesh(cluster: str, out: Path, duration_s: float = 3.0, peers: Optional[int] 
     graph = choose_peers(n, k, seed)
     epoch = time.time_ns()
     start = epoch + int(start_delay_s * 1e9)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[3])] +
-                                        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     with tempfile.TemporaryDirectory(prefix="fabriclab-clock-mesh-") as tmp:
-        procs, halves = [], []
-        try:
-            for i, h in enumerate(hosts):
-                half = Path(tmp) / f"{h['label']}.half.parquet"
-                halves.append(half)
-                peer_spec = ",".join(f"{hosts[j]['label']}={hosts[j]['addr']}:{PORT}" for j in graph[i])
-                argv = [*host_prefix(h), sys.executable, "-m", "fabriclab.cli", "clock", "agent", "--clock", host_clock,
-                        "--name", h["label"], "--listen", f"{h['addr']}:{PORT}", "--peers", peer_spec,
-                        "--duration-s", str(duration_s), "--rate-hz", str(rate_hz), "--spacing-ns", str(spacing_ns),
-                        "--offset-ns", str(offsets_ns[i]), "--drift-ppm", repr(drifts_ppm[i]),
-                        "--epoch-ns", str(epoch), "--start-ns", str(start), "--stamps", stamps, "--out", str(half)]
-                procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                              text=True))
-            limit = start_delay_s + duration_s + 30
-            for i, p in enumerate(procs):
-                try:
-                    _, e = p.communicate(timeout=limit)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    _, e = p.communicate()
-                if log is not None and e:
-                    log.write(e)
-                if p.returncode != 0:
-                    raise RuntimeError(f"clock mesh: the agent in {hosts[i]['label']} exited with {p.returncode}: "
-                                       f"{e.strip()[-500:]}")
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
+        halves, argvs = [], []
+        for i, h in enumerate(hosts):
+            half = Path(tmp) / f"{h['label']}.half.parquet"
+            halves.append(half)
+            peer_spec = ",".join(f"{hosts[j]['label']}={hosts[j]['addr']}:{PORT}" for j in graph[i])
+            argvs.append([*host_prefix(h), sys.executable, "-m", "fabriclab.cli", "clock", "agent", "--clock",
+                          host_clock, "--name", h["label"], "--listen", f"{h['addr']}:{PORT}", "--peers", peer_spec,
+                          "--duration-s", str(duration_s), "--rate-hz", str(rate_hz), "--spacing-ns",
+                          str(spacing_ns), "--offset-ns", str(offsets_ns[i]), "--drift-ppm", repr(drifts_ppm[i]),
+                          "--epoch-ns", str(epoch), "--start-ns", str(start), "--stamps", stamps, "--out", str(half)])
+        run_agents(argvs, [f"the agent in {h['label']}" for h in hosts], start_delay_s + duration_s + 30,
+                   "clock mesh", log=log)
         j = join(halves)
     pr.write(j.table, Path(out))
     truth = Path(out).with_name(Path(out).name.removesuffix(".parquet") + ".emulated.csv")

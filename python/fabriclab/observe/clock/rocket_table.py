@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from .agent import MAX_DRIFT_PPM, AgentInputError, check_emulated, check_options, join
+from .agent import MAX_DRIFT_PPM, AgentInputError, check_emulated, check_options, join, run_agents
 from .calibrate import PURE_BOUND_NS, pieces
 
 
@@ -98,42 +98,27 @@ def loopback_table(n: int, offsets_ns: Sequence[int], drifts_ppm: Sequence[float
     # that starts late (agent.run takes max(start, now)) overlaps the others' probing less. A 3 s head start,
     # and each agent's "listening" line is awaited below: one ready only after the start is refused loudly.
     start = time.time_ns() + HEAD_START_NS
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[3])] +
-                                        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     with tempfile.TemporaryDirectory(prefix="fabriclab-rocket-table-") as tmp:
-        procs, halves = [], []
-        try:
-            for i in range(n):
-                half = Path(tmp) / f"{rank_name(i)}.half.parquet"
-                halves.append(half)
-                peer_spec = ",".join(f"{rank_name(j)}=127.0.0.1:{ports[j]}" for j in range(n) if j != i)
-                argv = [sys.executable, "-m", "fabriclab.cli", "clock", "agent", "--name", rank_name(i),
-                        "--listen", f"127.0.0.1:{ports[i]}", "--peers", peer_spec, "--duration-s", str(duration_s),
-                        "--rate-hz", str(rate_hz), "--offset-ns", str(int(offsets_ns[i])),
-                        "--drift-ppm", repr(float(drifts_ppm[i])), "--epoch-ns", str(int(epoch_ns)),
-                        "--start-ns", str(start), "--out", str(half)]
-                procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                              text=True))
+        halves, argvs = [], []
+        for i in range(n):
+            half = Path(tmp) / f"{rank_name(i)}.half.parquet"
+            halves.append(half)
+            peer_spec = ",".join(f"{rank_name(j)}=127.0.0.1:{ports[j]}" for j in range(n) if j != i)
+            argvs.append([sys.executable, "-m", "fabriclab.cli", "clock", "agent", "--name", rank_name(i),
+                          "--listen", f"127.0.0.1:{ports[i]}", "--peers", peer_spec, "--duration-s", str(duration_s),
+                          "--rate-hz", str(rate_hz), "--offset-ns", str(int(offsets_ns[i])),
+                          "--drift-ppm", repr(float(drifts_ppm[i])), "--epoch-ns", str(int(epoch_ns)),
+                          "--start-ns", str(start), "--out", str(half)])
+
+        def ready(procs):
             said = [_await_listening(p, start + 60_000_000_000) for p in procs]
             late_ns = time.time_ns() - start
             if late_ns > 0 and all(" listening on " in t for t in said):  # else an agent failed: its error below
                 raise RuntimeError(f"probe phase: the agents were ready only {late_ns / 1e6:.0f} ms after the agreed "
                                    f"start ({HEAD_START_NS / 1e9:g} s head start); the machine is too loaded")
-            for i, p in enumerate(procs):
-                try:
-                    _, e = p.communicate(timeout=duration_s + 60)
-                    e = said[i] + e
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    _, e = p.communicate()
-                if p.returncode != 0:
-                    raise RuntimeError(f"probe phase: rank {i}'s agent exited with {p.returncode}: {e.strip()[-500:]}")
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
+            return said
+
+        run_agents(argvs, [f"rank {i}'s agent" for i in range(n)], duration_s + 60, "probe phase", ready=ready)
         j = join(halves)
         probes_path = Path(tmp) / "probes.parquet"
         pr.write(j.table, probes_path)
