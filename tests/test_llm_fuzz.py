@@ -10,7 +10,7 @@ here from the shape alone (docs/llm.md):
   number of rings (channels);
 - a stage's gradient on one TP rank: its L / pp layers of 4 h^2 + 2 h f
   parameters (the MLP's times experts / ep) plus the V h embedding on the
-  first and on the last stage, over tp, at 2 bytes each;
+  first and on the last stage (once with pp = 1: tied), over tp, at 2 bytes each;
 - Megatron TP: per layer and micro-batch 2 allreduces of b s h 2 bytes
   forward and 2 backward (sequence parallelism: an allgather and a
   reduce-scatter each, the same bytes).
@@ -48,7 +48,9 @@ def llm_jobs(draw):
 def _stage_grad_bytes(job: dict, stage: int) -> int:
     layers = job["shape"]["layers"] // job["pp"]
     mlp = 2 * H * F * (job["shape"].get("experts", 1) // job["ep"])
-    params = layers * (4 * H * H + mlp) + V * H * ((stage == 0) + (stage == job["pp"] - 1))
+    # the tied embedding: on the first and on the last stage, once where they are one stage (pp = 1; eq. 2 of
+    # Narayanan et al. 2021)
+    params = layers * (4 * H * H + mlp) + V * H * ((stage == 0) + (stage == job["pp"] - 1 and job["pp"] > 1))
     assert params % job["tp"] == 0  # H and F are multiples of tp: no rounding
     return params // job["tp"] * 2
 
