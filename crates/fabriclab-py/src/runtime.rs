@@ -2,7 +2,7 @@
 //! rank's communicator. Errors become `RtError(kind, peer, message)`;
 //! `fabriclab.runtime` turns them into its own exception classes.
 
-use fabriclab_runtime::clock::{realtime_ns, EmulatedClock, RocketClock};
+use fabriclab_runtime::clock::{EmulatedClock, RocketClock};
 use fabriclab_runtime::{Communicator, Config, DType, Fault, Prepared, RtError as CoreError};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -47,19 +47,15 @@ fn secs(field: &str, s: f64) -> PyResult<Duration> {
 }
 
 /// Packet Rocket's clock from the options; the emulated clock's epoch
-/// defaults to now (the clock agent's default: its start).
+/// defaults to the correction table's `clock_epoch_ns`, else to now (the
+/// clock agent's default: its start).
 fn rocket_clock(
     rank: u32,
     world_size: u32,
     mode: Option<&str>,
-    (offset_ns, drift_ppm, epoch_ns): (i64, f64, Option<i64>),
+    emulated: (i64, f64, Option<i64>),
     correction: Option<&str>,
 ) -> PyResult<RocketClock> {
-    let emulated = EmulatedClock {
-        offset_ns,
-        drift_ppm,
-        epoch_ns: epoch_ns.unwrap_or(realtime_ns() as i64),
-    };
     RocketClock::from_options(rank, world_size, mode, emulated, correction).map_err(input)
 }
 
@@ -70,7 +66,7 @@ fn rocket_clock(
 /// `residual_ns`); minus `true_ns` only when rank 0 has no emulated error.
 #[pyfunction]
 #[pyo3(signature = (rank, world_size, true_ns, packet_rocket_clock=None, clock_offset_ns=0, clock_drift_ppm=0.0,
-    clock_epoch_ns=0, packet_rocket_correction=None))]
+    clock_epoch_ns=None, packet_rocket_correction=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn rocket_clock_reading(
     rank: u32,
@@ -79,17 +75,38 @@ pub fn rocket_clock_reading(
     packet_rocket_clock: Option<&str>,
     clock_offset_ns: i64,
     clock_drift_ppm: f64,
-    clock_epoch_ns: i64,
+    clock_epoch_ns: Option<i64>,
     packet_rocket_correction: Option<&str>,
 ) -> PyResult<u64> {
     let c = rocket_clock(
         rank,
         world_size,
         packet_rocket_clock,
-        (clock_offset_ns, clock_drift_ppm, Some(clock_epoch_ns)),
+        (clock_offset_ns, clock_drift_ppm, clock_epoch_ns),
         packet_rocket_correction,
     )?;
     Ok(c.reading_ns(true_ns))
+}
+
+/// The emulated clocks' epoch (ns) a rank of a `world_size` job resolves
+/// from its options: `clock_epoch_ns` if given (refused if the table says
+/// another), else the correction table's `clock_epoch_ns`, else now. The
+/// table is read and checked as a rank reads it.
+#[pyfunction]
+#[pyo3(signature = (world_size, clock_epoch_ns=None, packet_rocket_correction=None))]
+pub fn rocket_clock_epoch(
+    world_size: u32,
+    clock_epoch_ns: Option<i64>,
+    packet_rocket_correction: Option<&str>,
+) -> PyResult<i64> {
+    let c = rocket_clock(
+        0,
+        world_size,
+        Some("host"),
+        (0, 0.0, clock_epoch_ns),
+        packet_rocket_correction,
+    )?;
+    Ok(c.emulated.epoch_ns)
 }
 
 /// An emulated host clock's reading (ns) at true time `true_ns`: the one
@@ -297,6 +314,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RtCommunicator>()?;
     m.add_function(wrap_pyfunction!(rocket_clock_reading, m)?)?;
     m.add_function(wrap_pyfunction!(emulated_clock_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(rocket_clock_epoch, m)?)?;
     m.add("RtError", m.py().get_type::<RtError>())?;
     Ok(())
 }

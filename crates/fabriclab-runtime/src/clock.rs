@@ -88,6 +88,9 @@ pub const MAX_EMULATED_OFFSET_NS: i64 = 86_400_000_000_000;
 /// it every reading would clamp to one value, a frozen clock.
 pub const MAX_TABLE_EPOCH_AGE_NS: i64 = 100 * MAX_EMULATED_OFFSET_NS;
 
+/// The largest emulated clock epoch, ±2^62 ns (the clock agent's bound).
+pub const MAX_EPOCH_NS: i64 = 1 << 62;
+
 impl EmulatedClock {
     pub fn read_ns(&self, true_ns: i64) -> i64 {
         let d = (self.drift_ppm * 1e-6 * (true_ns as i128 - self.epoch_ns as i128) as f64)
@@ -98,17 +101,24 @@ impl EmulatedClock {
 
 /// A correction table for the runtime: pieces on each rank's clock in ps
 /// since `epoch_ns` (the probes' stamp origin: `fabriclab clock join`'s
-/// `stamp_origin_ns`), host = rank.
+/// `stamp_origin_ns`), host = rank. Optional (tables written before them
+/// still load): `ranks`, the world size the table was made for, and
+/// `clock_epoch_ns`, the emulated clocks' epoch its probes were taken on.
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TableFile {
     epoch_ns: i64,
+    #[serde(default)]
+    ranks: Option<u32>,
+    #[serde(default)]
+    clock_epoch_ns: Option<i64>,
     pieces: Vec<CorrectionPiece>,
 }
 
 #[derive(Debug)]
 pub struct Correction {
     epoch_ns: i64,
+    clock_epoch_ns: Option<i64>,
     table: ClockCorrection,
 }
 
@@ -125,7 +135,7 @@ impl Correction {
         now_ns: i64,
     ) -> Result<Correction, String> {
         let t: TableFile = serde_json::from_str(text)
-            .map_err(|e| format!("{field}: not a correction table ({e}); expected {{\"epoch_ns\": int, \"pieces\": [{{\"host\", \"from_local_ps\", \"offset_ps\", \"drift_ppm\"}}, ...]}}"))?;
+            .map_err(|e| format!("{field}: not a correction table ({e}); expected {{\"epoch_ns\": int, \"ranks\": int (optional), \"clock_epoch_ns\": int (optional), \"pieces\": [{{\"host\", \"from_local_ps\", \"offset_ps\", \"drift_ppm\"}}, ...]}}"))?;
         let age = (now_ns as i128 - t.epoch_ns as i128).abs();
         if age > MAX_TABLE_EPOCH_AGE_NS as i128 {
             return Err(format!(
@@ -135,12 +145,33 @@ impl Correction {
                 age as f64 / 86_400e9
             ));
         }
+        if let Some(r) = t.ranks {
+            if r != world_size {
+                return Err(format!(
+                    "{field}.ranks: the table was made for {r} ranks, the job has {world_size}; \
+                     make one for this world size (fabriclab clock rocket-table)"
+                ));
+            }
+        }
+        if let Some(c) = t.clock_epoch_ns {
+            if c.unsigned_abs() > MAX_EPOCH_NS as u64 {
+                return Err(format!(
+                    "{field}.clock_epoch_ns: must be within ±2^62 ns (CLOCK_REALTIME ns), got {c}"
+                ));
+            }
+        }
         let table =
             ClockCorrection::new(&t.pieces, world_size as usize, &format!("{field}.pieces"))?;
         Ok(Correction {
             epoch_ns: t.epoch_ns,
+            clock_epoch_ns: t.clock_epoch_ns,
             table,
         })
+    }
+
+    /// The emulated clocks' epoch the table's probes were taken on, if it says.
+    pub fn clock_epoch_ns(&self) -> Option<i64> {
+        self.clock_epoch_ns
     }
 
     /// Rank `rank`'s clock reading `local_ns`, corrected (ns, the ps
@@ -200,24 +231,25 @@ impl RocketClock {
 impl RocketClock {
     /// Rank `rank`'s clock from the Communicator's options (their names are
     /// the fields errors name): `mode` (None: `"estimated"` with a table,
-    /// else `"host"`), the emulated error, and the correction table's file.
+    /// else `"host"`), the emulated error (`clock_offset_ns`,
+    /// `clock_drift_ppm`, `clock_epoch_ns`; the epoch None: the table's
+    /// `clock_epoch_ns`, else now), and the correction table's file. An
+    /// explicit epoch other than the table's is refused.
     pub fn from_options(
         rank: u32,
         world_size: u32,
         mode: Option<&str>,
-        emulated: EmulatedClock,
+        (offset_ns, drift_ppm, epoch_ns): (i64, f64, Option<i64>),
         correction_file: Option<&str>,
     ) -> Result<RocketClock, String> {
-        if !emulated.drift_ppm.is_finite() || emulated.drift_ppm.abs() > MAX_EMULATED_DRIFT_PPM {
+        if !drift_ppm.is_finite() || drift_ppm.abs() > MAX_EMULATED_DRIFT_PPM {
             return Err(format!(
-                "clock_drift_ppm: must be a number within ±{MAX_EMULATED_DRIFT_PPM} ppm, got {}",
-                emulated.drift_ppm
+                "clock_drift_ppm: must be a number within ±{MAX_EMULATED_DRIFT_PPM} ppm, got {drift_ppm}"
             ));
         }
-        if emulated.offset_ns.unsigned_abs() > MAX_EMULATED_OFFSET_NS as u64 {
+        if offset_ns.unsigned_abs() > MAX_EMULATED_OFFSET_NS as u64 {
             return Err(format!(
-                "clock_offset_ns: must be within ±{MAX_EMULATED_OFFSET_NS} ns (1 day), got {}",
-                emulated.offset_ns
+                "clock_offset_ns: must be within ±{MAX_EMULATED_OFFSET_NS} ns (1 day), got {offset_ns}"
             ));
         }
         let field = "packet_rocket_correction";
@@ -228,6 +260,23 @@ impl RocketClock {
                 Correction::parse(&text, world_size, field, realtime_ns() as i64).map(Arc::new)
             })
             .transpose()?;
+        let table_epoch = correction.as_ref().and_then(|c| c.clock_epoch_ns());
+        let epoch_ns = match (epoch_ns, table_epoch) {
+            (Some(e), Some(t)) if e != t => {
+                return Err(format!(
+                    "clock_epoch_ns: {e} differs from the correction table's clock_epoch_ns {t} (the \
+                     emulated clocks its probes were taken on); give none (the table's is used) or {t}"
+                ))
+            }
+            (Some(e), _) => e,
+            (None, Some(t)) => t,
+            (None, None) => realtime_ns() as i64,
+        };
+        let emulated = EmulatedClock {
+            offset_ns,
+            drift_ppm,
+            epoch_ns,
+        };
         let mode = match mode {
             Some(m) => ClockMode::parse(m, "packet_rocket_clock")?,
             None if correction.is_some() => ClockMode::Estimated,

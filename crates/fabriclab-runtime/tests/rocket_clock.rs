@@ -40,7 +40,13 @@ fn clock(
     em: EmulatedClock,
     t: Option<&str>,
 ) -> Result<RocketClock, String> {
-    RocketClock::from_options(rank, 2, mode, em, t)
+    RocketClock::from_options(
+        rank,
+        2,
+        mode,
+        (em.offset_ns, em.drift_ppm, Some(em.epoch_ns)),
+        t,
+    )
 }
 
 /// Rank 1's emulated clock: 3 ms ahead and 50 ppm fast from E.
@@ -136,6 +142,53 @@ fn a_table_whose_epoch_is_over_100_days_from_now_is_refused() {
     .unwrap();
     let t = realtime_ns();
     assert_eq!(c.reading_ns(t), t - 1_000);
+}
+
+#[test]
+fn a_table_for_another_world_size_is_refused() {
+    // Made for 2 ranks: a 4-rank job would leave ranks 2 and 3 uncorrected.
+    let E = e();
+    let two = table(&format!(
+        r#"{{"epoch_ns": {E}, "ranks": 2, "pieces": [{{"host": 1, "from_local_ps": 0, "offset_ps": 0, "drift_ppm": 0}}]}}"#
+    ));
+    let four = RocketClock::from_options(0, 4, None, (0, 0.0, None), Some(&two)).unwrap_err();
+    assert!(
+        four.starts_with("packet_rocket_correction.ranks:") && four.contains("2 ranks"),
+        "{four}"
+    );
+    assert!(RocketClock::from_options(0, 2, None, (0, 0.0, None), Some(&two)).is_ok());
+    // A table that does not say (written before the field) loads for any world size.
+    let old = table(&format!(r#"{{"epoch_ns": {E}, "pieces": []}}"#));
+    assert!(RocketClock::from_options(0, 4, None, (0, 0.0, None), Some(&old)).is_ok());
+}
+
+#[test]
+fn the_emulated_clocks_epoch_comes_from_the_table_when_none_is_given() {
+    // The table says its probes were taken on clocks with epoch C = E - 10 s.
+    // Rank 1 (3 ms ahead, 50 ppm fast) given no epoch takes C: at true time E
+    // its raw clock reads E + 3 ms + 50e-6 x 10 s = E + 3,500,000 ns.
+    let E = e();
+    let C = E - 10_000 * MS;
+    let t = table(&format!(
+        r#"{{"epoch_ns": {E}, "ranks": 2, "clock_epoch_ns": {C}, "pieces": []}}"#
+    ));
+    let c = RocketClock::from_options(1, 2, Some("host"), (3 * MS, 50.0, None), Some(&t)).unwrap();
+    assert_eq!(c.emulated.epoch_ns, C);
+    assert_eq!(c.reading_ns(E as u64), (E + 3_500_000) as u64);
+    // The same epoch given explicitly is taken; another one is refused.
+    assert!(
+        RocketClock::from_options(1, 2, Some("host"), (3 * MS, 50.0, Some(C)), Some(&t)).is_ok()
+    );
+    let x = RocketClock::from_options(1, 2, Some("host"), (3 * MS, 50.0, Some(E)), Some(&t))
+        .unwrap_err();
+    assert!(
+        x.starts_with("clock_epoch_ns:") && x.contains(&C.to_string()),
+        "{x}"
+    );
+    // Without a table and without an epoch: now (read at construction).
+    let before = realtime_ns() as i64;
+    let c = RocketClock::from_options(1, 2, Some("host"), (0, 0.0, None), None).unwrap();
+    assert!(c.emulated.epoch_ns >= before && c.emulated.epoch_ns <= realtime_ns() as i64);
 }
 
 #[test]

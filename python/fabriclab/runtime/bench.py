@@ -137,10 +137,10 @@ def run_bench(op: str, algo: str, sizes: str, factor: int, n: int, iters: int = 
 def check_clock(n: int, mode: str | None, offsets_ns: str | None, drifts_ppm: str | None, epoch_ns: int | None,
                 correction=None) -> dict | None:
     """The bench's clock options (comma-separated per rank lists) checked, naming the option; None when
-    none is given. The epoch defaults to now, shared by every rank; the rest is checked by each rank's
-    Communicator (exit 2 naming the field)."""
-    import time
-
+    none is given. The epoch is shared by every rank: the given one, else the correction table's
+    ``clock_epoch_ns`` (the emulated clocks its probes were taken on), else now; the table is read here by
+    the ranks' own reader (a table for another world size, or an epoch other than its own, stops the bench
+    before launch); the rest is checked by each rank's Communicator (exit 2 naming the field)."""
     if mode is None and offsets_ns is None and drifts_ppm is None and epoch_ns is None and correction is None:
         return None
     if mode is not None and mode not in ("ideal", "host", "estimated"):
@@ -162,18 +162,23 @@ def check_clock(n: int, mode: str | None, offsets_ns: str | None, drifts_ppm: st
         raise RuntimeInputError(f"--clock-drifts-ppm: each drift must be within ±1000 ppm, got {drifts_ppm!r}")
     if correction is not None and not Path(correction).is_file():
         raise RuntimeInputError(f"--packet-rocket-correction: no such file: {correction}")
-    if correction is not None:  # read once here by the ranks' own reader, so a bad table stops the bench before launch
-        from .._core import RtError, rocket_clock_reading
-        from .errors import translate
+    if epoch_ns is not None and not abs(epoch_ns) <= 2**62:
+        raise RuntimeInputError(f"--clock-epoch-ns: must be within ±2^62 ns (CLOCK_REALTIME ns), got {epoch_ns}")
+    from .._core import RtError, rocket_clock_epoch
+    from .errors import translate
 
-        try:
-            rocket_clock_reading(0, n, time.time_ns(), "estimated", 0, 0.0, 0, os.fspath(correction))
-        except RtError as e:
-            msg = str(translate(e))
-            raise RuntimeInputError("--packet-rocket-correction" + msg.removeprefix("packet_rocket_correction")) from None
+    try:
+        epoch = rocket_clock_epoch(n, None if epoch_ns is None else int(epoch_ns),
+                                   None if correction is None else os.fspath(correction))
+    except RtError as e:
+        msg = str(translate(e))
+        for field, option in (("packet_rocket_correction", "--packet-rocket-correction"),
+                              ("clock_epoch_ns", "--clock-epoch-ns")):
+            if msg.startswith(field):
+                msg = option + msg.removeprefix(field)
+        raise RuntimeInputError(msg) from None
     return {"mode": mode, "offsets_ns": per_rank(offsets_ns, "--clock-offsets-ns", int), "drifts_ppm": drifts,
-            "epoch_ns": time.time_ns() if epoch_ns is None else int(epoch_ns),
-            "correction": None if correction is None else str(Path(correction).resolve())}
+            "epoch_ns": int(epoch), "correction": None if correction is None else str(Path(correction).resolve())}
 
 
 def check_args(op, algo, dtype, n, iters, warmup, root, sizes, factor) -> list[int]:

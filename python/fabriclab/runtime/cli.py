@@ -63,7 +63,8 @@ def register(app: typer.Typer) -> None:
         clock_drifts: Optional[str] = typer.Option(None, "--clock-drifts-ppm", help="Emulated clock error: each "
                                                    "rank's drift, ppm, comma-separated (as --drift-ppm)."),
         clock_epoch: Optional[int] = typer.Option(None, "--clock-epoch-ns", help="The emulated clocks' epoch "
-                                                  "(CLOCK_REALTIME ns where the drift term is zero); default: now."),
+                                                  "(CLOCK_REALTIME ns where the drift term is zero); default: the "
+                                                  "correction table's clock_epoch_ns, else now."),
         correction: Optional[Path] = typer.Option(None, "--packet-rocket-correction", help="The correction table "
                                                   "(JSON) `fabriclab clock rocket-table` makes."),
     ) -> None:
@@ -88,6 +89,11 @@ def register(app: typer.Typer) -> None:
         clock = check_clock(n, rocket_clock, clock_offsets, clock_drifts, clock_epoch, correction)
         if baseline is not None and clock is not None:
             raise RuntimeInputError("--baseline: baselines run without Packet Rocket's clock options")
+        if clock is not None and rocket_us is None:
+            raise RuntimeInputError("--packet-rocket-clock: the clock options (--packet-rocket-clock, --clock-offsets-ns, "
+                                    "--clock-drifts-ppm, --clock-epoch-ns, --packet-rocket-correction) set the clock "
+                                    "Packet Rocket's stamps read, and do nothing without it; give "
+                                    "--packet-rocket-threshold-us too")
         stats: list = []
         try:
             if baseline is not None:

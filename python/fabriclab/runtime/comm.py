@@ -67,7 +67,7 @@ class Communicator:
     ``packet_rocket_clock`` is the clock its stamps and echoes read, as the
     simulator's: ``"ideal"`` (CLOCK_REALTIME as it is), ``"host"`` (with this
     rank's emulated error: ``clock_offset_ns``, ``clock_drift_ppm`` from
-    ``clock_epoch_ns``, default now; as the clock agent's ``--offset-ns``,
+    ``clock_epoch_ns``, default the table's ``clock_epoch_ns``, else now; as the clock agent's ``--offset-ns``,
     ``--drift-ppm``, ``--epoch-ns``) or ``"estimated"`` (the host's reading
     less the correction table in the JSON file ``packet_rocket_correction``);
     None: ``"estimated"`` with a table, else ``"host"``.

@@ -11,8 +11,9 @@ runtime", "Clocks"): a probe phase before the job makes the correction table eve
   against rank 0 (agents named ``r000``, ``r001``, ... so that sorted order is rank order).
 - **The table.** calibrate.pieces: per rank and window one linear piece on the rank's own clock, in
   ps since the probes' stamp origin (the join's ``stamp_origin_ns``), which the file carries as
-  ``epoch_ns``: ``{"epoch_ns": ..., "pieces": [{host, from_local_ps, offset_ps, drift_ppm}, ...]}``,
-  host = rank. The runtime applies it with the simulator's code (fabriclab-rocket's correction.rs).
+  ``epoch_ns``: ``{"epoch_ns": ..., "ranks": n, "clock_epoch_ns": ..., "pieces": [{host, from_local_ps,
+  offset_ps, drift_ppm}, ...]}``, host = rank; ``ranks`` and ``clock_epoch_ns`` (the emulated clocks' epoch)
+  let the runtime refuse a table made for another world size and take the clocks' epoch from it. The runtime applies it with the simulator's code (fabriclab-rocket's correction.rs).
 
 What is built is the minimum: one phase before the job, its whole-span fit then extrapolated over the
 job (its last piece extends forwards). A live refit while the job runs is not built.
@@ -20,6 +21,7 @@ job (its last piece extends forwards). A live refit while the job runs is not bu
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import select
@@ -84,15 +86,43 @@ def loopback_table(n: int, offsets_ns: Sequence[int], drifts_ppm: Sequence[float
     """Runs the probe phase (the module's docstring) and writes the table to ``out`` (JSON). Returns what
     the phase did: probes, pairs dropped, windows, and the estimate's error against the emulated truth
     (offset at the phase's end, drift; rank 0, the reference, left out)."""
-    import numpy as np
-
-    from . import estimate as est
-    from . import probes as pr
-
     if n < 2:
         raise AgentInputError(f"-n: the probe phase needs two or more ranks, got {n}")
+    if n > MAX_LOOPBACK_RANKS:
+        raise AgentInputError(f"-n: at most {MAX_LOOPBACK_RANKS} ranks (one agent process each on this machine), "
+                              f"got {n}")
     check_clocks(n, offsets_ns, drifts_ppm, epoch_ns)
     check_options("phase", duration_s, rate_hz, 20_000, 0.0)
+    # The ports are free when chosen but not held: another process may bind one before its agent does
+    # (review M3). Such an agent exits naming the port as in use, and the phase is run again on new ports.
+    in_use = os.strerror(errno.EADDRINUSE)
+    for attempt in range(PORT_ATTEMPTS):
+        try:
+            j, start = _loopback_phase(n, offsets_ns, drifts_ppm, epoch_ns, duration_s, rate_hz)
+            break
+        except RuntimeError as x:
+            if not ("cannot bind" in str(x) and in_use in str(x)) or attempt == PORT_ATTEMPTS - 1:
+                raise
+            print(f"probe phase: a port was taken before its agent bound it ({x}); again on new ports", file=log)
+    from . import probes as pr
+
+    with tempfile.TemporaryDirectory(prefix="fabriclab-rocket-table-") as tmp:
+        pr.write(j.table, Path(tmp) / "probes.parquet")
+        p = pr.read(Path(tmp) / "probes.parquet")
+    names = [rank_name(i) for i in range(n)]
+    table, e = fit_table(p, names, int(j.stamp_origin_ns), int(epoch_ns), out, "-n")
+    info = {"probes": int(j.probes), "dropped_pairs": int(j.dropped_pairs), "ranks": n,
+            "windows": int(e.clocks.column("window").to_numpy().max()) + 1, "pieces": len(table),
+            "phase_s": duration_s, "end_ns": start + int(duration_s * 1e9)}
+    return {**info, **against_truth(table, out, offsets_ns, drifts_ppm, epoch_ns, info["end_ns"])}
+
+
+MAX_LOOPBACK_RANKS = 64
+PORT_ATTEMPTS = 3
+
+
+def _loopback_phase(n: int, offsets_ns, drifts_ppm, epoch_ns: int, duration_s: float, rate_hz: float):
+    """One agent per rank on 127.0.0.1, each probing every other; returns their joined probes and the start."""
     ports = _free_ports(n)
     # Each agent imports the whole CLI before it listens; on a loaded box that takes a while, and an agent
     # that starts late (agent.run takes max(start, now)) overlaps the others' probing less. A 3 s head start,
@@ -119,28 +149,48 @@ def loopback_table(n: int, offsets_ns: Sequence[int], drifts_ppm: Sequence[float
             return said
 
         run_agents(argvs, [f"rank {i}'s agent" for i in range(n)], duration_s + 60, "probe phase", ready=ready)
-        j = join(halves)
-        probes_path = Path(tmp) / "probes.parquet"
-        pr.write(j.table, probes_path)
-        p = pr.read(probes_path)
+        return join(halves), start
+
+
+def fit_table(p, names: Sequence[str], stamp_origin_ns: int, clock_epoch_ns: int | None, out: Path,
+              option: str = "--ranks"):
+    """The correction table of probe records (``probes.read``'s, stamps in ns since ``stamp_origin_ns``) for the ranks ``names`` (rank r = host ``names[r]``): fabriclab's estimator as the
+    simulator's calibration pass runs it (calibrate.py), against rank 0 explicitly, and calibrate.pieces;
+    hosts of the probes that are not ranks get no pieces. Written whole to ``out`` (temp file, rename).
+    Returns the pieces and the estimate."""
+    from . import estimate as est
+
+    if len(names) < 2 or len(set(names)) != len(names):
+        raise AgentInputError(f"{option}: give two or more distinct host names, rank 0's first, got {list(names)}")
+    absent = [h for h in names if h not in p.hosts]
+    if absent:
+        shown = ", ".join(p.hosts[:8]) + (", ..." if len(p.hosts) > 8 else "")
+        raise AgentInputError(f"{option}: {', '.join(absent)} probed nothing in the probe records (hosts: {shown})")
     e = est.estimate(p, methods=("huygens",), pure_bound_ns=PURE_BOUND_NS["software"], drop_short_edges=True,
-                     robust=True)
-    index = {rank_name(i): i for i in range(n)}
-    table = pieces(e.clocks, index)
-    text = json.dumps({"epoch_ns": int(j.stamp_origin_ns), "pieces": table}, indent=1)
+                     robust=True, reference=names[0])
+    table = pieces(e.clocks, {h: r for r, h in enumerate(names)})
+    doc = {"epoch_ns": int(stamp_origin_ns), "ranks": len(names)}
+    if clock_epoch_ns is not None:
+        doc["clock_epoch_ns"] = int(clock_epoch_ns)
+    text = json.dumps({**doc, "pieces": table}, indent=1)
     tmp_out = Path(out).with_name(Path(out).name + ".tmp")
     tmp_out.write_text(text + "\n")
     os.replace(tmp_out, out)  # whole or not at all
-    end_ns = start + int(duration_s * 1e9)
+    return table, e
+
+
+def against_truth(table: list[dict], out: Path, offsets_ns, drifts_ppm, epoch_ns: int, end_ns: int) -> dict:
+    """The table's error against emulated clocks known to the caller: each piece's slope against the exact
+    (d_r - d_0) / (1 + d_r) on rank r's clock (the largest |difference|), and each rank's corrected reading
+    minus rank 0's at true time ``end_ns`` (by the runtime's reading code)."""
+    import numpy as np
+
+    n = len(offsets_ns)
     d = np.asarray(drifts_ppm, dtype=float)
-    # the exact slope of rank r's correction on its own clock, against rank 0: (d_r - d_0) / (1 + d_r)
     exact = (d - d[0]) / (1 + d * 1e-6)
-    last = {pc["host"]: pc for pc in table}
-    drift_err = [abs(last[r]["drift_ppm"] - exact[r]) if r in last else float("nan") for r in range(1, n)]
+    drift_err = [abs(pc["drift_ppm"] - exact[pc["host"]]) for pc in table if pc["host"] != 0]
     res = residual_ns(out, n, offsets_ns, drifts_ppm, epoch_ns, end_ns)
-    return {"probes": int(j.probes), "dropped_pairs": int(j.dropped_pairs), "ranks": n,
-            "windows": int(e.clocks.column("window").to_numpy().max()) + 1, "pieces": len(table),
-            "phase_s": duration_s, "end_ns": end_ns, "drift_error_ppm_max": float(np.nanmax(drift_err)),
+    return {"drift_error_ppm_max": float(max(drift_err, default=float("nan"))),
             "offset_error_ns_at_end": [int(v) for v in res]}
 
 
