@@ -1,14 +1,20 @@
 """The runtime's Packet Rocket on emulated host clocks, over loopback (real processes, real TCP, no
-namespaces): what sync error costs, and what the estimated clocks give back. Not a test; run it by hand:
+namespaces) or in a cluster-in-a-box (--box, root): what sync error costs, and what the estimated clocks
+give back. Not a test; run it by hand:
 
     PYTHONPATH=python python benches/bench_runtime_rocket_clock.py [-n 4] [--op alltoall] [--size 4M]
         [--chunk 256K] [--iters 40] [--threshold-us 300] [--offsets-ns 0,2000000,-1500000,800000]
         [--drifts-ppm 0,80,-60,40] [--phase-s 2] [--reps 2] [--modes ideal,host,estimated] [--json out.json]
+        [--box NAME [--rate 1Gbps] [--queue-packets 100]]
 
 Every rank's Packet Rocket reads an emulated clock (offset, drift, one shared epoch: the start of the
-sitting). First a probe phase (`fabriclab clock rocket-table`: one clock agent per rank with that
-rank's emulated clock, fabriclab's estimator) makes the correction table. Then the same job runs under
-each clock mode, in rotating order per repetition:
+sitting). First a probe phase makes the correction table: over loopback `fabriclab clock rocket-table -n`
+(one clock agent per rank on 127.0.0.1 with that rank's emulated clock); with --box, `fabriclab clock
+rocket-table --box` (the box's own agents, one per host, host i = rank i, over the box's veths and
+switch); fabriclab's estimator either way. With --box the box (n hosts on one switch, every link --rate,
+a drop-tail fifo of --queue-packets per switch port, Reno: this kernel lets a namespace choose only reno and bbr) is made for the sitting and removed after it, and
+the job's ranks run in its hosts. Then the same job runs under each clock mode, in rotating order per
+repetition:
 
 - ideal: CLOCK_REALTIME as it is (no emulated error; the box's and loopback's shared clock);
 - host: the emulated clocks raw (a receiver running fast reads every later OWD high);
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -39,7 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "python"))
 
-from fabriclab.observe.clock.rocket_table import loopback_table, residual_ns  # noqa: E402
+from fabriclab.observe.clock.rocket_table import box_table, loopback_table, residual_ns  # noqa: E402
 from fabriclab.runtime.bench import run_bench  # noqa: E402
 from fabriclab.collectives.metrics import parse_size  # noqa: E402
 
@@ -58,7 +65,27 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--modes", default="ideal,host,estimated", help="comma-separated subset, in rotation order")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--box", default=None, help="run in a cluster-in-a-box of this (unique) name, made and removed here")
+    ap.add_argument("--rate", default="1Gbps")
+    ap.add_argument("--queue-packets", type=int, default=100)
     a = ap.parse_args()
+    if a.box is None:
+        sitting(a, None)
+        return
+    from fabriclab.runtime.cluster import apply
+
+    scen = Path(tempfile.mkdtemp(prefix="bench-rclock-box-")) / "box.toml"
+    scen.write_text(f'name = "bench-rclock-box"\n[topology]\nkind = "star"\nhosts = {a.n}\n'
+                    f'link_rate_bps = "{a.rate}"\nlink_delay_ps = "0us"\n[queue]\ndiscipline = "fifo"\n'
+                    f'limit_packets = {a.queue_packets}\necn_threshold_packets = "off"\n[transport]\ncc = "newreno"\n')
+    apply.up(str(scen), a.box)
+    try:
+        sitting(a, a.box)
+    finally:
+        apply.remove(a.box)
+
+
+def sitting(a, box: str | None) -> None:
     offsets = [int(v) for v in a.offsets_ns.split(",")]
     drifts = [float(v) for v in a.drifts_ppm.split(",")]
     algo = "direct" if a.op == "alltoall" else "ring"
@@ -67,7 +94,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="fabriclab-bench-rclock-") as d:
         table = Path(d, "table.json")
         t0 = time.perf_counter()
-        info = loopback_table(a.n, offsets, drifts, epoch, table, duration_s=a.phase_s)
+        info = (loopback_table(a.n, offsets, drifts, epoch, table, duration_s=a.phase_s) if box is None
+                else box_table(box, offsets, drifts, epoch, table, duration_s=a.phase_s))
         info["wall_s"] = round(time.perf_counter() - t0, 2)
         print(f"# probe phase: {info}", flush=True)
         modes = a.modes.split(",")
@@ -80,7 +108,8 @@ def main() -> None:
                 stats: list = []
                 t0 = time.perf_counter()
                 rows = run_bench(a.op, algo, f"{size}:{size}", 2, a.n, iters=a.iters, warmup=2, chunk_bytes=chunk,
-                                 packet_rocket_threshold_us=a.threshold_us, rocket_stats=stats, clock=clock)
+                                 packet_rocket_threshold_us=a.threshold_us, rocket_stats=stats, clock=clock,
+                                 cluster=box)
                 wall = time.perf_counter() - t0
                 end = time.time_ns()
                 err = residual_ns(table, a.n, offsets, drifts, epoch, end, mode)
@@ -90,10 +119,13 @@ def main() -> None:
                      "time_us_oop": rows[0].out_of_place.time_us, "time_us_ip": rows[0].in_place.time_us, **tot,
                      "pauses_per_rank": [s["pauses"] for s in stats],
                      "paused_ms_per_rank": [round(s["paused_ns"] / 1e6, 1) for s in stats],
-                     "clock_error_ns_at_end": err, "since_phase_s": round((end - info["end_ns"]) / 1e9, 1)}
+                     "clock_error_ns_at_end": err, "since_phase_s": round((end - info["end_ns"]) / 1e9, 1),
+                     "load1": round(os.getloadavg()[0], 2)}
                 runs.append(r)
                 print(json.dumps(r), flush=True)
-    print(f"\n# {platform.node()} {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; n={a.n} {a.op} {a.size} "
+    where = f"box {box} ({a.rate}, {a.queue_packets}-packet ports)" if box else "loopback"
+    print(f"\n# {platform.node()} {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {where}; load "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; n={a.n} {a.op} {a.size} "
           f"chunk {a.chunk} iters {a.iters} T={a.threshold_us:g} us; offsets {offsets} ns, drifts {drifts} ppm")
     print(f"{'mode':10s} {'pauses':>8s} {'paused ms':>10s} {'held ms':>9s} {'wall s':>7s} {'us/op (oop)':>12s} "
           f"{'max |clock err| us':>19s}")

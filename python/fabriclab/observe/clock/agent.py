@@ -601,7 +601,7 @@ def mesh(cluster: str, out: Path, duration_s: float = 3.0, peers: Optional[int] 
          spacing_ns: int = 20_000, offsets_ns: Optional[Sequence[int]] = None,
          drifts_ppm: Optional[Sequence[float]] = None, offset_spread_ns: Optional[float] = None,
          drift_spread_ppm: Optional[float] = None, seed: int = 0, stamps: str = "kernel", start_delay_s: float = 3.0,
-         log=sys.stderr, host_clock: str = "auto") -> Joined:
+         log=sys.stderr, host_clock: str = "auto", epoch_ns: Optional[int] = None) -> Joined:
     """One agent per host of box ``cluster`` (``ip netns exec``), K peers each, seeded emulated clocks
     (or the given ones); the halves joined into ``out`` (probes.parquet). Host h's agent is named by the
     box's label (h0, h1, ...).
@@ -609,7 +609,8 @@ def mesh(cluster: str, out: Path, duration_s: float = 3.0, peers: Optional[int] 
     ``host_clock``: ``realtime`` (stamps on CLOCK_REALTIME, emulated offsets within ±100 µs and drifts
     within ±30 ppm unless the spreads say otherwise), ``monotonic`` (each agent in its host's time
     namespace, stamps on that host's CLOCK_MONOTONIC; no emulation unless spreads or values are given), or
-    ``auto``: monotonic when the box has time namespaces (``cluster up --timens``), else realtime."""
+    ``auto``: monotonic when the box has time namespaces (``cluster up --timens``), else realtime.
+    ``epoch_ns``: the emulated clocks' epoch (default: now)."""
     import tempfile
 
     from ...runtime.cluster.apply import load_state
@@ -650,8 +651,8 @@ def mesh(cluster: str, out: Path, duration_s: float = 3.0, peers: Optional[int] 
         if not abs(d) <= MAX_DRIFT_PPM:
             raise AgentInputError(f"--drift-ppm: must be within ±{MAX_DRIFT_PPM:g} ppm, got {d}")
     graph = choose_peers(n, k, seed)
-    epoch = time.time_ns()
-    start = epoch + int(start_delay_s * 1e9)
+    epoch = time.time_ns() if epoch_ns is None else int(epoch_ns)
+    start = time.time_ns() + int(start_delay_s * 1e9)
     with tempfile.TemporaryDirectory(prefix="fabriclab-clock-mesh-") as tmp:
         halves, argvs = [], []
         for i, h in enumerate(hosts):

@@ -96,7 +96,7 @@ def _stamping(s) -> str:
 def pieces(clocks, host_index: dict[str, int]) -> list[dict]:
     """The correction table of an estimate's ``clocks`` table (one method),
     as the core reads it: per host, one linear piece per window on the host's
-    own clock (the module's docstring)."""
+    own clock (the module's docstring). Hosts not in ``host_index`` get no pieces."""
     import numpy as np
 
     window = np.asarray(clocks.column("window").to_numpy())
@@ -105,7 +105,7 @@ def pieces(clocks, host_index: dict[str, int]) -> list[dict]:
     off_ns = np.asarray(clocks.column("offset_ns").to_numpy(), dtype=np.float64)
     drift = np.asarray(clocks.column("drift_ppm").to_numpy(), dtype=np.float64) / 1e6
     out = []
-    for name in sorted(set(host), key=lambda n: host_index[n]):
+    for name in sorted(set(host) & set(host_index), key=lambda n: host_index[n]):
         rows = sorted((i for i, h in enumerate(host) if h == name), key=lambda i: window[i])
         prev_mid = None
         for i in rows:

@@ -309,20 +309,34 @@ def register(app: typer.Typer) -> None:
 
     @clock_app.command("rocket-table")
     def rocket_table_cmd(
-        n: int = typer.Option(..., "-n", "--nproc", help="Ranks (one agent each, on 127.0.0.1)."),
         out: Path = typer.Option(..., "--out", help="The correction table to write (JSON), for `fabriclab runtime "
                                  "bench --packet-rocket-correction` and Communicator(packet_rocket_correction=...)."),
-        offsets: str = typer.Option(..., "--clock-offsets-ns", help="Each rank's emulated offset, ns, comma-separated "
-                                    "(the bench's option of that name)."),
-        drifts: str = typer.Option(..., "--clock-drifts-ppm", help="Each rank's emulated drift, ppm, comma-separated."),
-        epoch_ns: int = typer.Option(..., "--clock-epoch-ns", help="The emulated clocks' epoch (CLOCK_REALTIME ns); "
-                                     "give the bench the same."),
+        n: Optional[int] = typer.Option(None, "-n", "--nproc", help="A probe phase over loopback: this many ranks, "
+                                        "one agent each on 127.0.0.1."),
+        box: Optional[str] = typer.Option(None, "--box", help="The agents' mesh in this cluster-in-a-box (root): "
+                                          "one agent per host, host i = rank i; its probes are kept beside --out."),
+        from_probes: Optional[Path] = typer.Option(None, "--from-probes", help="A probe file (`fabriclab clock "
+                                                   "mesh`'s or join's): the table from its estimate; with --ranks."),
+        ranks: Optional[str] = typer.Option(None, "--ranks", help="With --from-probes: the probe file's host of each "
+                                            "rank, rank 0's first (the reference), comma-separated."),
+        stamp_origin_ns: Optional[int] = typer.Option(None, "--stamp-origin-ns", help="With --from-probes, for a file "
+                                                      "without join metadata: the CLOCK_REALTIME ns its stamps' 0 "
+                                                      "stands for."),
+        offsets: Optional[str] = typer.Option(None, "--clock-offsets-ns", help="-n, --box: each rank's emulated "
+                                              "offset, ns, comma-separated (the bench's option of that name)."),
+        drifts: Optional[str] = typer.Option(None, "--clock-drifts-ppm", help="-n, --box: each rank's emulated "
+                                             "drift, ppm, comma-separated."),
+        epoch_ns: Optional[int] = typer.Option(None, "--clock-epoch-ns", help="-n, --box: the emulated clocks' epoch "
+                                               "(CLOCK_REALTIME ns; default now). The table records it and the "
+                                               "runtime takes it from there."),
         duration_s: float = typer.Option(2.0, "--duration-s", help="Seconds of probing."),
         rate_hz: float = typer.Option(100.0, "--rate-hz", help="Coded pairs per second to each peer."),
     ) -> None:
-        """The runtime's Packet Rocket on estimated clocks: a probe phase over loopback (one clock agent per rank,
-        with its emulated clock) and fabriclab's estimator make the correction table every rank applies
-        (docs/clockwork-control.md, "Packet Rocket in the runtime")."""
+        """The runtime's Packet Rocket on estimated clocks: the correction table every rank applies, from a probe
+        phase over loopback (-n), from the agents' mesh in a cluster-in-a-box (--box), or from a probe file
+        (--from-probes), by fabriclab's estimator (docs/clockwork-control.md, "Packet Rocket in the runtime")."""
+        import time
+
         from . import rocket_table as rt
 
         def nums(text, option, kind):
@@ -331,14 +345,46 @@ def register(app: typer.Typer) -> None:
             except ValueError:
                 raise InputError(f"{option}: must be comma-separated numbers, one per rank, got {text!r}") from None
 
+        if sum(x is not None for x in (n, box, from_probes)) != 1:
+            raise InputError("-n: give exactly one source of probes: -n N (a probe phase over loopback), --box "
+                             "CLUSTER (the box's agents) or --from-probes FILE")
         _out_file(out, "--out")
-        off = nums(offsets, "--clock-offsets-ns", int)
-        dr = nums(drifts, "--clock-drifts-ppm", float)
-        info = rt.loopback_table(n, off, dr, epoch_ns, out, duration_s=duration_s, rate_hz=rate_hz)
-        errs = ", ".join(f"{v} ns" for v in info["offset_error_ns_at_end"][1:])
-        typer.echo(f"wrote {out}: {info['pieces']} pieces from {info['probes']} probes ({info['dropped_pairs']} pairs "
-                   f"dropped, {info['windows']} window(s)); residual against rank 0 at the phase's end: {errs}; "
-                   f"drift error at most {info['drift_error_ppm_max']:.3f} ppm")
+        if from_probes is not None:
+            for value, option in ((offsets, "--clock-offsets-ns"), (drifts, "--clock-drifts-ppm"),
+                                  (epoch_ns, "--clock-epoch-ns")):
+                if value is not None:
+                    raise InputError(f"{option}: with --from-probes the clocks are the probes' own; leave it out")
+            if ranks is None:
+                raise InputError("--ranks: --from-probes needs the probe file's host of each rank, rank 0's first")
+            info = rt.probes_table(from_probes, [h.strip() for h in ranks.split(",")], out, stamp_origin_ns)
+        else:
+            for value, option in ((ranks, "--ranks"), (stamp_origin_ns, "--stamp-origin-ns")):
+                if value is not None:
+                    raise InputError(f"{option}: only with --from-probes")
+            for value, option in ((offsets, "--clock-offsets-ns"), (drifts, "--clock-drifts-ppm")):
+                if value is None:
+                    raise InputError(f"{option}: -n and --box need each rank's emulated clock")
+            off = nums(offsets, "--clock-offsets-ns", int)
+            dr = nums(drifts, "--clock-drifts-ppm", float)
+            epoch = time.time_ns() if epoch_ns is None else epoch_ns
+            if box is not None:
+                info = rt.box_table(box, off, dr, epoch, out, duration_s=duration_s, rate_hz=rate_hz)
+            else:
+                if epoch_ns is None:
+                    raise InputError("--clock-epoch-ns: -n needs the emulated clocks' epoch (give the bench the same)")
+                info = rt.loopback_table(n, off, dr, epoch, out, duration_s=duration_s, rate_hz=rate_hz)
+        typer.echo(f"wrote {out}: {info['pieces']} pieces from {info['probes']} probes "
+                   f"({info.get('dropped_pairs', 0)} pairs dropped, {info['windows']} window(s)), {info['ranks']} ranks")
+        if "offset_error_ns_at_end" in info:
+            errs = ", ".join(f"{v} ns" for v in info["offset_error_ns_at_end"][1:])
+            typer.echo(f"residual against rank 0 at the probing's end: {errs}; drift error at most "
+                       f"{info['drift_error_ppm_max']:.3f} ppm")
+        clocks = info.get("clocks") or {}
+        if len(clocks) == info["ranks"] and all("offset_ns" in c for c in clocks.values()):
+            typer.echo("the ranks' emulated clocks (give the bench the same): --clock-offsets-ns "
+                       + ",".join(str(c["offset_ns"]) for c in clocks.values()) + " --clock-drifts-ppm "
+                       + ",".join(repr(c["drift_ppm"]) for c in clocks.values())
+                       + f" (epoch {info['clock_epoch_ns']}, in the table)")
 
     @clock_app.command("overhead")
     def overhead_cmd(

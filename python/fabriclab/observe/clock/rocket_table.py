@@ -194,6 +194,75 @@ def against_truth(table: list[dict], out: Path, offsets_ns, drifts_ppm, epoch_ns
             "offset_error_ns_at_end": [int(v) for v in res]}
 
 
+def probes_table(probes: Path, names: Sequence[str], out: Path, stamp_origin_ns: int | None = None) -> dict:
+    """A rank table from a probe file (``fabriclab clock mesh``'s, or any in probes.parquet's schema): rank r is
+    host ``names[r]``. The stamps' origin and the emulated clocks' epoch come from a joined file's metadata
+    (``fabriclab clock join``); a file without it needs ``stamp_origin_ns`` (the CLOCK_REALTIME ns its stamp 0
+    stands for) and gives no clock epoch. Refused: stamps on CLOCK_MONOTONIC (the runtime's stamps read
+    CLOCK_REALTIME) and agents on emulated clocks of different epochs (the ranks share one)."""
+    import pyarrow.parquet as pq
+
+    from . import probes as pr
+
+    p = pr.read(probes)  # checks the file, naming the column
+    meta = json.loads((pq.read_schema(str(probes)).metadata or {}).get(b"fabriclab.clock.join", b"null") or "null")
+    hosts = (meta or {}).get("hosts", {})
+    mono = sorted(h for h, m in hosts.items() if m.get("clock") == "monotonic")
+    if mono:
+        raise AgentInputError(f"--from-probes: {probes}'s agents stamped on their hosts' CLOCK_MONOTONIC "
+                              f"({', '.join(mono)}); the runtime's Packet Rocket reads CLOCK_REALTIME: run the mesh "
+                              "with --clock realtime")
+    epochs = {m["epoch_ns"] for h, m in hosts.items() if h in names and "epoch_ns" in m}
+    if len(epochs) > 1:
+        raise AgentInputError(f"--from-probes: the ranks' agents ran emulated clocks of different epochs "
+                              f"({sorted(epochs)}); the runtime's ranks share one")
+    if meta is not None and stamp_origin_ns is not None:
+        raise AgentInputError(f"--stamp-origin-ns: {probes} is a joined file that says its own "
+                              f"({meta.get('stamp_origin_ns')}); leave the option out")
+    if meta is None and stamp_origin_ns is None:
+        raise AgentInputError(f"--stamp-origin-ns: {probes} has no join metadata; give the CLOCK_REALTIME ns its "
+                              "stamps' 0 stands for (the table's epoch_ns)")
+    origin = int(meta.get("stamp_origin_ns", 0)) if meta is not None else int(stamp_origin_ns)
+    clock_epoch = epochs.pop() if epochs else None
+    table, e = fit_table(p, names, origin, clock_epoch, out)
+    info = {"probes": 2 * len(p.src), "ranks": len(names), "pieces": len(table),
+            "windows": int(e.clocks.column("window").to_numpy().max()) + 1, "epoch_ns": origin,
+            "clock_epoch_ns": clock_epoch,
+            "clocks": {h: {k: hosts[h][k] for k in ("offset_ns", "drift_ppm") if k in hosts[h]}
+                       for h in names if h in hosts}}
+    if "error_ns" in e.clocks.column_names:  # the estimator's own score against the probes' true times
+        import numpy as np
+
+        ranks = np.isin(np.array(e.clocks.column("host").to_pylist(), dtype=object), list(names[1:]))
+        err = np.abs(e.clocks.column("error_ns").to_numpy()[ranks])
+        info["offset_error_ns_max"] = float(err.max()) if err.size else float("nan")
+    return info
+
+
+def box_table(cluster: str, offsets_ns: Sequence[int], drifts_ppm: Sequence[float], epoch_ns: int, out: Path,
+              duration_s: float = 3.0, rate_hz: float = 100.0, log=sys.stderr) -> dict:
+    """A rank table from the agents of cluster-in-a-box ``cluster``: ``fabriclab clock mesh`` (agent.mesh) with
+    every host probing every other, on CLOCK_REALTIME with the ranks' emulated clocks (host i = rank i, as the
+    box's launcher places ranks), its probes kept beside ``out`` (NAME.probes.parquet), then ``probes_table``.
+    Returns what ``probes_table`` does plus the error against the emulated truth at the mesh's end."""
+    from ...runtime.cluster.apply import load_state
+    from .agent import mesh
+
+    hosts = load_state(cluster, "--box").get("hosts", [])
+    n = len(hosts)
+    if n < 2:
+        raise AgentInputError(f"--box: cluster {cluster!r} has {n} host; a rank table needs two or more")
+    check_clocks(n, offsets_ns, drifts_ppm, epoch_ns)
+    probes = Path(out).with_name(Path(out).name.removesuffix(".json") + ".probes.parquet")
+    j = mesh(cluster, probes, duration_s=duration_s, peers=n - 1, rate_hz=rate_hz, offsets_ns=list(offsets_ns),
+             drifts_ppm=list(drifts_ppm), log=log, host_clock="realtime", epoch_ns=epoch_ns)
+    info = probes_table(probes, [h["label"] for h in hosts], out)
+    end_ns = j.origin_ns + int(j.table.column("true_rx_ps").to_numpy().max()) // 1000
+    info.update(probes_file=str(probes), end_ns=end_ns, dropped_pairs=int(j.dropped_pairs))
+    return {**info, **against_truth(json.loads(Path(out).read_text())["pieces"], out, offsets_ns, drifts_ppm,
+                                    epoch_ns, end_ns)}
+
+
 def residual_ns(table: Path, n: int, offsets_ns, drifts_ppm, epoch_ns: int, true_ns: int,
                 mode: str = "estimated") -> list[int]:
     """Each rank's Packet Rocket reading at true time ``true_ns`` minus rank 0's (the reference the table
