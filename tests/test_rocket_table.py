@@ -114,3 +114,57 @@ def test_probes_on_monotonic_clocks_or_of_two_epochs_are_refused(made, tmp_path)
         pq.write_table(t.replace_schema_metadata({b"fabriclab.clock.join": json.dumps(meta).encode()}), p)
         with pytest.raises(AgentInputError, match=f"^--from-probes: .*{what}"):
             probes_table(p, ["h0", "h1"], tmp_path / "t.json")
+
+
+def test_a_live_refit_from_flushing_agents_replaces_the_table_while_they_probe(tmp_path):
+    # Two real agents on loopback flush their halves every 0.5 s while they probe for 6 s (from 5 s after
+    # their launch: each imports the CLI first); the watch refits every 0.5 s and replaces the table whole. The last table against the emulated truth: rank 1's
+    # clock 3 ms ahead of rank 0's and 140 ppm faster (the loopback probe phase's bounds: 5 us, 1 ppm).
+    import socket
+    import subprocess
+    import sys
+
+    from fabriclab.observe.clock import estimate  # noqa: F401  (imported before the clock runs: seconds when loaded)
+    from fabriclab.observe.clock.rocket_table import _await_listening, watch
+
+    ports = []
+    for _ in range(2):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    e = time.time_ns()
+    start = e + 5_000_000_000
+    clocks = {"a": (0, -50.0), "b": (3_000_000, 90.0)}
+    procs = []
+    for me, other, port, peer in (("a", "b", ports[0], ports[1]), ("b", "a", ports[1], ports[0])):
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "fabriclab.cli", "clock", "agent", "--name", me, "--listen", f"127.0.0.1:{port}",
+             "--peers", f"{other}=127.0.0.1:{peer}", "--duration-s", "6", "--offset-ns", str(clocks[me][0]),
+             "--drift-ppm", str(clocks[me][1]), "--epoch-ns", str(e), "--start-ns", str(start), "--flush-s", "0.5",
+             "--out", str(tmp_path / f"{me}.half.parquet")], stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    try:
+        import io
+
+        said = [_await_listening(p, start) for p in procs]
+        assert all(" listening on " in t for t in said) and time.time_ns() < start, said
+        log = io.StringIO()
+        written = watch(tmp_path, ["a", "b"], tmp_path / "t.json", every_s=0.5,
+                        for_s=(start - time.time_ns()) / 1e9 + 7.0, log=log)
+    finally:
+        for p in procs:
+            p.wait(timeout=60)
+    assert all(p.returncode == 0 for p in procs), [p.stderr.read() for p in procs]
+    # refits while the agents probed, not only after: the first table was fitted on fewer probes than the last
+    import re
+
+    seen = [int(x) for x in re.findall(r"refit \d+: \d+ pieces from (\d+) probes", log.getvalue())]
+    assert written >= 2 and len(seen) == written and seen[0] < seen[-1], log.getvalue()
+    table = json.loads((tmp_path / "t.json").read_text())
+    assert table["ranks"] == 2 and table["clock_epoch_ns"] == e
+    last = [pc for pc in table["pieces"] if pc["host"] == 1][-1]
+    slope = (90.0 + 50.0) / (1 + 90e-6)
+    assert abs(last["drift_ppm"] - slope) <= 1.0, last
+    # the correction at the piece's start, by hand: L_r = t + o_r + d_r (t - e) at true time t, and b's clock
+    # reads table epoch + from_local there, so t - e = (epoch + from_local - e - o_b) / (1 + d_b)
+    x = (table["epoch_ns"] + last["from_local_ps"] / 1000 - e - 3_000_000) / (1 + 90e-6)
+    assert abs(last["offset_ps"] / 1000 - (3_000_000 + 140e-6 * x)) <= 5_000, last

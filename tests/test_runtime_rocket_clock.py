@@ -50,6 +50,8 @@ def test_the_hand_built_exact_table_leaves_no_error_and_raw_clocks_leave_the_han
     ({"clock_offset_ns": 1.5}, "clock_offset_ns"),
     ({"clock_offset_ns": -2 * 10**18}, "clock_offset_ns"),  # beyond ±1 day: would clamp at 0, a frozen clock
     ({"packet_rocket_correction": "/nonexistent/t.json"}, "packet_rocket_correction"),
+    ({"packet_rocket_correction_reload_ms": 100}, "packet_rocket_correction_reload_ms"),  # nothing to re-read
+    ({"packet_rocket_correction_reload_ms": "often"}, "packet_rocket_correction_reload_ms"),
 ])
 def test_communicator_refuses_bad_clock_options_naming_the_field(kwargs, field):
     with pytest.raises(RuntimeInputError, match=rf"^{field}[:.]"):
@@ -84,6 +86,12 @@ def test_from_env_reads_the_clock_variables_and_names_a_bad_one(tmp_path):
         Communicator.from_env(env)
     env["FABRICLAB_PACKET_ROCKET_CORRECTION"] = str(exact_table(tmp_path / "t.json", [0], [50.0], time.time_ns()))
     with Communicator.from_env(env):  # the variables taken: constructed without error
+        pass
+    env["FABRICLAB_PACKET_ROCKET_CORRECTION_RELOAD_MS"] = "-5"
+    with pytest.raises(RuntimeInputError, match="^packet_rocket_correction_reload_ms: must be a number"):
+        Communicator.from_env(env)
+    env["FABRICLAB_PACKET_ROCKET_CORRECTION_RELOAD_MS"] = "50"
+    with Communicator.from_env(env):  # a watched table
         pass
 
 
@@ -127,6 +135,9 @@ def test_bench_clock_options_without_a_threshold_are_refused(cli):
         r = cli("runtime", "bench", "-n", "2", *args)
         assert r.returncode == 2 and "error: --packet-rocket-clock:" in r.stderr, (args, r.stderr)
         assert "--packet-rocket-threshold-us" in r.stderr and "Traceback" not in r.stderr
+    r = cli("runtime", "bench", "-n", "2", "--packet-rocket-threshold-us", "5", "--packet-rocket-correction-reload-ms",
+            "100")
+    assert r.returncode == 2 and "error: --packet-rocket-correction-reload-ms:" in r.stderr, r.stderr
 
 
 def test_rocket_table_cli_refuses_bad_clocks_naming_each_option(cli, tmp_path):

@@ -128,7 +128,7 @@ impl RtCommunicator {
     #[pyo3(signature = (rank, world_size, master_addr, master_port, token, bind_addr=None, streams=1,
         timeout_s=5.0, connect_timeout_s=60.0, checksum=false, telemetry=false, fault=None, late_timeout_s=600.0,
         packet_rocket_threshold_us=None, packet_rocket_clock=None, clock_offset_ns=0, clock_drift_ppm=0.0,
-        clock_epoch_ns=None, packet_rocket_correction=None))]
+        clock_epoch_ns=None, packet_rocket_correction=None, packet_rocket_correction_reload_ms=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -151,6 +151,7 @@ impl RtCommunicator {
         clock_drift_ppm: f64,
         clock_epoch_ns: Option<i64>,
         packet_rocket_correction: Option<&str>,
+        packet_rocket_correction_reload_ms: Option<f64>,
     ) -> PyResult<Self> {
         let mut c = Config::new(rank, world_size, master_addr, master_port, token);
         c.bind_addr = bind_addr
@@ -183,6 +184,21 @@ impl RtCommunicator {
             (clock_offset_ns, clock_drift_ppm, clock_epoch_ns),
             packet_rocket_correction,
         )?;
+        if let Some(ms) = packet_rocket_correction_reload_ms {
+            if !(ms.is_finite() && (0.0..1e9).contains(&ms)) {
+                return Err(input(format!(
+                    "packet_rocket_correction_reload_ms: must be a number of milliseconds >= 0, got {ms}"
+                )));
+            }
+            c.rocket_clock = c
+                .rocket_clock
+                .with_reload(
+                    packet_rocket_correction.unwrap_or_default(),
+                    world_size,
+                    Duration::from_secs_f64(ms / 1e3),
+                )
+                .map_err(input)?;
+        }
         c.fault = match fault {
             None => None,
             Some((k, peer, seq)) if k == "corrupt" => Some(Fault::Corrupt { peer, seq }),

@@ -193,6 +193,73 @@ pub struct RocketClock {
     pub rank: u32,
     pub emulated: EmulatedClock,
     pub correction: Option<Arc<Correction>>,
+    /// The table's file re-read when it changes (`with_reload`); its table
+    /// then replaces `correction`.
+    pub reload: Option<Arc<Reload>>,
+}
+
+/// A correction table's file watched for a refit (docs/clockwork-control.md,
+/// "Packet Rocket in the runtime", "Live refit"): at most every `every`, at
+/// a reading on the live path (`RocketClock::now_ns`: a stamp, an echo, the
+/// sender's reading at an echo, so at chunk boundaries), the file's mtime is
+/// read; when it changed, the file is parsed as at start and replaces the
+/// table. A file that no longer parses, or says another world size or clock
+/// epoch, is not taken: the previous table stays, and the rank says so once
+/// on stderr.
+#[derive(Debug)]
+pub struct Reload {
+    path: String,
+    world_size: u32,
+    clock_epoch_ns: i64,
+    every: std::time::Duration,
+    table: std::sync::RwLock<Arc<Correction>>,
+    /// The last check and the mtime then.
+    seen: std::sync::Mutex<(std::time::Instant, Option<std::time::SystemTime>)>,
+    reloads: std::sync::atomic::AtomicU64,
+}
+
+impl Reload {
+    fn check(&self, rank: u32) {
+        let Ok(mut seen) = self.seen.try_lock() else {
+            return; // another thread of this rank is checking
+        };
+        let now = std::time::Instant::now();
+        if now.duration_since(seen.0) < self.every {
+            return;
+        }
+        seen.0 = now;
+        let mtime = std::fs::metadata(&self.path)
+            .and_then(|m| m.modified())
+            .ok();
+        if mtime.is_none() || mtime == seen.1 {
+            return;
+        }
+        seen.1 = mtime;
+        let field = "packet_rocket_correction";
+        let got = std::fs::read_to_string(&self.path)
+            .map_err(|e| format!("{field}: cannot read {:?} ({e})", self.path))
+            .and_then(|t| Correction::parse(&t, self.world_size, field, realtime_ns() as i64))
+            .and_then(|c| match c.clock_epoch_ns() {
+                Some(e) if e != self.clock_epoch_ns => Err(format!(
+                    "{field}.clock_epoch_ns: {e}, but this rank's clocks run from {}",
+                    self.clock_epoch_ns
+                )),
+                _ => Ok(c),
+            });
+        match got {
+            Ok(c) => {
+                *self.table.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(c);
+                self.reloads
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Err(e) => eprintln!("fabriclab rank {rank}: kept the previous correction table: {e}"),
+        }
+    }
+
+    /// How many times the table was replaced.
+    pub fn reloads(&self) -> u64 {
+        self.reloads.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 impl RocketClock {
@@ -204,6 +271,44 @@ impl RocketClock {
             rank,
             emulated: EmulatedClock::default(),
             correction: None,
+            reload: None,
+        }
+    }
+
+    /// This clock with its table's file `path` re-read when it changes, checked
+    /// at most every `every` (`Reload`); the error names
+    /// `packet_rocket_correction_reload_ms`.
+    pub fn with_reload(
+        mut self,
+        path: &str,
+        world_size: u32,
+        every: std::time::Duration,
+    ) -> Result<RocketClock, String> {
+        let Some(c) = self.correction.clone() else {
+            return Err(
+                "packet_rocket_correction_reload_ms: needs a correction table \
+                        (packet_rocket_correction) to re-read"
+                    .into(),
+            );
+        };
+        let mtime = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        self.reload = Some(Arc::new(Reload {
+            path: path.to_string(),
+            world_size,
+            clock_epoch_ns: self.emulated.epoch_ns,
+            every,
+            table: std::sync::RwLock::new(c),
+            seen: std::sync::Mutex::new((std::time::Instant::now(), mtime)),
+            reloads: std::sync::atomic::AtomicU64::new(0),
+        }));
+        Ok(self)
+    }
+
+    /// The table a reading applies now: the reloaded one, else the one given.
+    fn table(&self) -> Option<Arc<Correction>> {
+        match &self.reload {
+            Some(r) => Some(r.table.read().unwrap_or_else(|p| p.into_inner()).clone()),
+            None => self.correction.clone(),
         }
     }
 
@@ -215,15 +320,19 @@ impl RocketClock {
             ClockMode::Host => self.emulated.read_ns(t),
             ClockMode::Estimated => {
                 let local = self.emulated.read_ns(t);
-                self.correction
-                    .as_ref()
+                self.table()
                     .map_or(local, |c| c.corrected_ns(self.rank, local))
             }
         };
         r.max(0) as u64
     }
 
+    /// The reading now; first, when the table is watched, a due check of
+    /// its file (`Reload`).
     pub fn now_ns(&self) -> u64 {
+        if let Some(r) = &self.reload {
+            r.check(self.rank);
+        }
         self.reading_ns(realtime_ns())
     }
 }
@@ -295,6 +404,7 @@ impl RocketClock {
             rank,
             emulated,
             correction,
+            reload: None,
         })
     }
 }

@@ -346,3 +346,61 @@ fn a_fast_receiver_clock_pauses_its_sender_by_hand_and_the_exact_table_pauses_as
     let host = pauses("host", None, 600, 5 * MS as u64, late);
     assert!(host.pauses > 300, "{host:?}");
 }
+
+#[test]
+fn a_watched_table_is_replaced_when_its_file_changes_and_kept_when_the_new_one_is_bad() {
+    use std::time::Duration;
+    let E = e();
+    let at = |offset_ps: i64, clock_epoch: Option<i64>| {
+        let ce = clock_epoch.map_or(String::new(), |c| format!(r#""clock_epoch_ns": {c}, "#));
+        format!(
+            r#"{{"epoch_ns": {E}, "ranks": 2, {ce}"pieces": [{{"host": 1, "from_local_ps": 0, "offset_ps": {offset_ps}, "drift_ppm": 0}}]}}"#
+        )
+    };
+    let path = table(&at(1_000_000_000, None)); // rank 1's clock 1 ms ahead of rank 0's
+                                                // Replaces the file whole (a temp file renamed over it, as rocket-table writes), with a new mtime.
+    let replace = |text: &str| {
+        std::thread::sleep(Duration::from_millis(20));
+        let tmp = format!("{path}.tmp");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+    };
+    let c = RocketClock::from_options(1, 2, Some("estimated"), (0, 0.0, Some(E)), Some(&path))
+        .unwrap()
+        .with_reload(&path, 2, Duration::ZERO)
+        .unwrap();
+    let shared = c.clone(); // the edge's copy: the same watched table
+    let t = (E + 5_000 * MS) as u64;
+    assert_eq!(c.reading_ns(t), t - 1_000_000);
+    c.now_ns(); // unchanged file: nothing re-read
+    assert_eq!(c.reload.as_ref().unwrap().reloads(), 0);
+    // A refit says 2 ms: the next reading on the live path takes it, in every copy.
+    replace(&at(2_000_000_000, Some(E)));
+    c.now_ns();
+    assert_eq!(c.reading_ns(t), t - 2_000_000);
+    assert_eq!(shared.reading_ns(t), t - 2_000_000);
+    assert_eq!(c.reload.as_ref().unwrap().reloads(), 1);
+    // Not a table, or one for clocks of another epoch: the 2 ms table stays.
+    replace("{");
+    c.now_ns();
+    replace(&at(3_000_000_000, Some(E - 1)));
+    c.now_ns();
+    assert_eq!(c.reading_ns(t), t - 2_000_000);
+    assert_eq!(c.reload.as_ref().unwrap().reloads(), 1);
+    // Checked at most every `every`: with an hour, a changed file waits.
+    replace(&at(2_000_000_000, Some(E)));
+    let slow = RocketClock::from_options(1, 2, Some("estimated"), (0, 0.0, Some(E)), Some(&path))
+        .unwrap()
+        .with_reload(&path, 2, Duration::from_secs(3600))
+        .unwrap();
+    replace(&at(4_000_000_000, Some(E)));
+    slow.now_ns();
+    assert_eq!(slow.reading_ns(t), t - 2_000_000);
+    // Without a table there is nothing to re-read.
+    let none = RocketClock::from_options(1, 2, Some("host"), (0, 0.0, Some(E)), None).unwrap();
+    let err = none.with_reload(&path, 2, Duration::ZERO).unwrap_err();
+    assert!(
+        err.starts_with("packet_rocket_correction_reload_ms:"),
+        "{err}"
+    );
+}

@@ -55,7 +55,8 @@ def worker(spec: dict, out_dir: str) -> None:
                               packet_rocket_clock=clk.get("mode"),
                               clock_offset_ns=clk["offsets_ns"][r] if clk.get("offsets_ns") else 0,
                               clock_drift_ppm=clk["drifts_ppm"][r] if clk.get("drifts_ppm") else 0.0,
-                              clock_epoch_ns=clk.get("epoch_ns"), packet_rocket_correction=clk.get("correction"))
+                              clock_epoch_ns=clk.get("epoch_ns"), packet_rocket_correction=clk.get("correction"),
+                              packet_rocket_correction_reload_ms=clk.get("reload_ms"))
     dt = np.dtype(spec["dtype"]).type
     n, r, op, root = c.world_size, c.rank, spec["op"], spec["root"]
     rows = []
@@ -135,14 +136,20 @@ def run_bench(op: str, algo: str, sizes: str, factor: int, n: int, iters: int = 
 
 
 def check_clock(n: int, mode: str | None, offsets_ns: str | None, drifts_ppm: str | None, epoch_ns: int | None,
-                correction=None) -> dict | None:
+                correction=None, reload_ms: float | None = None) -> dict | None:
     """The bench's clock options (comma-separated per rank lists) checked, naming the option; None when
     none is given. The epoch is shared by every rank: the given one, else the correction table's
     ``clock_epoch_ns`` (the emulated clocks its probes were taken on), else now; the table is read here by
     the ranks' own reader (a table for another world size, or an epoch other than its own, stops the bench
     before launch); the rest is checked by each rank's Communicator (exit 2 naming the field)."""
     if mode is None and offsets_ns is None and drifts_ppm is None and epoch_ns is None and correction is None:
+        if reload_ms is not None:
+            raise RuntimeInputError("--packet-rocket-correction-reload-ms: needs --packet-rocket-correction")
         return None
+    if reload_ms is not None and (correction is None or not 0 <= reload_ms < 1e9):
+        raise RuntimeInputError("--packet-rocket-correction-reload-ms: a number of milliseconds >= 0, with "
+                                f"--packet-rocket-correction; got {reload_ms!r}"
+                                + ("" if correction is not None else " without a table"))
     if mode is not None and mode not in ("ideal", "host", "estimated"):
         raise RuntimeInputError(f"--packet-rocket-clock: {mode!r} is not one of ideal, host, estimated")
 
@@ -178,7 +185,8 @@ def check_clock(n: int, mode: str | None, offsets_ns: str | None, drifts_ppm: st
                 msg = option + msg.removeprefix(field)
         raise RuntimeInputError(msg) from None
     return {"mode": mode, "offsets_ns": per_rank(offsets_ns, "--clock-offsets-ns", int), "drifts_ppm": drifts,
-            "epoch_ns": int(epoch), "correction": None if correction is None else str(Path(correction).resolve())}
+            "epoch_ns": int(epoch), "correction": None if correction is None else str(Path(correction).resolve()),
+            "reload_ms": reload_ms}
 
 
 def check_args(op, algo, dtype, n, iters, warmup, root, sizes, factor) -> list[int]:

@@ -67,6 +67,9 @@ def register(app: typer.Typer) -> None:
                                                   "correction table's clock_epoch_ns, else now."),
         correction: Optional[Path] = typer.Option(None, "--packet-rocket-correction", help="The correction table "
                                                   "(JSON) `fabriclab clock rocket-table` makes."),
+        reload_ms: Optional[float] = typer.Option(None, "--packet-rocket-correction-reload-ms", help="Re-read the "
+                                                  "table's file when it changes (`rocket-table --watch-s` refitting "
+                                                  "it), checked at most this often."),
     ) -> None:
         """nccl-tests' table for the runtime (or a baseline), on local processes over loopback TCP or in a cluster-in-a-box."""
         from ..util.inputs import check_out_dir
@@ -86,7 +89,7 @@ def register(app: typer.Typer) -> None:
             algo = "direct" if op == "alltoall" else "ring"
         from .bench import check_clock
 
-        clock = check_clock(n, rocket_clock, clock_offsets, clock_drifts, clock_epoch, correction)
+        clock = check_clock(n, rocket_clock, clock_offsets, clock_drifts, clock_epoch, correction, reload_ms)
         if baseline is not None and clock is not None:
             raise RuntimeInputError("--baseline: baselines run without Packet Rocket's clock options")
         if clock is not None and rocket_us is None:

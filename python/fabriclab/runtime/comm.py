@@ -70,7 +70,9 @@ class Communicator:
     ``clock_epoch_ns``, default the table's ``clock_epoch_ns``, else now; as the clock agent's ``--offset-ns``,
     ``--drift-ppm``, ``--epoch-ns``) or ``"estimated"`` (the host's reading
     less the correction table in the JSON file ``packet_rocket_correction``);
-    None: ``"estimated"`` with a table, else ``"host"``.
+    None: ``"estimated"`` with a table, else ``"host"``. With
+    ``packet_rocket_correction_reload_ms`` the table's file is re-read when it
+    changes (a live refit replacing it), checked at most that often.
 
     ``group`` names the communicator group this communicator is (e.g. "tp0",
     "dp3", "ep1"): its telemetry rows carry it (ccl.parquet's ``group``
@@ -82,7 +84,8 @@ class Communicator:
                  chunk_bytes: int | str | AutoChunk | None = DEFAULT_CHUNK_BYTES, late_timeout_s: float = 600.0,
                  packet_rocket_threshold_us: float | None = None, packet_rocket_clock: str | None = None,
                  clock_offset_ns: int = 0, clock_drift_ppm: float = 0.0, clock_epoch_ns: int | None = None,
-                 packet_rocket_correction: str | os.PathLike | None = None, group: str | None = None, _fault=None):
+                 packet_rocket_correction: str | os.PathLike | None = None,
+                 packet_rocket_correction_reload_ms: float | None = None, group: str | None = None, _fault=None):
         from .._core import RtCommunicator, RtError
 
         for name, v, lo, hi in (("rank", rank, 0, world_size - 1), ("world_size", world_size, 1, 1 << 20),
@@ -101,6 +104,9 @@ class Communicator:
                 raise RuntimeInputError(f"{name}: must be an integer number of ns within ±2^62, got {v!r}")
         if isinstance(clock_drift_ppm, bool) or not isinstance(clock_drift_ppm, (int, float, np.integer, np.floating)):
             raise RuntimeInputError(f"clock_drift_ppm: must be a number of ppm, got {clock_drift_ppm!r}")
+        r = packet_rocket_correction_reload_ms
+        if r is not None and (isinstance(r, bool) or not isinstance(r, (int, float, np.integer, np.floating))):
+            raise RuntimeInputError(f"packet_rocket_correction_reload_ms: must be a number of milliseconds, got {r!r}")
         if packet_rocket_clock is not None and not isinstance(packet_rocket_clock, str):
             raise RuntimeInputError(f"packet_rocket_clock: must be ideal, host or estimated, got {packet_rocket_clock!r}")
         if group is not None and (not isinstance(group, str) or not 1 <= len(group) <= 64):
@@ -122,7 +128,8 @@ class Communicator:
                                      bool(checksum), bool(telemetry), _fault, float(late_timeout_s),
                                      None if t is None else float(t), packet_rocket_clock, int(clock_offset_ns),
                                      float(clock_drift_ppm), None if clock_epoch_ns is None else int(clock_epoch_ns),
-                                     None if packet_rocket_correction is None else os.fspath(packet_rocket_correction))
+                                     None if packet_rocket_correction is None else os.fspath(packet_rocket_correction),
+                                     None if r is None else float(r))
         except RtError as e:
             raise translate(e) from None
 
@@ -133,7 +140,8 @@ class Communicator:
         FABRICLAB_BIND_ADDR, FABRICLAB_CHUNK_BYTES (a size such as 256K, "none" or "auto") and
         FABRICLAB_PACKET_ROCKET_US (Packet Rocket's threshold in microseconds), and its clock's
         FABRICLAB_PACKET_ROCKET_CLOCK, FABRICLAB_CLOCK_OFFSET_NS, FABRICLAB_CLOCK_DRIFT_PPM,
-        FABRICLAB_CLOCK_EPOCH_NS and FABRICLAB_PACKET_ROCKET_CORRECTION (a table file) are optional. Keyword arguments override the optional ones."""
+        FABRICLAB_CLOCK_EPOCH_NS, FABRICLAB_PACKET_ROCKET_CORRECTION (a table file) and
+        FABRICLAB_PACKET_ROCKET_CORRECTION_RELOAD_MS are optional. Keyword arguments override the optional ones."""
         env = os.environ if env is None else env
         n = _env_int("WORLD_SIZE", env, 1, 1 << 20)
         rank = _env_int("RANK", env, 0, n - 1)
@@ -178,7 +186,9 @@ class Communicator:
             opts["packet_rocket_correction"] = env["FABRICLAB_PACKET_ROCKET_CORRECTION"]
         for var, key, kind, what in (("FABRICLAB_CLOCK_OFFSET_NS", "clock_offset_ns", int, "an integer number of ns"),
                                      ("FABRICLAB_CLOCK_DRIFT_PPM", "clock_drift_ppm", float, "a number of ppm"),
-                                     ("FABRICLAB_CLOCK_EPOCH_NS", "clock_epoch_ns", int, "an integer number of ns")):
+                                     ("FABRICLAB_CLOCK_EPOCH_NS", "clock_epoch_ns", int, "an integer number of ns"),
+                                     ("FABRICLAB_PACKET_ROCKET_CORRECTION_RELOAD_MS",
+                                      "packet_rocket_correction_reload_ms", float, "a number of milliseconds")):
             if env.get(var):
                 try:
                     opts[key] = kind(env[var])

@@ -252,6 +252,8 @@ class Agent:
     stamps: str = "kernel"             # kernel, or user (user-space stamps)
     log: object = sys.stderr
     host_clock: str = "realtime"       # realtime, or monotonic: stamps on this host's CLOCK_MONOTONIC
+    flush_every_s: Optional[float] = None   # write the half so far to flush_to this often while probing
+    flush_to: Optional[Path] = None
 
     def __post_init__(self):
         self.tx: list[tuple] = []      # (dst, pair, seq, true_ns)
@@ -399,11 +401,18 @@ class Agent:
         end = stop + self.linger_s * 1e9
         poll = select.poll()
         poll.register(s, select.POLLIN | select.POLLERR)
+        flush_ns = None if self.flush_every_s is None else int(self.flush_every_s * 1e9)
+        next_flush = start + (flush_ns or 0)
+        if flush_ns is not None:  # the file exists from the start, and the writer's first-use cost is paid now
+            write_half(self, self.flush_to)
         try:
             while True:
                 now = time.time_ns()
                 if now >= end:
                     break
+                if flush_ns is not None and now >= next_flush:
+                    write_half(self, self.flush_to)   # the records so far, for a live refit (rocket-table --watch-s)
+                    next_flush = now + flush_ns
                 for i, (name, addr) in enumerate(self.peers):
                     if due[i] <= now and due[i] < stop:
                         self._send_pair(s, name, addr)
@@ -453,7 +462,10 @@ class Agent:
 
 
 def write_half(agent: Agent, path: Path) -> None:
-    pq.write_table(agent.half_table(), str(path))
+    """Written whole (a temp file renamed over ``path``): a reader never sees half a file."""
+    tmp = Path(path).with_name(Path(path).name + ".tmp")
+    pq.write_table(agent.half_table(), str(tmp))
+    os.replace(tmp, path)
 
 
 # ---------------------------------------------------------------- the join

@@ -219,6 +219,9 @@ def register(app: typer.Typer) -> None:
         host_clock: str = typer.Option("realtime", "--clock", help="realtime: stamps on CLOCK_REALTIME (the kernel's); "
                                        "monotonic: on this host's CLOCK_MONOTONIC (each CLOCK_REALTIME stamp moved by "
                                        "CLOCK_REALTIME - CLOCK_MONOTONIC as read here: a time namespace's offset shows)."),
+        flush_s: Optional[float] = typer.Option(None, "--flush-s", help="Also write --out with the records so far "
+                                                "every this many seconds while probing (for `rocket-table "
+                                                "--from-halves --watch-s`)."),
     ) -> None:
         """A real clock agent: coded UDP probe pairs to its peers, echoes, kernel timestamps, an emulated clock
         (docs/clockwork.md, "The real agent")."""
@@ -235,10 +238,12 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"--clock: {host_clock!r} is not realtime or monotonic")
         if not 0 <= linger_s <= 60:
             raise InputError(f"--linger-s: must be within 0..60, got {linger_s}")
+        if flush_s is not None and not 0.1 <= flush_s <= 3600:
+            raise InputError(f"--flush-s: must be within 0.1..3600 seconds, got {flush_s}")
         _out_file(out, "--out")
         clock = ag.EmulatedClock(offset_ns, drift_ppm, time.time_ns() if epoch_ns is None else epoch_ns)
         a = ag.Agent(name, addr, peer_list, duration_s, rate_hz, spacing_ns, clock, start_ns=start_ns,
-                     linger_s=linger_s, stamps=stamps, host_clock=host_clock)
+                     linger_s=linger_s, stamps=stamps, host_clock=host_clock, flush_every_s=flush_s, flush_to=out)
         import signal
 
         def _stop(_sig, _frame):
@@ -317,8 +322,16 @@ def register(app: typer.Typer) -> None:
                                           "one agent per host, host i = rank i; its probes are kept beside --out."),
         from_probes: Optional[Path] = typer.Option(None, "--from-probes", help="A probe file (`fabriclab clock "
                                                    "mesh`'s or join's): the table from its estimate; with --ranks."),
-        ranks: Optional[str] = typer.Option(None, "--ranks", help="With --from-probes: the probe file's host of each "
-                                            "rank, rank 0's first (the reference), comma-separated."),
+        from_halves: Optional[Path] = typer.Option(None, "--from-halves", help="A folder of agents' half files "
+                                                   "(*.half.parquet; agents with --flush-s rewrite theirs while they "
+                                                   "probe): the table from their join; with --ranks."),
+        watch_s: Optional[float] = typer.Option(None, "--watch-s", help="With --from-halves: refit every this many "
+                                                "seconds, replacing --out whole each time (a live refit; ranks "
+                                                "re-read it with --packet-rocket-correction-reload-ms)."),
+        watch_for_s: float = typer.Option(3600.0, "--watch-for-s", help="With --watch-s: stop after this many "
+                                          "seconds (or at Ctrl-C)."),
+        ranks: Optional[str] = typer.Option(None, "--ranks", help="With --from-probes or --from-halves: the host of "
+                                            "each rank, rank 0's first (the reference), comma-separated."),
         stamp_origin_ns: Optional[int] = typer.Option(None, "--stamp-origin-ns", help="With --from-probes, for a file "
                                                       "without join metadata: the CLOCK_REALTIME ns its stamps' 0 "
                                                       "stands for."),
@@ -345,18 +358,29 @@ def register(app: typer.Typer) -> None:
             except ValueError:
                 raise InputError(f"{option}: must be comma-separated numbers, one per rank, got {text!r}") from None
 
-        if sum(x is not None for x in (n, box, from_probes)) != 1:
+        if sum(x is not None for x in (n, box, from_probes, from_halves)) != 1:
             raise InputError("-n: give exactly one source of probes: -n N (a probe phase over loopback), --box "
-                             "CLUSTER (the box's agents) or --from-probes FILE")
+                             "CLUSTER (the box's agents), --from-probes FILE or --from-halves FOLDER")
+        if watch_s is not None and from_halves is None:
+            raise InputError("--watch-s: only with --from-halves (agents still probing, with --flush-s)")
         _out_file(out, "--out")
-        if from_probes is not None:
+        if from_probes is not None or from_halves is not None:
+            src = "--from-probes" if from_probes is not None else "--from-halves"
             for value, option in ((offsets, "--clock-offsets-ns"), (drifts, "--clock-drifts-ppm"),
                                   (epoch_ns, "--clock-epoch-ns")):
                 if value is not None:
-                    raise InputError(f"{option}: with --from-probes the clocks are the probes' own; leave it out")
+                    raise InputError(f"{option}: with {src} the clocks are the probes' own; leave it out")
             if ranks is None:
-                raise InputError("--ranks: --from-probes needs the probe file's host of each rank, rank 0's first")
-            info = rt.probes_table(from_probes, [h.strip() for h in ranks.split(",")], out, stamp_origin_ns)
+                raise InputError(f"--ranks: {src} needs the host of each rank, rank 0's first")
+            names = [h.strip() for h in ranks.split(",")]
+            if from_halves is not None and stamp_origin_ns is not None:
+                raise InputError("--stamp-origin-ns: only with --from-probes (halves say their own)")
+            if watch_s is not None:
+                k = rt.watch(from_halves, names, out, watch_s, watch_for_s)
+                typer.echo(f"wrote {out} {k} times")
+                return
+            info = (rt.probes_table(from_probes, names, out, stamp_origin_ns) if from_probes is not None
+                    else rt.halves_table(from_halves, names, out))
         else:
             for value, option in ((ranks, "--ranks"), (stamp_origin_ns, "--stamp-origin-ns")):
                 if value is not None:

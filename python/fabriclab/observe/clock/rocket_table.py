@@ -1,22 +1,23 @@
 """The runtime's Packet Rocket on estimated clocks (docs/clockwork-control.md, "Packet Rocket in the
-runtime", "Clocks"): a probe phase before the job makes the correction table every rank reads.
+runtime", "Clocks"): a probe phase makes the correction table every rank reads.
 
-- **The phase.** One real clock agent per rank (``fabriclab clock agent``, kernel stamps, coded UDP
-  pairs) on 127.0.0.1, each probing every other rank, each with that rank's emulated clock (offset,
-  drift, one shared epoch: the runtime reads the same emulated clock, one implementation in
-  fabriclab-runtime's clock.rs), for ``duration_s``. Only over loopback: in a cluster-in-a-box the
-  agents' mesh is ``fabriclab clock mesh`` (agent.mesh).
-- **The estimate.** fabriclab's estimator as the simulator's calibration pass uses it (calibrate.py:
-  Huygens, robust network effect, ``drop_short_edges``, the 2 us purity bound of software stamps),
-  against rank 0 (agents named ``r000``, ``r001``, ... so that sorted order is rank order).
+- **The phase**, from one of four sources. ``loopback_table``: one real clock agent per rank
+  (``fabriclab clock agent``, kernel stamps, coded UDP pairs) on 127.0.0.1, each probing every other
+  rank, each with that rank's emulated clock (offset, drift, one shared epoch: the runtime reads the
+  same emulated clock, one implementation in fabriclab-runtime's clock.rs), for ``duration_s``.
+  ``box_table``: the agents' mesh of a cluster-in-a-box (agent.mesh), host i = rank i.
+  ``probes_table``: a probe file; ``halves_table``: the agents' half files, joined (``watch`` refits
+  from them while flushing agents still probe: the live refit).
+- **The estimate** (``fit_table``, one code for all). fabriclab's estimator as the simulator's
+  calibration pass uses it (calibrate.py: Huygens, robust network effect, ``drop_short_edges``, the
+  2 us purity bound of software stamps), against rank 0, named explicitly.
 - **The table.** calibrate.pieces: per rank and window one linear piece on the rank's own clock, in
   ps since the probes' stamp origin (the join's ``stamp_origin_ns``), which the file carries as
   ``epoch_ns``: ``{"epoch_ns": ..., "ranks": n, "clock_epoch_ns": ..., "pieces": [{host, from_local_ps,
-  offset_ps, drift_ppm}, ...]}``, host = rank; ``ranks`` and ``clock_epoch_ns`` (the emulated clocks' epoch)
-  let the runtime refuse a table made for another world size and take the clocks' epoch from it. The runtime applies it with the simulator's code (fabriclab-rocket's correction.rs).
-
-What is built is the minimum: one phase before the job, its whole-span fit then extrapolated over the
-job (its last piece extends forwards). A live refit while the job runs is not built.
+  offset_ps, drift_ppm}, ...]}``, host = rank; ``ranks`` and ``clock_epoch_ns`` (the emulated clocks'
+  epoch) let the runtime refuse a table made for another world size and take the clocks' epoch from
+  it. The runtime applies it with the simulator's code (fabriclab-rocket's correction.rs). Written
+  whole (a temp file renamed), so a rank re-reading it never sees half a file.
 """
 
 from __future__ import annotations
@@ -206,16 +207,6 @@ def probes_table(probes: Path, names: Sequence[str], out: Path, stamp_origin_ns:
 
     p = pr.read(probes)  # checks the file, naming the column
     meta = json.loads((pq.read_schema(str(probes)).metadata or {}).get(b"fabriclab.clock.join", b"null") or "null")
-    hosts = (meta or {}).get("hosts", {})
-    mono = sorted(h for h, m in hosts.items() if m.get("clock") == "monotonic")
-    if mono:
-        raise AgentInputError(f"--from-probes: {probes}'s agents stamped on their hosts' CLOCK_MONOTONIC "
-                              f"({', '.join(mono)}); the runtime's Packet Rocket reads CLOCK_REALTIME: run the mesh "
-                              "with --clock realtime")
-    epochs = {m["epoch_ns"] for h, m in hosts.items() if h in names and "epoch_ns" in m}
-    if len(epochs) > 1:
-        raise AgentInputError(f"--from-probes: the ranks' agents ran emulated clocks of different epochs "
-                              f"({sorted(epochs)}); the runtime's ranks share one")
     if meta is not None and stamp_origin_ns is not None:
         raise AgentInputError(f"--stamp-origin-ns: {probes} is a joined file that says its own "
                               f"({meta.get('stamp_origin_ns')}); leave the option out")
@@ -223,6 +214,35 @@ def probes_table(probes: Path, names: Sequence[str], out: Path, stamp_origin_ns:
         raise AgentInputError(f"--stamp-origin-ns: {probes} has no join metadata; give the CLOCK_REALTIME ns its "
                               "stamps' 0 stands for (the table's epoch_ns)")
     origin = int(meta.get("stamp_origin_ns", 0)) if meta is not None else int(stamp_origin_ns)
+    return _records_table(p, (meta or {}).get("hosts", {}), origin, names, out, "--from-probes")
+
+
+def halves_table(folder: Path, names: Sequence[str], out: Path) -> dict:
+    """A rank table from the agents' half files in ``folder`` (``*.half.parquet``; agents with ``--flush-s``
+    rewrite theirs while they probe), joined as ``fabriclab clock join`` does; otherwise as ``probes_table``."""
+    from . import probes as pr
+
+    halves = sorted(Path(folder).glob("*.half.parquet")) if Path(folder).is_dir() else []
+    if not halves:
+        raise AgentInputError(f"--from-halves: no *.half.parquet in {folder}")
+    j = join(halves)
+    if j.probes == 0:
+        raise AgentInputError(f"--from-halves: the halves in {folder} hold no whole pair yet")
+    with tempfile.TemporaryDirectory(prefix="fabriclab-rocket-halves-") as tmp:
+        pr.write(j.table, Path(tmp) / "probes.parquet")
+        p = pr.read(Path(tmp) / "probes.parquet")
+    return _records_table(p, j.hosts, int(j.stamp_origin_ns), names, out, "--from-halves")
+
+
+def _records_table(p, hosts: dict, origin: int, names: Sequence[str], out: Path, option: str) -> dict:
+    mono = sorted(h for h, m in hosts.items() if m.get("clock") == "monotonic")
+    if mono:
+        raise AgentInputError(f"{option}: the agents stamped on their hosts' CLOCK_MONOTONIC ({', '.join(mono)}); "
+                              "the runtime's Packet Rocket reads CLOCK_REALTIME: run them with --clock realtime")
+    epochs = {m["epoch_ns"] for h, m in hosts.items() if h in names and "epoch_ns" in m}
+    if len(epochs) > 1:
+        raise AgentInputError(f"{option}: the ranks' agents ran emulated clocks of different epochs "
+                              f"({sorted(epochs)}); the runtime's ranks share one")
     clock_epoch = epochs.pop() if epochs else None
     table, e = fit_table(p, names, origin, clock_epoch, out)
     info = {"probes": 2 * len(p.src), "ranks": len(names), "pieces": len(table),
@@ -237,6 +257,37 @@ def probes_table(probes: Path, names: Sequence[str], out: Path, stamp_origin_ns:
         err = np.abs(e.clocks.column("error_ns").to_numpy()[ranks])
         info["offset_error_ns_max"] = float(err.max()) if err.size else float("nan")
     return info
+
+
+def watch(folder: Path, names: Sequence[str], out: Path, every_s: float, for_s: float, log=sys.stderr) -> int:
+    """The live refit: every ``every_s`` for ``for_s`` seconds (or until interrupted), ``halves_table`` of
+    what the agents have flushed so far, replacing ``out`` whole; a running job re-reads it
+    (``packet_rocket_correction_reload_ms``). A refit the records cannot make yet (too few pairs, a half not
+    written yet) is skipped and said; the table in place stays. Returns the number of tables written."""
+    from .estimate import EstimateInputError
+    from .probes import ProbeFileError
+
+    if not 0.1 <= every_s <= 3600:
+        raise AgentInputError(f"--watch-s: must be within 0.1..3600 seconds, got {every_s}")
+    if not 0 < for_s <= 30 * 86_400:
+        raise AgentInputError(f"--watch-for-s: must be within 0 and 30 days, got {for_s}")
+    end, written = time.monotonic() + for_s, 0
+    try:
+        while True:
+            t0 = time.monotonic()
+            try:
+                info = halves_table(folder, names, out)
+                written += 1
+                print(f"refit {written}: {info['pieces']} pieces from {info['probes']} probes, "
+                      f"{info['windows']} window(s)", file=log, flush=True)
+            except (AgentInputError, EstimateInputError, ProbeFileError) as x:
+                print(f"refit skipped: {x}", file=log, flush=True)
+            left = min(end - time.monotonic(), every_s - (time.monotonic() - t0))
+            if time.monotonic() >= end:
+                return written
+            time.sleep(max(0.0, left))
+    except KeyboardInterrupt:
+        return written
 
 
 def box_table(cluster: str, offsets_ns: Sequence[int], drifts_ppm: Sequence[float], epoch_ns: int, out: Path,
