@@ -68,7 +68,13 @@ def main() -> None:
     ap.add_argument("--box", default=None, help="run in a cluster-in-a-box of this (unique) name, made and removed here")
     ap.add_argument("--rate", default="1Gbps")
     ap.add_argument("--queue-packets", type=int, default=100)
+    ap.add_argument("--refit-s", type=float, default=None,
+                    help="with --box: a live refit instead of one phase: the box's agents probe for --refit-for-s, "
+                         "flushing every this many s, the table is refitted as often and the ranks re-read it")
+    ap.add_argument("--refit-for-s", type=float, default=300.0)
     a = ap.parse_args()
+    if a.refit_s is not None and a.box is None:
+        raise SystemExit("--refit-s: only with --box")
     if a.box is None:
         sitting(a, None)
         return
@@ -85,6 +91,34 @@ def main() -> None:
         apply.remove(a.box)
 
 
+def live_refit(a, box: str, offsets, drifts, epoch: int, table: Path, d: Path):
+    """The box's agents probing for --refit-for-s and flushing every --refit-s (a thread), the table refitted
+    as often (a thread); returns once the first table is written after --phase-s of probing."""
+    import io
+    import threading
+
+    from fabriclab.observe.clock.agent import mesh
+    from fabriclab.observe.clock.rocket_table import watch
+    from fabriclab.runtime.cluster.apply import load_state
+
+    halves = d / "halves"
+    halves.mkdir()
+    labels = [h["label"] for h in load_state(box)["hosts"]]
+    live = {"log": io.StringIO(), "stop": threading.Event()}
+    live["mesh"] = threading.Thread(target=mesh, kwargs=dict(
+        cluster=box, out=d / "mesh.parquet", duration_s=a.refit_for_s, peers=a.n - 1, offsets_ns=offsets,
+        drifts_ppm=drifts, host_clock="realtime", epoch_ns=epoch, flush_s=a.refit_s, halves_dir=halves,
+        log=io.StringIO()))
+    live["watch"] = threading.Thread(target=watch, args=(halves, labels, table, a.refit_s, a.refit_for_s + 10),
+                                     kwargs={"log": live["log"], "stop": live["stop"]})
+    live["mesh"].start()
+    time.sleep(3.0 + a.phase_s)  # the mesh's agents start probing 3 s after launch
+    live["watch"].start()
+    while not table.exists():
+        time.sleep(0.2)
+    return {"live_refit_s": a.refit_s, "end_ns": time.time_ns(), "first_refit": live["log"].getvalue()}, live
+
+
 def sitting(a, box: str | None) -> None:
     offsets = [int(v) for v in a.offsets_ns.split(",")]
     drifts = [float(v) for v in a.drifts_ppm.split(",")]
@@ -94,8 +128,11 @@ def sitting(a, box: str | None) -> None:
     with tempfile.TemporaryDirectory(prefix="fabriclab-bench-rclock-") as d:
         table = Path(d, "table.json")
         t0 = time.perf_counter()
-        info = (loopback_table(a.n, offsets, drifts, epoch, table, duration_s=a.phase_s) if box is None
-                else box_table(box, offsets, drifts, epoch, table, duration_s=a.phase_s))
+        if a.refit_s is not None:
+            info, live = live_refit(a, box, offsets, drifts, epoch, table, Path(d))
+        else:
+            info = (loopback_table(a.n, offsets, drifts, epoch, table, duration_s=a.phase_s) if box is None
+                    else box_table(box, offsets, drifts, epoch, table, duration_s=a.phase_s))
         info["wall_s"] = round(time.perf_counter() - t0, 2)
         print(f"# probe phase: {info}", flush=True)
         modes = a.modes.split(",")
@@ -104,7 +141,9 @@ def sitting(a, box: str | None) -> None:
             order = modes[rep % len(modes):] + modes[:rep % len(modes)]
             for mode in order:
                 clock = {"mode": mode, "offsets_ns": offsets, "drifts_ppm": drifts, "epoch_ns": epoch,
-                         "correction": str(table) if mode == "estimated" else None}
+                         "correction": str(table) if mode == "estimated" else None,
+                         "reload_ms": a.refit_s * 500 if a.refit_s is not None and mode == "estimated" else None}
+                refits0 = live["log"].getvalue().count("refit ") if a.refit_s is not None else 0
                 stats: list = []
                 t0 = time.perf_counter()
                 rows = run_bench(a.op, algo, f"{size}:{size}", 2, a.n, iters=a.iters, warmup=2, chunk_bytes=chunk,
@@ -121,8 +160,14 @@ def sitting(a, box: str | None) -> None:
                      "paused_ms_per_rank": [round(s["paused_ns"] / 1e6, 1) for s in stats],
                      "clock_error_ns_at_end": err, "since_phase_s": round((end - info["end_ns"]) / 1e9, 1),
                      "load1": round(os.getloadavg()[0], 2)}
+                if a.refit_s is not None:
+                    r["tables_written_during"] = live["log"].getvalue().count("refit ") - refits0
                 runs.append(r)
                 print(json.dumps(r), flush=True)
+        if a.refit_s is not None:
+            live["stop"].set()
+            live["mesh"].join()
+            live["watch"].join()
     where = f"box {box} ({a.rate}, {a.queue_packets}-packet ports)" if box else "loopback"
     print(f"\n# {platform.node()} {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {where}; load "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; n={a.n} {a.op} {a.size} "

@@ -613,7 +613,8 @@ def mesh(cluster: str, out: Path, duration_s: float = 3.0, peers: Optional[int] 
          spacing_ns: int = 20_000, offsets_ns: Optional[Sequence[int]] = None,
          drifts_ppm: Optional[Sequence[float]] = None, offset_spread_ns: Optional[float] = None,
          drift_spread_ppm: Optional[float] = None, seed: int = 0, stamps: str = "kernel", start_delay_s: float = 3.0,
-         log=sys.stderr, host_clock: str = "auto", epoch_ns: Optional[int] = None) -> Joined:
+         log=sys.stderr, host_clock: str = "auto", epoch_ns: Optional[int] = None, flush_s: Optional[float] = None,
+         halves_dir: Optional[Path] = None) -> Joined:
     """One agent per host of box ``cluster`` (``ip netns exec``), K peers each, seeded emulated clocks
     (or the given ones); the halves joined into ``out`` (probes.parquet). Host h's agent is named by the
     box's label (h0, h1, ...).
@@ -622,7 +623,9 @@ def mesh(cluster: str, out: Path, duration_s: float = 3.0, peers: Optional[int] 
     within ±30 ppm unless the spreads say otherwise), ``monotonic`` (each agent in its host's time
     namespace, stamps on that host's CLOCK_MONOTONIC; no emulation unless spreads or values are given), or
     ``auto``: monotonic when the box has time namespaces (``cluster up --timens``), else realtime.
-    ``epoch_ns``: the emulated clocks' epoch (default: now)."""
+    ``epoch_ns``: the emulated clocks' epoch (default: now). ``flush_s`` and ``halves_dir``: the agents
+    rewrite their halves (HOST.half.parquet) in ``halves_dir`` every ``flush_s`` while they probe, for a
+    live refit (rocket_table.watch); default: a temporary folder, written at the end only."""
     import tempfile
 
     from ...runtime.cluster.apply import load_state
@@ -666,6 +669,7 @@ def mesh(cluster: str, out: Path, duration_s: float = 3.0, peers: Optional[int] 
     epoch = time.time_ns() if epoch_ns is None else int(epoch_ns)
     start = time.time_ns() + int(start_delay_s * 1e9)
     with tempfile.TemporaryDirectory(prefix="fabriclab-clock-mesh-") as tmp:
+        tmp = tmp if halves_dir is None else str(halves_dir)
         halves, argvs = [], []
         for i, h in enumerate(hosts):
             half = Path(tmp) / f"{h['label']}.half.parquet"
@@ -675,7 +679,8 @@ def mesh(cluster: str, out: Path, duration_s: float = 3.0, peers: Optional[int] 
                           host_clock, "--name", h["label"], "--listen", f"{h['addr']}:{PORT}", "--peers", peer_spec,
                           "--duration-s", str(duration_s), "--rate-hz", str(rate_hz), "--spacing-ns",
                           str(spacing_ns), "--offset-ns", str(offsets_ns[i]), "--drift-ppm", repr(drifts_ppm[i]),
-                          "--epoch-ns", str(epoch), "--start-ns", str(start), "--stamps", stamps, "--out", str(half)])
+                          "--epoch-ns", str(epoch), "--start-ns", str(start), "--stamps", stamps, "--out", str(half)]
+                         + ([] if flush_s is None else ["--flush-s", str(flush_s)]))
         run_agents(argvs, [f"the agent in {h['label']}" for h in hosts], start_delay_s + duration_s + 30,
                    "clock mesh", log=log)
         j = join(halves)

@@ -259,11 +259,13 @@ def _records_table(p, hosts: dict, origin: int, names: Sequence[str], out: Path,
     return info
 
 
-def watch(folder: Path, names: Sequence[str], out: Path, every_s: float, for_s: float, log=sys.stderr) -> int:
+def watch(folder: Path, names: Sequence[str], out: Path, every_s: float, for_s: float, log=sys.stderr,
+          stop=None) -> int:
     """The live refit: every ``every_s`` for ``for_s`` seconds (or until interrupted), ``halves_table`` of
     what the agents have flushed so far, replacing ``out`` whole; a running job re-reads it
     (``packet_rocket_correction_reload_ms``). A refit the records cannot make yet (too few pairs, a half not
-    written yet) is skipped and said; the table in place stays. Returns the number of tables written."""
+    written yet) is skipped and said; the table in place stays. ``stop`` (a threading.Event) ends it early.
+    Returns the number of tables written."""
     from .estimate import EstimateInputError
     from .probes import ProbeFileError
 
@@ -283,9 +285,10 @@ def watch(folder: Path, names: Sequence[str], out: Path, every_s: float, for_s: 
             except (AgentInputError, EstimateInputError, ProbeFileError) as x:
                 print(f"refit skipped: {x}", file=log, flush=True)
             left = min(end - time.monotonic(), every_s - (time.monotonic() - t0))
-            if time.monotonic() >= end:
+            if time.monotonic() >= end or (stop is not None and stop.wait(max(0.0, left))):
                 return written
-            time.sleep(max(0.0, left))
+            if stop is None:
+                time.sleep(max(0.0, left))
     except KeyboardInterrupt:
         return written
 
