@@ -25,7 +25,6 @@ import json
 import time
 
 import numpy as np
-
 from fabriclab.systems.clockwork import repro_nccl as r
 from fabriclab.util.parallel import map_runs
 

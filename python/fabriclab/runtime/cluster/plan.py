@@ -215,8 +215,8 @@ def _refuse_unbuildable(s: Scenario) -> None:
                        ("pfc", "veths have no priority flow control (PAUSE frames)"),
                        ("link_events", "the box does not replay timed link events"),
                        ("switch_logic", "the box's switches are plain Linux routers"),
-                       ("node_overrides", "the box's switches forward at the kernel's own speed; a set "
-                                          "forwarding capacity is not built")):
+                       ("node_overrides", ("the box's switches forward at the kernel's own speed; a set "
+                                           "forwarding capacity is not built"))):
         if getattr(s, field, None):
             raise ClusterError(f"{field}: {why}; remove it to build the box")
     if s.transport.cc not in CC_NAMES:
