@@ -78,6 +78,20 @@ def test_plan_puts_machine_mates_behind_one_shaped_uplink(tmp_path):
     assert up_fifo and up_fifo[0][-1] == "1000"
 
 
+@pytest.mark.parametrize("extra,field", [("hypervisor_pps = 100000", "cloud.hypervisor_pps"),
+                                         ('[[node_overrides]]\nnode = "pm0"\nforwarding_pps = 1000',
+                                          "node_overrides")])
+def test_a_set_forwarding_capacity_is_refused_by_the_box(tmp_path, extra, field):
+    from fabriclab.runtime.cluster.plan import ClusterError
+
+    text = CLOUD.replace("busy_machines = [1]", f"busy_machines = [1]\n{extra}") if field.startswith("cloud") \
+        else f"{CLOUD}\n{extra}\n"
+    f = tmp_path / "cloud.toml"
+    f.write_text(text)
+    with pytest.raises(ClusterError, match=rf"^{field}: .*kernel's own speed"):
+        build_plan(Scenario.load(str(f)), "x")
+
+
 reason = why_no_box()
 
 

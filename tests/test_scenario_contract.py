@@ -68,6 +68,7 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
         "host_queue": {"discipline": "fifo", "limit_packets": 5000, "ecn_threshold_packets": "off"},
         "queue_overrides": [{"node": "leaf0", "limit_packets": 500},
                             {"node": "spine0", "to": "leaf1", "ecn_threshold_packets": 30}],
+        "node_overrides": [{"node": "leaf1", "forwarding_pps": 2_000_000, "forwarding_queue_packets": 500}],
         "pfc": {"classes": [1], "xoff_bytes": "200KB", "xon_bytes": "100KB", "headroom_bytes": "50KB",
                 "pause_quanta": 1000, "xoff_fraction": 0.25},
         "switch_buffer": {"bytes": "4MB", "alpha": 2.0},
@@ -334,6 +335,7 @@ TRANSLATED = {
                                               "limit_packets", "ecn_threshold_bytes", "ecn_threshold_packets",
                                               "ecn_kmin_bytes", "ecn_kmax_bytes", "ecn_pmax"},
                             {"from", "queue"}),
+    "NodeOverrideConfig": ("NodeOverride", set(), set()),  # node: a name -> its index
     "PfcConfig": ("PfcSpec", set(), set()),
     "LinkEventConfig": ("LinkEventSpec", set(), set()),
     "TapLogicConfig": ("SwitchLogicSpec", set(), set()),
@@ -447,13 +449,14 @@ def test_pydantic_refuses_unknown_fields_everywhere(tmp_path):
 
 def test_cloud_lowers_onto_what_the_core_reads(core_schema):
     """[cloud] with every field given lowers onto sections the core reads
-    (its topology, hypervisor queues, neighbours' traffic, clock groups and
-    the tenant's probe mesh), exactly as the schema says; an unknown field
+    (its topology, hypervisor queues and CPUs, neighbours' traffic, clock
+    groups and the tenant's probe mesh), exactly as the schema says; an unknown field
     is refused naming it."""
     raw = {"stop_ps": "5ms",
            "cloud": {"fabric": {"kind": "fat_tree", "k": 4, "link_rate_bps": "10Gbps"}, "vms_per_host": 2,
                      "vm_egress_bps": "4Gbps", "vm_link_delay_ps": "1us",
                      "hypervisor_queue": {"limit_packets": 500, "ecn_threshold_packets": "off"},
+                     "hypervisor_pps": 500_000, "hypervisor_backlog_packets": 200,
                      "tenant_vms": 6, "occupancy": 0.5, "busy_share": 1.0, "neighbour_load": 0.2,
                      "neighbour_cdf": "websearch", "neighbour_class": 1, "neighbour_start_ps": "1ms",
                      "neighbour_duration_ps": "2ms", "tenant_machines": [0, 0, 1, 2, 3, 4],
@@ -466,6 +469,7 @@ def test_cloud_lowers_onto_what_the_core_reads(core_schema):
     errs = check(core, core_schema, core_schema, "scenario", [])
     assert not errs, "\n".join(errs)
     assert core["traffic"] and core["queue_overrides"] and core["clocks"]["groups"]
+    assert core["node_overrides"] and core["node_overrides"][0]["forwarding_queue_packets"] == 200
     assert core["probes"]["hosts"] == list(range(6))
     Simulator(json.dumps(core))
     raw["cloud"][UNKNOWN] = 1

@@ -13,7 +13,8 @@ use crate::fabric::{LinkAction, LinkEventSpec, TopologySpec};
 use crate::net::flow::tcp::{FlowModel, PortQueue, ShortFlowSpec};
 use crate::net::flow::FlowNet;
 use crate::net::packet::{
-    PacketNet, PfcSpec, PortQueues, QueueOverride, QueueSpec, SwitchBufferSpec, SwitchLogicSpec,
+    NodeOverride, PacketNet, PfcSpec, PortQueues, QueueOverride, QueueSpec, SwitchBufferSpec,
+    SwitchLogicSpec,
 };
 use crate::transport::{RocketClock, TransportSpec};
 use serde::Deserialize;
@@ -37,6 +38,9 @@ pub struct FabricSpec {
     /// Per node or per link direction (packet backend).
     #[serde(default)]
     pub queue_overrides: Vec<QueueOverride>,
+    /// Per node: a forwarding capacity (packet backend).
+    #[serde(default)]
+    pub node_overrides: Vec<NodeOverride>,
     /// Priority flow control at switches (packet backend).
     #[serde(default)]
     pub pfc: Option<PfcSpec>,
@@ -182,7 +186,8 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
                     f.switch_buffer.clone(),
                     f.aggregation.as_ref(),
                 )?
-                .with_packet_rocket(&topo, rocket_clocks, correction),
+                .with_packet_rocket(&topo, rocket_clocks, correction)
+                .with_node_overrides(&topo, &f.node_overrides)?,
             )
         }
         BackendKind::Flow => {
@@ -203,6 +208,13 @@ pub fn build(spec: &SimSpec) -> Result<Simulation, String> {
             if !f.switch_logic.is_empty() {
                 return Err(
                     "switch_logic: the flow backend has no packets; needs backend \"packet\""
+                        .into(),
+                );
+            }
+            if !f.node_overrides.is_empty() {
+                return Err(
+                    "node_overrides[0].forwarding_pps: a per-packet forwarding capacity needs \
+                     backend \"packet\" (the flow backend has no packets)"
                         .into(),
                 );
             }

@@ -8,8 +8,11 @@ Lowering (:func:`build`), Python only: each machine becomes a switch node
 host link (the machine's NIC, ``fabric.link_rate_bps``); each VM is a host
 ``vm<i>`` joined to its machine's node by a link at the per-VM egress cap
 ``vm_egress_bps``. So the VMs of one machine share its NIC and the queue of
-its hypervisor node toward the NIC (``hypervisor_queue``). The tenant's VMs
-are hosts 0..tenant_vms-1, other tenants' VMs follow."""
+its hypervisor node toward the NIC (``hypervisor_queue``). With
+``hypervisor_pps``, each machine node also gets that forwarding capacity (a
+``[[node_overrides]]`` entry): every packet its VMs send or receive, ACKs
+included, waits for the virtual switch's CPU. The tenant's VMs are hosts
+0..tenant_vms-1, other tenants' VMs follow."""
 
 # No `from __future__ import annotations` in a schema module: see base.py.
 
@@ -56,6 +59,11 @@ class CloudConfig(_Strict):
     vm_link_delay_ps: Delay = 1_000_000
     # The hypervisor's egress queue toward the NIC, shared by the machine's VMs.
     hypervisor_queue: QueueConfig = Field(default_factory=_default_hypervisor_queue)
+    # The virtual switch's CPU: packets per second it forwards, every packet of the machine's VMs
+    # (data and ACKs, both directions) one at a time; None: no CPU (docs/scenario.md gives the sources).
+    hypervisor_pps: Optional[StrictInt] = Field(None, gt=0, le=10**12)
+    # Packets waiting for that CPU, the one in service included (Linux's netdev_max_backlog default).
+    hypervisor_backlog_packets: StrictInt = Field(1000, ge=1, lt=2**64)
     # The tenant's VMs: hosts 0..tenant_vms-1.
     tenant_vms: StrictInt = Field(8, ge=2, le=U32_MAX)
     # Share of the slots left by the tenant that hold other tenants' VMs.

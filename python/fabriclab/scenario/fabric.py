@@ -150,6 +150,18 @@ class QueueOverrideConfig(QueueConfig):
     to: Optional[str] = None
 
 
+class NodeOverrideConfig(_Strict):
+    """Settings of one switch (``node``), packet backend: a forwarding
+    capacity. Every packet entering the node, over any port, waits for its
+    one processor (FIFO, ``1 / forwarding_pps`` each) before its egress
+    queue; at most ``forwarding_queue_packets`` are in the node, the one in
+    service included (drop-tail). Later entries for one node win."""
+    node: str
+    forwarding_pps: StrictInt = Field(gt=0, le=10**12)
+    # Linux's net.core.netdev_max_backlog default (1000 packets).
+    forwarding_queue_packets: StrictInt = Field(1000, ge=1, lt=2**64)
+
+
 class PfcConfig(_Strict):
     """Priority flow control (IEEE 802.1Qbb) at every switch, packet backend."""
     classes: list[StrictInt] = Field(min_length=1, max_length=8, description="lossless traffic classes")
@@ -369,6 +381,14 @@ def fabric_core(s, t: topo.TopologyData, names: dict[str, int]) -> dict:
         ends = [None if getattr(o, key) is None else node_index(names, getattr(o, key), f"queue_overrides[{i}].{key}")
                 for key in ("node", "to")]
         overrides.append({"from": ends[0], "to": ends[1], "queue": _core_queue(o)})
+    nodes = []
+    for i, o in enumerate(s.all_node_overrides()):
+        k = node_index(names, o.node, f"node_overrides[{i}].node")
+        if t.nodes[k]["kind"] != "switch":
+            raise ScenarioError(f"node_overrides[{i}].node: {o.node!r} is a host; a forwarding capacity is a "
+                                f"switch's (name one of the topology's switches)")
+        nodes.append({"node": k, "forwarding_pps": o.forwarding_pps,
+                      "forwarding_queue_packets": o.forwarding_queue_packets})
     check_link_rates(s, t)
     link_events = []
     for i, e in enumerate(s.link_events):
@@ -394,6 +414,7 @@ def fabric_core(s, t: topo.TopologyData, names: dict[str, int]) -> dict:
         "queue": _core_queue(s.queue),
         "host_queue": None if s.host_queue is None else _core_queue(s.host_queue),
         "queue_overrides": overrides,
+        "node_overrides": nodes,
         "pfc": core_pfc,
         "transport": {
             "cc": tr.cc, "mss_bytes": tr.mss_bytes, "init_cwnd_packets": tr.init_cwnd_packets,

@@ -48,6 +48,7 @@ from .fabric import (
     GpuClusterTopology,
     LeafSpineTopology,
     LinkEventConfig,
+    NodeOverrideConfig,
     PfcConfig,
     QueueConfig,
     QueueOverrideConfig,
@@ -87,7 +88,7 @@ __all__ = [
     "JOB_ALLREDUCE", "MAX_PLAN_CHUNKS", "QUEUE_FIELDS", "RAMP_FIELDS", "U32_MAX", "WIRE_OVERHEAD_BYTES",
     "AggregationConfig", "ClocksConfig", "CloudConfig", "CollectiveConfig", "Delay", "FatTreeTopology", "FaultConfig",
     "FlowConfig", "GpuClusterTopology", "JobAggregationConfig", "JobConfig", "LeafSpineTopology", "LinkEventConfig",
-    "LlmJobConfig", "OutputsConfig", "PfcConfig", "PoissonTrafficConfig", "ProbesConfig", "QpGroupConfig",
+    "LlmJobConfig", "NodeOverrideConfig", "OutputsConfig", "PfcConfig", "PoissonTrafficConfig", "ProbesConfig", "QpGroupConfig",
     "QpRepathConfig", "QueueConfig", "QueueOverrideConfig", "RateBps", "RecoveryConfig", "RoutingConfig", "Scenario",
     "ScenarioError", "SizeBytes", "StarTopology", "SwitchBufferConfig", "TapLogicConfig", "TimePs", "TopologyConfig",
     "TraceJobConfig", "TrafficClass", "TransportConfig", "format_validation_error",
@@ -107,6 +108,8 @@ class Scenario(_Strict, ScenarioResolving):
     # Host NIC ports' queues; None: unlimited and never marking (bounded by TCP Small Queues).
     host_queue: Optional[QueueConfig] = None
     queue_overrides: list[QueueOverrideConfig] = Field(default_factory=list)
+    # Per switch: a forwarding capacity (packets per second), packet backend.
+    node_overrides: list[NodeOverrideConfig] = Field(default_factory=list)
     pfc: Optional[PfcConfig] = None
     link_events: list[LinkEventConfig] = Field(default_factory=list)
     switch_logic: list[TapLogicConfig] = Field(default_factory=list)
@@ -318,6 +321,12 @@ class Scenario(_Strict, ScenarioResolving):
             raise ValueError('aggregation.functional: the flow backend moves no values; needs backend = "packet"')
         if len(aggregating) > 65536:
             raise ValueError("jobs: at most 65536 jobs aggregate in the network (the header's JID is 16 bits)")
+        if self.node_overrides and self.backend != "packet":
+            raise ValueError('node_overrides[0].forwarding_pps: a per-packet forwarding capacity needs backend = '
+                             '"packet" (the flow backend has no packets to serve one at a time)')
+        if self.cloud is not None and self.cloud.hypervisor_pps is not None and self.backend != "packet":
+            raise ValueError('cloud.hypervisor_pps: the virtual switch\'s per-packet capacity needs backend = '
+                             '"packet" (the flow backend has no packets to serve one at a time)')
         if self.switch_logic and self.backend != "packet":
             raise ValueError('switch_logic: the flow backend has no packets for logic to see; needs backend = "packet"')
         for i, f in enumerate(self.faults):

@@ -16,6 +16,7 @@ from .fabric import (
     FatTreeTopology,
     GpuClusterTopology,
     LeafSpineTopology,
+    NodeOverrideConfig,
     QueueOverrideConfig,
     StarTopology,
 )
@@ -58,6 +59,18 @@ class ScenarioResolving:
         q = {k: getattr(self.cloud.hypervisor_queue, k) for k in QUEUE_FIELDS}
         own = [QueueOverrideConfig(**q, node=m, to=tor) for m, tor in zip(cl.machine_names, cl.tor_names)]
         return own + list(self.queue_overrides)
+
+    def all_node_overrides(self) -> list[NodeOverrideConfig]:
+        """``[[node_overrides]]`` and, with ``[cloud] hypervisor_pps``, each
+        machine's virtual switch (its node ``pm<j>``), before them so that the
+        scenario's own entries win."""
+        c = self.cloud
+        if c is None or c.hypervisor_pps is None:
+            return list(self.node_overrides)
+        own = [NodeOverrideConfig(node=m, forwarding_pps=c.hypervisor_pps,
+                                  forwarding_queue_packets=c.hypervisor_backlog_packets)
+               for m in self.build_cloud().machine_names]
+        return own + list(self.node_overrides)
 
     def build_topology(self) -> topo.TopologyData:
         if self.cloud is not None:

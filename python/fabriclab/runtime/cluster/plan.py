@@ -214,7 +214,9 @@ def _refuse_unbuildable(s: Scenario) -> None:
     for field, why in (("queue_overrides", "the box gives every switch port [queue]; per-port overrides are not built"),
                        ("pfc", "veths have no priority flow control (PAUSE frames)"),
                        ("link_events", "the box does not replay timed link events"),
-                       ("switch_logic", "the box's switches are plain Linux routers")):
+                       ("switch_logic", "the box's switches are plain Linux routers"),
+                       ("node_overrides", ("the box's switches forward at the kernel's own speed; a set "
+                                           "forwarding capacity is not built"))):
         if getattr(s, field, None):
             raise ClusterError(f"{field}: {why}; remove it to build the box")
     if s.transport.cc not in CC_NAMES:
@@ -352,6 +354,12 @@ def build_cloud_plan(s: Scenario, name: str = "box", omit: frozenset = frozenset
                            f"leaf, got {f.hosts_per_leaf}")
     if s.transport.cc not in CC_NAMES:
         raise ClusterError(f"transport.cc: the box runs Linux's TCP ({', '.join(CC_NAMES)}), not {s.transport.cc!r}")
+    if getattr(s, "node_overrides", None):
+        raise ClusterError("node_overrides: the box's switches forward at the kernel's own speed; a set forwarding "
+                           "capacity is not built; remove it to build the box")
+    if getattr(c, "hypervisor_pps", None) is not None:
+        raise ClusterError("cloud.hypervisor_pps: the box's machine namespaces forward at the kernel's own speed; a "
+                           "set virtual-switch capacity is not built (remove it to build the box)")
     cl = s.build_cloud()
     noisy = cl.noisy_vms()
     vms = [i for i, t in enumerate(cl.tenant) if t] + noisy

@@ -8,6 +8,7 @@
 mod agg_host;
 pub mod agg_values;
 pub mod buffer;
+mod forward;
 pub mod header;
 mod links;
 pub mod logic;
@@ -18,6 +19,7 @@ mod qp;
 mod rocket_edge;
 
 pub use buffer::SwitchBufferSpec;
+pub use forward::{service_ps, NodeOverride};
 pub use logic::SwitchLogicSpec;
 pub use pfc::PfcSpec;
 pub use qdisc::{Discipline, QueueOverride, QueueSpec};
@@ -49,6 +51,8 @@ pub(crate) const EV_PFC_REFRESH: u8 = 4;
 pub(crate) const EV_LOGIC: u8 = 5;
 /// An aggregation worker's timer (id: its index).
 pub(crate) const EV_AGG_TIMER: u8 = 6;
+/// A node's processor finished a packet (id: its index, see [`forward`]).
+pub(crate) const EV_FORWARD: u8 = 7;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
@@ -115,6 +119,8 @@ pub struct PacketNet {
     qps: qp::Qps,
     /// Packet Rocket, when `transport.packet_rocket_threshold_ps` is set.
     rocket: Option<rocket_edge::EdgeRocket>,
+    /// Nodes with a forwarding capacity, when the scenario gives any.
+    forwarders: Option<Box<forward::Forwarders>>,
 }
 
 /// Queue disciplines of every port: switch ports' default, host NIC ports'
@@ -202,7 +208,18 @@ impl PacketNet {
             loss_rng: ChaCha8Rng::seed_from_u64(seed),
             qps: qp::Qps::default(),
             rocket: None,
+            forwarders: None,
         })
+    }
+
+    /// Gives the nodes of `overrides` their forwarding capacity (before the run).
+    pub fn with_node_overrides(
+        mut self,
+        topo: &Topology,
+        overrides: &[NodeOverride],
+    ) -> Result<PacketNet, String> {
+        self.forwarders = forward::Forwarders::new(topo, overrides)?;
+        Ok(self)
     }
 
     /// Turns Packet Rocket on (before the run) with the transport's
@@ -287,7 +304,7 @@ impl PacketNet {
         if p.wire.front().is_none_or(|&(t, _)| t != ctx.now) {
             return false;
         }
-        let (_, mut pkt) = p.wire.pop_front().expect("checked");
+        let (_, pkt) = p.wire.pop_front().expect("checked");
         if let Some(&(next, _)) = p.wire.front() {
             ctx.schedule(
                 next,
@@ -303,15 +320,30 @@ impl PacketNet {
             self.on_pause(ctx, port ^ 1, pkt.class, pkt.seq as u16);
             return true;
         }
+        if let Some(f) = self.forwarders.as_deref() {
+            if let Some(k) = f.of(self.port_ends[port as usize].1) {
+                self.to_cpu(ctx, k, port, pkt);
+                return true;
+            }
+        }
+        self.forward_from(ctx, port, pkt);
+        true
+    }
+
+    /// `pkt` entered the node at the end of `port` (and passed its
+    /// processor, if it has one): the node's logic sees it, then it joins
+    /// its next egress queue or, at its last hop, its host takes it.
+    #[inline(always)]
+    fn forward_from(&mut self, ctx: &mut Ctx, port: u32, mut pkt: Packet) {
         if (self.logics.any() || pkt.proto != PROTO_TCP)
             && self.at_node(ctx, self.port_ends[port as usize].1, port, &pkt)
         {
-            return true;
+            return;
         }
         if self.conns[pkt.conn as usize].is_none() {
             // The connection already finished: a late duplicate, discarded.
             self.packets_in_network -= 1;
-            return true;
+            return;
         }
         let at = pkt.at + 1;
         let next = self.routes[at as usize];
@@ -327,7 +359,6 @@ impl PacketNet {
                 self.data_arrived(ctx, pkt);
             }
         }
-        true
     }
 
     fn data_arrived(&mut self, ctx: &mut Ctx, pkt: Packet) {
@@ -518,6 +549,7 @@ impl PacketNet {
             EV_PFC_REFRESH => self.on_pfc_refresh(ctx, ev.id / 8, (ev.id % 8) as u8),
             EV_LOGIC => self.on_logic_timer(ctx, ev.id),
             EV_AGG_TIMER => self.on_agg_timer(ctx, ev.id),
+            EV_FORWARD => self.on_cpu_done(ctx, ev.id),
             k => unreachable!("packet backend got event kind {k}"),
         }
     }
@@ -677,6 +709,9 @@ impl Backend for PacketNet {
         let mut t = self.logics.tables(&self.names);
         if let Some(r) = &self.rocket {
             t.push(r.table());
+        }
+        if let Some(f) = &self.forwarders {
+            t.push(f.table(&self.names));
         }
         if let Some(a) = &self.agg {
             t.push(a.table(&self.names));
