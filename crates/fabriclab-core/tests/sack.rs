@@ -275,3 +275,33 @@ fn the_rescue_retransmission_repairs_a_lost_tail_without_a_timeout() {
     assert_eq!((round_of(&nlog, 3), round_of(&nlog, 9)), (1, 2));
     assert_eq!((n.timeouts, n.retransmits), (0, 2));
 }
+
+#[test]
+fn a_timeout_during_a_sack_recovery_keeps_the_recoverys_ssthresh() {
+    let cfg = SenderConfig {
+        sack: true,
+        ..sender_cfg()
+    };
+    let mut s = TcpSender::new(100 * MSS, &cfg, Box::new(NewReno));
+    assert_eq!(poll(&mut s, 0).len(), 10);
+    // 0 lost; the ACKs of 1, 2, 3 SACK them: recovery with FlightSize 10,
+    // ssthresh = cwnd = 5 segments, and 0 resent.
+    for k in 1..=3 {
+        s.on_ack_sack(k * 10, 0, false, &[(MSS, (k + 1) * MSS)]);
+    }
+    assert!(s.in_recovery());
+    assert_eq!(s.window_state(0).ssthresh_bytes, 5.0 * MSS as f64);
+    assert_eq!(poll(&mut s, 30).iter().map(|g| g.seq).collect::<Vec<_>>(), vec![0]);
+    // The ACKs of 4..9 SACK them: pipe falls to the resent 0 (1 segment),
+    // so new data 10..13 go (pipe 5 = cwnd).
+    for k in 4..=9 {
+        s.on_ack_sack(k * 10, 0, false, &[(MSS, (k + 1) * MSS)]);
+    }
+    let sent: Vec<u64> = poll(&mut s, 90).iter().map(|g| g.seq / MSS).collect();
+    assert_eq!(sent, vec![10, 11, 12, 13]);
+    // The resent 0 is lost: the timeout at 1 ms. FlightSize is now 14
+    // segments (7 by halving), but the recovery's 5 stay.
+    let segs = poll(&mut s, 1_000_000_000);
+    assert_eq!((s.timeouts, segs[0].seq), (1, 0));
+    assert_eq!(s.window_state(0).ssthresh_bytes, 5.0 * MSS as f64);
+}

@@ -405,7 +405,11 @@ impl TcpSender {
         // byte. ssthresh falls only when the head was not yet resent by the
         // timer: a repeated timeout of the same loss keeps it (RFC 5681 §3.1,
         // as ns-3's and Linux's TCP), else it would fall to 2 SMSS.
-        if !self.in_loss {
+        // With SACK, a timeout during a recovery is the same loss event
+        // too (a retransmission was lost): the recovery's ssthresh stays,
+        // as Linux's tcp_enter_loss keeps it, rather than halving a flight
+        // that kept growing by new data while the hole stayed open.
+        if !self.in_loss && !(self.sack && self.in_recovery) {
             let flight = self.flight();
             self.st.ssthresh_bytes = self.cc.ssthresh_after_loss(&self.st, flight);
         }
