@@ -19,9 +19,8 @@ import argparse
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 import fabriclab
+import numpy as np
 from fabriclab.scenario.model import Scenario
 
 HERE = Path(__file__).resolve().parent
@@ -54,7 +53,7 @@ def profiling(ccs: list[str]) -> None:
                 drops += int(r.links["drops"].sum())
                 retx += r.summary["retransmits"]
             fct, size = np.concatenate(fct) / 1e6, np.concatenate(size)
-            print(f"{cc:8} {str(sack):>5} {len(fct):6d} {np.percentile(fct[size < 100_000], 99):13.1f} "
+            print(f"{cc:8} {sack!s:>5} {len(fct):6d} {np.percentile(fct[size < 100_000], 99):13.1f} "
                   f"{np.percentile(fct, 99):11.1f} {drops:7d} {retx:7d}")
 
 
@@ -77,7 +76,7 @@ def main() -> None:
                     fct_ps = int(r.flows["fct_ps"].iloc[0])
                     drops = int(r.links["drops"].sum())
                     wall = r.summary["performance"]["wall_time_s"]
-                    print(f"{cc:8} {rto_ms:6g}ms {str(sack):>5} {drops:7d} {r.summary['retransmits']:7d} "
+                    print(f"{cc:8} {rto_ms:6g}ms {sack!s:>5} {drops:7d} {r.summary['retransmits']:7d} "
                           f"{fct_ps / 1e9:9.2f} {a.size_bytes * 8 / (fct_ps / 1e12) / 1e6:13.1f} {wall:7.2f}")
 
 
