@@ -409,7 +409,8 @@ impl TcpSender {
         // too (a retransmission was lost): the recovery's ssthresh stays,
         // as Linux's tcp_enter_loss keeps it, rather than halving a flight
         // that kept growing by new data while the hole stayed open.
-        if !self.in_loss && !(self.sack && self.in_recovery) {
+        let same_loss = self.in_loss || (self.sack && self.in_recovery);
+        if !same_loss {
             let flight = self.flight();
             self.st.ssthresh_bytes = self.cc.ssthresh_after_loss(&self.st, flight);
         }
