@@ -297,6 +297,8 @@ def test_the_progress_bar_has_an_eta_column():
     ('backend = "flow"\n', '[transport]\ncc = "dcqcn"\n', ["transport.cc", "dcqcn", "packet"]),
     ('backend = "flow"\n', "[transport]\nhandshake = true\n", ["transport.handshake", "packet"]),
     ("", '[transport]\nhandshake = "yes"\n', ["transport.handshake", "boolean", "'yes'"]),
+    ("", '[transport]\ncc = "dcqcn"\nsack = true\n', ["transport.sack", "dcqcn", "go-back-N"]),
+    ("", '[transport]\nsack = 1\n', ["transport.sack", "boolean"]),
     ("", "[transport]\npersistent_connections = 1\n", ["transport.persistent_connections", "boolean"]),
     ("", "[outputs]\nmessages = \"false\"\n", ["outputs.messages", "boolean"]),
     ("", "[transport]\ninit_cwnd_packets = 10.0\n", ["transport.init_cwnd_packets", "integer"]),
@@ -312,6 +314,7 @@ def test_a_setting_the_backend_cannot_honour_or_of_another_toml_type_is_refused(
 
 @pytest.mark.parametrize("field", [
     "[transport]\nhandshake = true\n",                   # the packet backend models it
+    '[transport]\ncc = "cubic"\nsack = true\n',
     '[transport]\ncc = "dcqcn"\n',
     "[[traffic]]\nload = 1\nduration_ps = \"1ms\"\n",    # a TOML integer where a number is asked
     '[transport]\nmin_rto_ps = "2ms"\nmss_bytes = "1KiB"\n',  # quantities keep their unit strings
@@ -341,3 +344,11 @@ def test_a_setting_the_flow_backend_does_not_read_is_named_in_the_summary(cli, t
         assert len(ignored) == (1 if backend == "flow" else 0), summary.get("ignored")
         v = cli("validate", str(scen))
         assert ("note: ignored: transport.dupack_threshold" in v.stdout) == (backend == "flow"), v.stdout
+
+
+def test_the_flow_backend_ignores_sack_and_says_so(cli, tmp_path):
+    # It models no losses, so selective acknowledgments change nothing there (docs/scenario.md).
+    scen = _write(tmp_path, 'backend = "flow"\n' + STAR + "[transport]\nsack = true\n")
+    v = cli("validate", str(scen))
+    assert v.returncode == 0, v.stderr
+    assert "note: ignored: transport.sack" in v.stdout, v.stdout

@@ -80,7 +80,7 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
         "transport": {"cc": "dctcp", "mss_bytes": 1460, "init_cwnd_packets": 10, "min_rto_ps": "1ms",
                       "initial_rto_ps": "1ms", "max_rto_ps": "1s", "dupack_threshold": 3, "dctcp_g": 0.0625,
                       "dctcp_initial_alpha": 1.0, "cubic_fast_convergence": False, "tsq_limit_bytes": 131072,
-                      "persistent_connections": True, "handshake": True,
+                      "persistent_connections": True, "handshake": True, "sack": True,
                       "packet_rocket_threshold_ps": "20us", "packet_rocket_clock": "estimated",
                       "packet_rocket_correction": [{"host": 1, "from_local_ps": "-2us", "offset_ps": "30us",
                                                     "drift_ppm": 4.5}],

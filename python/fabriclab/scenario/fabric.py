@@ -250,6 +250,9 @@ class TransportConfig(_Strict):
     persistent_connections: StrictBool = False
     # Open each new connection with a SYN / SYN-ACK exchange (packet backend).
     handshake: StrictBool = False
+    # Selective acknowledgments (RFC 2018) and SACK-based loss recovery (RFC 6675) in place of NewReno's (packet
+    # backend; refused with cc = "dcqcn", whose queue pairs recover by go-back-N). docs/scenario.md.
+    sack: StrictBool = False
     dcqcn: DcqcnConfig = Field(default_factory=DcqcnConfig)
     # Packet Rocket (docs/clockwork-control.md): hold a flow at its sender while an echoed one-way delay exceeds its
     # path's base (the least seen) by more than this; None: off (packet backend).
@@ -307,6 +310,13 @@ class TransportConfig(_Strict):
                              "packet_rocket_threshold_ps; set the threshold or drop packet_rocket_hosts")
         if len(set(self.packet_rocket_hosts)) != len(self.packet_rocket_hosts):
             raise ValueError(f"packet_rocket_hosts: each host once, got {self.packet_rocket_hosts}")
+        return self
+
+    @model_validator(mode="after")
+    def _sack_not_with_dcqcn(self):
+        if self.sack and self.cc == "dcqcn":
+            raise ValueError('sack: RoCE queue pairs (cc = "dcqcn") recover by go-back-N and send no SACK; use '
+                             'sack = false with dcqcn, or a TCP congestion control ("newreno", "dctcp", "cubic")')
         return self
 
     @model_validator(mode="after")
@@ -423,6 +433,7 @@ def fabric_core(s, t: topo.TopologyData, names: dict[str, int]) -> dict:
             "dctcp_initial_alpha": tr.dctcp_initial_alpha, "cubic_fast_convergence": tr.cubic_fast_convergence,
             "tsq_limit_bytes": tr.tsq_limit_bytes,
             "persistent_connections": tr.persistent_connections, "handshake": tr.handshake,
+            "sack": tr.sack,
             "dcqcn": tr.dcqcn.model_dump(),
             "packet_rocket_threshold_ps": tr.packet_rocket_threshold_ps,
             "packet_rocket_clock": rocket_clock(s),

@@ -262,7 +262,8 @@ class Scenario(_Strict, ScenarioResolving):
                 notes.append(f"flow_model: {self.flow_model!r} is the flow backend's model; the packet backend "
                              f"simulates every packet")
             return notes
-        for n in differs(("initial_rto_ps", "dupack_threshold", "dctcp_g", "dctcp_initial_alpha"), tr, default_tr):
+        for n in differs(("initial_rto_ps", "dupack_threshold", "dctcp_g", "dctcp_initial_alpha", "sack"), tr,
+                         default_tr):
             notes.append(f"transport.{n}: the flow backend has no retransmissions, duplicate ACKs or DCTCP window "
                          f"(its tcp model: slow-start rounds and standing queues)")
         queues = [("queue", self.queue), ("host_queue", self.host_queue)]

@@ -6,6 +6,7 @@ pub mod clock_correction;
 pub mod cubic;
 pub mod dcqcn;
 pub mod rocket;
+pub mod sack;
 pub mod tcp;
 
 pub use cc::{CongestionControl, Dctcp, NewReno};
@@ -89,6 +90,10 @@ pub struct TransportSpec {
     /// Open every new connection with a SYN / SYN-ACK exchange (packet backend).
     #[serde(default)]
     pub handshake: bool,
+    /// Selective acknowledgments (RFC 2018) and SACK-based loss recovery
+    /// (RFC 6675) instead of NewReno's (packet backend; not with DCQCN).
+    #[serde(default)]
+    pub sack: bool,
     /// DCQCN's parameters (used when `cc` is dcqcn; the defaults otherwise).
     #[serde(default)]
     pub dcqcn: Option<DcqcnSpec>,

@@ -12,6 +12,9 @@
 
 use super::cc::{AckInfo, CcState, CongestionControl};
 use super::dcqcn::SharedNp;
+use super::sack;
+
+mod sack_recovery;
 
 /// Congestion and timer state carried from one message to the next on the
 /// same host pair and class when connections are persistent.
@@ -63,6 +66,9 @@ pub struct SenderConfig {
     /// its packets on the wire (78 for TCP/IPv4 over Ethernet with preamble
     /// and gap, at least 84 bytes in all).
     pub wire_overhead_bytes: u32,
+    /// Loss recovery with selective acknowledgments (RFC 2018, RFC 6675;
+    /// see [`sack_recovery`]) instead of NewReno's (RFC 6582).
+    pub sack: bool,
 }
 
 pub struct TcpSender {
@@ -116,6 +122,13 @@ pub struct TcpSender {
     settled: bool,
     pub retransmits: u64,
     pub timeouts: u64,
+    /// SACK-based recovery (RFC 6675) and its state.
+    sack: bool,
+    board: sack::Scoreboard,
+    /// RFC 6675's HighRxt, as the end of the segment it names.
+    high_rxt: u64,
+    /// RFC 6675's RescueRxt, as a half-open end (RecoveryPoint).
+    rescue_rxt: Option<u64>,
 }
 
 impl TcpSender {
@@ -167,6 +180,10 @@ impl TcpSender {
             settled: false,
             retransmits: 0,
             timeouts: 0,
+            sack: cfg.sack,
+            board: sack::Scoreboard::default(),
+            high_rxt: 0,
+            rescue_rxt: None,
         }
     }
 
@@ -274,6 +291,9 @@ impl TcpSender {
 
     /// Processes a cumulative ACK carrying acknowledgment number `ack`.
     pub fn on_ack(&mut self, now: u64, ack: u64, ece: bool) {
+        if self.sack {
+            return self.on_sack_ack(now, ack, ece, &[]);
+        }
         self.settled = false;
         self.cc.on_feedback(now, ece);
         if ack > self.snd_una {
@@ -282,22 +302,7 @@ impl TcpSender {
             if self.snd_nxt < ack {
                 self.snd_nxt = ack; // after a go-back-N timeout the receiver may be ahead
             }
-            if let Some((end, t0)) = self.rtt_probe {
-                if ack >= end {
-                    self.rtt_sample((now - t0) as f64);
-                    self.rtt_probe = None;
-                }
-            }
-            let mut info = AckInfo {
-                acked_bytes: acked,
-                ece,
-                snd_una: ack,
-                snd_nxt: self.snd_nxt,
-                in_recovery: self.in_recovery,
-                now_ps: now,
-                srtt_ps: self.srtt_ps,
-                cwnd_limited: false,
-            };
+            let mut info = self.acked(now, ack, acked, ece);
             let mut restart_timer = true;
             if self.in_loss && ack >= self.recover.unwrap_or(0) {
                 self.in_loss = false;
@@ -323,24 +328,12 @@ impl TcpSender {
                 }
             } else {
                 self.dupacks = 0;
-                let grow = self.cwnd_limited
-                    || (self.st.cwnd_bytes < self.st.ssthresh_bytes
-                        && 2.0 * self.flight() as f64 >= self.st.cwnd_bytes);
-                info.cwnd_limited = grow;
-                let before = self.st.cwnd_bytes;
-                self.cc.on_ack(&mut self.st, &info);
-                if !grow && self.st.cwnd_bytes > before {
-                    self.st.cwnd_bytes = before;
-                }
+                self.open_window(&mut info);
             }
             if self.is_done() {
                 self.rto_deadline = None;
             } else if restart_timer {
-                // An ACK of new data ends a timer back-off: the RTO returns to
-                // its estimate (ns-3's TcpSocketBase::NewAck; Linux's default
-                // timestamps give that ACK an RTT sample, RFC 7323 §4).
-                self.rto_ps = self.base_rto_ps;
-                self.rto_deadline = Some(now + self.rto_ps);
+                self.restart_timer(now);
             }
         } else if ack == self.snd_una && self.snd_nxt > self.snd_una {
             self.dupacks += 1;
@@ -361,13 +354,63 @@ impl TcpSender {
         }
     }
 
+    /// The cumulative ACK point moved to `ack` (by `acked` bytes): takes
+    /// the RTT sample it completes (Karn) and describes it to the
+    /// congestion control.
+    fn acked(&mut self, now: u64, ack: u64, acked: u64, ece: bool) -> AckInfo {
+        if let Some((end, t0)) = self.rtt_probe {
+            if ack >= end {
+                self.rtt_sample((now - t0) as f64);
+                self.rtt_probe = None;
+            }
+        }
+        AckInfo {
+            acked_bytes: acked,
+            ece,
+            snd_una: ack,
+            snd_nxt: self.snd_nxt,
+            in_recovery: self.in_recovery,
+            now_ps: now,
+            srtt_ps: self.srtt_ps,
+            cwnd_limited: false,
+        }
+    }
+
+    /// An ACK of new data outside recovery: the congestion control may
+    /// grow the window, and keeps the growth only while the window was the
+    /// limit (or slow start's clause holds).
+    fn open_window(&mut self, info: &mut AckInfo) {
+        let grow = self.cwnd_limited
+            || (self.st.cwnd_bytes < self.st.ssthresh_bytes
+                && 2.0 * self.flight() as f64 >= self.st.cwnd_bytes);
+        info.cwnd_limited = grow;
+        let before = self.st.cwnd_bytes;
+        self.cc.on_ack(&mut self.st, info);
+        if !grow && self.st.cwnd_bytes > before {
+            self.st.cwnd_bytes = before;
+        }
+    }
+
+    /// An ACK of new data ends a timer back-off: the RTO returns to its
+    /// estimate (ns-3's TcpSocketBase::NewAck; Linux's default timestamps
+    /// give that ACK an RTT sample, RFC 7323 §4).
+    fn restart_timer(&mut self, now: u64) {
+        self.rto_ps = self.base_rto_ps;
+        self.rto_deadline = Some(now + self.rto_ps);
+    }
+
     fn on_timeout(&mut self, now: u64) {
         // RFC 5681 §3.1 eq. (4) and RFC 6298 §5.5-5.7: collapse to one
         // segment, back off the timer, resend from the first unacknowledged
         // byte. ssthresh falls only when the head was not yet resent by the
         // timer: a repeated timeout of the same loss keeps it (RFC 5681 §3.1,
         // as ns-3's and Linux's TCP), else it would fall to 2 SMSS.
-        if !self.in_loss {
+        // With SACK, a timeout during a recovery is the same loss event
+        // too (a retransmission was lost): the recovery's ssthresh stays,
+        // as Linux's tcp_enter_loss keeps it, rather than halving a flight
+        // that kept growing by new data while the hole stayed open.
+        let same_loss = self.in_loss || (self.sack && self.in_recovery);
+        if !same_loss {
             let flight = self.flight();
             self.st.ssthresh_bytes = self.cc.ssthresh_after_loss(&self.st, flight);
         }
@@ -377,6 +420,9 @@ impl TcpSender {
             self.st.cwnd_bytes = self.st.mss_bytes;
         }
         self.snd_nxt = self.snd_una;
+        if self.sack {
+            self.sack_on_timeout();
+        }
         self.in_recovery = false;
         self.dupacks = 0;
         self.recover = Some(self.high_tx);
@@ -414,6 +460,9 @@ impl TcpSender {
         }
         if self.rto_deadline.is_some_and(|d| d <= now) {
             self.on_timeout(now);
+        }
+        if self.sack {
+            return self.poll_sack(now, budget_bytes, emit);
         }
         if self.retransmit_head {
             self.retransmit_head = false;
@@ -531,8 +580,11 @@ pub struct TcpReceiver {
     pub cnps: u64,
     size: u64,
     rcv_nxt: u64,
-    /// Received ranges above `rcv_nxt`, sorted by start, disjoint.
-    ooo: Vec<(u64, u64)>,
+    /// Received ranges above `rcv_nxt`, sorted by start, disjoint, each
+    /// with the arrival count when a segment last landed in it (the order
+    /// of RFC 2018's SACK blocks).
+    ooo: Vec<(u64, u64, u64)>,
+    arrivals: u64,
 }
 
 impl TcpReceiver {
@@ -543,16 +595,18 @@ impl TcpReceiver {
             size: size_bytes,
             rcv_nxt: 0,
             ooo: Vec::new(),
+            arrivals: 0,
         }
     }
 
     /// Accepts bytes `[seq, seq+len)`; returns the cumulative ACK number.
     pub fn on_segment(&mut self, seq: u64, len: u32) -> u64 {
         let end = seq + len as u64;
+        self.arrivals += 1;
         if seq <= self.rcv_nxt {
             if end > self.rcv_nxt {
                 self.rcv_nxt = end;
-                while let Some(&(s, e)) = self.ooo.first() {
+                while let Some(&(s, e, _)) = self.ooo.first() {
                     if s > self.rcv_nxt {
                         break;
                     }
@@ -561,19 +615,28 @@ impl TcpReceiver {
                 }
             }
         } else {
-            let i = self.ooo.partition_point(|&(s, _)| s < seq);
-            self.ooo.insert(i, (seq, end));
+            let i = self.ooo.partition_point(|&(s, _, _)| s < seq);
+            self.ooo.insert(i, (seq, end, self.arrivals));
             // Merge neighbours so that ranges stay disjoint.
-            let mut merged: Vec<(u64, u64)> = Vec::with_capacity(self.ooo.len());
-            for &(s, e) in &self.ooo {
+            let mut merged: Vec<(u64, u64, u64)> = Vec::with_capacity(self.ooo.len());
+            for &(s, e, t) in &self.ooo {
                 match merged.last_mut() {
-                    Some(last) if s <= last.1 => last.1 = last.1.max(e),
-                    _ => merged.push((s, e)),
+                    Some(last) if s <= last.1 => {
+                        last.1 = last.1.max(e);
+                        last.2 = last.2.max(t);
+                    }
+                    _ => merged.push((s, e, t)),
                 }
             }
             self.ooo = merged;
         }
         self.rcv_nxt
+    }
+
+    /// The SACK blocks of the ACK of the segment just accepted (RFC 2018
+    /// §4's order, see [`sack::blocks_by_recency`]); returns how many.
+    pub fn sack_blocks(&self, out: &mut [(u64, u64); sack::MAX_SACK_BLOCKS]) -> usize {
+        sack::blocks_by_recency(&self.ooo, out)
     }
 
     /// Echoes congestion as DCQCN's notification point does: at most one

@@ -16,6 +16,7 @@ pub fn sender_cfg() -> SenderConfig {
         dupack_threshold: 3,
         handshake: false,
         wire_overhead_bytes: 78,
+        sack: false,
     }
 }
 

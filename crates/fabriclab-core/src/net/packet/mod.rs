@@ -17,6 +17,7 @@ mod port;
 pub mod qdisc;
 mod qp;
 mod rocket_edge;
+mod sack_option;
 
 pub use buffer::SwitchBufferSpec;
 pub use forward::{service_ps, NodeOverride};
@@ -83,6 +84,8 @@ struct Conn {
     qp: Option<u32>,
     /// Its Packet Rocket state, when the scenario turns it on.
     rocket: Option<Box<rocket_edge::ConnRocket>>,
+    /// The SACK options of its ACKs in flight (`transport.sack`).
+    acks: sack_option::AckOptions,
 }
 
 pub struct PacketNet {
@@ -167,6 +170,11 @@ impl PacketNet {
             })
             .collect();
         let n = ports.len();
+        if transport.sack && transport.cc == CcKind::Dcqcn {
+            return Err("transport.sack: RoCE queue pairs (cc = \"dcqcn\") recover by go-back-N and send \
+                        no SACK; use sack = false with dcqcn"
+                .into());
+        }
         Ok(PacketNet {
             logics: logic::Logics::new(topo, logic, aggregation)?,
             vectors: aggregation
@@ -198,6 +206,7 @@ impl PacketNet {
                 dupack_threshold: transport.dupack_threshold,
                 handshake: transport.handshake,
                 wire_overhead_bytes: wire_bytes(1460) - 1460,
+                sack: transport.sack,
             },
             transport: transport.clone(),
             tsq_limit_bytes: transport.tsq_limit_bytes,
@@ -363,6 +372,7 @@ impl PacketNet {
 
     fn data_arrived(&mut self, ctx: &mut Ctx, pkt: Packet) {
         let id = pkt.conn;
+        let sack = self.transport.sack;
         let conn = self.conns[id as usize]
             .as_deref_mut()
             .expect("checked by caller");
@@ -410,6 +420,13 @@ impl PacketNet {
             });
         }
         let mut ack = Packet::tcp(id, ack_no, 0, wire_bytes(0), conn.class, FLAG_ACK | ece);
+        if sack {
+            let mut blocks = [(0, 0); crate::transport::sack::MAX_SACK_BLOCKS];
+            let n = conn.receiver.sack_blocks(&mut blocks);
+            if n > 0 {
+                (ack.payload, ack.wire) = conn.acks.push(&blocks, n);
+            }
+        }
         ack.at = conn.rev;
         ack.tag = pkt.tag;
         let first = self.routes[conn.rev as usize];
@@ -424,8 +441,16 @@ impl PacketNet {
         if pkt.flags & FLAG_SYN != 0 {
             conn.sender.on_syn_ack(ctx.now);
         } else {
-            conn.sender
-                .on_ack(ctx.now, pkt.seq, pkt.flags & FLAG_ECE != 0);
+            let ece = pkt.flags & FLAG_ECE != 0;
+            if pkt.payload != 0 {
+                // A SACK option rides on it (`sack_option`).
+                let mut blocks = [(0, 0); crate::transport::sack::MAX_SACK_BLOCKS];
+                let n = conn.acks.take(pkt.payload, &mut blocks);
+                conn.sender
+                    .on_ack_sack(ctx.now, pkt.seq, ece, &blocks[..n]);
+            } else {
+                conn.sender.on_ack(ctx.now, pkt.seq, ece);
+            }
             if let Some(r) = conn.rocket.as_deref_mut() {
                 let edge = self
                     .rocket
@@ -633,6 +658,7 @@ impl Backend for PacketNet {
             notify_packets,
             qp: posted.as_ref().map(|p| p.qp),
             rocket: self.rocket.as_ref().and_then(|e| e.open(pair.0, pair.1)),
+            acks: sack_option::AckOptions::default(),
         }));
         self.live_conns += 1;
         // A message queued behind others on its queue pair waits its turn.
