@@ -4,6 +4,7 @@ docs/clockwork-control.md, "What would give the talk's gains").
 
     python benches/clockwork_sensitivity.py [--out clockwork_sensitivity.json] [--only NAME ...]
         [--seeds 0 1 2] [--runs 3] [--size-mib 8] [--gap-ms 250]
+    python benches/clockwork_sensitivity.py --table-from clockwork_sensitivity.json
 
 The reproduction's three configurations (cloud-assigned, Clockwork-chosen,
 chosen + Packet Rocket) under one changed condition at a time from its
@@ -21,6 +22,8 @@ from __future__ import annotations
 import argparse
 import json
 import time
+
+import numpy as np
 
 from fabriclab.systems.clockwork import repro_nccl as N
 
@@ -77,10 +80,22 @@ def run_config(seed: int, spec: dict, cl: dict, config: str, runs: int, size: in
     return r, time.perf_counter() - t0
 
 
+def change_interval(ms: list[float], base_ms: list[float], draws: int = 2000) -> list[float]:
+    """A 90 % bootstrap interval of the median's change against ``base_ms``'s
+    (%; tasks resampled within each configuration; seeded, so deterministic)."""
+    rng = np.random.default_rng(0)
+    a, b = np.asarray(ms), np.asarray(base_ms)
+    ra = np.median(rng.choice(a, (draws, len(a))), axis=1)
+    rb = np.median(rng.choice(b, (draws, len(b))), axis=1)
+    lo, hi = np.percentile((ra / rb - 1) * 100, [5, 95])
+    return [round(float(lo), 1), round(float(hi), 1)]
+
+
 def summarise(runs: dict[str, list[dict]], truth: list[dict]) -> dict:
     out = {}
     for k, rs in runs.items():
         s = N.stats([x for r in rs for x in r["ms"]])
+        s["mean_ms"] = float(np.mean([x for r in rs for x in r["ms"]]))
         s["drops"] = sum(r["drops"] for r in rs)
         s["drops_by_place"] = {p: sum(r["drops_by_place"][p] for r in rs) for p in rs[0]["drops_by_place"]}
         s["tenant_retransmits"] = sum(r["tenant_retransmits"] for r in rs)
@@ -88,8 +103,11 @@ def summarise(runs: dict[str, list[dict]], truth: list[dict]) -> dict:
         s["pauses"] = sum((r.get("packet_rocket") or {}).get("pauses", 0) for r in rs)
         out[k] = s
     base = out["assigned"]["median_ms"]
-    for s in out.values():
+    base_ms = [x for r in runs["assigned"] for x in r["ms"]]
+    for k, s in out.items():
         s["change_pct"] = N.change_pct(s["median_ms"], base)
+        s["change_mean_pct"] = N.change_pct(s["mean_ms"], out["assigned"]["mean_ms"])
+        s["change_interval_pct"] = change_interval([x for r in runs[k] for x in r["ms"]], base_ms)
     for k in ("assigned", "chosen"):
         out[k]["sharing_a_machine"] = sum(t[f"{k}_truth"]["sharing_a_machine"] for t in truth)
         out[k]["on_busy_machines"] = sum(t[f"{k}_truth"]["on_busy_machines"] for t in truth)
@@ -98,18 +116,32 @@ def summarise(runs: dict[str, list[dict]], truth: list[dict]) -> dict:
 
 def row(name: str, s: dict) -> str:
     a, c, r = s["assigned"], s["chosen"], s["chosen_rocket"]
-    return (f"{name:<22} {a['median_ms']:7.1f} {c['change_pct']:+7.1f} {r['change_pct']:+7.1f}  "
-            f"{a['iqr_ms']:5.1f}/{c['iqr_ms']:5.1f}/{r['iqr_ms']:5.1f}  "
-            f"{a['min_ms']:5.1f}-{a['max_ms']:5.1f}/{c['min_ms']:5.1f}-{c['max_ms']:5.1f}/"
-            f"{r['min_ms']:5.1f}-{r['max_ms']:5.1f}  "
-            f"{a['tenant_retransmits']}/{c['tenant_retransmits']}/{r['tenant_retransmits']}  "
-            f"{a['drops']}/{c['drops']}/{r['drops']}  {r['pauses']}  "
-            f"{a['sharing_a_machine']}/{c['sharing_a_machine']} {a['on_busy_machines']}/{c['on_busy_machines']}")
+
+    def ch(x):
+        lo, hi = x["change_interval_pct"]
+        return f"{x['change_pct']:+6.1f} [{lo:+.0f},{hi:+.0f}] {x['change_mean_pct']:+6.1f}"
+
+    return (f"{name:<21} {a['median_ms']:5.1f} {a['mean_ms']:5.1f} | {ch(c)} | {ch(r)} | "
+            f"{a['iqr_ms']:4.1f}/{c['iqr_ms']:4.1f}/{r['iqr_ms']:4.1f} | "
+            f"{a['max_ms']:5.1f}/{c['max_ms']:5.1f}/{r['max_ms']:5.1f} | "
+            f"{a['tenant_retransmits']}/{c['tenant_retransmits']}/{r['tenant_retransmits']} | "
+            f"{a['drops']}/{c['drops']}/{r['drops']} | {r['pauses']} | "
+            f"{a['sharing_a_machine']}/{c['sharing_a_machine']} | {a['on_busy_machines']}/{c['on_busy_machines']}")
 
 
-HEADER = ("condition              assigned  chosen  +rocket  IQR ms a/c/r        min-max ms a/c/r"
-          "                       tenant rexmit a/c/r  drops a/c/r (whole fabric)  pauses  shared a/c busy a/c\n"
-          "                       median ms  change %")
+HEADER = ("condition             assigned    | chosen: change %         | + Packet Rocket          | IQR ms"
+          "         | max ms            | tenant rexmit | fabric drops a/c/r | pauses | shared | busy\n"
+          "                      median mean | median [90 % CI] mean    | median [90 % CI] mean    | a/c/r"
+          "          | a/c/r             | a/c/r         |                    |        | a/c    | a/c")
+
+
+def reprint(path: str) -> None:
+    """The table of a saved sweep, its summaries recomputed from its runs."""
+    with open(path) as f:
+        d = json.load(f)
+    print(HEADER)
+    for name, c in d["conditions"].items():
+        print(row(name, summarise(c["runs"], c["clusters"])), f"[{d['wall_s'][name]:.0f} s]")
 
 
 def main() -> None:
@@ -120,7 +152,10 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--size-mib", type=int, default=8)
     ap.add_argument("--gap-ms", type=int, default=250)
+    ap.add_argument("--table-from", default=None, help="print the table of a saved sweep (JSON) and stop")
     a = ap.parse_args()
+    if a.table_from:
+        return reprint(a.table_from)
     names = a.only or list(CONDITIONS)
     bad = [n for n in names if n not in CONDITIONS]
     if bad:
