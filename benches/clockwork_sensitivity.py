@@ -72,12 +72,11 @@ def run_config(seed: int, spec: dict, cl: dict, config: str, runs: int, size: in
     t = None
     if rocket and "t_rtt" in spec:
         t = round(spec["t_rtt"] * N.threshold_ps(N.cloud(seed, **cc)))
-    t0 = time.perf_counter()
     r = N.tasks(seed, hosts, cl["pool"], runs=runs, size=size, gap_ms=gap_ms, rocket=rocket, threshold=t,
                 rocket_clock=spec.get("clock", "ideal") if rocket else "ideal", transport=spec.get("transport"),
                 queue=spec.get("queue"), detail=True, **cc)
     r["threshold_ps"] = (t if t is not None else N.threshold_ps(N.cloud(seed, **cc))) if rocket else None
-    return r, time.perf_counter() - t0
+    return r
 
 
 def change_interval(ms: list[float], base_ms: list[float], draws: int = 2000) -> list[float]:
@@ -193,7 +192,7 @@ def main() -> None:
                     r = next(x for x in done["default"]["runs"][k] if x["seed"] == seed)
                 else:
                     try:
-                        r, _ = run_config(seed, spec, cl, k, a.runs, size, a.gap_ms)
+                        r = run_config(seed, spec, cl, k, a.runs, size, a.gap_ms)
                     except RuntimeError as e:  # a task outlasted the run (repro_nccl.tasks): say so, go on
                         r = {"unfinished": str(e)}
                     r["seed"] = seed
