@@ -33,6 +33,37 @@ def test_packet_rockets_threshold_from_the_paths_base_delay_by_hand():
     assert N.threshold_ps(N.cloud(0)) == 34_200_000
 
 
+def test_the_base_delay_follows_an_oversubscribed_spine_by_hand():
+    # 2:1 halves the spine links to 4 x 10 / (2 x 2) = 10 Gbit/s: a frame takes 1.2 us there instead of 0.6 us,
+    # twice on the path: 17.1 + 1.2 = 18.3 us (the sensitivity study's oversubscribed clouds).
+    f = {**N.cloud(0)["cloud"]["fabric"], "oversubscription": 2.0}
+    assert N.base_owd_ps(N.cloud(0, fabric=f)) == 18_300_000
+
+
+def test_drop_places_by_hand():
+    import pandas as pd
+
+    links = pd.DataFrame({"src_node": ["vm0", "pm0", "pm0", "tor0", "spine1", "tor1", "pm3"],
+                          "dst_node": ["pm0", "tor0", "vm5", "spine1", "tor1", "pm3", "vm20"],
+                          "drops": [1, 2, 4, 8, 16, 32, 64]})
+    flows = pd.DataFrame({"src": [0, 19, 20, 33], "retransmits": [1, 2, 4, 8]})
+    r = N.drop_places(links, flows, pool=20)
+    assert r["drops_by_place"] == {"vm": 1, "hypervisor": 2, "to_vm": 4 + 64, "fabric": 8 + 16 + 32}
+    assert r["tenant_retransmits"] == 3 and r["tenant_flows"] == 2
+
+
+def test_a_busy_clouds_drops_by_place_add_up_and_the_rings_flows_count():
+    # The reproduction's cloud 0 with its neighbours; the tenant's first 16 VMs, one 2 MiB task. Every drop is
+    # at one of the four places; the tenant's flows are 2 rings x 16 VMs x 2 (16 - 1) ring steps = 960.
+    t = N.tasks(0, list(range(16)), 16, runs=1, size=2 * MIB, gap_ms=100, detail=True)
+    assert t["drops"] > 0
+    assert sum(t["drops_by_place"].values()) == t["drops"]
+    assert t["tenant_flows"] == 960
+    assert 0 <= t["tenant_retransmits"] <= t["retransmits"]
+    with pytest.raises(ValueError, match="rocket_clock"):
+        N.tasks(0, list(range(16)), 16, runs=1, size=MIB, rocket=True, rocket_clock="host")
+
+
 def test_ray_runs_sum_their_iterations_and_overheads_by_hand():
     assert R.RAY_OVERHEAD_PS == 4_500_000_000  # 32 calls x 0.125 ms + 0.5 ms
     assert R.run_times([1.0, 2.0, 3.0, 4.0], 2, overhead_ps=4_500_000_000) == [12.0, 16.0]

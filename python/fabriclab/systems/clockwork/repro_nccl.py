@@ -39,6 +39,7 @@ The model (each choice is stated in docs/clockwork-control.md with its reason):
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from functools import lru_cache
@@ -102,9 +103,11 @@ def base_owd_ps(c: dict) -> int:
     """The base one-way delay between two VMs under different ToRs (the
     longest VM-to-VM path): six links' delays plus one full frame's
     serialisation on each (the VM's cap, the NIC, the spine links)."""
+    from ...scenario.topology import leaf_spine_uplink_bps
+
     f = c["cloud"]["fabric"]
     nic = f["link_rate_bps"]
-    spine = nic * f["hosts_per_leaf"] // f["spines"]
+    spine = leaf_spine_uplink_bps(f["hosts_per_leaf"], f["spines"], nic, f.get("oversubscription", 1.0))
     vm = c["cloud"]["vm_egress_bps"]
     bits = MSS_WIRE_BYTES * 8 * 10**12
     delays = 2 * 1 * US + 4 * f.get("link_delay_ps", 1 * US)
@@ -127,30 +130,50 @@ def rocket_available() -> bool:
     return "packet_rocket_threshold_ps" in TransportConfig.model_fields
 
 
+ROCKET_CLOCKS = ("ideal", "estimated")
+
+
 def tasks(seed: int, hosts: list[int], pool: int, op: str = "allreduce", runs: int = RUNS,
-          size: int = SIZE_BYTES, gap_ms: int = GAP_MS, rocket: bool = False, **cloud_changes) -> dict:
+          size: int = SIZE_BYTES, gap_ms: int = GAP_MS, rocket: bool = False, threshold: int | None = None,
+          rocket_clock: str = "ideal", transport: dict | None = None, queue: dict | None = None,
+          detail: bool = False, **cloud_changes) -> dict:
     """``runs`` tasks of ``op`` on ``hosts`` (ring order), one after another:
     per task, two rings (one per GPU) of half the buffer each, started
-    together; its time is the later ring's plus the NVLink stages."""
+    together; its time is the later ring's plus the NVLink stages.
+
+    For what-ifs (``benches/clockwork_sensitivity.py``); the defaults are the
+    reproduction's: ``threshold`` Packet Rocket's T in ps (None:
+    :func:`threshold_ps`); ``rocket_clock`` "ideal" or "estimated" (the
+    hosts' ``[clocks]`` at their defaults, corrected by the calibration pass
+    that :func:`fabriclab.simulate` runs first); ``transport`` and ``queue``
+    fields replacing the scenario's ``[transport]`` and ``[queue]`` (the
+    switches' queues); ``detail`` adds the drops by where they happened and
+    the tenant's retransmissions (:func:`drop_places`)."""
     from ...collectives.rings import chain_broadcast
     from ...scenario.model import CollectiveConfig, Scenario
-    from ...sim.pipeline import simulate
 
+    if rocket_clock not in ROCKET_CLOCKS:
+        raise ValueError(f"rocket_clock: {rocket_clock!r} is not one of {', '.join(ROCKET_CLOCKS)}")
     d = cloud(seed, **cloud_changes)
     end = (20 + runs * gap_ms) * MS
     d["cloud"].update(tenant_vms=pool, neighbour_duration_ps=end)
     d["stop_ps"] = end + 2 * gap_ms * MS
+    d["transport"].update(transport or {})
+    if queue is not None:
+        d["queue"] = queue
     if rocket:
         # On the tenant's VMs only (hosts 0..pool-1): the other tenants do not run Packet Rocket.
-        d["transport"].update(packet_rocket_threshold_ps=threshold_ps(d), packet_rocket_clock="ideal",
-                              packet_rocket_hosts=list(range(pool)))
+        d["transport"].update(packet_rocket_threshold_ps=threshold_ps(d) if threshold is None else threshold,
+                              packet_rocket_clock=rocket_clock, packet_rocket_hosts=list(range(pool)))
+        if rocket_clock == "estimated":
+            d["clocks"] = {"stamping": "nic"}
     half = size // GPUS_PER_VM
     starts = [(20 + k * gap_ms) * MS for k in range(runs)]
     names = [[f"t{k}g{g}" for g in range(GPUS_PER_VM)] for k in range(runs)]
     if op != "broadcast":
         d["collectives"] = [{"name": names[k][g], "planner": "ring", "op": op, "size_bytes": half, "hosts": hosts,
                              "start_ps": starts[k]} for k in range(runs) for g in range(GPUS_PER_VM)]
-    d["outputs"] = {"flows": False, "links": False, "messages": False}
+    d["outputs"] = {"flows": detail, "links": detail, "messages": False}
     s = Scenario.from_dict(d)
     if op == "broadcast":
         # A chain from the first VM, as NCCL's ring broadcast, pipelined in chunks of 1/n of the
@@ -160,6 +183,10 @@ def tasks(seed: int, hosts: list[int], pool: int, op: str = "allreduce", runs: i
             for g in range(GPUS_PER_VM):
                 plan = chain_broadcast(len(hosts), half, 0, chunk_bytes=chunk)
                 s.collectives.append(CollectiveConfig.of_plan(plan, hosts, name=names[k][g], start_ps=starts[k]))
+    if d["transport"].get("packet_rocket_clock") == "estimated":
+        from ...api import simulate
+    else:
+        from ...sim.pipeline import simulate
     res = simulate(s)
     col = res.summary["collectives"]
     nv = nvlink_ps(op, size)
@@ -170,22 +197,51 @@ def tasks(seed: int, hosts: list[int], pool: int, op: str = "allreduce", runs: i
             raise RuntimeError(f"cloud {seed}: task {k} ({op}) did not finish by the end of the run")
         late += max(durs) > gap_ms * MS
         out.append((max(durs) + nv) / MS)
-    return {"ms": out, "overlapped": late, "drops": res.summary["links"]["drops"],
-            "retransmits": res.summary["retransmits"]}
+    r = {"ms": out, "overlapped": late, "drops": res.summary["links"]["drops"],
+         "retransmits": res.summary["retransmits"]}
+    if detail:
+        r.update(drop_places(res.links, res.flows, pool))
+        r["packet_rocket"] = res.summary.get("packet_rocket")
+        if "packet_rocket_calibration" in res.summary:
+            r["calibration"] = res.summary["packet_rocket_calibration"]
+    return r
+
+
+def drop_places(links, flows, pool: int) -> dict:
+    """Where a cloud run's packets were dropped, by the queue's place
+    (:mod:`fabriclab.scenario.cloud`'s names): ``vm`` a VM's own egress
+    (``vm*`` to its machine), ``hypervisor`` a machine's queue toward its
+    ToR (``pm*`` to a switch), ``to_vm`` a machine's port to a VM, and
+    ``fabric`` the switches' ports; and the retransmissions of the tenant's
+    flows (sent by hosts 0..pool-1) against everyone's."""
+    src, dst = links["src_node"].astype(str), links["dst_node"].astype(str)
+    place = np.where(src.str.startswith("vm"), "vm",
+                     np.where(src.str.startswith("pm"), np.where(dst.str.startswith("vm"), "to_vm", "hypervisor"),
+                              "fabric"))
+    drops = {p: int(links["drops"][place == p].sum()) for p in ("vm", "hypervisor", "to_vm", "fabric")}
+    tenant = flows["src"] < pool
+    return {"drops_by_place": drops, "tenant_retransmits": int(flows["retransmits"][tenant].sum()),
+            "tenant_flows": int(tenant.sum())}
+
+
+def clusters(seed: int, vms: int = VMS, margin: int = MARGIN, **cloud_changes) -> dict:
+    """The cloud-assigned and the Clockwork-chosen cluster of cloud ``seed``
+    (``cloud_changes`` replace fields of its ``[cloud]``; host indices in ring
+    order) and the placement's truth about each (cached: clockwork-nccl and
+    clockwork-ray share the clouds)."""
+    return _clusters(seed, vms, margin, json.dumps(cloud_changes, sort_keys=True))
 
 
 @lru_cache(maxsize=8)
-def clusters(seed: int, vms: int = VMS, margin: int = MARGIN) -> dict:
-    """The cloud-assigned and the Clockwork-chosen cluster of cloud ``seed``
-    (host indices in ring order) and the placement's truth about each
-    (cached: clockwork-nccl and clockwork-ray share the clouds)."""
+def _clusters(seed: int, vms: int, margin: int, changes: str) -> dict:
     from ...scenario.model import Scenario
     from . import select as sel
 
-    meas, s = sel.select(Scenario.from_dict(cloud(seed)), vms, margin)
+    c = cloud(seed, **json.loads(changes))
+    meas, s = sel.select(Scenario.from_dict(c), vms, margin)
     pool = vms + margin
     assigned = sorted(random.Random(seed).sample(range(pool), vms))
-    truth = Scenario.from_dict({**cloud(seed), "cloud": {**cloud(seed)["cloud"], "tenant_vms": pool}}).build_cloud()
+    truth = Scenario.from_dict({**c, "cloud": {**c["cloud"], "tenant_vms": pool}}).build_cloud()
     busy = set(truth.busy)
 
     def facts(hosts):
@@ -255,8 +311,6 @@ def summarise(per_cloud: list[dict], alone: list[dict], rocket: bool, size: int)
 
 
 def run(out_dir: Path, quick: bool = False, workers: int = 1, first_seed: int = 0) -> dict:
-    import json
-
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     n, runs = (QUICK_CLOUDS, QUICK_RUNS) if quick else (CLOUDS, RUNS)
