@@ -200,6 +200,14 @@ def test_probes_on_monotonic_clocks_or_of_two_epochs_are_refused(made, tmp_path)
         pq.write_table(t.replace_schema_metadata({b"fabriclab.clock.join": json.dumps(meta).encode()}), p)
         with pytest.raises(AgentInputError, match=f"^--from-probes: .*{what}"):
             probes_table(p, ["h0", "h1"], tmp_path / "t.json")
+    # agents of different epochs with no emulated drift (real hosts, no shared --epoch-ns): the epoch means
+    # nothing there, so the table is made, without a clock epoch
+    hosts = {"h0": {"clock": "realtime", "epoch_ns": 1, "drift_ppm": 0.0},
+             "h1": {"clock": "realtime", "epoch_ns": 2, "drift_ppm": 0.0}}
+    meta = {"stamp_origin_ns": time.time_ns() // 10**9 * 10**9, "hosts": hosts}
+    pq.write_table(t.replace_schema_metadata({b"fabriclab.clock.join": json.dumps(meta).encode()}), p)
+    probes_table(p, ["h0", "h1"], tmp_path / "t.json")
+    assert "clock_epoch_ns" not in json.loads((tmp_path / "t.json").read_text())
 
 
 def test_a_live_refit_from_flushing_agents_replaces_the_table_while_they_probe(tmp_path):

@@ -302,7 +302,9 @@ def _records_table(p, hosts: dict, origin: int, names: Sequence[str], out: Path,
     if mono:
         raise AgentInputError(f"{option}: the agents stamped on their hosts' CLOCK_MONOTONIC ({', '.join(mono)}); "
                               "the runtime's Packet Rocket reads CLOCK_REALTIME: run them with --clock realtime")
-    epochs = {m["epoch_ns"] for h, m in hosts.items() if h in names and "epoch_ns" in m}
+    # the epoch matters only to a clock that drifts: agents run with no emulated drift (real hosts) and no
+    # shared --epoch-ns are not refused (review_rtable B8); a half that does not say its drift counts as drifting
+    epochs = {m["epoch_ns"] for h, m in hosts.items() if h in names and "epoch_ns" in m and m.get("drift_ppm") != 0}
     if len(epochs) > 1:
         raise AgentInputError(f"{option}: the ranks' agents ran emulated clocks of different epochs "
                               f"({sorted(epochs)}); the runtime's ranks share one")
