@@ -221,7 +221,8 @@ def register(app: typer.Typer) -> None:
                                        "CLOCK_REALTIME - CLOCK_MONOTONIC as read here: a time namespace's offset shows)."),
         flush_s: Optional[float] = typer.Option(None, "--flush-s", help="Also write --out with the records so far "
                                                 "every this many seconds while probing (for `rocket-table "
-                                                "--from-halves --watch-s`)."),
+                                                "--from-halves --watch-s`; 0.1..3600): only new records are "
+                                                "converted in the probe loop, a helper thread writes the file."),
     ) -> None:
         """A real clock agent: coded UDP probe pairs to its peers, echoes, kernel timestamps, an emulated clock
         (docs/clockwork.md, "The real agent")."""
@@ -350,7 +351,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """The runtime's Packet Rocket on estimated clocks: the correction table every rank applies, from a probe
         phase over loopback (-n), from the agents' mesh in a cluster-in-a-box (--box), or from a probe file
-        (--from-probes), by fabriclab's estimator (docs/clockwork-control.md, "Packet Rocket in the runtime")."""
+        (--from-probes) or from agents' flushed halves (--from-halves, refitted every --watch-s while they probe),
+        by fabriclab's estimator (docs/clockwork-control.md, "Packet Rocket in the runtime")."""
         import time
 
         from . import rocket_table as rt
