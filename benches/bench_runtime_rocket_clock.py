@@ -37,6 +37,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import statistics
 import sys
 import tempfile
@@ -71,10 +72,15 @@ def main() -> None:
     ap.add_argument("--refit-s", type=float, default=None,
                     help="with --box: a live refit instead of one phase: the box's agents probe for --refit-for-s, "
                          "flushing every this many s, the table is refitted as often and the ranks re-read it")
-    ap.add_argument("--refit-for-s", type=float, default=300.0)
+    ap.add_argument("--refit-for-s", type=float, default=3600.0,
+                    help="with --refit-s: the agents' probing at most this long; they are stopped when the runs end")
     a = ap.parse_args()
     if a.refit_s is not None and a.box is None:
         raise SystemExit("--refit-s: only with --box")
+    if a.refit_s is not None and not 0.1 <= a.refit_s <= 3600:
+        raise SystemExit(f"--refit-s: must be within 0.1..3600 seconds (the agents' --flush-s), got {a.refit_s}")
+    if not 0 < a.refit_for_s <= 86_400:
+        raise SystemExit(f"--refit-for-s: must be within 0 and 86400 seconds, got {a.refit_for_s}")
     if a.box is None:
         sitting(a, None)
         return
@@ -91,9 +97,13 @@ def main() -> None:
         apply.remove(a.box)
 
 
+FIRST_TABLE_TIMEOUT_S = 120.0   # beyond the agents' 3 s start and --phase-s
+
+
 def live_refit(a, box: str, offsets, drifts, epoch: int, table: Path, d: Path):
     """The box's agents probing for --refit-for-s and flushing every --refit-s (a thread), the table refitted
-    as often (a thread); returns once the first table is written after --phase-s of probing."""
+    as often (a thread); returns once the first table is written after --phase-s of probing. Raises (the
+    threads stopped) if it is not written within FIRST_TABLE_TIMEOUT_S or a thread ended first."""
     import io
     import threading
 
@@ -104,19 +114,49 @@ def live_refit(a, box: str, offsets, drifts, epoch: int, table: Path, d: Path):
     halves = d / "halves"
     halves.mkdir()
     labels = [h["label"] for h in load_state(box)["hosts"]]
-    live = {"log": io.StringIO(), "stop": threading.Event()}
-    live["mesh"] = threading.Thread(target=mesh, kwargs=dict(
-        cluster=box, out=d / "mesh.parquet", duration_s=a.refit_for_s, peers=a.n - 1, offsets_ns=offsets,
-        drifts_ppm=drifts, host_clock="realtime", epoch_ns=epoch, flush_s=a.refit_s, halves_dir=halves,
-        log=io.StringIO()))
-    live["watch"] = threading.Thread(target=watch, args=(halves, labels, table, a.refit_s, a.refit_for_s + 10),
-                                     kwargs={"log": live["log"], "stop": live["stop"]})
+    live = {"log": io.StringIO(), "stop": threading.Event(), "errors": []}
+
+    def guarded(f, **kw):
+        def run():
+            try:
+                f(**kw)
+            except Exception as x:  # reported by the main thread (stop_live)
+                live["errors"].append(f"{f.__name__}: {x}")
+        return threading.Thread(target=run, daemon=True)
+
+    live["mesh"] = guarded(mesh, cluster=box, out=d / "mesh.parquet", duration_s=a.refit_for_s, peers=a.n - 1,
+                           offsets_ns=offsets, drifts_ppm=drifts, host_clock="realtime", epoch_ns=epoch,
+                           flush_s=a.refit_s, halves_dir=halves, log=io.StringIO(), stop=live["stop"])
+    live["watch"] = guarded(watch, folder=halves, names=labels, out=table, every_s=a.refit_s,
+                            for_s=a.refit_for_s + 10, log=live["log"], stop=live["stop"])
     live["mesh"].start()
-    time.sleep(3.0 + a.phase_s)  # the mesh's agents start probing 3 s after launch
-    live["watch"].start()
-    while not table.exists():
-        time.sleep(0.2)
+    try:
+        time.sleep(3.0 + a.phase_s)  # the mesh's agents start probing 3 s after launch
+        live["watch"].start()
+        deadline = time.monotonic() + FIRST_TABLE_TIMEOUT_S
+        while not table.exists():
+            if not (live["mesh"].is_alive() and live["watch"].is_alive()) or time.monotonic() > deadline:
+                raise RuntimeError(f"live refit: no first table within {FIRST_TABLE_TIMEOUT_S:g} s or a thread "
+                                   f"ended: {live['errors']} {live['log'].getvalue()[-500:]}")
+            time.sleep(0.2)
+    except BaseException:
+        stop_live(live)
+        raise
     return {"live_refit_s": a.refit_s, "end_ns": time.time_ns(), "first_refit": live["log"].getvalue()}, live
+
+
+def stop_live(live) -> list[str]:
+    """Stops the agents and the refits, waits for both threads; returns their errors."""
+    live["stop"].set()
+    for k in ("mesh", "watch"):
+        if live[k].ident is not None:
+            live[k].join(timeout=60)
+    return live["errors"]
+
+
+def tables_written(log: str) -> int:
+    """The refits that wrote a table (watch's "refit N: ..." lines; "refit skipped: ..." wrote none)."""
+    return len(re.findall(r"^refit \d+:", log, re.M))
 
 
 def sitting(a, box: str | None) -> None:
@@ -128,46 +168,50 @@ def sitting(a, box: str | None) -> None:
     with tempfile.TemporaryDirectory(prefix="fabriclab-bench-rclock-") as d:
         table = Path(d, "table.json")
         t0 = time.perf_counter()
+        live = None
         if a.refit_s is not None:
             info, live = live_refit(a, box, offsets, drifts, epoch, table, Path(d))
         else:
             info = (loopback_table(a.n, offsets, drifts, epoch, table, duration_s=a.phase_s) if box is None
                     else box_table(box, offsets, drifts, epoch, table, duration_s=a.phase_s))
-        info["wall_s"] = round(time.perf_counter() - t0, 2)
-        print(f"# probe phase: {info}", flush=True)
-        modes = a.modes.split(",")
-        runs = []
-        for rep in range(a.reps):
-            order = modes[rep % len(modes):] + modes[:rep % len(modes)]
-            for mode in order:
-                clock = {"mode": mode, "offsets_ns": offsets, "drifts_ppm": drifts, "epoch_ns": epoch,
-                         "correction": str(table) if mode == "estimated" else None,
-                         "reload_ms": a.refit_s * 500 if a.refit_s is not None and mode == "estimated" else None}
-                refits0 = live["log"].getvalue().count("refit ") if a.refit_s is not None else 0
-                stats: list = []
-                t0 = time.perf_counter()
-                rows = run_bench(a.op, algo, f"{size}:{size}", 2, a.n, iters=a.iters, warmup=2, chunk_bytes=chunk,
-                                 packet_rocket_threshold_us=a.threshold_us, rocket_stats=stats, clock=clock,
-                                 cluster=box)
-                wall = time.perf_counter() - t0
-                end = time.time_ns()
-                err = residual_ns(table, a.n, offsets, drifts, epoch, end, mode)
-                wrong = sum(f.wrong for x in rows for f in (x.out_of_place, x.in_place))
-                tot = {k: sum(s[k] for s in stats) for k in ("echoes", "pauses", "paused_ns", "held_ns")}
-                r = {"rep": rep, "mode": mode, "wall_s": round(wall, 3), "wrong": wrong,
-                     "time_us_oop": rows[0].out_of_place.time_us, "time_us_ip": rows[0].in_place.time_us, **tot,
-                     "pauses_per_rank": [s["pauses"] for s in stats],
-                     "paused_ms_per_rank": [round(s["paused_ns"] / 1e6, 1) for s in stats],
-                     "clock_error_ns_at_end": err, "since_phase_s": round((end - info["end_ns"]) / 1e9, 1),
-                     "load1": round(os.getloadavg()[0], 2)}
-                if a.refit_s is not None:
-                    r["tables_written_during"] = live["log"].getvalue().count("refit ") - refits0
-                runs.append(r)
-                print(json.dumps(r), flush=True)
-        if a.refit_s is not None:
-            live["stop"].set()
-            live["mesh"].join()
-            live["watch"].join()
+        try:
+            info["wall_s"] = round(time.perf_counter() - t0, 2)
+            print(f"# probe phase: {info}", flush=True)
+            modes = a.modes.split(",")
+            runs = []
+            for rep in range(a.reps):
+                order = modes[rep % len(modes):] + modes[:rep % len(modes)]
+                for mode in order:
+                    clock = {"mode": mode, "offsets_ns": offsets, "drifts_ppm": drifts, "epoch_ns": epoch,
+                             "correction": str(table) if mode == "estimated" else None,
+                             "reload_ms": a.refit_s * 500 if a.refit_s is not None and mode == "estimated" else None}
+                    refits0 = tables_written(live["log"].getvalue()) if live is not None else 0
+                    stats: list = []
+                    t0 = time.perf_counter()
+                    rows = run_bench(a.op, algo, f"{size}:{size}", 2, a.n, iters=a.iters, warmup=2, chunk_bytes=chunk,
+                                     packet_rocket_threshold_us=a.threshold_us, rocket_stats=stats, clock=clock,
+                                     cluster=box)
+                    wall = time.perf_counter() - t0
+                    end = time.time_ns()
+                    err = residual_ns(table, a.n, offsets, drifts, epoch, end, mode)
+                    wrong = sum(f.wrong for x in rows for f in (x.out_of_place, x.in_place))
+                    tot = {k: sum(s[k] for s in stats) for k in ("echoes", "pauses", "paused_ns", "held_ns")}
+                    r = {"rep": rep, "mode": mode, "wall_s": round(wall, 3), "wrong": wrong,
+                         "time_us_oop": rows[0].out_of_place.time_us, "time_us_ip": rows[0].in_place.time_us, **tot,
+                         "pauses_per_rank": [s["pauses"] for s in stats],
+                         "paused_ms_per_rank": [round(s["paused_ns"] / 1e6, 1) for s in stats],
+                         "clock_error_ns_at_end": err, "since_phase_s": round((end - info["end_ns"]) / 1e9, 1),
+                         "load1": round(os.getloadavg()[0], 2)}
+                    if live is not None:
+                        r["tables_written_during"] = tables_written(live["log"].getvalue()) - refits0
+                        r["since_last_table_s"] = round((end - table.stat().st_mtime_ns) / 1e9, 1)
+                        r["agents_probing_at_end"] = live["mesh"].is_alive()
+                    runs.append(r)
+                    print(json.dumps(r), flush=True)
+        finally:   # the agents and the refits stopped whatever happened (review_rtable B3)
+            if live is not None:
+                for x in stop_live(live):
+                    print(f"# live refit: {x}", flush=True)
     where = f"box {box} ({a.rate}, {a.queue_packets}-packet ports)" if box else "loopback"
     print(f"\n# {platform.node()} {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {where}; load "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; n={a.n} {a.op} {a.size} "

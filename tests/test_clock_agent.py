@@ -382,3 +382,44 @@ def test_box_runtime_one_way_delays_corrected_by_the_agent_clocks(timens_box):
     # CPU-starved agents left one host pair ~470 ns apart, which p99 <= 500 alone would call a failure.)
     assert err.quantile(0.99) <= 2 * 500, err.describe()
     assert (true > 0).all()
+
+
+def test_run_agents_ends_its_processes_when_told_to_stop():
+    # A process that would run 60 s, stopped by the event after 0.3 s: terminated (SIGTERM), not an error,
+    # and run_agents returns long before the process's own end or the 120 s timeout.
+    import sys
+    import threading
+
+    from fabriclab.observe.clock.agent import run_agents
+
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    t0 = time.monotonic()
+    run_agents([[sys.executable, "-c", "import time; time.sleep(60)"]], ["sleeper"], 120.0, "test", stop=stop)
+    assert time.monotonic() - t0 < 20
+
+
+def test_the_live_flush_writes_the_records_so_far_whole_and_only_converts_new_ones(tmp_path):
+    # Two flushes: the file holds every record each time (hand counts), the second converting only the rows
+    # added since the first; the final whole half (write_half) holds the same rows, sorted.
+    import pyarrow.parquet as pq
+
+    from fabriclab.observe.clock import agent as ag
+
+    a = ag.Agent(name="h0", listen=("127.0.0.1", 1), peers=[], duration_s=1.0)
+    a.tx += [("h1", p, s, 10**18 + 1000 * p + s) for p in range(3) for s in (0, 1)]
+    f = ag.HalfFlusher(a, tmp_path / "h0.half.parquet")
+    assert f.flush()
+    f.wait()
+    assert pq.read_table(tmp_path / "h0.half.parquet").num_rows == 6
+    a.rx += [("h1", 7, s, 10**18 + s) for s in (0, 1)]
+    a.tx += [("h1", 3, 0, 10**18 + 3000)]
+    assert f.flush()
+    f.wait()
+    assert (f.n_tx, f.n_rx) == (7, 2) and len(f.chunks) == 1
+    t = pq.read_table(tmp_path / "h0.half.parquet")
+    assert t.num_rows == 9 and t.column("side").to_pylist().count("rx") == 2
+    ag.write_half(a, tmp_path / "whole.half.parquet")
+    w = pq.read_table(tmp_path / "whole.half.parquet")
+    key = lambda tb: sorted(zip(*(tb.column(c).to_pylist() for c in ("side", "src", "dst", "pair", "seq", "stamp_ns"))))  # noqa: E731
+    assert key(w) == key(t)

@@ -1,7 +1,7 @@
 """`fabriclab clock rocket-table --from-probes` (docs/clockwork-control.md, "Packet Rocket in the runtime",
 "Clocks"): a rank table from a probe file, checked against clocks known by construction (synthetic probes),
 the truth computed by hand from the clock model; bad sources refused naming the option (exit 2). The box's
-own mesh (--box) needs root and is measured in benches/bench_box_rocket_clock.py."""
+own mesh (--box) needs root and is measured in benches/bench_runtime_rocket_clock.py --box."""
 
 from __future__ import annotations
 
@@ -84,9 +84,20 @@ def test_the_runtime_reads_the_ranks_clocks_corrected_to_rank_0s(made):
             assert abs((raw[r] - raw[0]) - exact_correction_ns(r, OFF[h] + (1 + DRIFT[h] * 1e-6) * t_s * 1e9)) <= 2
 
 
-def test_bad_sources_are_refused_naming_the_option(made, cli, tmp_path):
+def run_cli(capsys, *args) -> tuple[int, str]:
+    """The CLI in this process (main's guard: exit codes and one-line errors as from the shell)."""
+    from fabriclab.cli.main import _run_guarded
+
+    capsys.readouterr()
+    rc = _run_guarded([str(a) for a in args])
+    return rc, capsys.readouterr().err
+
+
+def test_bad_sources_are_refused_naming_the_option(made, capsys, tmp_path):
     d, probes, origin, _, _ = made
     out, so = tmp_path / "t.json", ["--stamp-origin-ns", str(origin)]
+    halves = tmp_path / "halves"
+    halves.mkdir()
     for args, option in (([], "-n"),                                                       # no source
                          (["-n", "2", "--from-probes", str(probes)], "-n"),               # two sources
                          (["--from-probes", str(probes)], "--ranks"),
@@ -96,11 +107,86 @@ def test_bad_sources_are_refused_naming_the_option(made, cli, tmp_path):
                          (["--from-probes", str(probes), "--ranks", "h0,h1", "--stamp-origin-ns", str(origin),
                            "--clock-drifts-ppm", "0,5"], "--clock-drifts-ppm"),
                          (["--from-probes", str(tmp_path / "none.parquet"), "--ranks", "h0,h1",
-                           "--stamp-origin-ns", str(origin)], "probes"),
-                         (["--box", "nosuchbox0", "--clock-offsets-ns", "0,0", "--clock-drifts-ppm", "0,0"], "--box")):
-        r = cli("clock", "rocket-table", "--out", str(out), *args)
-        assert r.returncode == 2 and f"error: {option}:" in r.stderr, (args, r.stderr)
-        assert "Traceback" not in r.stderr and not out.exists()
+                           "--stamp-origin-ns", str(origin)], "--from-probes"),
+                         (["--box", "nosuchbox0", "--clock-offsets-ns", "0,0", "--clock-drifts-ppm", "0,0"], "--box"),
+                         # the live refit's input, refused before any refit (review_rtable B5)
+                         (["--from-halves", str(tmp_path / "nodir"), "--ranks", "a,b", "--watch-s", "0.5"],
+                          "--from-halves"),
+                         (["--from-halves", str(halves), "--ranks", "a,", "--watch-s", "0.5"], "--ranks"),
+                         (["--from-halves", str(halves), "--ranks", "a,b", "--watch-s", "0.05"], "--watch-s"),
+                         (["--from-halves", str(halves), "--ranks", "a,b", "--watch-for-s", "5"], "--watch-for-s"),
+                         (["--from-probes", str(probes), "--ranks", "h0,h1", *so, "--watch-s", "1"], "--watch-s")):
+        rc, err = run_cli(capsys, "clock", "rocket-table", "--out", out, *args)
+        assert rc == 2 and f"error: {option}:" in err, (args, err)
+        assert "Traceback" not in err and not out.exists()
+
+
+def test_a_watch_that_never_writes_a_table_exits_1(capsys, tmp_path):
+    # An empty folder: every refit is skipped as "not yet" (no half written), and the command ends non-zero.
+    rc, err = run_cli(capsys, "clock", "rocket-table", "--out", tmp_path / "t.json", "--from-halves", tmp_path,
+                      "--ranks", "a,b", "--watch-s", "0.1", "--watch-for-s", "0.3")
+    assert rc == 1 and "refit skipped: --from-halves: no *.half.parquet" in err and "no table written" in err, err
+    assert not (tmp_path / "t.json").exists()
+
+
+def _synthetic_halves(folder, drifts_ppm, offsets_ns, history_s, rate_hz=50.0):
+    """Agents' halves of hosts on emulated clocks probing each other with a symmetric 30 µs delay and no
+    noise (true times on a whole second), written by the agent's own half writer."""
+    from fabriclab.observe.clock import agent as ag
+
+    t0 = (time.time_ns() // 10**9) * 10**9
+    hs = [ag.Agent(name=f"h{i}", listen=("127.0.0.1", 1), peers=[], duration_s=history_s,
+                   clock=ag.EmulatedClock(offset_ns=o, drift_ppm=d, epoch_ns=t0))
+          for i, (o, d) in enumerate(zip(offsets_ns, drifts_ppm))]
+    pair = 0
+    for k in range(int(history_s * rate_hz)):
+        for i, a in enumerate(hs):
+            for j, b in enumerate(hs):
+                if i != j:
+                    for seq in (0, 1):
+                        ts = t0 + int(k * 1e9 / rate_hz) + 1_000_000 * i + 20_000 * seq
+                        a.tx.append((b.name, pair, seq, ts))
+                        b.rx.append((a.name, pair, seq, ts + 30_000))
+                    pair += 1
+    for a in hs:
+        ag.write_half(a, folder / f"{a.name}.half.parquet")
+    return t0
+
+
+def test_a_refit_over_a_trailing_span_fits_that_span_and_extends_its_whole_slope(tmp_path):
+    # 40 s of records; the refit keeps the last 12 s (review_rtable B1) and lays rank 1's last piece on the
+    # line through all its windows (B2). The exact slope of h1 against h0 on h1's clock is
+    # (d1 - d0) / (1 + d1); the offset at the piece's start is by hand as in the live test below.
+    from fabriclab.observe.clock.rocket_table import halves_table
+
+    d0, d1, o1 = -20.0, 70.0, 2_500_000
+    e = _synthetic_halves(tmp_path, [d0, d1], [0, o1], 40.0)
+    info = halves_table(tmp_path, ["h0", "h1"], tmp_path / "t.json", span_s=12.0)
+    whole = halves_table(tmp_path, ["h0", "h1"], tmp_path / "w.json")
+    # 50 pairs/s each way, 2 probes each: the whole file's 40 s hold 8,000 probes, the span about 12/40 of them
+    assert whole["probes"] == 8000 and 0.28 * 8000 <= info["probes"] <= 0.32 * 8000, (info, whole)
+    table = json.loads((tmp_path / "t.json").read_text())
+    last = [pc for pc in table["pieces"] if pc["host"] == 1][-1]
+    assert abs(last["drift_ppm"] - (d1 - d0) / (1 + d1 * 1e-6)) <= 0.01, last
+    x = (table["epoch_ns"] + last["from_local_ps"] / 1000 - e - o1) / (1 + d1 * 1e-6)
+    assert abs(last["offset_ps"] / 1000 - (o1 + (d1 - d0) * 1e-6 * x)) <= 20, last
+
+
+def test_a_watch_ends_on_its_stop_event_and_refuses_a_rank_no_agent_is(tmp_path):
+    import io
+    import threading
+
+    from fabriclab.observe.clock.rocket_table import watch
+
+    _synthetic_halves(tmp_path, [0.0, 10.0], [0, 1000], 12.0)
+    with pytest.raises(AgentInputError, match="^--ranks: h7 wrote no half"):
+        watch(tmp_path, ["h0", "h7"], tmp_path / "t.json", every_s=0.1, for_s=5.0, log=io.StringIO())
+    stop = threading.Event()
+    stop.set()
+    t0 = time.monotonic()
+    log = io.StringIO()
+    assert watch(tmp_path, ["h0", "h1"], tmp_path / "t.json", every_s=60.0, for_s=600.0, log=log, stop=stop) == 1
+    assert time.monotonic() - t0 < 30 and log.getvalue().startswith("refit 1: "), log.getvalue()
 
 
 def test_probes_on_monotonic_clocks_or_of_two_epochs_are_refused(made, tmp_path):
@@ -114,6 +200,14 @@ def test_probes_on_monotonic_clocks_or_of_two_epochs_are_refused(made, tmp_path)
         pq.write_table(t.replace_schema_metadata({b"fabriclab.clock.join": json.dumps(meta).encode()}), p)
         with pytest.raises(AgentInputError, match=f"^--from-probes: .*{what}"):
             probes_table(p, ["h0", "h1"], tmp_path / "t.json")
+    # agents of different epochs with no emulated drift (real hosts, no shared --epoch-ns): the epoch means
+    # nothing there, so the table is made, without a clock epoch
+    hosts = {"h0": {"clock": "realtime", "epoch_ns": 1, "drift_ppm": 0.0},
+             "h1": {"clock": "realtime", "epoch_ns": 2, "drift_ppm": 0.0}}
+    meta = {"stamp_origin_ns": time.time_ns() // 10**9 * 10**9, "hosts": hosts}
+    pq.write_table(t.replace_schema_metadata({b"fabriclab.clock.join": json.dumps(meta).encode()}), p)
+    probes_table(p, ["h0", "h1"], tmp_path / "t.json")
+    assert "clock_epoch_ns" not in json.loads((tmp_path / "t.json").read_text())
 
 
 def test_a_live_refit_from_flushing_agents_replaces_the_table_while_they_probe(tmp_path):
@@ -152,7 +246,11 @@ def test_a_live_refit_from_flushing_agents_replaces_the_table_while_they_probe(t
                         for_s=(start - time.time_ns()) / 1e9 + 7.0, log=log)
     finally:
         for p in procs:
-            p.wait(timeout=60)
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
     assert all(p.returncode == 0 for p in procs), [p.stderr.read() for p in procs]
     # refits while the agents probed, not only after: the first table was fitted on fewer probes than the last
     import re

@@ -87,9 +87,10 @@ def test_from_env_reads_the_clock_variables_and_names_a_bad_one(tmp_path):
     env["FABRICLAB_PACKET_ROCKET_CORRECTION"] = str(exact_table(tmp_path / "t.json", [0], [50.0], time.time_ns()))
     with Communicator.from_env(env):  # the variables taken: constructed without error
         pass
-    env["FABRICLAB_PACKET_ROCKET_CORRECTION_RELOAD_MS"] = "-5"
-    with pytest.raises(RuntimeInputError, match="^packet_rocket_correction_reload_ms: must be a number"):
-        Communicator.from_env(env)
+    for bad in ("-5", "0"):  # 0 would stat() the table at every stamp and echo: at least 1 ms
+        env["FABRICLAB_PACKET_ROCKET_CORRECTION_RELOAD_MS"] = bad
+        with pytest.raises(RuntimeInputError, match="^packet_rocket_correction_reload_ms: must be a number"):
+            Communicator.from_env(env)
     env["FABRICLAB_PACKET_ROCKET_CORRECTION_RELOAD_MS"] = "50"
     with Communicator.from_env(env):  # a watched table
         pass

@@ -177,6 +177,8 @@ impl RtCommunicator {
                 )))
             }
         };
+        // the table's mtime before it is read: a refit landing in between is taken at the first check (B6)
+        let table_mtime = packet_rocket_correction.and_then(fabriclab_runtime::clock::table_mtime);
         c.rocket_clock = rocket_clock(
             rank,
             world_size,
@@ -185,17 +187,20 @@ impl RtCommunicator {
             packet_rocket_correction,
         )?;
         if let Some(ms) = packet_rocket_correction_reload_ms {
-            if !(ms.is_finite() && (0.0..1e9).contains(&ms)) {
+            // 0 would stat() the file at every stamp and echo: at least 1 ms
+            if !(ms.is_finite() && (1.0..1e9).contains(&ms)) {
                 return Err(input(format!(
-                    "packet_rocket_correction_reload_ms: must be a number of milliseconds >= 0, got {ms}"
+                    "packet_rocket_correction_reload_ms: must be a number of milliseconds within 1 and 1e9 \
+                     (below 1e9), got {ms}"
                 )));
             }
             c.rocket_clock = c
                 .rocket_clock
-                .with_reload(
+                .with_reload_since(
                     packet_rocket_correction.unwrap_or_default(),
                     world_size,
                     Duration::from_secs_f64(ms / 1e3),
+                    table_mtime,
                 )
                 .map_err(input)?;
         }

@@ -228,9 +228,7 @@ impl Reload {
             return;
         }
         seen.0 = now;
-        let mtime = std::fs::metadata(&self.path)
-            .and_then(|m| m.modified())
-            .ok();
+        let mtime = table_mtime(&self.path);
         if mtime.is_none() || mtime == seen.1 {
             return;
         }
@@ -262,6 +260,12 @@ impl Reload {
     }
 }
 
+/// A correction table file's mtime (None if it cannot be read): take it before
+/// reading the table, for `RocketClock::with_reload_since`.
+pub fn table_mtime(path: &str) -> Option<std::time::SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
 impl RocketClock {
     /// CLOCK_REALTIME as it is (the runtime's clock before issue 27's
     /// emulation: `"host"` without emulated error).
@@ -279,10 +283,25 @@ impl RocketClock {
     /// at most every `every` (`Reload`); the error names
     /// `packet_rocket_correction_reload_ms`.
     pub fn with_reload(
+        self,
+        path: &str,
+        world_size: u32,
+        every: std::time::Duration,
+    ) -> Result<RocketClock, String> {
+        let mtime = table_mtime(path);
+        self.with_reload_since(path, world_size, every, mtime)
+    }
+
+    /// `with_reload`, with the file's mtime taken before its table was read
+    /// (`table_mtime`): a refit that replaces the file between that read and
+    /// this call then differs from `mtime` and is taken at the first check,
+    /// rather than missed until the next refit (review_rtable B6).
+    pub fn with_reload_since(
         mut self,
         path: &str,
         world_size: u32,
         every: std::time::Duration,
+        mtime: Option<std::time::SystemTime>,
     ) -> Result<RocketClock, String> {
         let Some(c) = self.correction.clone() else {
             return Err(
@@ -291,7 +310,6 @@ impl RocketClock {
                     .into(),
             );
         };
-        let mtime = std::fs::metadata(path).and_then(|m| m.modified()).ok();
         self.reload = Some(Arc::new(Reload {
             path: path.to_string(),
             world_size,

@@ -357,8 +357,9 @@ fn a_watched_table_is_replaced_when_its_file_changes_and_kept_when_the_new_one_i
             r#"{{"epoch_ns": {E}, "ranks": 2, {ce}"pieces": [{{"host": 1, "from_local_ps": 0, "offset_ps": {offset_ps}, "drift_ppm": 0}}]}}"#
         )
     };
-    let path = table(&at(1_000_000_000, None)); // rank 1's clock 1 ms ahead of rank 0's
-                                                // Replaces the file whole (a temp file renamed over it, as rocket-table writes), with a new mtime.
+    // Rank 1's clock 1 ms ahead of rank 0's.
+    let path = table(&at(1_000_000_000, None));
+    // Replaces the file whole (a temp file renamed over it, as rocket-table writes), with a new mtime.
     let replace = |text: &str| {
         std::thread::sleep(Duration::from_millis(20));
         let tmp = format!("{path}.tmp");
@@ -396,6 +397,18 @@ fn a_watched_table_is_replaced_when_its_file_changes_and_kept_when_the_new_one_i
     replace(&at(4_000_000_000, Some(E)));
     slow.now_ns();
     assert_eq!(slow.reading_ns(t), t - 2_000_000);
+    // A refit landing between the table's read and the watch's start (review_rtable B6): with the mtime
+    // taken before the read (the 4 ms table), the first check sees the change and takes the 5 ms one.
+    let before = fabriclab_runtime::clock::table_mtime(&path);
+    let raced =
+        RocketClock::from_options(1, 2, Some("estimated"), (0, 0.0, Some(E)), Some(&path)).unwrap();
+    replace(&at(5_000_000_000, Some(E)));
+    let raced = raced
+        .with_reload_since(&path, 2, Duration::ZERO, before)
+        .unwrap();
+    assert_eq!(raced.reading_ns(t), t - 4_000_000);
+    raced.now_ns();
+    assert_eq!(raced.reading_ns(t), t - 5_000_000);
     // Without a table there is nothing to re-read.
     let none = RocketClock::from_options(1, 2, Some("host"), (0, 0.0, Some(E)), None).unwrap();
     let err = none.with_reload(&path, 2, Duration::ZERO).unwrap_err();

@@ -146,8 +146,9 @@ def check_clock(n: int, mode: str | None, offsets_ns: str | None, drifts_ppm: st
         if reload_ms is not None:
             raise RuntimeInputError("--packet-rocket-correction-reload-ms: needs --packet-rocket-correction")
         return None
-    if reload_ms is not None and (correction is None or not 0 <= reload_ms < 1e9):
-        raise RuntimeInputError("--packet-rocket-correction-reload-ms: a number of milliseconds >= 0, with "
+    if reload_ms is not None and (correction is None or not 1 <= reload_ms < 1e9):
+        raise RuntimeInputError("--packet-rocket-correction-reload-ms: a number of milliseconds within 1 and 1e9 "
+                                "(below 1e9), with "
                                 f"--packet-rocket-correction; got {reload_ms!r}"
                                 + ("" if correction is not None else " without a table"))
     if mode is not None and mode not in ("ideal", "host", "estimated"):

@@ -69,7 +69,8 @@ def register(app: typer.Typer) -> None:
                                                   "(JSON) `fabriclab clock rocket-table` makes."),
         reload_ms: Optional[float] = typer.Option(None, "--packet-rocket-correction-reload-ms", help="Re-read the "
                                                   "table's file when it changes (`rocket-table --watch-s` refitting "
-                                                  "it), checked at most this often."),
+                                                  "it), checked at most this often (1 ms or more; each "
+                                                  "check is a stat() on a send or receive thread)."),
     ) -> None:
         """nccl-tests' table for the runtime (or a baseline), on local processes over loopback TCP or in a cluster-in-a-box."""
         from ..util.inputs import check_out_dir

@@ -221,7 +221,8 @@ def register(app: typer.Typer) -> None:
                                        "CLOCK_REALTIME - CLOCK_MONOTONIC as read here: a time namespace's offset shows)."),
         flush_s: Optional[float] = typer.Option(None, "--flush-s", help="Also write --out with the records so far "
                                                 "every this many seconds while probing (for `rocket-table "
-                                                "--from-halves --watch-s`)."),
+                                                "--from-halves --watch-s`; 0.1..3600): only new records are "
+                                                "converted in the probe loop, a helper thread writes the file."),
     ) -> None:
         """A real clock agent: coded UDP probe pairs to its peers, echoes, kernel timestamps, an emulated clock
         (docs/clockwork.md, "The real agent")."""
@@ -329,7 +330,10 @@ def register(app: typer.Typer) -> None:
                                                 "seconds, replacing --out whole each time (a live refit; ranks "
                                                 "re-read it with --packet-rocket-correction-reload-ms)."),
         watch_for_s: float = typer.Option(3600.0, "--watch-for-s", help="With --watch-s: stop after this many "
-                                          "seconds (or at Ctrl-C)."),
+                                          "seconds (or at Ctrl-C); exit 1 if no table was written by then."),
+        span_s: float = typer.Option(60.0, "--span-s", help="With --watch-s: fit only the last this many seconds "
+                                     "of the halves (10..86400), the extending piece's slope from all of them; "
+                                     "each refit's cost stays flat as the job runs."),
         ranks: Optional[str] = typer.Option(None, "--ranks", help="With --from-probes or --from-halves: the host of "
                                             "each rank, rank 0's first (the reference), comma-separated."),
         stamp_origin_ns: Optional[int] = typer.Option(None, "--stamp-origin-ns", help="With --from-probes, for a file "
@@ -340,14 +344,15 @@ def register(app: typer.Typer) -> None:
         drifts: Optional[str] = typer.Option(None, "--clock-drifts-ppm", help="-n, --box: each rank's emulated "
                                              "drift, ppm, comma-separated."),
         epoch_ns: Optional[int] = typer.Option(None, "--clock-epoch-ns", help="-n, --box: the emulated clocks' epoch "
-                                               "(CLOCK_REALTIME ns; default now). The table records it and the "
-                                               "runtime takes it from there."),
+                                               "(CLOCK_REALTIME ns; needed with -n, default now with --box). The "
+                                               "table records it and the runtime takes it from there."),
         duration_s: float = typer.Option(2.0, "--duration-s", help="Seconds of probing."),
         rate_hz: float = typer.Option(100.0, "--rate-hz", help="Coded pairs per second to each peer."),
     ) -> None:
         """The runtime's Packet Rocket on estimated clocks: the correction table every rank applies, from a probe
         phase over loopback (-n), from the agents' mesh in a cluster-in-a-box (--box), or from a probe file
-        (--from-probes), by fabriclab's estimator (docs/clockwork-control.md, "Packet Rocket in the runtime")."""
+        (--from-probes) or from agents' flushed halves (--from-halves, refitted every --watch-s while they probe),
+        by fabriclab's estimator (docs/clockwork-control.md, "Packet Rocket in the runtime")."""
         import time
 
         from . import rocket_table as rt
@@ -363,6 +368,9 @@ def register(app: typer.Typer) -> None:
                              "CLUSTER (the box's agents), --from-probes FILE or --from-halves FOLDER")
         if watch_s is not None and from_halves is None:
             raise InputError("--watch-s: only with --from-halves (agents still probing, with --flush-s)")
+        if watch_s is None and (watch_for_s != 3600.0 or span_s != rt.LIVE_SPAN_S):
+            raise InputError("--watch-for-s: only with --watch-s" if watch_for_s != 3600.0
+                             else "--span-s: only with --watch-s")
         _out_file(out, "--out")
         if from_probes is not None or from_halves is not None:
             src = "--from-probes" if from_probes is not None else "--from-halves"
@@ -372,19 +380,26 @@ def register(app: typer.Typer) -> None:
                     raise InputError(f"{option}: with {src} the clocks are the probes' own; leave it out")
             if ranks is None:
                 raise InputError(f"--ranks: {src} needs the host of each rank, rank 0's first")
+            if from_probes is not None and not from_probes.is_file():
+                raise InputError(f"--from-probes: no such file: {from_probes}")
             names = [h.strip() for h in ranks.split(",")]
             if from_halves is not None and stamp_origin_ns is not None:
                 raise InputError("--stamp-origin-ns: only with --from-probes (halves say their own)")
             if watch_s is not None:
-                k = rt.watch(from_halves, names, out, watch_s, watch_for_s)
+                k = rt.watch(from_halves, names, out, watch_s, watch_for_s, span_s=span_s)
                 typer.echo(f"wrote {out} {k} times")
+                if k == 0:
+                    typer.echo(f"error: --from-halves: no table written in {watch_for_s:g} s (the refits above "
+                               "say why)", err=True)
+                    raise typer.Exit(1)
                 return
             info = (rt.probes_table(from_probes, names, out, stamp_origin_ns) if from_probes is not None
                     else rt.halves_table(from_halves, names, out))
         else:
-            for value, option in ((ranks, "--ranks"), (stamp_origin_ns, "--stamp-origin-ns")):
+            for value, option, only in ((ranks, "--ranks", "--from-probes or --from-halves"),
+                                        (stamp_origin_ns, "--stamp-origin-ns", "--from-probes")):
                 if value is not None:
-                    raise InputError(f"{option}: only with --from-probes")
+                    raise InputError(f"{option}: only with {only}")
             for value, option in ((offsets, "--clock-offsets-ns"), (drifts, "--clock-drifts-ppm")):
                 if value is None:
                     raise InputError(f"{option}: -n and --box need each rank's emulated clock")

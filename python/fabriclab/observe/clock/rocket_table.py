@@ -154,7 +154,7 @@ def _loopback_phase(n: int, offsets_ns, drifts_ppm, epoch_ns: int, duration_s: f
 
 
 def fit_table(p, names: Sequence[str], stamp_origin_ns: int, clock_epoch_ns: int | None, out: Path,
-              option: str = "--ranks"):
+              option: str = "--ranks", trailing_slope: bool = False):
     """The correction table of probe records (``probes.read``'s, stamps in ns since ``stamp_origin_ns``) for the ranks ``names`` (rank r = host ``names[r]``): fabriclab's estimator as the
     simulator's calibration pass runs it (calibrate.py), against rank 0 explicitly, and calibrate.pieces;
     hosts of the probes that are not ranks get no pieces. Written whole to ``out`` (temp file, rename).
@@ -170,6 +170,8 @@ def fit_table(p, names: Sequence[str], stamp_origin_ns: int, clock_epoch_ns: int
     e = est.estimate(p, methods=("huygens",), pure_bound_ns=PURE_BOUND_NS["software"], drop_short_edges=True,
                      robust=True, reference=names[0])
     table = pieces(e.clocks, {h: r for r, h in enumerate(names)})
+    if trailing_slope:
+        table = _extend_by_trailing_slope(table, e.clocks, names)
     doc = {"epoch_ns": int(stamp_origin_ns), "ranks": len(names)}
     if clock_epoch_ns is not None:
         doc["clock_epoch_ns"] = int(clock_epoch_ns)
@@ -178,6 +180,32 @@ def fit_table(p, names: Sequence[str], stamp_origin_ns: int, clock_epoch_ns: int
     tmp_out.write_text(text + "\n")
     os.replace(tmp_out, out)  # whole or not at all
     return table, e
+
+
+def _extend_by_trailing_slope(table: list[dict], clocks, names: Sequence[str]) -> list[dict]:
+    """Each rank's last piece (the one a running job extends until the next table) re-laid on the least-squares
+    line through all its windows' offsets (review_rtable B2): its slope from the whole fitted span (tens of
+    windows in a live refit) rather than from the last 1-3 s window alone, whose slope error is tens of times
+    larger. The earlier pieces stay per window. A rank with one window keeps its piece."""
+    import numpy as np
+
+    host = np.array(clocks.column("host").to_pylist(), dtype=object)
+    mid = clocks.column("window_mid_ns").to_numpy().astype(np.float64)
+    off = clocks.column("offset_ns").to_numpy().astype(np.float64)
+    last = {pc["host"]: i for i, pc in enumerate(table)}
+    out = [dict(pc) for pc in table]
+    for r, name in enumerate(names):
+        rows = (host == name) & np.isfinite(off)   # a window the estimator left empty has no offset
+        if r not in last or rows.sum() < 2:
+            continue
+        m0 = mid[rows].mean()
+        d, o0 = np.polyfit(mid[rows] - m0, off[rows], 1)
+        pc = out[last[r]]
+        ref_ns = (pc["from_local_ps"] - pc["offset_ps"]) / 1000   # the reference's reading where the piece starts
+        o = o0 + d * (ref_ns - m0)
+        pc.update(from_local_ps=round((ref_ns + o) * 1000), offset_ps=round(o * 1000),
+                  drift_ppm=float(d / (1 + d) * 1e6))
+    return out
 
 
 def against_truth(table: list[dict], out: Path, offsets_ns, drifts_ppm, epoch_ns: int, end_ns: int) -> dict:
@@ -217,34 +245,71 @@ def probes_table(probes: Path, names: Sequence[str], out: Path, stamp_origin_ns:
     return _records_table(p, (meta or {}).get("hosts", {}), origin, names, out, "--from-probes")
 
 
-def halves_table(folder: Path, names: Sequence[str], out: Path) -> dict:
-    """A rank table from the agents' half files in ``folder`` (``*.half.parquet``; agents with ``--flush-s``
-    rewrite theirs while they probe), joined as ``fabriclab clock join`` does; otherwise as ``probes_table``."""
-    from . import probes as pr
+LIVE_SPAN_S = 60.0   # a live refit's trailing span (review_rtable B1, B2); tens of 1-3 s windows for the slope
 
-    halves = sorted(Path(folder).glob("*.half.parquet")) if Path(folder).is_dir() else []
-    if not halves:
-        raise AgentInputError(f"--from-halves: no *.half.parquet in {folder}")
+
+class NotYet(AgentInputError):
+    """A refit the records cannot make yet (no half written, no whole pair, too few pairs); a later flush can."""
+
+
+def halves_table(folder: Path, names: Sequence[str], out: Path, span_s: float | None = None) -> dict:
+    """A rank table from the agents' half files in ``folder`` (``*.half.parquet``; agents with ``--flush-s``
+    rewrite theirs while they probe), joined as ``fabriclab clock join`` does; otherwise as ``probes_table``.
+    ``span_s``: only the records of the last ``span_s`` seconds (true time, up to the newest record) are
+    joined and fitted, and each rank's last piece takes its slope from all of them (``_extend_by_trailing_slope``):
+    a live refit's cost then stays flat as the job runs, and its table holds only that span's pieces (a running
+    rank reads only its clock's present). Errors a later flush can mend are ``NotYet``."""
+    import pyarrow.compute as pc
+
+    from . import probes as pr
+    from .agent import read_half
+    from .estimate import EstimateInputError
+
+    if not Path(folder).is_dir():
+        raise AgentInputError(f"--from-halves: {folder} is not a folder")
+    files = sorted(Path(folder).glob("*.half.parquet"))
+    if not files:
+        raise NotYet(f"--from-halves: no *.half.parquet in {folder}")
+    halves = [read_half(f) for f in files]
+    hosts = {m.get("host") for _, m in halves}
+    unknown = [h for h in names if h not in hosts]
+    if unknown:
+        raise AgentInputError(f"--ranks: {', '.join(unknown)} wrote no half in {folder} (hosts: "
+                              f"{', '.join(sorted(str(h) for h in hosts))})")
+    if span_s is not None:
+        newest = max((pc.max(t.column("true_ns")).as_py() or 0) for t, _ in halves)
+        since = newest - int(span_s * 1e9)
+        halves = [(t.filter(pc.greater_equal(t.column("true_ns"), since)), m) for t, m in halves]
     j = join(halves)
     if j.probes == 0:
-        raise AgentInputError(f"--from-halves: the halves in {folder} hold no whole pair yet")
+        raise NotYet(f"--from-halves: the halves in {folder} hold no whole pair yet")
     with tempfile.TemporaryDirectory(prefix="fabriclab-rocket-halves-") as tmp:
         pr.write(j.table, Path(tmp) / "probes.parquet")
         p = pr.read(Path(tmp) / "probes.parquet")
-    return _records_table(p, j.hosts, int(j.stamp_origin_ns), names, out, "--from-halves")
+    silent = [h for h in names if h not in p.hosts]
+    if silent:
+        raise NotYet(f"--from-halves: {', '.join(silent)} has no whole pair yet")
+    try:
+        return _records_table(p, j.hosts, int(j.stamp_origin_ns), names, out, "--from-halves",
+                              trailing_slope=span_s is not None)
+    except EstimateInputError as x:
+        raise NotYet(f"--from-halves: {x}") from None
 
 
-def _records_table(p, hosts: dict, origin: int, names: Sequence[str], out: Path, option: str) -> dict:
+def _records_table(p, hosts: dict, origin: int, names: Sequence[str], out: Path, option: str,
+                   trailing_slope: bool = False) -> dict:
     mono = sorted(h for h, m in hosts.items() if m.get("clock") == "monotonic")
     if mono:
         raise AgentInputError(f"{option}: the agents stamped on their hosts' CLOCK_MONOTONIC ({', '.join(mono)}); "
                               "the runtime's Packet Rocket reads CLOCK_REALTIME: run them with --clock realtime")
-    epochs = {m["epoch_ns"] for h, m in hosts.items() if h in names and "epoch_ns" in m}
+    # the epoch matters only to a clock that drifts: agents run with no emulated drift (real hosts) and no
+    # shared --epoch-ns are not refused (review_rtable B8); a half that does not say its drift counts as drifting
+    epochs = {m["epoch_ns"] for h, m in hosts.items() if h in names and "epoch_ns" in m and m.get("drift_ppm") != 0}
     if len(epochs) > 1:
         raise AgentInputError(f"{option}: the ranks' agents ran emulated clocks of different epochs "
                               f"({sorted(epochs)}); the runtime's ranks share one")
     clock_epoch = epochs.pop() if epochs else None
-    table, e = fit_table(p, names, origin, clock_epoch, out)
+    table, e = fit_table(p, names, origin, clock_epoch, out, trailing_slope=trailing_slope)
     info = {"probes": 2 * len(p.src), "ranks": len(names), "pieces": len(table),
             "windows": int(e.clocks.column("window").to_numpy().max()) + 1, "epoch_ns": origin,
             "clock_epoch_ns": clock_epoch,
@@ -259,30 +324,35 @@ def _records_table(p, hosts: dict, origin: int, names: Sequence[str], out: Path,
     return info
 
 
-def watch(folder: Path, names: Sequence[str], out: Path, every_s: float, for_s: float, log=sys.stderr,
-          stop=None) -> int:
+def watch(folder: Path, names: Sequence[str], out: Path, every_s: float, for_s: float, log=None,
+          stop=None, span_s: float = LIVE_SPAN_S) -> int:
     """The live refit: every ``every_s`` for ``for_s`` seconds (or until interrupted), ``halves_table`` of
-    what the agents have flushed so far, replacing ``out`` whole; a running job re-reads it
-    (``packet_rocket_correction_reload_ms``). A refit the records cannot make yet (too few pairs, a half not
-    written yet) is skipped and said; the table in place stays. ``stop`` (a threading.Event) ends it early.
+    the last ``span_s`` seconds the agents have flushed, replacing ``out`` whole; a running job re-reads it
+    (``packet_rocket_correction_reload_ms``). A refit the records cannot make yet (``NotYet``: no half yet, too
+    few pairs) is skipped and said; the table in place stays. Any other refusal (a missing folder, a rank no
+    agent is, clocks of different epochs) ends it with the error. ``stop`` (a threading.Event) ends it early.
     Returns the number of tables written."""
-    from .estimate import EstimateInputError
-    from .probes import ProbeFileError
-
     if not 0.1 <= every_s <= 3600:
         raise AgentInputError(f"--watch-s: must be within 0.1..3600 seconds, got {every_s}")
     if not 0 < for_s <= 30 * 86_400:
         raise AgentInputError(f"--watch-for-s: must be within 0 and 30 days, got {for_s}")
+    if not 10 <= span_s <= 86_400:
+        raise AgentInputError(f"--span-s: must be within 10 s and a day, got {span_s}")
+    if len(names) < 2 or len(set(names)) != len(names) or not all(names):
+        raise AgentInputError(f"--ranks: give two or more distinct, non-empty host names, got {list(names)}")
+    if not Path(folder).is_dir():
+        raise AgentInputError(f"--from-halves: {folder} is not a folder")
+    log = sys.stderr if log is None else log
     end, written = time.monotonic() + for_s, 0
     try:
         while True:
             t0 = time.monotonic()
             try:
-                info = halves_table(folder, names, out)
+                info = halves_table(folder, names, out, span_s)
                 written += 1
                 print(f"refit {written}: {info['pieces']} pieces from {info['probes']} probes, "
-                      f"{info['windows']} window(s)", file=log, flush=True)
-            except (AgentInputError, EstimateInputError, ProbeFileError) as x:
+                      f"{info['windows']} window(s), in {time.monotonic() - t0:.2f} s", file=log, flush=True)
+            except NotYet as x:
                 print(f"refit skipped: {x}", file=log, flush=True)
             left = min(end - time.monotonic(), every_s - (time.monotonic() - t0))
             if time.monotonic() >= end or (stop is not None and stop.wait(max(0.0, left))):
