@@ -29,7 +29,8 @@ from fabriclab.systems.clockwork import repro_nccl as r
 from fabriclab.util.parallel import map_runs
 
 MIB = 1 << 20
-# Andromeda's fast path: 300 ns per packet on one reserved core (docs/scenario.md, [cloud] hypervisor_pps).
+# Andromeda's fast path: a 300 ns per-packet budget (A. Colyer's summary, on one reserved core;
+# unverified, docs/scenario.md [cloud] hypervisor_pps).
 PER_PACKET_NS = 300
 
 

@@ -5,6 +5,7 @@ data frame and every ACK of the flow once), the same run twice gives the
 same bytes, and bad input exits 2 naming the field."""
 
 import pytest
+from fabriclab.scenario.base import ScenarioError
 from fabriclab.scenario.model import Scenario
 from fabriclab.sim.pipeline import core_spec, simulate
 
@@ -33,6 +34,7 @@ def test_lowered_onto_every_machine_node_and_nowhere_else():
     assert [(names[o["node"]], o["forwarding_pps"], o["forwarding_queue_packets"]) for o in got[16:]] == [
         ("pm3", 1000, 1000)]
     raw["cloud"].pop("hypervisor_pps")
+    raw["cloud"].pop("hypervisor_backlog_packets")
     raw.pop("node_overrides")
     assert core_spec(Scenario.from_dict(raw))["node_overrides"] == []
 
@@ -57,8 +59,9 @@ def test_a_cpu_bound_flow_takes_two_services_per_frame_at_each_machine():
         r = _run(flows, pps)
         services = 2 * frames * len(flows)
         fwd = r.summary["node_forwarding"]
-        assert {m: (f["forwarded_packets"], f["dropped_packets"]) for m, f in fwd.items()} == {
-            "pm0": (services, 0), "pm1": (services, 0)}
+        # Run to the end: nothing is left in either machine.
+        assert {m: (f["forwarded_packets"], f["dropped_packets"], f["held_packets"]) for m, f in fwd.items()} == {
+            "pm0": (services, 0, 0), "pm1": (services, 0, 0)}
         bound_ms = services / pps * 1e3
         assert bound_ms < r.summary["sim_time_ps"] / 1e9 < 1.2 * bound_ms
         assert r.flows.end_ps.max() / 1e9 > frames * len(flows) / pps * 1e3
@@ -77,10 +80,21 @@ def test_same_scenario_same_bytes():
     assert a.summary["links"]["drops"] >= fwd["pm0"]["dropped_packets"] + fwd["pm1"]["dropped_packets"]
 
 
-@pytest.mark.parametrize("change,needles", [
+def _bad(change) -> dict:
+    change = dict(change)
+    raw = _two_by_two()
+    raw["cloud"].update(change.pop("cloud", {}))
+    raw.update(change)
+    return raw
+
+
+_PFC = {"classes": [1]}
+_BAD = [
     ({"cloud": {"hypervisor_pps": 0}}, ["cloud.hypervisor_pps", "greater than 0"]),
     ({"cloud": {"hypervisor_pps": -5}}, ["cloud.hypervisor_pps"]),
     ({"cloud": {"hypervisor_pps": 10**5, "hypervisor_backlog_packets": 0}}, ["cloud.hypervisor_backlog_packets"]),
+    # A backlog with no CPU to queue for does nothing: refused, not ignored.
+    ({"cloud": {"hypervisor_backlog_packets": 5}}, ["hypervisor_backlog_packets", "hypervisor_pps"]),
     ({"backend": "flow", "cloud": {"hypervisor_pps": 10**5}}, ["cloud.hypervisor_pps", 'backend = "packet"']),
     ({"node_overrides": [{"node": "pm0", "forwarding_pps": 0}]}, ["node_overrides[0].forwarding_pps"]),
     ({"node_overrides": [{"node": "pm0", "forwarding_pps": 10, "forwarding_queue_packets": 0}]},
@@ -90,15 +104,36 @@ def test_same_scenario_same_bytes():
      ["node_overrides[0].forwarding_pps", 'backend = "packet"']),
     ({"node_overrides": [{"node": "vm0", "forwarding_pps": 10}]}, ["node_overrides[0].node", "is a host"]),
     ({"node_overrides": [{"node": "nowhere", "forwarding_pps": 10}]}, ["node_overrides[0].node", "unknown node"]),
-])
-def test_bad_input_exits_2_naming_the_field(tmp_path, cli, change, needles):
+    # With the cloud's CPU lowered onto pm0, pm1 first, the user's entries keep their own index.
+    ({"cloud": {"hypervisor_pps": 10**5}, "node_overrides": [{"node": "pm0", "forwarding_pps": 10},
+                                                             {"node": "vm0", "forwarding_pps": 10}]},
+     ["node_overrides[1].node", "is a host"]),
+    ({"cloud": {"hypervisor_pps": 10**5}, "node_overrides": [{"node": "nowhere", "forwarding_pps": 10}]},
+     ["node_overrides[0].node", "unknown node"]),
+    # The same for queue_overrides after the cloud's hypervisor queues.
+    ({"queue_overrides": [{"node": "nowhere", "limit_packets": 10}]}, ["queue_overrides[0].node", "unknown node"]),
+    # A CPU's drop-tail backlog is outside PFC: lossless classes would lose packets there.
+    ({"pfc": _PFC, "node_overrides": [{"node": "pm0", "forwarding_pps": 10}]},
+     ["node_overrides:", "[pfc]", "not lossless"]),
+    ({"pfc": _PFC, "cloud": {"hypervisor_pps": 10**5}}, ["cloud.hypervisor_pps", "[pfc]", "not lossless"]),
+]
+
+
+@pytest.mark.parametrize("change,needles", _BAD)
+def test_bad_input_is_refused_naming_the_field(change, needles):
+    with pytest.raises(ScenarioError) as e:
+        core_spec(Scenario.from_dict(_bad(change)))
+    for n in needles:
+        assert n in str(e.value), (n, str(e.value))
+
+
+@pytest.mark.parametrize("k", [0, 9])  # one refused by the schema, one by the built topology
+def test_bad_input_exits_2_without_traceback(tmp_path, cli, k):
     import tomli_w
 
-    raw = _two_by_two()
-    raw["cloud"].update(change.pop("cloud", {}))
-    raw.update(change)
+    change, needles = _BAD[k]
     path = tmp_path / "bad.toml"
-    path.write_text(tomli_w.dumps(raw))
+    path.write_text(tomli_w.dumps(_bad(change)))
     r = cli("validate", str(path))
     assert r.returncode == 2, r.stdout + r.stderr
     for n in needles:

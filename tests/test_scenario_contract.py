@@ -43,6 +43,16 @@ def core_schema():
 
 
 # ---------------------------------------------------------------- a full scenario
+# [[node_overrides]] is refused together with [pfc] (a CPU's backlog is not lossless), so the full
+# scenario gives [pfc] and the tests below add this in its place.
+NODE_OVERRIDES = [{"node": "leaf1", "forwarding_pps": 2_000_000, "forwarding_queue_packets": 500}]
+
+
+def with_cpu(s: Scenario) -> Scenario:
+    """The full scenario with a node's forwarding capacity in place of [pfc]."""
+    return s.replace(pfc=None, node_overrides=NODE_OVERRIDES)
+
+
 def full_scenario(tmp_path) -> tuple[Scenario, dict]:
     """A scenario giving every section and every optional field (values
     chosen to be valid together), and its raw TOML-like dict."""
@@ -68,7 +78,6 @@ def full_scenario(tmp_path) -> tuple[Scenario, dict]:
         "host_queue": {"discipline": "fifo", "limit_packets": 5000, "ecn_threshold_packets": "off"},
         "queue_overrides": [{"node": "leaf0", "limit_packets": 500},
                             {"node": "spine0", "to": "leaf1", "ecn_threshold_packets": 30}],
-        "node_overrides": [{"node": "leaf1", "forwarding_pps": 2_000_000, "forwarding_queue_packets": 500}],
         "pfc": {"classes": [1], "xoff_bytes": "200KB", "xon_bytes": "100KB", "headroom_bytes": "50KB",
                 "pause_quanta": 1000, "xoff_fraction": 0.25},
         "switch_buffer": {"bytes": "4MB", "alpha": 2.0},
@@ -275,9 +284,11 @@ def test_full_scenario_fills_every_section(tmp_path):
     assert core["clocks"] is not None and core["probes"] is not None
     assert core["jobs"][0]["faults"], "a rank fault reaches its job"
     # [recovery] needs a scenario of one job and no collectives (tested in test_recovery_section_is_python_only);
-    # [cloud] builds the topology in place of [topology] (tested in test_cloud_lowers_onto_what_the_core_reads).
+    # [cloud] builds the topology in place of [topology] (tested in test_cloud_lowers_onto_what_the_core_reads);
+    # [[node_overrides]] excludes [pfc] (given by with_cpu in the tests below).
     assert set(raw) - {"flows_csv", "fabriclab_version"} == set(Scenario.model_json_schema()["properties"]) - {
-        "flows_csv", "fabriclab_version", "recovery", "cloud"}
+        "flows_csv", "fabriclab_version", "recovery", "cloud", "node_overrides"}
+    assert set(NODE_OVERRIDES[0]) == set(pyd["NodeOverrideConfig"]["properties"])
 
 
 def test_emitted_json_is_exactly_what_the_core_reads(tmp_path, core_schema):
@@ -285,6 +296,7 @@ def test_emitted_json_is_exactly_what_the_core_reads(tmp_path, core_schema):
     core = json.loads(json.dumps(core_spec(s)))  # as the core receives it (tuples are arrays)
     objects: list = []
     errs = check(core, core_schema, core_schema, "scenario", objects)
+    errs += check(json.loads(json.dumps(core_spec(with_cpu(s)))), core_schema, core_schema, "scenario", objects)
     assert not errs, "\n".join(errs)
     # Every object definition of the core was visited (nothing the core reads is left unchecked).
     assert set(core_schema["$defs"]) - set(objects) == set(), "core definitions the full scenario never emits"
@@ -416,10 +428,10 @@ def _object_paths(value, path=()):
 
 def test_core_refuses_unknown_fields_everywhere(tmp_path):
     s, _ = full_scenario(tmp_path)
-    core = core_spec(s)
-    paths = list(_object_paths(core))
+    cores = [core_spec(s), core_spec(with_cpu(s))]
+    paths = [(c, p) for c in cores for p in _object_paths(c)]
     assert len(paths) >= 20
-    for path in paths:
+    for core, path in paths:
         bad = copy.deepcopy(core)
         obj = bad
         for k in path:
@@ -431,6 +443,7 @@ def test_core_refuses_unknown_fields_everywhere(tmp_path):
 
 def test_pydantic_refuses_unknown_fields_everywhere(tmp_path):
     _, raw = full_scenario(tmp_path)
+    raw["node_overrides"] = NODE_OVERRIDES  # an unknown field is refused before the [pfc] combination is
     # slowdown, trace_jobs' groups and clocks.hosts are maps (their keys are ranks, group and host names)
     paths = [p for p in _object_paths(raw) if not (p and p[-1] in ("slowdown", "groups"))
              and p != ("clocks", "hosts")]

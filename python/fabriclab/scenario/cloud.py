@@ -37,6 +37,10 @@ def _default_fabric() -> LeafSpineTopology:
     return LeafSpineTopology(kind="leaf_spine", leaves=4, hosts_per_leaf=4, spines=2, link_rate_bps=100 * 10**9)
 
 
+# The virtual switch's CPU backlog when [cloud] gives none: Linux's netdev_max_backlog default.
+HYPERVISOR_BACKLOG_PACKETS = 1000
+
+
 def _default_hypervisor_queue() -> QueueConfig:
     # Linux's default txqueuelen (1000 packets); a software queue marks no ECN.
     return QueueConfig(limit_packets=1000, ecn_threshold_packets=None)
@@ -62,8 +66,9 @@ class CloudConfig(_Strict):
     # The virtual switch's CPU: packets per second it forwards, every packet of the machine's VMs
     # (data and ACKs, both directions) one at a time; None: no CPU (docs/scenario.md gives the sources).
     hypervisor_pps: Optional[StrictInt] = Field(None, gt=0, le=10**12)
-    # Packets waiting for that CPU, the one in service included (Linux's netdev_max_backlog default).
-    hypervisor_backlog_packets: StrictInt = Field(1000, ge=1, lt=2**64)
+    # Packets waiting for that CPU, the one in service included; None: HYPERVISOR_BACKLOG_PACKETS
+    # (only with hypervisor_pps: a backlog with no CPU would do nothing, so it is refused).
+    hypervisor_backlog_packets: Optional[StrictInt] = Field(None, ge=1, lt=2**64)
     # The tenant's VMs: hosts 0..tenant_vms-1.
     tenant_vms: StrictInt = Field(8, ge=2, le=U32_MAX)
     # Share of the slots left by the tenant that hold other tenants' VMs.
@@ -104,6 +109,9 @@ class CloudConfig(_Strict):
                 if tm.count(m) > self.vms_per_host:
                     raise ValueError(f"tenant_machines: machine {m} is given {tm.count(m)} times, more than its "
                                      f"vms_per_host = {self.vms_per_host} slots")
+        if self.hypervisor_backlog_packets is not None and self.hypervisor_pps is None:
+            raise ValueError("hypervisor_backlog_packets: the CPU's backlog is only with cloud.hypervisor_pps "
+                             "(without it the machine has no CPU to queue for); give hypervisor_pps or remove it")
         if self.busy_machines is not None:
             bm = self.busy_machines
             if len(set(bm)) != len(bm) or any(m >= n for m in bm):

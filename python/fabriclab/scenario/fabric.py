@@ -387,15 +387,22 @@ def fabric_core(s, t: topo.TopologyData, names: dict[str, int]) -> dict:
         core_pfc = {"classes": p.classes, "xoff_bytes": p.xoff_bytes, "xon_bytes": p.xon_bytes,
                     "headroom_bytes": headroom, "pause_quanta": p.pause_quanta, "xoff_fraction": p.xoff_fraction}
     overrides = []
-    for i, o in enumerate(s.all_queue_overrides()):
-        ends = [None if getattr(o, key) is None else node_index(names, getattr(o, key), f"queue_overrides[{i}].{key}")
+    queue_all = s.all_queue_overrides()
+    # The cloud's own entries come first; the user's are named by their own index.
+    own = len(queue_all) - len(s.queue_overrides)
+    for i, o in enumerate(queue_all):
+        field = "cloud.hypervisor_queue" if i < own else f"queue_overrides[{i - own}]"
+        ends = [None if getattr(o, key) is None else node_index(names, getattr(o, key), f"{field}.{key}")
                 for key in ("node", "to")]
         overrides.append({"from": ends[0], "to": ends[1], "queue": _core_queue(o)})
     nodes = []
-    for i, o in enumerate(s.all_node_overrides()):
-        k = node_index(names, o.node, f"node_overrides[{i}].node")
+    node_all = s.all_node_overrides()
+    own = len(node_all) - len(s.node_overrides)
+    for i, o in enumerate(node_all):
+        field = "cloud.hypervisor_pps" if i < own else f"node_overrides[{i - own}]"
+        k = node_index(names, o.node, f"{field}.node")
         if t.nodes[k]["kind"] != "switch":
-            raise ScenarioError(f"node_overrides[{i}].node: {o.node!r} is a host; a forwarding capacity is a "
+            raise ScenarioError(f"{field}.node: {o.node!r} is a host; a forwarding capacity is a "
                                 f"switch's (name one of the topology's switches)")
         nodes.append({"node": k, "forwarding_pps": o.forwarding_pps,
                       "forwarding_queue_packets": o.forwarding_queue_packets})

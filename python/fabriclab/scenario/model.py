@@ -328,6 +328,14 @@ class Scenario(_Strict, ScenarioResolving):
         if self.cloud is not None and self.cloud.hypervisor_pps is not None and self.backend != "packet":
             raise ValueError('cloud.hypervisor_pps: the virtual switch\'s per-packet capacity needs backend = '
                              '"packet" (the flow backend has no packets to serve one at a time)')
+        if self.pfc is not None and self.node_overrides:
+            raise ValueError("node_overrides: a node's forwarding capacity cannot be combined with [pfc]: its CPU "
+                             "backlog drops at its tail (not lossless) and PFC does not see that queue, so lossless "
+                             "classes would lose packets there; give one of node_overrides or [pfc]")
+        if self.pfc is not None and self.cloud is not None and self.cloud.hypervisor_pps is not None:
+            raise ValueError("cloud.hypervisor_pps: the virtual switch's CPU cannot be combined with [pfc]: its "
+                             "backlog drops at its tail (not lossless) and PFC does not see that queue, so lossless "
+                             "classes would lose packets there; give one of cloud.hypervisor_pps or [pfc]")
         if self.switch_logic and self.backend != "packet":
             raise ValueError('switch_logic: the flow backend has no packets for logic to see; needs backend = "packet"')
         for i, f in enumerate(self.faults):

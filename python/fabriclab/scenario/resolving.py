@@ -67,8 +67,11 @@ class ScenarioResolving:
         c = self.cloud
         if c is None or c.hypervisor_pps is None:
             return list(self.node_overrides)
+        from .cloud import HYPERVISOR_BACKLOG_PACKETS
+
+        backlog = c.hypervisor_backlog_packets
         own = [NodeOverrideConfig(node=m, forwarding_pps=c.hypervisor_pps,
-                                  forwarding_queue_packets=c.hypervisor_backlog_packets)
+                                  forwarding_queue_packets=HYPERVISOR_BACKLOG_PACKETS if backlog is None else backlog)
                for m in self.build_cloud().machine_names]
         return own + list(self.node_overrides)
 

@@ -221,7 +221,7 @@ def collect_results(scenario: Scenario, sim: Simulator, wall_s: float, apps: tup
             summary["switch_logic"].setdefault(node, {})[counter] = value
     fwd = tables.get("node_forwarding")
     if fwd:  # switches with a forwarding capacity ([[node_overrides]], [cloud] hypervisor_pps)
-        keys = ("forwarded_packets", "dropped_packets", "max_queue_packets")
+        keys = ("forwarded_packets", "dropped_packets", "max_queue_packets", "held_packets")
         summary["node_forwarding"] = {node: {k: int(fwd[k][i]) for k in keys} for i, node in enumerate(fwd["node"])}
     rocket = tables.get("packet_rocket")
     if rocket is not None:  # Packet Rocket's holds (transport.packet_rocket_threshold_ps)

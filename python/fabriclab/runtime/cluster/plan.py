@@ -206,6 +206,10 @@ def link_end_tc(dev: str, rate_bps: int, delay_ps: int, q: QueueConfig, switch_p
 OMITTABLE = {"netem": "delay", "red": "ecn", "cc": "cc"}
 
 
+# Why the box refuses node_overrides and cloud.hypervisor_pps.
+NO_FORWARDING_CAPACITY = "the box's switches forward at the kernel's own speed; a set forwarding capacity is not built"
+
+
 def _refuse_unbuildable(s: Scenario) -> None:
     """Scenario features the box does not build, named by their field (getattr: newer schemas have them)."""
     t = s.topology
@@ -215,8 +219,7 @@ def _refuse_unbuildable(s: Scenario) -> None:
                        ("pfc", "veths have no priority flow control (PAUSE frames)"),
                        ("link_events", "the box does not replay timed link events"),
                        ("switch_logic", "the box's switches are plain Linux routers"),
-                       ("node_overrides", ("the box's switches forward at the kernel's own speed; a set "
-                                           "forwarding capacity is not built"))):
+                       ("node_overrides", NO_FORWARDING_CAPACITY)):
         if getattr(s, field, None):
             raise ClusterError(f"{field}: {why}; remove it to build the box")
     if s.transport.cc not in CC_NAMES:
@@ -354,12 +357,9 @@ def build_cloud_plan(s: Scenario, name: str = "box", omit: frozenset = frozenset
                            f"leaf, got {f.hosts_per_leaf}")
     if s.transport.cc not in CC_NAMES:
         raise ClusterError(f"transport.cc: the box runs Linux's TCP ({', '.join(CC_NAMES)}), not {s.transport.cc!r}")
-    if getattr(s, "node_overrides", None):
-        raise ClusterError("node_overrides: the box's switches forward at the kernel's own speed; a set forwarding "
-                           "capacity is not built; remove it to build the box")
-    if getattr(c, "hypervisor_pps", None) is not None:
-        raise ClusterError("cloud.hypervisor_pps: the box's machine namespaces forward at the kernel's own speed; a "
-                           "set virtual-switch capacity is not built (remove it to build the box)")
+    for field, given in (("node_overrides", bool(s.node_overrides)), ("cloud.hypervisor_pps", c.hypervisor_pps)):
+        if given:
+            raise ClusterError(f"{field}: {NO_FORWARDING_CAPACITY}; remove it to build the box")
     cl = s.build_cloud()
     noisy = cl.noisy_vms()
     vms = [i for i, t in enumerate(cl.tenant) if t] + noisy

@@ -116,8 +116,10 @@ impl Forwarders {
         Some(self.at[node as usize]).filter(|&k| k != u32::MAX)
     }
 
-    /// The `node_forwarding` table: per node, packets forwarded and
-    /// dropped, and the most it held at once.
+    /// The `node_forwarding` table: per node, packets forwarded (served:
+    /// late duplicates discarded after service included) and dropped, the
+    /// most it held at once, and what it holds now (the one in service
+    /// included), so that entered = forwarded + dropped + held.
     pub fn table(&self, names: &[String]) -> Table {
         Table::new("node_forwarding")
             .col(
@@ -140,6 +142,10 @@ impl Forwarders {
             .col(
                 "max_queue_packets",
                 Column::U64(self.cpus.iter().map(|c| c.max_queue as u64).collect()),
+            )
+            .col(
+                "held_packets",
+                Column::U64(self.cpus.iter().map(|c| c.queue.len() as u64).collect()),
             )
     }
 }
