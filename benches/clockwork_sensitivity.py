@@ -54,6 +54,9 @@ CONDITIONS = {
     "margin 8": {"margin": 8},
     "margin 12": {"margin": 12},
     "NIC 6.4 Gbit/s": {"fabric": {"link_rate_bps": 2 * N.VM_CAP_BPS}},
+    # Linux's loss recovery as the transport now models it: SACK (RFC 6675) with its 200 ms minimum RTO.
+    "SACK, min RTO 200 ms": {"transport": {"sack": True, "min_rto_ps": 200 * RTT_MS}},
+    "SACK, min RTO 200 ms, margin 12": {"transport": {"sack": True, "min_rto_ps": 200 * RTT_MS}, "margin": 12},
 }
 
 
