@@ -24,7 +24,6 @@ import json
 import time
 
 import numpy as np
-
 from fabriclab.systems.clockwork import repro_nccl as N
 
 CONFIGS = ("assigned", "chosen", "chosen_rocket")

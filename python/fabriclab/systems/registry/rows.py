@@ -513,7 +513,8 @@ ROWS: tuple[Row, ...] = (
         paper='−33 %, much less variance',
         ours='+1.6 % (127.3 → 129.3 ms; IQR 4.6 → 9.2 ms)',
         tolerance='negative',
-        status='differs (colocation and busy neighbours cost the ring little in our cloud: no hypervisor CPU; 4 spare VMs of 20)',
+        status=('differs (colocation and busy neighbours cost the ring little in our cloud: no hypervisor CPU; 4 spare VMs '
+                'of 20; which cloud conditions move it, the optional hypervisor CPU included: the [sensitivity study](clockwork-control.md#what-would-give-the-talks-gains-a-sensitivity-study))'),
         full_date='2026-11-28',
         checks=(FullCheck('chosen vs assigned (%)', 1.6, Band(None, 0.0)),)),
     Row(repro='clockwork-nccl',
@@ -523,7 +524,8 @@ ROWS: tuple[Row, ...] = (
         paper='−61 % (TCP throughput 2.6x); alone −31 to −41 %',
         ours='+3.7 % (132.0 ms; IQR 10.5 ms); alone: all-reduce −3.5 %, all-gather +17.1 %, reduce-scatter −0.6 %, broadcast +1.3 %',
         tolerance='negative',
-        status="differs (on the tenant's VMs only, T = one base RTT; the tenant's rings are not drop-bound in our cloud)",
+        status=("differs (on the tenant's VMs only, T = one base RTT; the tenant's rings are not drop-bound in our cloud; "
+                "T, clocks, RTO, SACK, buffers and the cloud varied one at a time: the [sensitivity study](clockwork-control.md#what-would-give-the-talks-gains-a-sensitivity-study))"),
         full_date='2026-11-28',
         checks=(FullCheck('chosen + Packet Rocket vs assigned (%)', 3.7, Band(None, 0.0)),
                 FullCheck('alone, all-reduce (%)', -3.5, Band(None, 0.0)),)),
@@ -534,7 +536,8 @@ ROWS: tuple[Row, ...] = (
         paper='−7.9 %; −26 %',
         ours='+0.1 %; +0.9 % (933.9 → 934.9; 941.9 ms; IQR 2.6 → 9.9; 9.4 ms)',
         tolerance='negative',
-        status="differs (as clockwork-nccl, Packet Rocket on the tenant's VMs only; Ray adds 28 x 4.5 ms of calls)",
+        status=("differs (as clockwork-nccl, Packet Rocket on the tenant's VMs only; Ray adds 28 x 4.5 ms of calls; see "
+                "clockwork-nccl's [sensitivity study](clockwork-control.md#what-would-give-the-talks-gains-a-sensitivity-study))"),
         checks=(FullCheck('chosen vs assigned (%)', 0.1, Band(None, 0.0)),
                 FullCheck('chosen + Packet Rocket vs assigned (%)', 0.9, Band(None, 0.0)),),
         full_date='2026-11-28'),
