@@ -246,11 +246,13 @@ fn after_a_timeout_sack_forgets_the_scoreboard_then_skips_what_is_sacked_anew() 
 
 #[test]
 fn the_rescue_retransmission_repairs_a_lost_tail_without_a_timeout() {
-    // A 10-segment message losing 3 and 9. By hand: the duplicate ACK of 6
-    // enters recovery (FlightSize 7, cwnd 3.5) and resends 3; NextSeg has
-    // no lost hole (7 and 8 are not IsLost), no new data, nothing unSACKed
-    // below the highest SACK, so rule 4 offers the last segment, 9, which
-    // goes when pipe allows: at the ACK of 8 (pipe = 3 resent + 9 = 2).
+    // A 10-segment message losing 3 and 9. By hand (RFC 6675 §5): the
+    // duplicate ACK of 6 enters recovery (FlightSize 7, cwnd 3.5), resends 3
+    // and sets HighRxt = RescueRxt = end of 3 (step 4.3). In round 1 HighACK
+    // stays at 3, not above RescueRxt, so rule 4 offers nothing. The resent
+    // 3 arrives in round 2: HighACK moves to 9 (past RescueRxt), 9 is
+    // neither IsLost nor below the highest SACK, no new data is left, so
+    // rule 4 resends 9 (pipe 0). The same round as NewReno's partial ACK.
     let (s, log) = play(true, &[3, 9], 10);
     let at: Vec<(u64, Vec<(u64, bool)>)> = log.iter().map(|e| (e.1, e.3.clone())).collect();
     assert_eq!(
@@ -263,17 +265,31 @@ fn the_rescue_retransmission_repairs_a_lost_tail_without_a_timeout() {
             (5, vec![]),
             (6, vec![(3, true)]),
             (7, vec![]),
-            (8, vec![(9, true)]),
-            (3, vec![]),
+            (8, vec![]),
+            (3, vec![(9, true)]),
             (9, vec![]),
         ]
     );
     assert_eq!((s.timeouts, s.retransmits), (0, 2));
-    assert_eq!(round_of(&log, 9), 1);
-    // Without SACK, 9 waits for the partial ACK of the resent 3: a round later.
+    assert_eq!((round_of(&log, 3), round_of(&log, 9)), (1, 2));
     let (n, nlog) = play(false, &[3, 9], 10);
     assert_eq!((round_of(&nlog, 3), round_of(&nlog, 9)), (1, 2));
     assert_eq!((n.timeouts, n.retransmits), (0, 2));
+}
+
+#[test]
+fn losing_only_segment_3_of_10_resends_3_alone() {
+    // The review's hand case (B3): recovery on the ACK of 6 resends 3; the
+    // ACKs of 7 and 8 leave pipe at 3 then 2 of cwnd 3.5, but RescueRxt =
+    // end of 3 and HighACK = 3, so rule 4 does not fire: 9, still in
+    // flight, is not resent. The resent 3 completes the message.
+    let (s, log) = play(true, &[3], 10);
+    let resent: Vec<u64> = log
+        .iter()
+        .flat_map(|e| e.3.iter().filter(|x| x.1).map(|x| x.0))
+        .collect();
+    assert_eq!(resent, vec![3]);
+    assert_eq!((s.timeouts, s.retransmits), (0, 1));
 }
 
 #[test]

@@ -16,8 +16,9 @@
 //!   are sent, and when, is RFC 6675's), cwnd = ssthresh (§5 step 4.2); the
 //!   segment at HighACK + 1 is retransmitted at once (step 4.3).
 //! - **During recovery** (§5 steps A-C): while cwnd - pipe >= 1 SMSS,
-//!   NextSeg () rules 1-4 choose what to send; HighRxt and RescueRxt move as
-//!   steps C.2 and rule 4 say. The window does not grow; recovery ends on
+//!   NextSeg () rules 1-4 choose what to send; HighRxt and RescueRxt start
+//!   at the end of the segment resent at entry (step 4.3, so no rescue in
+//!   the first round) and move as steps C.2 and rule 4 say. The window does not grow; recovery ends on
 //!   the cumulative ACK of RecoveryPoint, with cwnd = ssthresh. Every ACK of
 //!   new data restarts the retransmission timer (RFC 6298 §5.3; Linux's
 //!   `tcp_rearm_rto`), partial ones included.
@@ -141,6 +142,12 @@ impl TcpSender {
         self.recover = Some(self.high_tx);
         self.in_recovery = true;
         self.high_rxt = self.snd_una;
+        // Step 4.3: "To prevent repeated retransmission of the same data or
+        // a premature rescue retransmission, set both HighRxt and RescueRxt
+        // to the highest sequence number in the retransmitted segment"
+        // (kept here as its exclusive end; rule 4 tests HighACK > RescueRxt
+        // as `snd_una > rescue_rxt`, the same off-by-one on both sides).
+        self.rescue_rxt = Some(self.snd_una + self.seg_len(self.snd_una) as u64);
         self.retransmit_head = true;
         self.rtt_probe = None;
     }
