@@ -216,32 +216,36 @@ fn without_losses_sack_sends_exactly_what_newreno_sends() {
 }
 
 #[test]
-fn after_a_timeout_sack_forgets_the_scoreboard_then_skips_what_is_sacked_anew() {
-    // Ten segments out; 0 and 3 are lost. The ACKs of 1 and 2 arrive (two
-    // duplicates, no recovery); the rest are lost. At the RTO (1 ms) the
-    // scoreboard is emptied (RFC 6675 §5.1) and 0 is resent with cwnd 1.
+fn after_a_timeout_sack_keeps_the_scoreboard_and_does_not_resend_sacked_data() {
+    // Ten segments out; 0, 2, 4, 6 and 8 are lost, so the receiver holds 1,
+    // 3, 5, 7 and 9. The ACKs of 1 and 3 arrive (two duplicates SACKing two
+    // segments: not IsLost, no recovery); the rest are lost. At the RTO
+    // (1 ms) 0 is resent with cwnd 1 and the scoreboard is kept (our
+    // receiver never reneges).
     let cfg = SenderConfig {
         sack: true,
         ..sender_cfg()
     };
     let mut s = TcpSender::new(100 * MSS, &cfg, Box::new(NewReno));
     assert_eq!(poll(&mut s, 0).len(), 10);
-    // Segments 1 and 2 SACKed (one ACK each): two duplicates, no recovery.
     s.on_ack_sack(10, 0, false, &[(MSS, 2 * MSS)]);
-    s.on_ack_sack(20, 0, false, &[(MSS, 3 * MSS)]);
+    s.on_ack_sack(20, 0, false, &[(3 * MSS, 4 * MSS), (MSS, 2 * MSS)]);
     assert!(!s.in_recovery());
     let rto = 1_000_000_000;
     let segs = poll(&mut s, rto);
     assert_eq!((s.timeouts, segs.len(), segs[0].seq), (1, 1, 0));
-    assert!(s.sacked_ranges().is_empty());
-    // 3 was lost too. The ACK of the resent 0 is cumulative to 3 (1 and 2
-    // arrived) and SACKs 4..9 in one block. Slow start: cwnd 2; pipe counts
-    // what was resent since the timeout and is not SACKed: 3 goes, the
-    // resend skips 4..9, and 10 goes (pipe 1 + 1 = cwnd).
-    s.on_ack_sack(rto + 10, 3 * MSS, false, &[(4 * MSS, 10 * MSS)]);
+    assert_eq!(s.sacked_ranges(), &[(MSS, 2 * MSS), (3 * MSS, 4 * MSS)]);
+    // The ACK of the resent 0 is cumulative to 2 and, five blocks being
+    // out of order at the receiver, reports the three most recent (RFC
+    // 2018 §4): 9, 7, 5, not 3. Slow start: cwnd 2. The resend goes on
+    // from 2; 3 is SACKed from before the timeout and skipped, so 4 goes
+    // (pipe 1 + 1 = cwnd). An expunged scoreboard would resend 3, which
+    // the receiver holds.
+    let blocks = [(9 * MSS, 10 * MSS), (7 * MSS, 8 * MSS), (5 * MSS, 6 * MSS)];
+    s.on_ack_sack(rto + 10, 2 * MSS, false, &blocks);
     let segs: Vec<u64> = poll(&mut s, rto + 10).iter().map(|g| g.seq / MSS).collect();
-    assert_eq!(segs, vec![3, 10]);
-    assert_eq!(s.retransmits, 2);
+    assert_eq!(segs, vec![2, 4]);
+    assert_eq!(s.retransmits, 3);
 }
 
 #[test]
