@@ -60,3 +60,14 @@ def test_sack_off_is_the_run_without_the_field(tmp_path):
 def test_sack_runs_are_deterministic(tmp_path):
     a, b = simulate(_dumbbell(tmp_path, True)), simulate(_dumbbell(tmp_path, True))
     assert a.flows.equals(b.flows) and a.links.equals(b.links)
+
+
+def test_newreno_with_sack_resends_exactly_what_the_bottleneck_drops(tmp_path):
+    # A FIFO path that loses no ACK and reorders nothing: every segment the receiver lacks was
+    # dropped once at the bottleneck, so a sender that trusts its SACK blocks and never times out
+    # resends exactly the drops (review_sack T1; NewReno without SACK resends 225 for 101 drops).
+    r = simulate(_dumbbell(tmp_path, True, "newreno"))
+    drops, retx = int(r.links["drops"].sum()), int(r.flows["retransmits"].iloc[0])
+    assert drops > 0 and retx == drops
+    # No timeout: the flow ends within one minimum RTO (1 ms) of its ideal FCT.
+    assert int(r.flows["fct_ps"].iloc[0]) < int(r.flows["ideal_fct_ps"].iloc[0]) + 1_000_000_000

@@ -216,41 +216,47 @@ fn without_losses_sack_sends_exactly_what_newreno_sends() {
 }
 
 #[test]
-fn after_a_timeout_sack_forgets_the_scoreboard_then_skips_what_is_sacked_anew() {
-    // Ten segments out; 0 and 3 are lost. The ACKs of 1 and 2 arrive (two
-    // duplicates, no recovery); the rest are lost. At the RTO (1 ms) the
-    // scoreboard is emptied (RFC 6675 §5.1) and 0 is resent with cwnd 1.
+fn after_a_timeout_sack_keeps_the_scoreboard_and_does_not_resend_sacked_data() {
+    // Ten segments out; 0, 2, 4, 6 and 8 are lost, so the receiver holds 1,
+    // 3, 5, 7 and 9. The ACKs of 1 and 3 arrive (two duplicates SACKing two
+    // segments: not IsLost, no recovery); the rest are lost. At the RTO
+    // (1 ms) 0 is resent with cwnd 1 and the scoreboard is kept (our
+    // receiver never reneges).
     let cfg = SenderConfig {
         sack: true,
         ..sender_cfg()
     };
     let mut s = TcpSender::new(100 * MSS, &cfg, Box::new(NewReno));
     assert_eq!(poll(&mut s, 0).len(), 10);
-    // Segments 1 and 2 SACKed (one ACK each): two duplicates, no recovery.
     s.on_ack_sack(10, 0, false, &[(MSS, 2 * MSS)]);
-    s.on_ack_sack(20, 0, false, &[(MSS, 3 * MSS)]);
+    s.on_ack_sack(20, 0, false, &[(3 * MSS, 4 * MSS), (MSS, 2 * MSS)]);
     assert!(!s.in_recovery());
     let rto = 1_000_000_000;
     let segs = poll(&mut s, rto);
     assert_eq!((s.timeouts, segs.len(), segs[0].seq), (1, 1, 0));
-    assert!(s.sacked_ranges().is_empty());
-    // 3 was lost too. The ACK of the resent 0 is cumulative to 3 (1 and 2
-    // arrived) and SACKs 4..9 in one block. Slow start: cwnd 2; pipe counts
-    // what was resent since the timeout and is not SACKed: 3 goes, the
-    // resend skips 4..9, and 10 goes (pipe 1 + 1 = cwnd).
-    s.on_ack_sack(rto + 10, 3 * MSS, false, &[(4 * MSS, 10 * MSS)]);
+    assert_eq!(s.sacked_ranges(), &[(MSS, 2 * MSS), (3 * MSS, 4 * MSS)]);
+    // The ACK of the resent 0 is cumulative to 2 and, five blocks being
+    // out of order at the receiver, reports the three most recent (RFC
+    // 2018 §4): 9, 7, 5, not 3. Slow start: cwnd 2. The resend goes on
+    // from 2; 3 is SACKed from before the timeout and skipped, so 4 goes
+    // (pipe 1 + 1 = cwnd). An expunged scoreboard would resend 3, which
+    // the receiver holds.
+    let blocks = [(9 * MSS, 10 * MSS), (7 * MSS, 8 * MSS), (5 * MSS, 6 * MSS)];
+    s.on_ack_sack(rto + 10, 2 * MSS, false, &blocks);
     let segs: Vec<u64> = poll(&mut s, rto + 10).iter().map(|g| g.seq / MSS).collect();
-    assert_eq!(segs, vec![3, 10]);
-    assert_eq!(s.retransmits, 2);
+    assert_eq!(segs, vec![2, 4]);
+    assert_eq!(s.retransmits, 3);
 }
 
 #[test]
 fn the_rescue_retransmission_repairs_a_lost_tail_without_a_timeout() {
-    // A 10-segment message losing 3 and 9. By hand: the duplicate ACK of 6
-    // enters recovery (FlightSize 7, cwnd 3.5) and resends 3; NextSeg has
-    // no lost hole (7 and 8 are not IsLost), no new data, nothing unSACKed
-    // below the highest SACK, so rule 4 offers the last segment, 9, which
-    // goes when pipe allows: at the ACK of 8 (pipe = 3 resent + 9 = 2).
+    // A 10-segment message losing 3 and 9. By hand (RFC 6675 §5): the
+    // duplicate ACK of 6 enters recovery (FlightSize 7, cwnd 3.5), resends 3
+    // and sets HighRxt = RescueRxt = end of 3 (step 4.3). In round 1 HighACK
+    // stays at 3, not above RescueRxt, so rule 4 offers nothing. The resent
+    // 3 arrives in round 2: HighACK moves to 9 (past RescueRxt), 9 is
+    // neither IsLost nor below the highest SACK, no new data is left, so
+    // rule 4 resends 9 (pipe 0). The same round as NewReno's partial ACK.
     let (s, log) = play(true, &[3, 9], 10);
     let at: Vec<(u64, Vec<(u64, bool)>)> = log.iter().map(|e| (e.1, e.3.clone())).collect();
     assert_eq!(
@@ -263,17 +269,31 @@ fn the_rescue_retransmission_repairs_a_lost_tail_without_a_timeout() {
             (5, vec![]),
             (6, vec![(3, true)]),
             (7, vec![]),
-            (8, vec![(9, true)]),
-            (3, vec![]),
+            (8, vec![]),
+            (3, vec![(9, true)]),
             (9, vec![]),
         ]
     );
     assert_eq!((s.timeouts, s.retransmits), (0, 2));
-    assert_eq!(round_of(&log, 9), 1);
-    // Without SACK, 9 waits for the partial ACK of the resent 3: a round later.
+    assert_eq!((round_of(&log, 3), round_of(&log, 9)), (1, 2));
     let (n, nlog) = play(false, &[3, 9], 10);
     assert_eq!((round_of(&nlog, 3), round_of(&nlog, 9)), (1, 2));
     assert_eq!((n.timeouts, n.retransmits), (0, 2));
+}
+
+#[test]
+fn losing_only_segment_3_of_10_resends_3_alone() {
+    // The review's hand case (B3): recovery on the ACK of 6 resends 3; the
+    // ACKs of 7 and 8 leave pipe at 3 then 2 of cwnd 3.5, but RescueRxt =
+    // end of 3 and HighACK = 3, so rule 4 does not fire: 9, still in
+    // flight, is not resent. The resent 3 completes the message.
+    let (s, log) = play(true, &[3], 10);
+    let resent: Vec<u64> = log
+        .iter()
+        .flat_map(|e| e.3.iter().filter(|x| x.1).map(|x| x.0))
+        .collect();
+    assert_eq!(resent, vec![3]);
+    assert_eq!((s.timeouts, s.retransmits), (0, 1));
 }
 
 #[test]

@@ -38,11 +38,6 @@ impl Scoreboard {
     pub fn is_empty(&self) -> bool {
         self.ranges.is_empty()
     }
-    /// RFC 2018 §8 / RFC 6675 §5.1: forget every SACK (after a timeout).
-    pub fn clear(&mut self) {
-        self.ranges.clear();
-    }
-
     /// RFC 6675's Update (): records `blocks` above `snd_una` (parts at or
     /// below it are already cumulatively acknowledged) and drops what
     /// `snd_una` now covers. Returns the bytes newly SACKed.

@@ -16,8 +16,9 @@
 //!   are sent, and when, is RFC 6675's), cwnd = ssthresh (§5 step 4.2); the
 //!   segment at HighACK + 1 is retransmitted at once (step 4.3).
 //! - **During recovery** (§5 steps A-C): while cwnd - pipe >= 1 SMSS,
-//!   NextSeg () rules 1-4 choose what to send; HighRxt and RescueRxt move as
-//!   steps C.2 and rule 4 say. The window does not grow; recovery ends on
+//!   NextSeg () rules 1-4 choose what to send; HighRxt and RescueRxt start
+//!   at the end of the segment resent at entry (step 4.3, so no rescue in
+//!   the first round) and move as steps C.2 and rule 4 say. The window does not grow; recovery ends on
 //!   the cumulative ACK of RecoveryPoint, with cwnd = ssthresh. Every ACK of
 //!   new data restarts the retransmission timer (RFC 6298 §5.3; Linux's
 //!   `tcp_rearm_rto`), partial ones included.
@@ -25,15 +26,23 @@
 //!   flight (§5 step 3's Limited Transmit): SACKed bytes leave the pipe.
 //!   Without SACKed bytes pipe is the flight, so a loss-free connection
 //!   sends exactly what it sends without SACK.
-//! - **Timeout** (§5.1): "a TCP sender SHOULD expunge the SACK information
-//!   gathered from a receiver upon a retransmission timeout" (RFC 2018's
-//!   advice, which §5.1 keeps), and "RecoveryPoint MUST be set to HighData"
-//!   with the recovery terminated. The sender then resends from HighACK + 1
-//!   in slow start (as without SACK), and "SHOULD utilize all SACK
-//!   information made available during the loss recovery following an
-//!   RTO": segments SACKed by ACKs after the timeout are skipped. Linux
-//!   keeps the scoreboard across a timeout unless it detects reneging; our
-//!   receiver never reneges, so this is the RFC's more cautious choice.
+//! - **Timeout** (§5.1): "RecoveryPoint MUST be set to HighData" with the
+//!   recovery terminated; the sender resends from HighACK + 1 in slow start
+//!   (as without SACK), skipping what is SACKed. The scoreboard is *kept*:
+//!   a departure from §5.1's "[RFC2018] suggests that a TCP sender SHOULD
+//!   expunge the SACK information gathered from a receiver upon a
+//!   retransmission timeout (RTO) 'since the timeout might indicate that
+//!   the data receiver has reneged.' Additionally, a TCP sender MUST
+//!   'ignore prior SACK information in determining which data to
+//!   retransmit.'" Reneging is the only reason given, and our receiver
+//!   cannot renege (`TcpReceiver` never discards out-of-order data), which
+//!   is the strongest form of §5.1's own escape: "as long as robust tests
+//!   for reneging are present, an implementation can retain and use SACK
+//!   information across a timeout event [Errata1610]". Linux likewise keeps
+//!   its SACKed marks at a timeout and clears them only when it detects
+//!   reneging (from memory of `tcp_timeout_mark_lost` /
+//!   `tcp_check_sack_reneging`, not re-read). Expunging cost one spurious
+//!   resend per hole left after a timeout (review_sack B2).
 //! - Not modelled: D-SACK (RFC 2883), RACK-TLP (RFC 8985), PRR (RFC 6937),
 //!   rate pacing (DCQCN, the only paced control, refuses SACK).
 
@@ -141,13 +150,19 @@ impl TcpSender {
         self.recover = Some(self.high_tx);
         self.in_recovery = true;
         self.high_rxt = self.snd_una;
+        // Step 4.3: "To prevent repeated retransmission of the same data or
+        // a premature rescue retransmission, set both HighRxt and RescueRxt
+        // to the highest sequence number in the retransmitted segment"
+        // (kept here as its exclusive end; rule 4 tests HighACK > RescueRxt
+        // as `snd_una > rescue_rxt`, the same off-by-one on both sides).
+        self.rescue_rxt = Some(self.snd_una + self.seg_len(self.snd_una) as u64);
         self.retransmit_head = true;
         self.rtt_probe = None;
     }
 
-    /// §5.1 (see the module's notes).
+    /// §5.1 (see the module's notes): the scoreboard is kept, as our
+    /// receiver never reneges; only HighRxt falls back to HighACK.
     pub(super) fn sack_on_timeout(&mut self) {
-        self.board.clear();
         self.high_rxt = self.snd_una;
     }
 
