@@ -297,16 +297,8 @@ impl TcpSender {
         self.settled = false;
         self.cc.on_feedback(now, ece);
         if ack > self.snd_una {
-            let acked = ack - self.snd_una;
-            self.snd_una = ack;
-            if self.snd_nxt < ack {
-                self.snd_nxt = ack; // after a go-back-N timeout the receiver may be ahead
-            }
-            let mut info = self.acked(now, ack, acked, ece);
+            let mut info = self.advance(now, ack, ece);
             let mut restart_timer = true;
-            if self.in_loss && ack >= self.recover.unwrap_or(0) {
-                self.in_loss = false;
-            }
             if self.in_recovery {
                 self.cc.on_ack(&mut self.st, &info);
                 if ack >= self.recover.unwrap_or(0) {
@@ -323,7 +315,7 @@ impl TcpSender {
                     restart_timer = !self.partial_acked;
                     self.partial_acked = true;
                     self.retransmit_head = true;
-                    self.st.cwnd_bytes = (self.st.cwnd_bytes - acked as f64 + self.st.mss_bytes)
+                    self.st.cwnd_bytes = (self.st.cwnd_bytes - info.acked_bytes as f64 + self.st.mss_bytes)
                         .max(self.st.mss_bytes);
                 }
             } else {
@@ -354,10 +346,20 @@ impl TcpSender {
         }
     }
 
-    /// The cumulative ACK point moved to `ack` (by `acked` bytes): takes
-    /// the RTT sample it completes (Karn) and describes it to the
-    /// congestion control.
-    fn acked(&mut self, now: u64, ack: u64, acked: u64, ece: bool) -> AckInfo {
+    /// The cumulative ACK point moves forward to `ack`: advances snd_una
+    /// (and snd_nxt, which after a go-back-N timeout the receiver may be
+    /// ahead of), ends a timeout's loss phase once `ack` passes its
+    /// recovery point, takes the RTT sample it completes (Karn) and
+    /// describes the ACK to the congestion control.
+    fn advance(&mut self, now: u64, ack: u64, ece: bool) -> AckInfo {
+        let acked = ack - self.snd_una;
+        self.snd_una = ack;
+        if self.snd_nxt < ack {
+            self.snd_nxt = ack;
+        }
+        if self.in_loss && ack >= self.recover.unwrap_or(0) {
+            self.in_loss = false;
+        }
         if let Some((end, t0)) = self.rtt_probe {
             if ack >= end {
                 self.rtt_sample((now - t0) as f64);

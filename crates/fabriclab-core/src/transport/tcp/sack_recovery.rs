@@ -101,15 +101,7 @@ impl TcpSender {
         self.cc.on_feedback(now, ece);
         let newly_sacked = self.board.update(ack.max(self.snd_una), blocks);
         if ack > self.snd_una {
-            let acked = ack - self.snd_una;
-            self.snd_una = ack;
-            if self.snd_nxt < ack {
-                self.snd_nxt = ack;
-            }
-            let mut info = self.acked(now, ack, acked, ece);
-            if self.in_loss && ack >= self.recover.unwrap_or(0) {
-                self.in_loss = false;
-            }
+            let mut info = self.advance(now, ack, ece);
             if self.in_recovery {
                 self.cc.on_ack(&mut self.st, &info);
                 if ack >= self.recover.unwrap_or(0) {
